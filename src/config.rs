@@ -1,0 +1,373 @@
+//! Configuration: OpenViking's key names where they exist, vikingfs's own under `vikingfs`.
+//!
+//! Looked up from `--config`, then `VIKINGFS_CONFIG`, then `~/.vikingfs/config.json`; a missing
+//! default file means all defaults. Unknown keys and bad values are errors naming the key and file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+    #[error("config {path}: {key}: {msg}")]
+    Value {
+        path: PathBuf,
+        key: String,
+        msg: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub storage: RawStorage,
+    #[serde(default)]
+    pub embedding: RawEmbedding,
+    #[serde(default)]
+    pub vlm: Option<ChatConfig>,
+    #[serde(default)]
+    pub vikingfs: RawVikingfs,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStorage {
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub agfs: RawAgfs,
+    #[serde(default)]
+    pub transaction: RawTransaction,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgfs {
+    #[serde(default)]
+    pub pathlock: RawPathlock,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPathlock {
+    pub lock_timeout_secs: Option<f64>,
+    pub lock_expire_secs: Option<f64>,
+}
+
+/// Legacy keys, used only when the `storage.agfs.pathlock` ones are unset.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransaction {
+    pub lock_timeout: Option<f64>,
+    pub lock_expire: Option<f64>,
+    /// Deprecated in OpenViking and ignored; accepted so an `ov.conf` still loads.
+    pub redo_recovery_enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEmbedding {
+    pub dense: Option<EmbeddingConfig>,
+}
+
+/// OpenViking's `embedding.dense`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// `local` (built-in hashing embedder) or `openai` (any OpenAI-compatible HTTP API).
+    #[serde(default = "default_embed_provider")]
+    pub provider: String,
+    pub api_base: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    #[serde(default = "default_dimension")]
+    pub dimension: usize,
+}
+
+fn default_embed_provider() -> String {
+    "local".into()
+}
+
+fn default_dimension() -> usize {
+    256
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: default_embed_provider(),
+            api_base: None,
+            model: None,
+            api_key: None,
+            dimension: default_dimension(),
+        }
+    }
+}
+
+/// OpenViking's `vlm`: an OpenAI-compatible chat model, used for summaries and memories.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatConfig {
+    #[serde(default = "default_chat_provider")]
+    pub provider: String,
+    pub api_base: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+}
+
+fn default_chat_provider() -> String {
+    "openai".into()
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVikingfs {
+    pub account: Option<String>,
+    pub user: Option<String>,
+    #[serde(default)]
+    pub workers: RawWorkers,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkers {
+    pub semantic: Option<usize>,
+    pub embedding: Option<usize>,
+    pub session_commit: Option<usize>,
+}
+
+/// Lock engine settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockConfig {
+    /// How long an acquire waits for a busy path (0: fail at once).
+    pub timeout: Duration,
+    /// How old a token of an owner we cannot check must be before it is stale.
+    pub expire: Duration,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            timeout: Duration::ZERO,
+            expire: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Worker threads per queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    pub semantic: usize,
+    pub embedding: usize,
+    pub session_commit: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            semantic: 1,
+            embedding: 2,
+            session_commit: 1,
+        }
+    }
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it was read from, if any.
+    pub source: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub account: String,
+    pub user: String,
+    pub lock: LockConfig,
+    pub embedding: EmbeddingConfig,
+    pub vlm: Option<ChatConfig>,
+    pub workers: WorkerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            source: None,
+            workspace: None,
+            account: "default".into(),
+            user: "default".into(),
+            lock: LockConfig::default(),
+            embedding: EmbeddingConfig::default(),
+            vlm: None,
+            workers: WorkerConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Find and load the configuration: `explicit`, then `VIKINGFS_CONFIG`, then
+    /// `~/.vikingfs/config.json` (defaults when that one is missing).
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(p) = explicit {
+            return Self::from_file(p);
+        }
+        if let Some(p) = std::env::var_os("VIKINGFS_CONFIG").filter(|v| !v.is_empty()) {
+            return Self::from_file(Path::new(&p));
+        }
+        if let Some(home) = std::env::var_os("HOME") {
+            let p = Path::new(&home).join(".vikingfs/config.json");
+            if p.exists() {
+                return Self::from_file(&p);
+            }
+        }
+        Ok(Config::default())
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text, path)
+    }
+
+    pub fn from_json(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        })?;
+        let mut cfg = Self::from_raw(raw, path)?;
+        cfg.source = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    fn from_raw(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
+        let bad = |key: &str, msg: &str| ConfigError::Value {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            msg: msg.to_string(),
+        };
+        let secs = |key: &str, v: f64| -> Result<Duration, ConfigError> {
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad(key, "must be a non-negative number of seconds"));
+            }
+            Ok(Duration::from_secs_f64(v))
+        };
+        let mut cfg = Config::default();
+        let pl = &raw.storage.agfs.pathlock;
+        let tx = &raw.storage.transaction;
+        if let Some(v) = pl.lock_timeout_secs {
+            cfg.lock.timeout = secs("storage.agfs.pathlock.lock_timeout_secs", v)?;
+        } else if let Some(v) = tx.lock_timeout {
+            cfg.lock.timeout = secs("storage.transaction.lock_timeout", v)?;
+        }
+        if let Some(v) = pl.lock_expire_secs {
+            cfg.lock.expire = secs("storage.agfs.pathlock.lock_expire_secs", v)?;
+        } else if let Some(v) = tx.lock_expire {
+            cfg.lock.expire = secs("storage.transaction.lock_expire", v)?;
+        }
+        if cfg.lock.expire.is_zero() {
+            return Err(bad("storage.agfs.pathlock.lock_expire_secs", "must be > 0"));
+        }
+        cfg.workspace = raw.storage.workspace;
+        if let Some(e) = raw.embedding.dense {
+            if e.provider != "local" && e.provider != "openai" {
+                return Err(bad(
+                    "embedding.dense.provider",
+                    "expected \"local\" or \"openai\"",
+                ));
+            }
+            if e.dimension == 0 || e.dimension > 8192 {
+                return Err(bad("embedding.dense.dimension", "must be 1..=8192"));
+            }
+            if e.provider == "openai" && e.api_base.is_none() {
+                return Err(bad(
+                    "embedding.dense.api_base",
+                    "required for provider openai",
+                ));
+            }
+            cfg.embedding = e;
+        }
+        if let Some(v) = raw.vlm {
+            if v.provider != "openai" {
+                return Err(bad("vlm.provider", "expected \"openai\""));
+            }
+            if v.api_base.is_none() {
+                return Err(bad("vlm.api_base", "required"));
+            }
+            cfg.vlm = Some(v);
+        }
+        if let Some(a) = raw.vikingfs.account {
+            cfg.account = a;
+        }
+        if let Some(u) = raw.vikingfs.user {
+            cfg.user = u;
+        }
+        let w = &raw.vikingfs.workers;
+        for (key, v, slot) in [
+            (
+                "vikingfs.workers.semantic",
+                w.semantic,
+                &mut cfg.workers.semantic,
+            ),
+            (
+                "vikingfs.workers.embedding",
+                w.embedding,
+                &mut cfg.workers.embedding,
+            ),
+            (
+                "vikingfs.workers.session_commit",
+                w.session_commit,
+                &mut cfg.workers.session_commit,
+            ),
+        ] {
+            if let Some(v) = v {
+                if v == 0 || v > 64 {
+                    return Err(bad(key, "must be 1..=64"));
+                }
+                *slot = v;
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::from_json(s, Path::new("/etc/x.json"))
+    }
+
+    #[test]
+    fn new_keys_win_over_legacy() {
+        let c = parse(
+            r#"{"storage":{"agfs":{"pathlock":{"lock_expire_secs":5}},
+                "transaction":{"lock_timeout":2,"lock_expire":99}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.lock.expire, Duration::from_secs(5));
+        assert_eq!(c.lock.timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_key_and_file() {
+        let e = parse(r#"{"storage":{"bogus":1}}"#).unwrap_err().to_string();
+        assert!(e.contains("bogus") && e.contains("/etc/x.json"), "{e}");
+        let e = parse(r#"{"storage":{"agfs":{"pathlock":{"lock_timeout_secs":-1}}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lock_timeout_secs"), "{e}");
+        let e = parse(r#"{"vikingfs":{"workers":{"embedding":0}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vikingfs.workers.embedding"), "{e}");
+    }
+}

@@ -1,0 +1,77 @@
+//! Named crash points for the crash-matrix tests.
+//!
+//! Built with `--features failpoints`, `crash_point!("name")` aborts the process at once (no
+//! unwinding, no destructors: like `kill -9`) when `VIKINGFS_CRASH_AT=name`. Without the feature
+//! it compiles to nothing. Every name must be listed in [`ALL`], which `vikingfs debug
+//! failpoints` prints and a test checks against the sources.
+
+/// Every crash point in the code base, grouped by operation. Keep sorted within a group.
+pub const ALL: &[&str] = &[];
+
+#[cfg(feature = "failpoints")]
+fn armed() -> Option<&'static str> {
+    use std::sync::OnceLock;
+    static ARMED: OnceLock<Option<String>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            std::env::var("VIKINGFS_CRASH_AT")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+        .as_deref()
+}
+
+/// Abort the process if `name` is the armed crash point.
+#[inline]
+pub fn hit(name: &'static str) {
+    #[cfg(feature = "failpoints")]
+    if armed() == Some(name) {
+        // stderr is unbuffered: tests look for this line to know the point was reached.
+        eprintln!("vikingfs: crash point {name} reached, aborting");
+        std::process::abort();
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
+}
+
+/// `crash_point!("mv.after_copy")`: see the module docs.
+#[macro_export]
+macro_rules! crash_point {
+    ($name:literal) => {
+        $crate::failpoint::hit($name)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every `crash_point!("...")` in src/ is listed in `ALL`, and every listed name is used.
+    #[test]
+    fn registry_matches_sources() {
+        let mut used = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("failpoint.rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for part in text.split("crash_point!(\"").skip(1) {
+                        used.push(part.split('"').next().unwrap().to_string());
+                    }
+                }
+            }
+        }
+        used.sort();
+        used.dedup();
+        let mut all: Vec<String> = super::ALL.iter().map(|s| s.to_string()).collect();
+        all.sort();
+        assert_eq!(
+            used, all,
+            "failpoint::ALL must list exactly the crash points in src/"
+        );
+    }
+}

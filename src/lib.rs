@@ -1,0 +1,10 @@
+//! vikingfs: OpenViking's context namespace as a Linux filesystem.
+//!
+//! Layers, each looking only down:
+//! faces (`cli`, `fuse`, `session`) → `ops` → `lock`, `store`, `index`, `queue` → `uri`, `workspace`.
+
+pub mod cli;
+pub mod config;
+pub mod failpoint;
+pub mod uri;
+pub mod workspace;

@@ -1,0 +1,144 @@
+//! The workspace directory: where the files (the truth) and vikingfs's internals live.
+//!
+//! Layout, shared with OpenViking (see `shared/design/openviking-compat.md`):
+//!
+//! ```text
+//! WORKSPACE/viking/{account}/{resources,user/{uid},agent}/...   the files
+//! WORKSPACE/_system, vectordb/, temp/                           OpenViking's (never touched)
+//! WORKSPACE/.vikingfs/                                          vikingfs's internals
+//! ```
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::uri::{UriError, VPath};
+
+/// Directory name (beside `viking/`) that holds vikingfs's own files; OpenViking never uses it.
+pub const INTERNAL_DIR: &str = ".vikingfs";
+
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+    account: String,
+    user: String,
+}
+
+impl Workspace {
+    /// Open the workspace at `root`, creating it (and the default scopes) when missing.
+    pub fn open(root: impl AsRef<Path>, account: &str, user: &str) -> io::Result<Self> {
+        for (what, v) in [("account", account), ("user", user)] {
+            if v.is_empty() || v.contains('/') || v.contains('\0') || v == "." || v == ".." {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("invalid {what} name {v:?}"),
+                ));
+            }
+        }
+        let root = root.as_ref();
+        std::fs::create_dir_all(root)?;
+        let root = root.canonicalize()?;
+        let ws = Workspace {
+            root,
+            account: account.to_string(),
+            user: user.to_string(),
+        };
+        let data = ws.data_root();
+        for d in [
+            data.join("resources"),
+            data.join("user").join(user),
+            data.join("agent"),
+            ws.internal_dir(),
+            ws.internal_dir().join("tmp"),
+        ] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(ws)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn account(&self) -> &str {
+        &self.account
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// `WORKSPACE/viking/{account}`: the directory a [`VPath`] is relative to.
+    pub fn data_root(&self) -> PathBuf {
+        self.root.join("viking").join(&self.account)
+    }
+
+    /// vikingfs's internal directory (queue and index databases, temp files, daemon records).
+    pub fn internal_dir(&self) -> PathBuf {
+        self.root.join(INTERNAL_DIR)
+    }
+
+    /// Scratch space on the same filesystem as the data, so renames out of it are atomic.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.internal_dir().join("tmp")
+    }
+
+    pub fn queue_db(&self) -> PathBuf {
+        self.internal_dir().join("queue.db")
+    }
+
+    pub fn index_db(&self) -> PathBuf {
+        self.internal_dir().join("index.db")
+    }
+
+    /// The file or directory on disk that a path names.
+    pub fn fs_path(&self, p: &VPath) -> PathBuf {
+        let mut out = self.data_root();
+        if !p.is_root() {
+            out.push(p.as_str());
+        }
+        out
+    }
+
+    /// OpenViking's AGFS path of a namespace path: `/local/{account}/{path}`. Lock file hashes
+    /// are taken over this string.
+    pub fn agfs_path(&self, p: &VPath) -> String {
+        if p.is_root() {
+            format!("/local/{}", self.account)
+        } else {
+            format!("/local/{}/{}", self.account, p.as_str())
+        }
+    }
+
+    /// Parse a `viking://` URI in this workspace's user context.
+    pub fn parse_uri(&self, uri: &str) -> Result<VPath, UriError> {
+        VPath::parse_uri(uri, &self.user)
+    }
+
+    /// The namespace path of a file on disk, when it lies under the data root.
+    pub fn vpath_of(&self, fs: &Path) -> Option<VPath> {
+        let rel = fs.strip_prefix(self.data_root()).ok()?;
+        VPath::from_rel(rel.to_str()?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_layout_and_maps_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+        assert!(ws.data_root().join("resources").is_dir());
+        assert!(ws.data_root().join("user/default").is_dir());
+        assert!(ws.internal_dir().is_dir());
+        let p = ws.parse_uri("viking://resources/a/b.md").unwrap();
+        assert_eq!(
+            ws.fs_path(&p),
+            ws.root().join("viking/default/resources/a/b.md")
+        );
+        assert_eq!(ws.agfs_path(&p), "/local/default/resources/a/b.md");
+        assert_eq!(ws.vpath_of(&ws.fs_path(&p)).unwrap(), p);
+        assert!(Workspace::open(dir.path().join("w2"), "../x", "u").is_err());
+    }
+}
