@@ -11,11 +11,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    // The io::Error is in the message, not the source chain, so `{:#}` prints it once.
+    #[error("config {path}: {err}")]
+    Read { path: PathBuf, err: std::io::Error },
     #[error("config {path}: {msg}")]
     Parse { path: PathBuf, msg: String },
     #[error("config {path}: {key}: {msg}")]
@@ -193,6 +191,8 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     pub vlm: Option<ChatConfig>,
     pub workers: WorkerConfig,
+    /// Where each key that did not keep its default came from (`file PATH`, `env NAME`, `flag`).
+    pub origins: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -206,11 +206,84 @@ impl Default for Config {
             embedding: EmbeddingConfig::default(),
             vlm: None,
             workers: WorkerConfig::default(),
+            origins: Default::default(),
         }
     }
 }
 
+/// One line of `vikingfs config show`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Setting {
+    pub key: &'static str,
+    pub value: serde_json::Value,
+    pub origin: String,
+}
+
 impl Config {
+    /// Every effective setting, with where it came from (`default` when nobody set it).
+    pub fn settings(&self) -> Vec<Setting> {
+        use serde_json::json;
+        let secret = |k: &Option<String>| k.as_ref().map(|_| json!("(set)"));
+        let vlm = self.vlm.as_ref();
+        let rows: Vec<(&'static str, serde_json::Value)> = vec![
+            ("storage.workspace", json!(self.workspace)),
+            (
+                "storage.agfs.pathlock.lock_timeout_secs",
+                json!(self.lock.timeout.as_secs_f64()),
+            ),
+            (
+                "storage.agfs.pathlock.lock_expire_secs",
+                json!(self.lock.expire.as_secs_f64()),
+            ),
+            ("embedding.dense.provider", json!(self.embedding.provider)),
+            ("embedding.dense.api_base", json!(self.embedding.api_base)),
+            ("embedding.dense.model", json!(self.embedding.model)),
+            (
+                "embedding.dense.api_key",
+                json!(secret(&self.embedding.api_key)),
+            ),
+            ("embedding.dense.dimension", json!(self.embedding.dimension)),
+            ("vlm.provider", json!(vlm.map(|v| &v.provider))),
+            ("vlm.api_base", json!(vlm.and_then(|v| v.api_base.as_ref()))),
+            ("vlm.model", json!(vlm.and_then(|v| v.model.as_ref()))),
+            ("vlm.api_key", json!(vlm.and_then(|v| secret(&v.api_key)))),
+            ("vikingfs.account", json!(self.account)),
+            ("vikingfs.user", json!(self.user)),
+            ("vikingfs.workers.semantic", json!(self.workers.semantic)),
+            ("vikingfs.workers.embedding", json!(self.workers.embedding)),
+            (
+                "vikingfs.workers.session_commit",
+                json!(self.workers.session_commit),
+            ),
+        ];
+        rows.into_iter()
+            .map(|(key, value)| Setting {
+                key,
+                value,
+                origin: self.origin_of(key),
+            })
+            .collect()
+    }
+
+    fn origin_of(&self, key: &str) -> String {
+        // Keys set as a group (embedding.dense, vlm) are recorded by their group.
+        let mut k = key;
+        loop {
+            if let Some(o) = self.origins.get(k) {
+                return o.clone();
+            }
+            match k.rfind('.') {
+                Some(i) => k = &k[..i],
+                None => return "default".into(),
+            }
+        }
+    }
+
+    /// Record that `key` was set by `origin` (used by the CLI for flags and environment).
+    pub fn set_origin(&mut self, key: &str, origin: impl Into<String>) {
+        self.origins.insert(key.to_string(), origin.into());
+    }
+
     /// Find and load the configuration: `explicit`, then `VIKINGFS_CONFIG`, then
     /// `~/.vikingfs/config.json` (defaults when that one is missing).
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -230,17 +303,27 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            err,
         })?;
         Self::from_json(&text, path)
     }
 
     pub fn from_json(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let raw: RawConfig = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            msg: e.to_string(),
+        // serde_path_to_error names the full key (`storage.agfs.bogus`), not just the leaf.
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let msg = e.into_inner().to_string();
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                msg: if key == "." {
+                    msg
+                } else {
+                    format!("{key}: {msg}")
+                },
+            }
         })?;
         let mut cfg = Self::from_raw(raw, path)?;
         cfg.source = Some(path.to_path_buf());
@@ -260,20 +343,37 @@ impl Config {
             Ok(Duration::from_secs_f64(v))
         };
         let mut cfg = Config::default();
+        let from = format!("file {}", path.display());
+        let set = |cfg: &mut Config, key: &str| {
+            cfg.origins.insert(key.to_string(), from.clone());
+        };
         let pl = &raw.storage.agfs.pathlock;
         let tx = &raw.storage.transaction;
         if let Some(v) = pl.lock_timeout_secs {
             cfg.lock.timeout = secs("storage.agfs.pathlock.lock_timeout_secs", v)?;
+            set(&mut cfg, "storage.agfs.pathlock.lock_timeout_secs");
         } else if let Some(v) = tx.lock_timeout {
             cfg.lock.timeout = secs("storage.transaction.lock_timeout", v)?;
+            cfg.origins.insert(
+                "storage.agfs.pathlock.lock_timeout_secs".into(),
+                format!("{from} (legacy storage.transaction.lock_timeout)"),
+            );
         }
         if let Some(v) = pl.lock_expire_secs {
             cfg.lock.expire = secs("storage.agfs.pathlock.lock_expire_secs", v)?;
+            set(&mut cfg, "storage.agfs.pathlock.lock_expire_secs");
         } else if let Some(v) = tx.lock_expire {
             cfg.lock.expire = secs("storage.transaction.lock_expire", v)?;
+            cfg.origins.insert(
+                "storage.agfs.pathlock.lock_expire_secs".into(),
+                format!("{from} (legacy storage.transaction.lock_expire)"),
+            );
         }
         if cfg.lock.expire.is_zero() {
             return Err(bad("storage.agfs.pathlock.lock_expire_secs", "must be > 0"));
+        }
+        if raw.storage.workspace.is_some() {
+            set(&mut cfg, "storage.workspace");
         }
         cfg.workspace = raw.storage.workspace;
         if let Some(e) = raw.embedding.dense {
@@ -293,6 +393,7 @@ impl Config {
                 ));
             }
             cfg.embedding = e;
+            set(&mut cfg, "embedding.dense");
         }
         if let Some(v) = raw.vlm {
             if v.provider != "openai" {
@@ -302,14 +403,18 @@ impl Config {
                 return Err(bad("vlm.api_base", "required"));
             }
             cfg.vlm = Some(v);
+            set(&mut cfg, "vlm");
         }
         if let Some(a) = raw.vikingfs.account {
             cfg.account = a;
+            set(&mut cfg, "vikingfs.account");
         }
         if let Some(u) = raw.vikingfs.user {
             cfg.user = u;
+            set(&mut cfg, "vikingfs.user");
         }
         let w = &raw.vikingfs.workers;
+        let mut worker_keys = Vec::new();
         for (key, v, slot) in [
             (
                 "vikingfs.workers.semantic",
@@ -332,7 +437,11 @@ impl Config {
                     return Err(bad(key, "must be 1..=64"));
                 }
                 *slot = v;
+                worker_keys.push(key);
             }
+        }
+        for key in worker_keys {
+            set(&mut cfg, key);
         }
         Ok(cfg)
     }
@@ -360,7 +469,14 @@ mod tests {
     #[test]
     fn unknown_keys_and_bad_values_name_key_and_file() {
         let e = parse(r#"{"storage":{"bogus":1}}"#).unwrap_err().to_string();
-        assert!(e.contains("bogus") && e.contains("/etc/x.json"), "{e}");
+        assert!(
+            e.contains("storage.bogus") && e.contains("/etc/x.json"),
+            "{e}"
+        );
+        let e = parse(r#"{"storage":{"agfs":{"pathlock":{"lock_expire_secs":"x"}}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("storage.agfs.pathlock.lock_expire_secs"), "{e}");
         let e = parse(r#"{"storage":{"agfs":{"pathlock":{"lock_timeout_secs":-1}}}}"#)
             .unwrap_err()
             .to_string();
@@ -369,5 +485,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("vikingfs.workers.embedding"), "{e}");
+    }
+
+    #[test]
+    fn settings_say_where_each_value_came_from() {
+        let c = parse(r#"{"storage":{"transaction":{"lock_expire":7}},"vikingfs":{"user":"ann"}}"#)
+            .unwrap();
+        let rows = c.settings();
+        let get = |k: &str| rows.iter().find(|r| r.key == k).unwrap().clone();
+        assert_eq!(get("vikingfs.user").origin, "file /etc/x.json");
+        assert_eq!(get("vikingfs.user").value, serde_json::json!("ann"));
+        assert!(get("storage.agfs.pathlock.lock_expire_secs")
+            .origin
+            .contains("legacy"));
+        assert_eq!(get("vikingfs.account").origin, "default");
     }
 }

@@ -37,8 +37,11 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCmd {
-    /// Print the effective configuration.
-    Show,
+    /// Print the effective configuration and where each value came from.
+    Show {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What every command needs: the configuration and the opened workspace.
@@ -49,12 +52,18 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(cli: &Cli) -> anyhow::Result<Ctx> {
-        let config = Config::load(cli.config.as_deref())?;
-        let workspace_path = cli
-            .workspace
-            .clone()
-            .or_else(|| config.workspace.clone())
-            .unwrap_or_else(default_workspace);
+        let mut config = Config::load(cli.config.as_deref())?;
+        if let Some(w) = &cli.workspace {
+            let origin =
+                if std::env::var_os("VIKINGFS_WORKSPACE").is_some_and(|v| v == w.as_os_str()) {
+                    "env VIKINGFS_WORKSPACE"
+                } else {
+                    "flag --workspace"
+                };
+            config.workspace = Some(w.clone());
+            config.set_origin("storage.workspace", origin);
+        }
+        let workspace_path = config.workspace.clone().unwrap_or_else(default_workspace);
         Ok(Ctx {
             config,
             workspace_path,
@@ -82,7 +91,8 @@ pub fn default_workspace() -> PathBuf {
 
 /// Parse the arguments, run the command, and return the process exit status.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    init_logging();
+    let cli = Cli::parse_from(mount_helper_args(std::env::args_os().collect()));
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -95,9 +105,83 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let ctx = Ctx::new(&cli)?;
     match &cli.command {
-        Command::Config(ConfigCmd::Show) => {
-            println!("{:#?}", ctx.config);
+        Command::Config(ConfigCmd::Show { json }) => {
+            let rows = ctx.config.settings();
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                match &ctx.config.source {
+                    Some(p) => println!("# config file: {}", p.display()),
+                    None => println!("# config file: none (defaults)"),
+                }
+                println!("# workspace: {}", ctx.workspace_path.display());
+                for r in rows {
+                    println!("{} = {}    # {}", r.key, r.value, r.origin);
+                }
+            }
             Ok(0)
         }
+    }
+}
+
+/// Logs go to stderr (the journal under systemd), filtered by `RUST_LOG` (default `warn`).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// mount(8) runs `mount.fuse.vikingfs SOURCE MOUNTPOINT -o OPTS` and mount.fuse3 runs
+/// `vikingfs SOURCE MOUNTPOINT -o OPTS`: both mean `vikingfs mount SOURCE MOUNTPOINT -o OPTS`.
+pub fn mount_helper_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let argv0_is_helper = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n.to_string_lossy().starts_with("mount.fuse"));
+    let first = args.get(1).map(|a| a.to_string_lossy().into_owned());
+    let is_subcommand = |s: &str| {
+        Cli::command()
+            .get_subcommands()
+            .any(|c| c.get_name() == s || c.get_all_aliases().any(|a| a == s))
+            || s == "help"
+    };
+    let implicit = match &first {
+        Some(f) => argv0_is_helper || (!f.starts_with('-') && !is_subcommand(f) && args.len() >= 3),
+        None => false,
+    };
+    if implicit {
+        args.insert(1, "mount".into());
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        mount_helper_args(v.iter().map(Into::into).collect())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn mount_helper_forms_become_mount() {
+        assert_eq!(
+            args(&["/sbin/mount.fuse.vikingfs", "/ws", "/mnt", "-o", "rw,dev"]),
+            ["/sbin/mount.fuse.vikingfs", "mount", "/ws", "/mnt", "-o", "rw,dev"]
+        );
+        assert_eq!(
+            args(&["vikingfs", "/ws", "/mnt", "-o", "rw"]),
+            ["vikingfs", "mount", "/ws", "/mnt", "-o", "rw"]
+        );
+        assert_eq!(args(&["vikingfs", "config", "show"]), ["vikingfs", "config", "show"]);
+        assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
     }
 }
