@@ -160,8 +160,10 @@ const PRONOUNS: &[&str] = &[
 const TOPIC_SKIP: &[&str] = &[
     "the", "a", "an", "my", "to", "using", "use", "working", "with", "having", "being", "it",
 ];
-/// Words after which a preference object goes on to the alternative.
-const ALTERNATIVES: &[&str] = &["over", "to", "than", "instead", "rather"];
+/// Words that end a topic: an alternative ("X over Y") or a circumstance ("hiking in the Alps").
+const TOPIC_ENDS: &[&str] = &[
+    "over", "to", "than", "instead", "rather", "in", "on", "at", "for", "during", "from", "with",
+];
 
 fn preferences(t: &[Tok], user: &str, out: &mut Vec<Fact>) {
     for i in 0..t.len() {
@@ -221,13 +223,13 @@ fn object(t: &[Tok]) -> &[Tok] {
     &t[..n]
 }
 
-/// A topic: the object's first three words before any alternative ("X over Y"), without
+/// A topic: the object's first three words before an alternative or a circumstance, without
 /// leading articles.
 fn topic_of(obj: &[Tok]) -> String {
     let head: Vec<&Tok> = obj
         .iter()
         .skip_while(|w| TOPIC_SKIP.contains(&w.low.as_str()))
-        .take_while(|w| !ALTERNATIVES.contains(&w.low.as_str()))
+        .take_while(|w| !TOPIC_ENDS.contains(&w.low.as_str()))
         .take(3)
         .collect();
     head.iter()
