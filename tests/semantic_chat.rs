@@ -284,6 +284,13 @@ fn bad_config_is_refused_up_front() {
         ),
         (
             ChatConfig {
+                api_base: Some("https://api.example.com/v1".into()),
+                ..base.clone()
+            },
+            "https",
+        ),
+        (
+            ChatConfig {
                 model: None,
                 ..base.clone()
             },
