@@ -331,3 +331,69 @@ fn rule_extractor_is_the_default() {
     let ms = e.extract(&ctx(), &conversation()).unwrap();
     assert_eq!(ms, RuleExtractor.extract(&ctx(), &conversation()));
 }
+
+#[test]
+fn a_second_conversation_with_mixed_punctuation_and_scripts() {
+    let msgs = [
+        Message::new(
+            "system",
+            "You are a helpful assistant. I prefer short answers.",
+        ),
+        user("hey there — I’m Jo. Call me Jo Ramos.\nI really like Rust; I hate YAML."),
+        user("我喜欢绿茶。 I love café crème."),
+        user("my friend Zoë Kraus is visiting. We have a team lunch on December 12th."),
+        Message::new("assistant", "Noted! I like Rust too."),
+        user("Honestly, I don't know. Would you like coffee? I'm not sure I like sushi."),
+    ];
+    let ms = RuleExtractor.extract(&ctx(), &msgs);
+    assert_eq!(
+        paths(&ms),
+        vec![
+            "entities/people/zoë_kraus.md",
+            "events/2026/12/12/team_lunch.md",
+            "preferences/alice/café_crème.md",
+            "preferences/alice/rust.md",
+            "preferences/alice/yaml.md",
+            "profile.md",
+        ]
+    );
+    assert_eq!(
+        find(&ms, "profile.md").facts().collect::<Vec<_>>(),
+        vec!["- Name: Jo Ramos"]
+    );
+    assert_eq!(
+        find(&ms, "preferences/alice/rust.md")
+            .facts()
+            .collect::<Vec<_>>(),
+        vec!["- Likes Rust"]
+    );
+    assert_eq!(
+        find(&ms, "entities/people/zoë_kraus.md")
+            .facts()
+            .collect::<Vec<_>>(),
+        vec!["- Zoë Kraus is the user's friend"]
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_conversation_gives_valid_stable_paths(
+        texts in proptest::collection::vec(
+            proptest::string::string_regex(
+                "((I prefer|I like|my favourite|My name is|On 2026-0[1-9]-1[0-9]|Tomorrow I|[A-Z][a-z]+ is my friend|\\.\\./|[a-zA-Zé中 ]{1,12})[ .,!?]{0,2}){1,8}"
+            ).unwrap(),
+            0..8,
+        )
+    ) {
+        let msgs: Vec<Message> = texts.iter().map(|t| user(t)).collect();
+        let a = RuleExtractor.extract(&ctx(), &msgs);
+        proptest::prop_assert_eq!(&a, &RuleExtractor.extract(&ctx(), &msgs));
+        for m in &a {
+            proptest::prop_assert!(
+                VPath::from_rel(&format!("user/alice/memories/{}", m.rel_path)).is_ok(),
+                "{}", m.rel_path
+            );
+            proptest::prop_assert!(m.facts().count() >= 1);
+        }
+    }
+}

@@ -107,7 +107,10 @@ fn push_sentence(out: &mut Vec<Sentence>, raw: &str) {
 /// Words that make a sentence hypothetical or a question rather than a statement.
 const HEDGES: &[&str] = &[
     "if", "whether", "maybe", "perhaps", "might", "wonder", "suppose", "imagine", "pretend",
+    "unsure", "doubt",
 ];
+/// Two-word hedges.
+const HEDGE_PAIRS: &[[&str; 2]] = &[["not", "sure"], ["don't", "know"], ["no", "idea"]];
 const QUESTION_STARTS: &[&str] = &[
     "do", "does", "did", "would", "could", "should", "can", "what", "which", "who", "why", "how",
     "is", "are",
@@ -118,7 +121,9 @@ fn extract_sentence(s: &Sentence, user: &str, base: Option<Date>, out: &mut Vec<
     if s.question || t.is_empty() || QUESTION_STARTS.contains(&t[0].low.as_str()) {
         return;
     }
-    if t.iter().any(|w| HEDGES.contains(&w.low.as_str())) {
+    if t.iter().any(|w| HEDGES.contains(&w.low.as_str()))
+        || (0..t.len()).any(|i| HEDGE_PAIRS.iter().any(|p| at(t, i, p)))
+    {
         return;
     }
     preferences(t, user, out);
