@@ -87,6 +87,10 @@ fn unknown_fields_survive_a_round_trip() {
         Date::parse_iso("2026-11-29"),
         "created_at is a time"
     );
+    let via_serde: Message = serde_json::from_str(line).unwrap();
+    assert_eq!(via_serde, m);
+    let e = serde_json::from_str::<Message>(r#"{"content":"x"}"#).unwrap_err();
+    assert!(e.to_string().contains("role"), "{e}");
     let back: serde_json::Value = serde_json::from_str(&m.to_line()).unwrap();
     let orig: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(back, orig);
@@ -290,6 +294,7 @@ fn memory_diff_serialises_and_reapplies_idempotently() {
     let json = serde_json::to_value(&diff).unwrap();
     assert_eq!(json["summary"]["total_adds"], 1);
     assert_eq!(json["adds"][0]["category"], "preferences");
+    assert_eq!(json["adds"][0]["title"], "Preference: dark mode");
     assert_eq!(
         json["adds"][0]["uri"],
         "viking://user/alice/memories/preferences/alice/dark_mode.md"
@@ -300,9 +305,9 @@ fn memory_diff_serialises_and_reapplies_idempotently() {
     assert_eq!(back, diff);
 
     let entry = &back.adds[0];
-    let written = apply_diff_entry(None, entry, "Preference: dark mode").unwrap();
+    let written = apply_diff_entry(None, entry).unwrap();
     assert_eq!(written, ms[0].content);
-    assert_eq!(apply_diff_entry(Some(&written), entry, "x"), None);
+    assert_eq!(apply_diff_entry(Some(&written), entry), None);
 }
 
 #[test]
