@@ -287,7 +287,33 @@ impl ChatSummarizer {
     }
 
     pub fn summarize(&self, input: &DirInput) -> Result<Summary, ChatError> {
-        let answer = self.client.complete(&Self::prompt(input))?;
+        self.ask(&Self::prompt(input))
+    }
+
+    /// The prompt for an archived conversation (a session archive's sidecars).
+    pub fn conversation_prompt(uri: &str, messages: &[Message]) -> Vec<ChatMessage> {
+        let system = format!(
+            "You summarise one archived conversation between a user and an assistant. Answer \
+             with one JSON object {{\"abstract\": string, \"overview\": string}} and nothing \
+             else. \"abstract\": one or two sentences, at most {ABSTRACT_MAX_CHARS} characters: \
+             the topic, the user's intent and the outcome. \"overview\": markdown, at most \
+             {OVERVIEW_MAX_CHARS} characters: a heading, the user's request, key points and \
+             decisions, pending tasks."
+        );
+        let user = format!("Archive: {uri}\n\n{}", transcript(messages));
+        vec![ChatMessage::system(system), ChatMessage::user(user)]
+    }
+
+    pub fn summarize_messages(
+        &self,
+        uri: &str,
+        messages: &[Message],
+    ) -> Result<Summary, ChatError> {
+        self.ask(&Self::conversation_prompt(uri, messages))
+    }
+
+    fn ask(&self, prompt: &[ChatMessage]) -> Result<Summary, ChatError> {
+        let answer = self.client.complete(prompt)?;
         let v = answer_json(&answer)?;
         let a: SummaryAnswer = serde_json::from_value(v)
             .map_err(|e| ChatError::BadAnswer(format!("summary answer: {e}")))?;
@@ -355,23 +381,10 @@ impl ChatExtractor {
              user stated; none from questions or hypotheticals. Today is {date}. An empty list \
              is a valid answer."
         );
-        let mut user = String::new();
-        for m in messages {
-            let line = format!(
-                "{}{}: {}\n",
-                m.role,
-                m.time
-                    .as_deref()
-                    .map(|t| format!(" ({t})"))
-                    .unwrap_or_default(),
-                truncate_chars(&m.content, PROMPT_MESSAGE_CHARS)
-            );
-            if user.chars().count() + line.chars().count() > PROMPT_TOTAL_CHARS {
-                break;
-            }
-            user.push_str(&line);
-        }
-        vec![ChatMessage::system(system), ChatMessage::user(user)]
+        vec![
+            ChatMessage::system(system),
+            ChatMessage::user(transcript(messages)),
+        ]
     }
 
     pub fn extract(
@@ -396,6 +409,30 @@ impl ChatExtractor {
             .collect::<Result<Vec<Fact>, ChatError>>()?;
         Ok(group_facts(facts))
     }
+}
+
+/// Messages as `role (time): content` lines, bounded per message and in total.
+fn transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    let mut total = 0;
+    for m in messages {
+        let line = format!(
+            "{}{}: {}\n",
+            m.role,
+            m.time
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            truncate_chars(&m.content, PROMPT_MESSAGE_CHARS)
+        );
+        total += line.chars().count();
+        if total > PROMPT_TOTAL_CHARS {
+            out.push_str("[... later messages left out]\n");
+            break;
+        }
+        out.push_str(&line);
+    }
+    out
 }
 
 /// Validate one model item into a fact. A whole answer with one bad item is rejected (and is

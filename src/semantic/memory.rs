@@ -2,9 +2,10 @@
 //! under `viking://user/{uid}/memories/`.
 //!
 //! Owns: the `messages.jsonl` line format ([`Message`], [`parse_messages`]), the memory layout
-//! ([`preference_path`], [`entity_path`], [`event_path`], [`PROFILE_PATH`]), the local rule-based
-//! extractor, the merge rule for an existing memory file and the `memory_diff.json` types.
-//! Everything here is pure: the session job reads and writes the files.
+//! ([`preference_path`], [`entity_path`], [`event_path`], [`PROFILE_PATH`]), grouping facts into
+//! files, the merge rule for an existing memory file and the `memory_diff.json` types. The
+//! extractors live in `rules` (local) and `chat`. Everything here is pure: the session job reads
+//! and writes the files.
 //!
 //! A memory file is a markdown title line followed by one `- fact` line per fact. Merging only
 //! ever appends fact lines that are not already present, which makes applying the same memories
