@@ -71,13 +71,17 @@ impl DirInput {
 
     /// The last component of the URI (`viking://resources/docs` -> `docs`).
     pub fn dir_name(&self) -> &str {
-        let t = self.uri.trim_end_matches('/');
-        let name = t.rsplit('/').next().unwrap_or(t);
-        if name.is_empty() || name.ends_with(':') {
-            t
-        } else {
-            name
-        }
+        uri_name(&self.uri)
+    }
+}
+
+fn uri_name(uri: &str) -> &str {
+    let t = uri.trim_end_matches('/');
+    let name = t.rsplit('/').next().unwrap_or(t);
+    if name.is_empty() || name.ends_with(':') {
+        t
+    } else {
+        name
     }
 }
 
@@ -115,19 +119,12 @@ impl LocalSummarizer {
         }
         .enforce_limits()
     }
-}
 
-impl LocalSummarizer {
     /// The summary of an archived conversation (a session archive's sidecars): how many
     /// messages, what they are mostly about, the first thing the user said, and a line per
     /// message with its gist.
     pub fn summarize_messages(&self, uri: &str, messages: &[Message]) -> Summary {
-        let name = DirInput {
-            uri: uri.to_string(),
-            children: Vec::new(),
-        }
-        .dir_name()
-        .to_string();
+        let name = uri_name(uri);
         // Messages as nameless children, so salience works as for files.
         let children: Vec<Child> = messages
             .iter()
