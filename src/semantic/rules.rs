@@ -11,7 +11,8 @@
 //!   (and `entities/organizations/{o}.md` for the employer)
 //! - entities: "N is my colleague", "my colleague N" -> `entities/people/{n}.md`
 //! - events: a sentence with a date (ISO `2026-11-29`, "December 3", "3 December 2026", "today",
-//!   "tomorrow", "yesterday" relative to the message time or the archive date) and a first-person
+//!   "tomorrow", "yesterday", "on Monday" relative to the message time or the archive date) and a
+//!   first-person
 //!   or event word -> `events/YYYY/MM/DD/{name}.md`
 
 use super::memory::{
@@ -358,6 +359,7 @@ const MONTHS: &str = concat!(
     "january february march april may june july august september october november ",
     "december",
 );
+const WEEKDAYS: &str = "monday tuesday wednesday thursday friday saturday sunday";
 /// Words left out of an event's file name.
 const NAME_SKIP: &str = concat!(
     "on at in the a an is was will be have has had to of and for with we i my our i'm ",
@@ -415,6 +417,14 @@ fn find_date(t: &[Tok], base: Option<Date>) -> Option<(Date, Vec<usize>)> {
             // Without a message time or archive date a relative day cannot be placed.
             return base.map(|b| (b.add_days(n), vec![i]));
         }
+        // "on Monday", "next Friday": the next such day after the reference date.
+        let after_on = i > 0 && matches!(t[i - 1].low.as_str(), "on" | "next" | "this");
+        if let Some(wd) = weekday_of(&w.low).filter(|_| after_on) {
+            let b = base?;
+            let ahead = (wd - b.weekday()).rem_euclid(7);
+            let ahead = if ahead == 0 { 7 } else { ahead };
+            return Some((b.add_days(ahead), vec![i - 1, i]));
+        }
         if let Some(m) = month_of(&w.low) {
             // "December 3[rd][, 2026]"
             if let Some(day) = t.get(i + 1).and_then(|n| day_of(&n.low)) {
@@ -456,6 +466,14 @@ fn month_of(w: &str) -> Option<u32> {
         .then(|| MONTHS.split_ascii_whitespace().position(|m| m == w))
         .flatten()
         .map(|p| p as u32 + 1)
+}
+
+/// Monday = 0.
+fn weekday_of(w: &str) -> Option<i64> {
+    WEEKDAYS
+        .split_ascii_whitespace()
+        .position(|d| d == w)
+        .map(|p| p as i64)
 }
 
 fn day_of(w: &str) -> Option<u32> {

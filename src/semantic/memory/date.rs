@@ -76,6 +76,11 @@ impl Date {
         Date { year, month, day }
     }
 
+    /// Monday = 0 ... Sunday = 6 (1970-01-01 was a Thursday).
+    pub fn weekday(self) -> i64 {
+        (self.days() + 3).rem_euclid(7)
+    }
+
     pub fn add_days(self, n: i64) -> Date {
         Date::from_days(self.days() + n)
     }
@@ -138,5 +143,15 @@ mod tests {
             "2026-11-29"
         );
         assert!(Date::from_time("yesterday").is_none());
+        assert_eq!(
+            Date::parse_iso("2026-11-29").unwrap().weekday(),
+            6,
+            "a Sunday"
+        );
+        assert_eq!(
+            Date::parse_iso("1970-01-01").unwrap().weekday(),
+            3,
+            "a Thursday"
+        );
     }
 }
