@@ -396,3 +396,24 @@ fn chat_extractor_rejects_invalid_items() {
         assert!(e.to_string().contains(want), "{e} lacks {want}");
     }
 }
+
+#[test]
+fn chat_extractor_cuts_over_long_facts_and_skips_empty_archives() {
+    let answer = json!({"memories": [
+        {"category": "profile", "fact": format!("Bio: {}", "很长".repeat(2000))},
+    ]})
+    .to_string();
+    let stub = Stub::start(vec![(200, completion(&answer))]);
+    let x = ChatExtractor::new(ChatClient::new(&stub.config()).unwrap());
+    assert!(
+        x.extract(&ctx(), &[]).unwrap().is_empty(),
+        "no request for no messages"
+    );
+    let ms = x
+        .extract(&ctx(), &[Message::new("user", "about me")])
+        .unwrap();
+    let fact = ms[0].facts().next().unwrap();
+    // "- " plus at most 500 characters of fact.
+    assert_eq!(fact.chars().count(), 502, "{fact}");
+    assert!(fact.ends_with('…'));
+}
