@@ -5,6 +5,8 @@
 
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod failpoint;
+pub mod index;
 pub mod uri;
 pub mod workspace;
