@@ -7,7 +7,7 @@
 //! - `e2e`:    a fresh `vikingfs find --json` process per query, beside the bare process
 //!   start-up floor (`vikingfs config show`).
 //!
-//! `cargo bench --bench index -- [--docs N] [--queries Q] [--e2e-queries Q]`
+//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q]`
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,11 +22,11 @@ use vikingfs::index::{Hit, Index, Level, Record};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 
-const DIM: usize = 256;
 const K: usize = 10;
 
 struct Args {
     docs: usize,
+    dim: usize,
     queries: usize,
     e2e_queries: usize,
 }
@@ -34,6 +34,7 @@ struct Args {
 fn args() -> Args {
     let mut a = Args {
         docs: 100_000,
+        dim: 256,
         queries: 200,
         e2e_queries: 50,
     };
@@ -46,6 +47,7 @@ fn args() -> Args {
         };
         match flag.as_str() {
             "--docs" => a.docs = val(),
+            "--dim" => a.dim = val(),
             "--queries" => a.queries = val(),
             "--e2e-queries" => a.e2e_queries = val(),
             "--bench" => {}
@@ -158,7 +160,7 @@ fn naive_search(conn: &rusqlite::Connection, q: &[f32], ws: &Workspace) -> Vec<S
         }
     }
     let mut out: Vec<_> = heap.into_iter().map(|Reverse(x)| x).collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|x| Reverse(x.0));
     out.into_iter()
         .filter_map(|(_, uri, level)| {
             let hit = Hit {
@@ -173,10 +175,15 @@ fn naive_search(conn: &rusqlite::Connection, q: &[f32], ws: &Workspace) -> Vec<S
         .collect()
 }
 
-fn build(ws: &Workspace, docs: usize, rng: &mut StdRng) -> (Vec<String>, Vocab, Duration) {
+fn build(
+    ws: &Workspace,
+    docs: usize,
+    dim: usize,
+    rng: &mut StdRng,
+) -> (Vec<String>, Vocab, Duration) {
     let vocab = Vocab::new(20_000, rng);
-    let e = LocalEmbedder::new(DIM);
-    let index = Index::open(&ws.index_db(), DIM, &e.model_id()).unwrap();
+    let e = LocalEmbedder::new(dim);
+    let index = Index::open(&ws.index_db(), dim, &e.model_id()).unwrap();
     let t = Instant::now();
     let mut texts = Vec::with_capacity(docs);
     let mut batch = Vec::with_capacity(1000);
@@ -224,7 +231,7 @@ fn main() {
     let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
     let mut rng = StdRng::seed_from_u64(42);
     eprintln!("building {} documents...", a.docs);
-    let (texts, vocab, build_time) = build(&ws, a.docs, &mut rng);
+    let (texts, vocab, build_time) = build(&ws, a.docs, a.dim, &mut rng);
     let rank: std::collections::HashMap<&str, usize> = vocab
         .words
         .iter()
@@ -247,8 +254,8 @@ fn main() {
         })
         .collect();
 
-    let e = LocalEmbedder::new(DIM);
-    let index = Index::open(&ws.index_db(), DIM, &e.model_id()).unwrap();
+    let e = LocalEmbedder::new(a.dim);
+    let index = Index::open(&ws.index_db(), a.dim, &e.model_id()).unwrap();
     let conn = rusqlite::Connection::open(ws.index_db()).unwrap();
     let inproc = &queries[..a.queries];
     // Warm the page cache for both, so neither pays the other's first read.
@@ -272,7 +279,8 @@ fn main() {
 
     let exe = env!("CARGO_BIN_EXE_vikingfs");
     let config = dir.path().join("config.json");
-    std::fs::write(&config, "{}").unwrap();
+    let dense = serde_json::json!({"embedding": {"dense": {"dimension": a.dim}}});
+    std::fs::write(&config, dense.to_string()).unwrap();
     let run = |args: &[&str]| {
         let out = Command::new(exe)
             .arg("--workspace")
@@ -306,8 +314,9 @@ fn main() {
     floor.recall = None;
 
     println!(
-        "index: {} documents, dim {DIM}, built in {:.1} s ({:.0} docs/s incl. files), {:.0} MB",
+        "index: {} documents, dim {}, built in {:.1} s ({:.0} docs/s incl. files), {:.0} MB",
         a.docs,
+        a.dim,
         build_time.as_secs_f64(),
         a.docs as f64 / build_time.as_secs_f64(),
         size_mb(&ws.index_db())

@@ -6,7 +6,7 @@ use std::collections::{BinaryHeap, HashSet};
 
 use rusqlite::params;
 
-use super::quant::{bytes_to_f32, dot_f32, dot_i8, normalised, quantise};
+use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
 use super::store::Layout;
 use super::{under_params, Hit, Index, IndexError, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
@@ -87,6 +87,7 @@ impl Index {
         };
 
         let mut heap: BinaryHeap<Cand> = BinaryHeap::with_capacity(want + 1);
+        let mut dots = [0i32; CHUNK_SLOTS];
         let mut stmt = tx
             .prepare_cached("SELECT data FROM chunks")
             .map_err(|e| self.sql(e))?;
@@ -99,14 +100,13 @@ impl Index {
             if data.len() != layout.len() {
                 return Err(self.corrupt("chunk has a bad size"));
             }
-            for slot in 0..CHUNK_SLOTS {
+            dots_i8(&qcodes, layout.all_codes(data), &mut dots);
+            for (slot, &dot) in dots.iter().enumerate() {
                 let rid = layout.rid(data, slot);
                 if rid == 0 || allowed.as_ref().is_some_and(|a| !a.contains(&rid)) {
                     continue;
                 }
-                let score = dot_i8(&qcodes, layout.codes(data, slot)) as f32
-                    * qscale
-                    * layout.scale(data, slot);
+                let score = dot as f32 * qscale * layout.scale(data, slot);
                 if heap.len() < want {
                     heap.push(Cand(score, rid));
                 } else if heap.peek().is_some_and(|worst| score > worst.0) {

@@ -27,9 +27,9 @@ impl Layout {
         let o = CHUNK_SLOTS * 8 + slot * 4;
         f32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
     }
-    pub fn codes<'a>(&self, data: &'a [u8], slot: usize) -> &'a [u8] {
-        let o = CHUNK_SLOTS * 12 + slot * self.dim;
-        &data[o..o + self.dim]
+    /// The codes of every slot, one row of `dim` bytes each.
+    pub fn all_codes<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        &data[CHUNK_SLOTS * 12..]
     }
     fn set(&self, data: &mut [u8], slot: usize, rid: i64, unit: &[f32]) {
         data[slot * 8..slot * 8 + 8].copy_from_slice(&rid.to_le_bytes());
