@@ -7,7 +7,7 @@
 //! - `e2e`:    a fresh `vikingfs find --json` process per query, beside the bare process
 //!   start-up floor (`vikingfs config show`).
 //!
-//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q]`
+//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q] [--keep DIR]`
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -29,6 +29,8 @@ struct Args {
     dim: usize,
     queries: usize,
     e2e_queries: usize,
+    /// Keep (and reuse) the corpus in this directory instead of a temporary one.
+    keep: Option<std::path::PathBuf>,
 }
 
 fn args() -> Args {
@@ -37,6 +39,7 @@ fn args() -> Args {
         dim: 256,
         queries: 200,
         e2e_queries: 50,
+        keep: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -50,6 +53,7 @@ fn args() -> Args {
             "--dim" => a.dim = val(),
             "--queries" => a.queries = val(),
             "--e2e-queries" => a.e2e_queries = val(),
+            "--keep" => a.keep = Some(it.next().expect("--keep needs a directory").into()),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -180,6 +184,7 @@ fn build(
     docs: usize,
     dim: usize,
     rng: &mut StdRng,
+    write: bool,
 ) -> (Vec<String>, Vocab, Duration) {
     let vocab = Vocab::new(20_000, rng);
     let e = LocalEmbedder::new(dim);
@@ -193,6 +198,10 @@ fn build(
         let text = text.join(" ");
         let uri =
             VPath::from_rel(&format!("resources/bench/d{:03}/doc{i:06}.md", i / 1000)).unwrap();
+        if !write {
+            texts.push(text);
+            continue;
+        }
         let path = ws.fs_path(&uri);
         if i % 1000 == 0 {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -224,14 +233,26 @@ fn size_mb(p: &Path) -> f64 {
 
 fn main() {
     let a = args();
-    let dir = tempfile::Builder::new()
+    let tmp = tempfile::Builder::new()
         .prefix("vikingfs-bench-index")
         .tempdir()
         .unwrap();
-    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    // The corpus is a function of (seed, docs, dim): a kept one is reused as is.
+    let marker = dir.join(format!("built-{}-{}", a.docs, a.dim));
+    let reuse = marker.exists();
+    if a.keep.is_some() && !reuse && dir.join("ws").exists() {
+        std::fs::remove_dir_all(dir.join("ws")).unwrap();
+    }
+    let ws = Workspace::open(dir.join("ws"), "default", "default").unwrap();
     let mut rng = StdRng::seed_from_u64(42);
-    eprintln!("building {} documents...", a.docs);
-    let (texts, vocab, build_time) = build(&ws, a.docs, a.dim, &mut rng);
+    eprintln!(
+        "{} {} documents...",
+        if reuse { "reusing" } else { "building" },
+        a.docs
+    );
+    let (texts, vocab, build_time) = build(&ws, a.docs, a.dim, &mut rng, !reuse);
+    std::fs::write(&marker, "").unwrap();
     let rank: std::collections::HashMap<&str, usize> = vocab
         .words
         .iter()
@@ -278,7 +299,7 @@ fn main() {
     });
 
     let exe = env!("CARGO_BIN_EXE_vikingfs");
-    let config = dir.path().join("config.json");
+    let config = dir.join("config.json");
     let dense = serde_json::json!({"embedding": {"dense": {"dimension": a.dim}}});
     std::fs::write(&config, dense.to_string()).unwrap();
     let run = |args: &[&str]| {
@@ -313,12 +334,19 @@ fn main() {
     });
     floor.recall = None;
 
+    let built = if reuse {
+        "reused".to_string()
+    } else {
+        format!(
+            "built in {:.1} s ({:.0} docs/s incl. files)",
+            build_time.as_secs_f64(),
+            a.docs as f64 / build_time.as_secs_f64()
+        )
+    };
     println!(
-        "index: {} documents, dim {}, built in {:.1} s ({:.0} docs/s incl. files), {:.0} MB",
+        "index: {} documents, dim {}, {built}, {:.0} MB",
         a.docs,
         a.dim,
-        build_time.as_secs_f64(),
-        a.docs as f64 / build_time.as_secs_f64(),
         size_mb(&ws.index_db())
     );
     println!(
