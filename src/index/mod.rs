@@ -145,6 +145,8 @@ pub struct Index {
     dim: usize,
     model_id: String,
     conn: Mutex<Connection>,
+    /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
+    id_set_max: usize,
 }
 
 impl Index {
@@ -191,6 +193,7 @@ impl Index {
             dim,
             model_id: model_id.to_string(),
             conn: Mutex::new(conn),
+            id_set_max: search::ID_SET_MAX,
         })
     }
 
