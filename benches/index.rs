@@ -121,13 +121,13 @@ struct Timing {
 fn time(
     name: &'static str,
     queries: &[(String, VPath)],
-    mut f: impl FnMut(&str) -> Vec<String>,
+    mut f: impl FnMut(&str, &VPath) -> Vec<String>,
 ) -> Timing {
     let mut times = Vec::with_capacity(queries.len());
     let mut found = 0;
     for (q, want) in queries {
         let t = Instant::now();
-        let uris = f(q);
+        let uris = f(q, want);
         times.push(t.elapsed());
         found += uris.iter().any(|u| *u == want.uri()) as usize;
     }
@@ -287,16 +287,40 @@ fn main() {
             .unwrap();
         naive_search(&conn, &v, &ws);
     }
-    let packed = time("in-process packed int8 + f32 re-rank", inproc, |q| {
+    let packed = time("in-process packed int8 + f32 re-rank", inproc, |q, _| {
         let v = e.embed_one(q);
         let found = index
             .search_live(&v, K, None, |h| h.is_live_in(&ws))
             .unwrap();
         found.hits.iter().map(|h| h.uri.uri()).collect()
     });
-    let naive = time("in-process naive row-by-row f32 scan", inproc, |q| {
+    let naive = time("in-process naive row-by-row f32 scan", inproc, |q, _| {
         naive_search(&conn, &e.embed_one(q), &ws)
     });
+    let scope = VPath::from_rel("resources").unwrap();
+    let under_scope = time(
+        "  same, --under viking://resources (all)",
+        inproc,
+        |q, _| {
+            let v = e.embed_one(q);
+            let found = index
+                .search_live(&v, K, Some(&scope), |h| h.is_live_in(&ws))
+                .unwrap();
+            found.hits.iter().map(|h| h.uri.uri()).collect()
+        },
+    );
+    let under_dir = time(
+        "  same, --under the target's dir (1000 docs)",
+        inproc,
+        |q, want| {
+            let v = e.embed_one(q);
+            let dir = want.parent().unwrap();
+            let found = index
+                .search_live(&v, K, Some(&dir), |h| h.is_live_in(&ws))
+                .unwrap();
+            found.hits.iter().map(|h| h.uri.uri()).collect()
+        },
+    );
 
     let exe = env!("CARGO_BIN_EXE_vikingfs");
     let config = dir.join("config.json");
@@ -319,16 +343,20 @@ fn main() {
         out.stdout
     };
     let e2e_q = &queries[..a.e2e_queries];
-    let e2e = time("end-to-end `vikingfs find --json` process", e2e_q, |q| {
-        let out = run(&["find", "--json", "--limit", "10", q]);
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["uri"].as_str().unwrap().to_string())
-            .collect()
-    });
-    let mut floor = time("process floor `vikingfs config show`", e2e_q, |_| {
+    let e2e = time(
+        "end-to-end `vikingfs find --json` process",
+        e2e_q,
+        |q, _| {
+            let out = run(&["find", "--json", "--limit", "10", q]);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["uri"].as_str().unwrap().to_string())
+                .collect()
+        },
+    );
+    let mut floor = time("process floor `vikingfs config show`", e2e_q, |_, _| {
         run(&["config", "show"]);
         Vec::new()
     });
@@ -357,7 +385,7 @@ fn main() {
         "{:<46} {:>9} {:>9} {:>10}",
         "", "p50 ms", "p99 ms", "recall@10"
     );
-    for t in [&packed, &naive, &e2e, &floor] {
+    for t in [&packed, &under_scope, &under_dir, &naive, &e2e, &floor] {
         let recall = t.recall.map_or("-".to_string(), |r| format!("{:.2}", r));
         println!(
             "{:<46} {:>9.2} {:>9.2} {:>10}",
