@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
 use super::store::Layout;
-use super::{under_params, Hit, Index, IndexError, CHUNK_SLOTS, UNDER_SQL};
+use super::{under_params, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 
 /// How many int8 candidates are re-ranked exactly for a top-k: enough that quantisation error
@@ -230,13 +230,13 @@ impl Index {
             let hits = self.search(query, k, under)?;
             let exhausted = hits.len() < k;
             let mut live = Vec::with_capacity(limit);
-            for hit in hits {
-                if is_live(&hit) {
-                    live.push(hit);
-                } else if self.delete_if_version(&hit.uri, hit.level, &hit.source_version)? {
-                    found.orphans_removed += 1;
-                }
-            }
+            let (alive, dead): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(&is_live);
+            live.extend(alive);
+            let dead: Vec<(&VPath, Level, &str)> = dead
+                .iter()
+                .map(|h| (&h.uri, h.level, h.source_version.as_str()))
+                .collect();
+            found.orphans_removed += self.delete_if_versions(&dead)?;
             // The orphans seen are deleted, so a larger fetch makes progress.
             if live.len() >= limit || exhausted {
                 live.truncate(limit);

@@ -307,12 +307,25 @@ impl Index {
         level: Level,
         version: &str,
     ) -> Result<bool, IndexError> {
+        Ok(self.delete_if_versions(&[(uri, level, version)])? > 0)
+    }
+
+    /// [`Index::delete_if_version`] for many records in one transaction. Returns how many
+    /// were deleted.
+    pub fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize, IndexError> {
+        if which.is_empty() {
+            return Ok(0);
+        }
         self.write(|b| {
-            let rows = b.placed(
-                "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
-                params![uri.as_str(), level as i64, version],
-            )?;
-            Ok(b.remove(&rows)? > 0)
+            let mut n = 0;
+            for (uri, level, version) in which {
+                let rows = b.placed(
+                    "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                    params![uri.as_str(), *level as i64, version],
+                )?;
+                n += b.remove(&rows)?;
+            }
+            Ok(n)
         })
     }
 
