@@ -229,9 +229,7 @@ impl Index {
         loop {
             let hits = self.search(query, k, under)?;
             let exhausted = hits.len() < k;
-            let mut live = Vec::with_capacity(limit);
-            let (alive, dead): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(&is_live);
-            live.extend(alive);
+            let (mut live, dead): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(&is_live);
             let dead: Vec<(&VPath, Level, &str)> = dead
                 .iter()
                 .map(|h| (&h.uri, h.level, h.source_version.as_str()))
