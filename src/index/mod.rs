@@ -13,6 +13,7 @@
 //! The model id and dimension are stored in `meta`; opening with a different embedder is
 //! [`IndexError::ModelMismatch`], never a silent mix of vector spaces.
 
+mod chunk;
 mod quant;
 mod search;
 mod store;

@@ -6,8 +6,8 @@ use std::collections::{BinaryHeap, HashSet};
 
 use rusqlite::params;
 
+use super::chunk::Layout;
 use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
-use super::store::Layout;
 use super::{under_params, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 

@@ -5,40 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::quant::{f32_to_bytes, normalised, quantise};
+use super::chunk::Layout;
+use super::quant::{f32_to_bytes, normalised};
 use super::{under_params, Index, IndexError, Level, Record, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
-
-/// Byte layout of a chunk blob: record ids (i64, 0 = free slot), scales (f32), then the codes.
-#[derive(Clone, Copy)]
-pub(super) struct Layout {
-    pub dim: usize,
-}
-
-impl Layout {
-    pub fn len(&self) -> usize {
-        CHUNK_SLOTS * (8 + 4 + self.dim)
-    }
-    pub fn rid(&self, data: &[u8], slot: usize) -> i64 {
-        let o = slot * 8;
-        i64::from_le_bytes(data[o..o + 8].try_into().expect("8 bytes"))
-    }
-    pub fn scale(&self, data: &[u8], slot: usize) -> f32 {
-        let o = CHUNK_SLOTS * 8 + slot * 4;
-        f32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
-    }
-    /// The codes of every slot, one row of `dim` bytes each.
-    pub fn all_codes<'a>(&self, data: &'a [u8]) -> &'a [u8] {
-        &data[CHUNK_SLOTS * 12..]
-    }
-    fn set(&self, data: &mut [u8], slot: usize, rid: i64, unit: &[f32]) {
-        data[slot * 8..slot * 8 + 8].copy_from_slice(&rid.to_le_bytes());
-        let o = CHUNK_SLOTS * 12 + slot * self.dim;
-        let scale = quantise(unit, &mut data[o..o + self.dim]);
-        let s = CHUNK_SLOTS * 8 + slot * 4;
-        data[s..s + 4].copy_from_slice(&scale.to_le_bytes());
-    }
-}
 
 struct ChunkBuf {
     used: usize,
@@ -142,7 +112,7 @@ impl<'t> Batch<'t> {
         let c = self.chunk(chunk)?;
         if slot < CHUNK_SLOTS && c.data[slot * 8..slot * 8 + 8] != [0; 8] {
             c.data[slot * 8..slot * 8 + 8].fill(0);
-            c.used -= 1;
+            c.used = c.used.saturating_sub(1);
         }
         Ok(())
     }

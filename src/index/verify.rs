@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::store::Layout;
+use super::chunk::Layout;
 use super::{Index, IndexError, CHUNK_SLOTS};
 
 impl Index {
