@@ -236,6 +236,7 @@ impl Index {
         };
         let out = f(&mut batch)?;
         batch.flush()?;
+        crate::crash_point!("index.write.before_commit");
         tx.commit().map_err(|e| self.sql(e))?;
         Ok(out)
     }
@@ -360,6 +361,7 @@ impl Index {
             for (id, _, _) in &renamed {
                 set_uri(*id, &format!("\u{1}{id}"))?;
             }
+            crate::crash_point!("index.rename.between_passes");
             for (id, new, _) in &renamed {
                 set_uri(*id, new.as_str())?;
             }
