@@ -5,7 +5,9 @@
 
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod failpoint;
+pub mod index;
 pub mod semantic;
 pub mod uri;
 pub mod workspace;

@@ -1,6 +1,8 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod find;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +35,8 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Search the index; never names a file that is gone.
+    Find(find::FindArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -121,6 +125,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        Command::Find(args) => find::run(&ctx, args),
     }
 }
 
