@@ -145,7 +145,9 @@ impl Engine<'_> {
         self.judge(file, buf, me, filter, default_kind).map(Some)
     }
 
-    /// Fail with Busy if `file` holds a conflicting live token; remove it if stale.
+    /// Fail with Busy if `file` holds a conflicting live token; remove it if stale. A missing
+    /// directory on the way means no lock file (`ENOTDIR`: a regular file where the directory
+    /// would be).
     fn check_file(
         &self,
         file: &Path,
@@ -154,16 +156,26 @@ impl Engine<'_> {
         filter: Filter,
         buf: &mut Vec<u8>,
     ) -> Result<(), LockError> {
+        match self.check_file_strict(file, uri, me, filter, buf) {
+            Err(LockError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// `check_file`, passing `ENOTDIR` up.
+    fn check_file_strict(
+        &self,
+        file: &Path,
+        uri: &VPath,
+        me: &str,
+        filter: Filter,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), LockError> {
         loop {
-            let v = match self.read_judge(file, buf, me, filter, LockKind::Tree) {
-                Ok(Some(v)) => v,
-                Ok(None) => return Ok(()),
-                Err(LockError::Io { source, .. })
-                    if source.raw_os_error() == Some(libc::ENOTDIR) =>
-                {
-                    return Ok(())
-                }
-                Err(e) => return Err(e),
+            let Some(v) = self.read_judge(file, buf, me, filter, LockKind::Tree)? else {
+                return Ok(());
             };
             match v {
                 Verdict::Free => return Ok(()),
@@ -186,7 +198,7 @@ impl Engine<'_> {
     fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
         for a in Resolver::ancestors(p) {
             let f = self.res.dir_lock(&a);
-            match self.check_file_strict(&f, &a, me, buf) {
+            match self.check_file_strict(&f, &a, me, Filter::TreeOnly, buf) {
                 Err(LockError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::ENOTDIR) =>
                 {
@@ -196,35 +208,6 @@ impl Engine<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Like `check_file` with TreeOnly, but passing `ENOTDIR` up.
-    fn check_file_strict(
-        &self,
-        file: &Path,
-        uri: &VPath,
-        me: &str,
-        buf: &mut Vec<u8>,
-    ) -> Result<(), LockError> {
-        loop {
-            let Some(v) = self.read_judge(file, buf, me, Filter::TreeOnly, LockKind::Tree)? else {
-                return Ok(());
-            };
-            match v {
-                Verdict::Free => return Ok(()),
-                Verdict::Held { owner, kind } => {
-                    return Err(LockError::Busy {
-                        path: uri.uri(),
-                        kind,
-                        owner,
-                    })
-                }
-                Verdict::Stale(why) => {
-                    tracing::info!(file = %file.display(), %why, "removing stale lock");
-                    provider::cas_remove(file, buf).map_err(|e| LockError::io(file, e))?;
-                }
-            }
-        }
     }
 
     /// Every lock file in the subtree of `p` except `p`'s own `.path.ovlock`.
