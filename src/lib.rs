@@ -8,6 +8,7 @@ pub mod config;
 pub mod embed;
 pub mod failpoint;
 pub mod index;
+pub mod lock;
 pub mod semantic;
 pub mod uri;
 pub mod workspace;

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod lock;
+
 use crate::config::Config;
 use crate::workspace::Workspace;
 
@@ -37,6 +39,10 @@ pub enum Command {
     Config(ConfigCmd),
     /// Search the index; never names a file that is gone.
     Find(find::FindArgs),
+    /// Run COMMAND while holding a path lock (like flock(1)); exits 75 when the lock is busy.
+    Lock(lock::LockArgs),
+    /// List every lock file in the workspace.
+    Locks(lock::LocksArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,6 +132,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Find(args) => find::run(&ctx, args),
+        Command::Lock(a) => lock::lock(&ctx, a),
+        Command::Locks(a) => lock::locks(&ctx, a),
     }
 }
 
@@ -180,13 +188,23 @@ mod tests {
     fn mount_helper_forms_become_mount() {
         assert_eq!(
             args(&["/sbin/mount.fuse.vikingfs", "/ws", "/mnt", "-o", "rw,dev"]),
-            ["/sbin/mount.fuse.vikingfs", "mount", "/ws", "/mnt", "-o", "rw,dev"]
+            [
+                "/sbin/mount.fuse.vikingfs",
+                "mount",
+                "/ws",
+                "/mnt",
+                "-o",
+                "rw,dev"
+            ]
         );
         assert_eq!(
             args(&["vikingfs", "/ws", "/mnt", "-o", "rw"]),
             ["vikingfs", "mount", "/ws", "/mnt", "-o", "rw"]
         );
-        assert_eq!(args(&["vikingfs", "config", "show"]), ["vikingfs", "config", "show"]);
+        assert_eq!(
+            args(&["vikingfs", "config", "show"]),
+            ["vikingfs", "config", "show"]
+        );
         assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
     }
 }
