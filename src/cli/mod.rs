@@ -1,6 +1,9 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod status;
+pub mod wait;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +36,10 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Wait until the job queues are drained (exit 124 on --timeout).
+    Wait(wait::WaitArgs),
+    /// Show the state of the job queues.
+    Status(status::StatusArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -99,5 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{:#?}", ctx.config);
             Ok(0)
         }
+        Command::Wait(args) => wait::run(&ctx, args),
+        Command::Status(args) => status::run(&ctx, args),
     }
 }
