@@ -424,7 +424,7 @@ impl Queue {
             let row = tx
                 .prepare_cached(
                     "SELECT id, key, version, payload, attempts, state, last_error FROM jobs
-                     WHERE queue = ?1 AND state < 2 AND due <= ?2 ORDER BY due LIMIT 1",
+                     WHERE queue = ?1 AND state < 2 AND due <= ?2 ORDER BY due, id LIMIT 1",
                 )?
                 .query_row(params![queue, now], |r| {
                     Ok((
@@ -582,6 +582,15 @@ impl Queue {
             )?
             .query_row(params![job.id, job.attempts, job.version], |r| r.get(0))?;
         Ok(ok)
+    }
+
+    /// [`is_current`](Self::is_current) by key alone, for code that holds a key and version
+    /// but not the claim: true when no newer version of `key` was enqueued.
+    pub fn is_key_current(&self, queue: &str, key: &str, version: i64) -> Result<bool, QueueError> {
+        Ok(match self.key_version(queue, key)? {
+            Some(current) => current <= version,
+            None => true,
+        })
     }
 
     /// Current version of a key (None when no job for it exists).
@@ -768,6 +777,8 @@ mod tests {
         let c = q.enqueue("semantic", Some("k"), &json!(3)).unwrap();
         assert_ne!(c, job.id, "a claimed job is not rewritten under its worker");
         assert!(!q.is_current(&job).unwrap());
+        assert!(!q.is_key_current("semantic", "k", 2).unwrap());
+        assert!(q.is_key_current("semantic", "k", 3).unwrap());
         q.complete(&job).unwrap();
         let next = q
             .claim("semantic", "w", Duration::from_secs(60))
