@@ -106,9 +106,9 @@ fn stop_finishes_the_job_in_flight_and_leaves_the_rest_pending() {
         PoolOptions::default(),
     );
     gate.wait_running(1);
-    let stopper = std::thread::spawn(move || pool.stop());
+    pool.begin_stop();
     gate.open();
-    stopper.join().unwrap();
+    pool.stop();
 
     assert_eq!(*done.lock(), vec![json!("first")]);
     let s = &q.stats().unwrap()[0];
