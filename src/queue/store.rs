@@ -313,6 +313,17 @@ impl Queue {
         worker: &str,
         lease: Duration,
     ) -> Result<Option<Job>, QueueError> {
+        // Idle workers poll: look with a read first, so an empty queue never takes the write
+        // lock that enqueuers on the FUSE path need.
+        let due: bool = self
+            .conn()?
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND state < 2 AND due <= ?2)",
+            )?
+            .query_row(params![queue, now_ms()], |r| r.get(0))?;
+        if !due {
+            return Ok(None);
+        }
         let max_attempts = i64::from(self.inner.opts.max_attempts);
         self.write(|tx, now| loop {
             let row = tx
