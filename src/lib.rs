@@ -9,6 +9,7 @@ pub mod embed;
 pub mod failpoint;
 pub mod index;
 pub mod lock;
+pub mod queue;
 pub mod semantic;
 pub mod uri;
 pub mod workspace;

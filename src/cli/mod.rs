@@ -2,6 +2,8 @@
 //! the library and prints one line naming the problem when it fails.
 
 pub mod find;
+pub mod status;
+pub mod wait;
 
 use std::path::PathBuf;
 
@@ -43,6 +45,10 @@ pub enum Command {
     Lock(lock::LockArgs),
     /// List every lock file in the workspace.
     Locks(lock::LocksArgs),
+    /// Wait until the job queues are drained (exit 124 on --timeout).
+    Wait(wait::WaitArgs),
+    /// Show the state of the job queues.
+    Status(status::StatusArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -134,6 +140,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Find(args) => find::run(&ctx, args),
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
+        Command::Wait(args) => wait::run(&ctx, args),
+        Command::Status(args) => status::run(&ctx, args),
     }
 }
 
