@@ -6,5 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod failpoint;
+pub mod fs;
+pub mod fuse;
 pub mod uri;
 pub mod workspace;

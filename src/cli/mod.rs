@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod mount;
+
 use crate::config::Config;
 use crate::workspace::Workspace;
 
@@ -33,6 +35,10 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Mount a workspace (returns once the mount is live).
+    Mount(mount::MountArgs),
+    /// Unmount a vikingfs mount.
+    Umount(mount::UmountArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -99,5 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{:#?}", ctx.config);
             Ok(0)
         }
+        Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
+        Command::Umount(args) => mount::umount(args),
     }
 }
