@@ -65,10 +65,10 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
             }
         })
         .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    mount::clear_stale(&mp)?;
     if !mp.is_dir() {
         bail!("mount point {} is not a directory", mp.display());
     }
-    mount::clear_stale(&mp)?;
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
         .map_err(|e| anyhow!("workspace {}: {e}", args.workspace_dir.display()))?;
     if args.foreground {

@@ -324,7 +324,12 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
-        let n = self.existing_name(parent, name)?;
+        let n = match self.name(parent, name)? {
+            // A sidecar goes only with its directory: when nothing else is left in it (listings
+            // put sidecars last, so `rm -rf` reaches them once the rest is gone).
+            Name::Sidecar(s) if !self.has_user_entries(parent)? => s,
+            _ => self.existing_name(parent, name)?,
+        };
         let p = self.child(parent, n)?;
         Ok(self.mutations.unlink(&p)?)
     }
@@ -337,6 +342,22 @@ impl VikingFs {
         }
         let p = self.child(parent, n)?;
         Ok(self.mutations.rmdir(&p)?)
+    }
+
+    /// Whether directory `ino` holds anything a user made (not a sidecar, not internal).
+    fn has_user_entries(&self, ino: u64) -> FsResult<bool> {
+        let inode = self.inodes.get(ino)?;
+        let rd = std::fs::read_dir(format!("/proc/self/fd/{}", inode.raw_fd()))
+            .map_err(|e| FsError::io("readdir", e))?;
+        for e in rd {
+            let e = e.map_err(|e| FsError::io("readdir", e))?;
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            if !is_internal_name(&n) && !is_sidecar_name(&n) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// A name a program wants to remove or rename away: hidden names don't exist, sidecars
@@ -580,6 +601,8 @@ impl VikingFs {
                 kind,
             });
         }
+        // Sidecars last: `rm -rf` removes the user's entries first, then may remove them.
+        entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
         Ok(self.handles.add_dir(DirHandle {
             ino,
             entries: parking_lot::Mutex::new(entries),
