@@ -125,11 +125,22 @@ fn errors_carry_the_right_errno() {
 fn data_survives_unmount_and_remount() {
     let m = Mount::new();
     let r = m.res();
-    ok(&r, "head -c 3000000 /dev/urandom > big && cp big copy && mkdir d && mv copy d/");
+    ok(
+        &r,
+        "head -c 3000000 /dev/urandom > big && cp big copy && mkdir d && mv copy d/",
+    );
     let before = std::fs::read(r.join("big")).unwrap();
     let pid = m.pid();
-    let out = common::vikingfs(m.dir.path()).arg("umount").arg(&m.mp).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = common::vikingfs(m.dir.path())
+        .arg("umount")
+        .arg(&m.mp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     common::wait_gone(pid);
     assert_eq!(std::fs::read(m.backing().join("d/copy")).unwrap(), before);
     m.mount();

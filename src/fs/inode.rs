@@ -24,11 +24,40 @@ pub struct Inode {
     pub ino: u64,
     pub key: (u64, u64),
     pub fd: OwnedFd,
+    /// (parent inode, name) pairs this inode was last reached by. The O_PATH descriptor
+    /// names the file by the dentry it was opened through, which may be a hard link that is
+    /// gone since; these let the core find a name that still exists.
+    names: Mutex<Vec<(u64, String)>>,
 }
 
+/// How many names of one inode are remembered (hard links beyond that are rare).
+const MAX_NAMES: usize = 8;
+
 impl Inode {
+    fn new(ino: u64, key: (u64, u64), fd: OwnedFd) -> Self {
+        Inode {
+            ino,
+            key,
+            fd,
+            names: Mutex::new(Vec::new()),
+        }
+    }
+
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// Record that the kernel reached this inode as `name` in `parent` (most recent first).
+    pub fn add_name(&self, parent: u64, name: &str) {
+        let mut n = self.names.lock();
+        n.retain(|(p, s)| !(*p == parent && s == name));
+        n.insert(0, (parent, name.to_string()));
+        n.truncate(MAX_NAMES);
+    }
+
+    /// The names recorded, most recent first.
+    pub fn names(&self) -> Vec<(u64, String)> {
+        self.names.lock().clone()
     }
 }
 
@@ -70,11 +99,7 @@ impl InodeTable {
         t.by_ino.insert(
             ROOT_INO,
             Entry {
-                inode: Arc::new(Inode {
-                    ino: ROOT_INO,
-                    key: root_key,
-                    fd: root_fd,
-                }),
+                inode: Arc::new(Inode::new(ROOT_INO, root_key, root_fd)),
                 nlookup: 1,
             },
         );
@@ -107,7 +132,7 @@ impl InodeTable {
             t.next += 1;
             t.next
         };
-        let inode = Arc::new(Inode { ino, key, fd });
+        let inode = Arc::new(Inode::new(ino, key, fd));
         t.by_key.insert(key, ino);
         t.by_ino.insert(
             ino,

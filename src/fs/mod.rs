@@ -142,12 +142,37 @@ impl VikingFs {
         if st.st_nlink == 0 {
             return Ok(None);
         }
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", inode.raw_fd()))
-            .map_err(|e| FsError::io("readlink", e))?;
-        let Ok(rel) = link.strip_prefix(&self.data_root) else {
-            return Ok(None);
-        };
-        Ok(rel.to_str().and_then(|r| VPath::from_rel(r).ok()))
+        // The name the descriptor was opened through, if it still names this file...
+        if let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", inode.raw_fd())) {
+            let p = link
+                .strip_prefix(&self.data_root)
+                .ok()
+                .and_then(|r| r.to_str())
+                .and_then(|r| VPath::from_rel(r).ok());
+            if let Some(p) = p.filter(|p| self.names_inode(p, inode)) {
+                return Ok(Some(p));
+            }
+        }
+        // ...else another name the kernel reached it by (a hard link, after the first went).
+        for (parent, name) in inode.names() {
+            let Ok(dir) = self.inodes.get(parent) else {
+                continue;
+            };
+            if let Ok(Some(dp)) = self.vpath(&dir) {
+                if let Ok(p) = dp.join(&name) {
+                    if self.names_inode(&p, inode) {
+                        return Ok(Some(p));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `p` currently names the backing file of `inode`.
+    fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
+        sys::lstat(&self.data_root.join(p.as_str()))
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == inode.key)
     }
 
     /// The path of `name` under directory `parent`.
@@ -200,6 +225,7 @@ impl VikingFs {
         .map_err(|e| FsError::io("lookup", e))?;
         let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("lookup", e))?;
         let inode = self.inodes.remember((st.st_dev, st.st_ino), fd);
+        inode.add_name(parent, n);
         self.attr_of(&inode)
     }
 

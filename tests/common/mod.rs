@@ -55,7 +55,11 @@ impl Mount {
         for o in &self.options {
             c.arg("-o").arg(o);
         }
-        let out = c.arg(&self.ws).arg(&self.mp).output().expect("run vikingfs");
+        let out = c
+            .arg(&self.ws)
+            .arg(&self.mp)
+            .output()
+            .expect("run vikingfs");
         assert!(
             out.status.success(),
             "vikingfs mount failed: {}",
@@ -179,7 +183,10 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
             out.push((rel, "dir".into()));
             walk(root, &p, out);
         } else if md.file_type().is_symlink() {
-            out.push((rel, format!("-> {}", std::fs::read_link(&p).unwrap().display())));
+            out.push((
+                rel,
+                format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+            ));
         } else {
             let data = std::fs::read(&p).unwrap();
             out.push((rel, format!("file {}", String::from_utf8_lossy(&data))));
