@@ -28,6 +28,8 @@ pub struct Inode {
     /// names the file by the dentry it was opened through, which may be a hard link that is
     /// gone since; these let the core find a name that still exists.
     names: Mutex<Vec<(u64, String)>>,
+    /// Reached as `.abstract.md`/`.overview.md`: read-only to users.
+    sidecar: std::sync::atomic::AtomicBool,
 }
 
 /// How many names of one inode are remembered (hard links beyond that are rare).
@@ -40,6 +42,7 @@ impl Inode {
             key,
             fd,
             names: Mutex::new(Vec::new()),
+            sidecar: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -48,7 +51,15 @@ impl Inode {
     }
 
     /// Record that the kernel reached this inode as `name` in `parent` (most recent first).
+    pub fn is_sidecar(&self) -> bool {
+        self.sidecar.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn add_name(&self, parent: u64, name: &str) {
+        if crate::uri::is_sidecar_name(name) {
+            self.sidecar
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut n = self.names.lock();
         n.retain(|(p, s)| !(*p == parent && s == name));
         n.insert(0, (parent, name.to_string()));

@@ -149,7 +149,8 @@ impl VikingFs {
                 .ok()
                 .and_then(|r| r.to_str())
                 .and_then(|r| VPath::from_rel(r).ok());
-            if let Some(p) = p.filter(|p| self.names_inode(p, inode)) {
+            // A directory has one name: the descriptor's is it. A file may have several.
+            if let Some(p) = p.filter(|p| sys::is_dir(&st) || self.names_inode(p, inode)) {
                 return Ok(Some(p));
             }
         }
@@ -198,13 +199,7 @@ impl VikingFs {
     }
 
     fn is_sidecar_inode(&self, inode: &Inode) -> bool {
-        if inode.ino == ROOT_INO {
-            return false;
-        }
-        std::fs::read_link(format!("/proc/self/fd/{}", inode.raw_fd()))
-            .ok()
-            .and_then(|p| p.file_name().map(|n| is_sidecar_name(&n.to_string_lossy())))
-            .unwrap_or(false)
+        inode.is_sidecar()
     }
 
     // ---- lookup and attributes ---------------------------------------------------------

@@ -133,6 +133,11 @@ fn owner_gid(path: &Path, owner: Owner) -> io::Result<u32> {
 
 /// Give a file we just created (as root) to its caller, keeping set-ID bits chown would clear.
 fn give_to(path: &Path, owner: Owner, mode: u32) -> io::Result<()> {
+    // Created by its own caller: the kernel already chose owner and group (set-GID parents
+    // included).
+    if owner.uid == unsafe { libc::geteuid() } && owner.gid == unsafe { libc::getegid() } {
+        return Ok(());
+    }
     let gid = owner_gid(path, owner)?;
     let c = sys::cpath(path)?;
     let st = sys::lstat(path)?;

@@ -110,7 +110,9 @@ fn os(s: &str) -> &OsStr {
 #[test]
 fn lookups_are_counted_and_forget_drops_the_inode() {
     let f = fixture(None);
-    let (a, fh) = f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME).unwrap();
+    let (a, fh) =
+        f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME)
+            .unwrap();
     f.fs.release(fh).unwrap();
     assert_eq!(f.fs.inodes().lookup_count(a.ino), 1);
     let again = f.fs.lookup(f.res, os("x")).unwrap();
@@ -130,7 +132,9 @@ fn lookups_are_counted_and_forget_drops_the_inode() {
 #[test]
 fn hard_links_share_one_inode_with_the_right_nlink() {
     let f = fixture(None);
-    let (a, fh) = f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME).unwrap();
+    let (a, fh) =
+        f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME)
+            .unwrap();
     f.fs.release(fh).unwrap();
     let l = f.fs.link(a.ino, f.res, os("y")).unwrap();
     assert_eq!(l.ino, a.ino);
@@ -161,16 +165,16 @@ fn internal_names_are_hidden_and_cannot_be_created() {
         f.fs.lookup(f.res, os(".path.ovlock")).unwrap_err().errno(),
         libc::ENOENT
     );
-    let e = f.fs.create(f.res, os(".vikingfs.x"), 0o644, libc::O_WRONLY, ME);
+    let e =
+        f.fs.create(f.res, os(".vikingfs.x"), 0o644, libc::O_WRONLY, ME);
     assert_eq!(e.unwrap_err().errno(), libc::EPERM);
     let dh = f.fs.opendir(f.res).unwrap();
-    let names: Vec<_> = f
-        .fs
-        .readdir(dh, 0)
-        .unwrap()
-        .into_iter()
-        .map(|(_, e)| e.name.to_string_lossy().into_owned())
-        .collect();
+    let names: Vec<_> =
+        f.fs.readdir(dh, 0)
+            .unwrap()
+            .into_iter()
+            .map(|(_, e)| e.name.to_string_lossy().into_owned())
+            .collect();
     f.fs.releasedir(dh);
     assert_eq!(names, [".", "..", "plain.md", ".abstract.md"]);
     // Sidecars read, never written, and look read-only.
@@ -194,7 +198,9 @@ fn internal_names_are_hidden_and_cannot_be_created() {
 fn root_holds_only_the_scopes() {
     let f = fixture(None);
     assert_eq!(
-        f.fs.mkdir(ROOT_INO, os("other"), 0o755, ME).unwrap_err().errno(),
+        f.fs.mkdir(ROOT_INO, os("other"), 0o755, ME)
+            .unwrap_err()
+            .errno(),
         libc::EPERM
     );
     assert_eq!(
@@ -211,17 +217,19 @@ fn root_holds_only_the_scopes() {
 fn rename_modes_and_busy_from_the_seam() {
     let f = fixture(Some("resources/locked"));
     for n in ["a", "b"] {
-        let (_, fh) = f.fs.create(f.res, os(n), 0o644, libc::O_WRONLY, ME).unwrap();
+        let (_, fh) =
+            f.fs.create(f.res, os(n), 0o644, libc::O_WRONLY, ME)
+                .unwrap();
         f.fs.write(fh, 0, n.as_bytes()).unwrap();
         f.fs.release(fh).unwrap();
     }
     let e = f.fs.create(f.res, os("locked"), 0o644, libc::O_WRONLY, ME);
     assert_eq!(e.unwrap_err().errno(), libc::EBUSY);
     std::fs::write(f.ws.data_root().join("resources/locked"), "").unwrap();
-    let e = f.fs.rename(f.res, os("a"), f.res, os("b"), RenameMode::NoReplace);
+    let e =
+        f.fs.rename(f.res, os("a"), f.res, os("b"), RenameMode::NoReplace);
     assert_eq!(e.unwrap_err().errno(), libc::EEXIST);
-    f.fs
-        .rename(f.res, os("a"), f.res, os("b"), RenameMode::Exchange)
+    f.fs.rename(f.res, os("a"), f.res, os("b"), RenameMode::Exchange)
         .unwrap();
     let d = f.ws.data_root().join("resources");
     assert_eq!(std::fs::read(d.join("a")).unwrap(), b"b");
@@ -230,6 +238,9 @@ fn rename_modes_and_busy_from_the_seam() {
     assert_eq!(e.unwrap_err().errno(), libc::EBUSY);
     assert!(f.ws.data_root().join("resources/locked").exists());
     let calls = f.rec.calls.lock().clone();
-    assert!(calls.contains(&"rename resources/a".to_string()), "{calls:?}");
+    assert!(
+        calls.contains(&"rename resources/a".to_string()),
+        "{calls:?}"
+    );
     assert!(calls.contains(&"unlink resources/locked".to_string()));
 }

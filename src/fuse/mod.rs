@@ -46,7 +46,7 @@ impl Default for FuseOptions {
     fn default() -> Self {
         FuseOptions {
             passthrough: true,
-            threads: 16,
+            threads: 4,
         }
     }
 }
@@ -85,10 +85,18 @@ impl FuseFs {
         }
     }
 
-    /// Run `f` on a worker with the shared state.
+    /// Run `f` on a worker with the shared state: for anything that may wait on a lock or
+    /// move data.
     fn run(&self, f: impl FnOnce(&Shared) + Send + 'static) {
         let s = self.shared.clone();
         self.pool.spawn(move || f(&s));
+    }
+
+    /// Run `f` right here on the session thread: only for calls that never take a lock and
+    /// only stat or open one name (lookup, getattr, readlink, access); the hop to a worker
+    /// would cost more than the call.
+    fn inline(&self, f: impl FnOnce(&Shared)) {
+        f(&self.shared)
     }
 }
 
@@ -254,8 +262,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let name = name.to_owned();
-        self.run(move |s| match s.core.lookup(parent.0, &name) {
+        self.inline(move |s| match s.core.lookup(parent.0, name) {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("lookup", e)),
         });
@@ -266,7 +273,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.run(move |s| match s.core.getattr(ino.0) {
+        self.inline(move |s| match s.core.getattr(ino.0) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno("getattr", e)),
         });
@@ -305,7 +312,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.run(move |s| match s.core.readlink(ino.0) {
+        self.inline(move |s| match s.core.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno("readlink", e)),
         });
@@ -695,7 +702,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.run(move |s| match s.core.access(ino.0, mask.bits()) {
+        self.inline(move |s| match s.core.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("access", e)),
         });

@@ -40,6 +40,9 @@ fn io_err(path: &Path, source: io::Error) -> MountError {
     }
 }
 
+/// Threads reading /dev/fuse.
+const SESSION_THREADS: usize = 2;
+
 /// What `-o` asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountOptions {
@@ -233,6 +236,10 @@ impl Mounted {
         let fuse_fd = mount_fuse(source, mountpoint, opts)?;
         let mut config = Config::default();
         config.acl = SessionACL::All;
+        // Several session threads, each with its own /dev/fuse clone, for the calls answered
+        // inline; everything that may wait goes to the worker pool anyway.
+        config.n_threads = Some(SESSION_THREADS);
+        config.clone_fd = true;
         let fs = FuseFs::new(
             core,
             FuseOptions {
