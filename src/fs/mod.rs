@@ -86,7 +86,8 @@ impl VikingFs {
 
     /// The core with plain system calls behind its mutation seam.
     pub fn direct(ws: &Workspace) -> FsResult<Self> {
-        Self::new(ws, Arc::new(DirectMutations::new(ws)))
+        let m = DirectMutations::new(ws).map_err(|e| FsError::io("open data root", e))?;
+        Self::new(ws, Arc::new(m))
     }
 
     pub fn inodes(&self) -> &InodeTable {
@@ -172,7 +173,10 @@ impl VikingFs {
 
     /// Whether `p` currently names the backing file of `inode`.
     fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
-        sys::lstat(&self.data_root.join(p.as_str()))
+        let Ok(root) = self.inodes.get(ROOT_INO) else {
+            return false;
+        };
+        sys::statat(root.raw_fd(), OsStr::new(p.as_str()))
             .is_ok_and(|st| (st.st_dev, st.st_ino) == inode.key)
     }
 
@@ -244,8 +248,8 @@ impl VikingFs {
         match self.vpath(&inode)? {
             Some(p) if !p.is_root() => self.mutations.setattr(&p, change)?,
             _ => {
-                let path = PathBuf::from(format!("/proc/self/fd/{}", inode.raw_fd()));
-                mutations::apply_attr_change(&path, change)
+                let path = sys::proc_fd(inode.raw_fd());
+                mutations::apply_attr_change(libc::AT_FDCWD, &path, change)
                     .map_err(|e| FsError::io("setattr", e))?
             }
         }

@@ -7,11 +7,11 @@
 //! first on rm, index move on mv, enqueue on write-close) plug in behind this same trait and may
 //! answer [`MutationError::Busy`], which the mount turns into EBUSY.
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 
 use thiserror::Error;
 
@@ -98,103 +98,126 @@ pub trait Mutations: Send + Sync + 'static {
 }
 
 /// Plain system calls on the workspace's files: the mutation seam without locks or index.
-#[derive(Debug, Clone)]
+/// Every call is relative to a descriptor of the data root (`*at` calls), so a deep path
+/// that would overflow PATH_MAX as an absolute backing path still works.
+#[derive(Debug)]
 pub struct DirectMutations {
-    data_root: PathBuf,
+    root: OwnedFd,
+}
+
+/// A path relative to the data root, as the `*at` calls take it.
+fn rel(p: &VPath) -> io::Result<CString> {
+    let s = if p.is_root() { "." } else { p.as_str() };
+    CString::new(s).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 impl DirectMutations {
-    pub fn new(ws: &Workspace) -> Self {
-        DirectMutations {
-            data_root: ws.data_root(),
-        }
+    pub fn new(ws: &Workspace) -> io::Result<Self> {
+        let root = sys::openat(
+            libc::AT_FDCWD,
+            ws.data_root().as_os_str(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )?;
+        Ok(DirectMutations { root })
     }
 
-    fn fs_path(&self, p: &VPath) -> PathBuf {
-        if p.is_root() {
-            self.data_root.clone()
+    fn fd(&self) -> RawFd {
+        self.root.as_raw_fd()
+    }
+
+    /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.
+    fn give_to(&self, p: &VPath, owner: Owner, mode: u32) -> io::Result<()> {
+        // Created by its own caller: the kernel already chose owner and group (set-GID
+        // parents included).
+        if owner.uid == unsafe { libc::geteuid() } && owner.gid == unsafe { libc::getegid() } {
+            return Ok(());
+        }
+        let parent = p.parent().unwrap_or_else(VPath::root);
+        let prel = rel(&parent)?;
+        let pst = sys::statat(self.fd(), OsStr::from_bytes(prel.to_bytes()))?;
+        // BSD semantics: a set-group-ID directory passes its group on.
+        let gid = if pst.st_mode & libc::S_ISGID != 0 {
+            pst.st_gid
         } else {
-            self.data_root.join(p.as_str())
+            owner.gid
+        };
+        let c = rel(p)?;
+        let st = sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes()))?;
+        if st.st_uid != owner.uid || st.st_gid != gid {
+            sys::cvt(unsafe {
+                libc::fchownat(
+                    self.fd(),
+                    c.as_ptr(),
+                    owner.uid,
+                    gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })?;
+            if mode & 0o7000 != 0 && !sys::is_lnk(&st) {
+                sys::cvt(unsafe { libc::fchmodat(self.fd(), c.as_ptr(), mode & 0o7777, 0) })?;
+            }
         }
+        Ok(())
     }
-}
 
-/// The group a new file gets: the parent's when it is set-group-ID (BSD semantics), else the
-/// caller's.
-fn owner_gid(path: &Path, owner: Owner) -> io::Result<u32> {
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    let st = sys::lstat(parent)?;
-    Ok(if st.st_mode & libc::S_ISGID != 0 {
-        st.st_gid
-    } else {
-        owner.gid
-    })
-}
-
-/// Give a file we just created (as root) to its caller, keeping set-ID bits chown would clear.
-fn give_to(path: &Path, owner: Owner, mode: u32) -> io::Result<()> {
-    // Created by its own caller: the kernel already chose owner and group (set-GID parents
-    // included).
-    if owner.uid == unsafe { libc::geteuid() } && owner.gid == unsafe { libc::getegid() } {
-        return Ok(());
-    }
-    let gid = owner_gid(path, owner)?;
-    let c = sys::cpath(path)?;
-    let st = sys::lstat(path)?;
-    if st.st_uid != owner.uid || st.st_gid != gid {
-        sys::cvt(unsafe { libc::lchown(c.as_ptr(), owner.uid, gid) })?;
-        if mode & 0o7000 != 0 && !sys::is_lnk(&st) {
-            sys::cvt(unsafe { libc::chmod(c.as_ptr(), mode & 0o7777) })?;
+    /// Remove what a user can't see or remove (sidecars, lock files) so the directory can go.
+    /// Fails with ENOTEMPTY when anything else is left.
+    fn clear_hidden(&self, p: &VPath) -> io::Result<()> {
+        let c = rel(p)?;
+        let dir = sys::openat(
+            self.fd(),
+            OsStr::from_bytes(c.to_bytes()),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let mut hidden = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
+            let name = e?.file_name();
+            let n = name.to_string_lossy();
+            if is_internal_name(&n) || is_sidecar_name(&n) {
+                hidden.push(sys::cstr(&name)?);
+            } else {
+                return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+            }
         }
-    }
-    Ok(())
-}
-
-/// Remove what a user can't see or remove (sidecars, lock files) so the directory can go.
-/// Fails with ENOTEMPTY when anything else is left.
-fn clear_hidden(dir: &Path) -> io::Result<()> {
-    let mut hidden = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name();
-        let n = name.to_string_lossy();
-        if is_internal_name(&n) || is_sidecar_name(&n) {
-            hidden.push(e.path());
-        } else {
-            return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+        for h in hidden {
+            if unsafe { libc::unlinkat(dir.as_raw_fd(), h.as_ptr(), 0) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+            }
         }
+        Ok(())
     }
-    for p in hidden {
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 impl Mutations for DirectMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
-        let p = self.fs_path(path);
-        let c = sys::cpath(&p).map_err(|e| MutationError::io("create", path, e))?;
+        let e = |e| MutationError::io("create", path, e);
+        let c = rel(path).map_err(e)?;
         let excl = flags | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
-        let fd = unsafe { libc::open(c.as_ptr(), excl, mode) };
+        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), excl, mode) };
         if fd >= 0 {
-            give_to(&p, owner, mode).map_err(|e| MutationError::io("create", path, e))?;
-            return Ok(unsafe { File::from_raw_fd(fd) });
+            let f = unsafe { File::from_raw_fd(fd) };
+            self.give_to(path, owner, mode).map_err(e)?;
+            return Ok(f);
         }
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EEXIST) || flags & libc::O_EXCL != 0 {
-            return Err(MutationError::io("create", path, err));
+            return Err(e(err));
         }
         // Someone created it between the kernel's lookup and here: open what is there.
         self.open_write(path, flags & !libc::O_CREAT)
     }
 
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
-        let c = sys::cpath(&self.fs_path(path)).map_err(|e| MutationError::io("open", path, e))?;
-        let flags = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)) | libc::O_CLOEXEC;
-        let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_NOFOLLOW) };
+        let c = rel(path).map_err(|e| MutationError::io("open", path, e))?;
+        let flags = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW;
+        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), flags) };
         if fd < 0 {
             return Err(MutationError::io("open", path, io::Error::last_os_error()));
         }
@@ -206,81 +229,76 @@ impl Mutations for DirectMutations {
     }
 
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
-        let p = self.fs_path(path);
         let run = || -> io::Result<()> {
-            let c = sys::cpath(&p)?;
-            sys::cvt(unsafe { libc::mkdir(c.as_ptr(), mode) })?;
-            give_to(&p, owner, mode)
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::mkdirat(self.fd(), c.as_ptr(), mode) })?;
+            self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mkdir", path, e))
     }
 
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
-        let p = self.fs_path(path);
         let run = || -> io::Result<()> {
-            let c = sys::cpath(&p)?;
-            sys::cvt(unsafe { libc::mknod(c.as_ptr(), mode, rdev) })?;
-            give_to(&p, owner, mode)
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::mknodat(self.fd(), c.as_ptr(), mode, rdev) })?;
+            self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mknod", path, e))
     }
 
     fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
-        let p = self.fs_path(link);
         let run = || -> io::Result<()> {
-            std::os::unix::fs::symlink(target, &p)?;
-            give_to(&p, owner, 0o777)
+            let (t, c) = (sys::cstr(target)?, rel(link)?);
+            sys::cvt(unsafe { libc::symlinkat(t.as_ptr(), self.fd(), c.as_ptr()) })?;
+            self.give_to(link, owner, 0o777)
         };
         run().map_err(|e| MutationError::io("symlink", link, e))
     }
 
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
-        std::fs::hard_link(self.fs_path(existing), self.fs_path(new))
-            .map_err(|e| MutationError::io("link", new, e))
+        let run = || -> io::Result<()> {
+            let (a, b) = (rel(existing)?, rel(new)?);
+            sys::cvt(unsafe { libc::linkat(self.fd(), a.as_ptr(), self.fd(), b.as_ptr(), 0) })
+                .map(drop)
+        };
+        run().map_err(|e| MutationError::io("link", new, e))
     }
 
     fn unlink(&self, path: &VPath) -> MResult<()> {
-        let c =
-            sys::cpath(&self.fs_path(path)).map_err(|e| MutationError::io("unlink", path, e))?;
-        sys::cvt(unsafe { libc::unlink(c.as_ptr()) })
-            .map(drop)
-            .map_err(|e| MutationError::io("unlink", path, e))
+        let run = || -> io::Result<()> {
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::unlinkat(self.fd(), c.as_ptr(), 0) }).map(drop)
+        };
+        run().map_err(|e| MutationError::io("unlink", path, e))
     }
 
     fn rmdir(&self, path: &VPath) -> MResult<()> {
-        let p = self.fs_path(path);
         let run = || -> io::Result<()> {
-            let c = sys::cpath(&p)?;
-            if unsafe { libc::rmdir(c.as_ptr()) } == 0 {
+            let c = rel(path)?;
+            let call = || unsafe { libc::unlinkat(self.fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+            if call() == 0 {
                 return Ok(());
             }
             let err = io::Error::last_os_error();
             if !matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) {
                 return Err(err);
             }
-            clear_hidden(&p)?;
-            sys::cvt(unsafe { libc::rmdir(c.as_ptr()) }).map(drop)
+            self.clear_hidden(path)?;
+            sys::cvt(call()).map(drop)
         };
         run().map_err(|e| MutationError::io("rmdir", path, e))
     }
 
     fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()> {
-        let (s, d) = (self.fs_path(src), self.fs_path(dst));
         let flags = match mode {
             RenameMode::Replace => 0,
             RenameMode::NoReplace => libc::RENAME_NOREPLACE,
             RenameMode::Exchange => libc::RENAME_EXCHANGE,
         };
         let run = || -> io::Result<()> {
-            let (cs, cd) = (sys::cpath(&s)?, sys::cpath(&d)?);
+            let (cs, cd) = (rel(src)?, rel(dst)?);
             let call = || unsafe {
-                libc::renameat2(
-                    libc::AT_FDCWD,
-                    cs.as_ptr(),
-                    libc::AT_FDCWD,
-                    cd.as_ptr(),
-                    flags,
-                )
+                libc::renameat2(self.fd(), cs.as_ptr(), self.fd(), cd.as_ptr(), flags)
             };
             if call() == 0 {
                 return Ok(());
@@ -290,7 +308,7 @@ impl Mutations for DirectMutations {
             if mode == RenameMode::Replace
                 && matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST))
             {
-                clear_hidden(&d)?;
+                self.clear_hidden(dst)?;
                 return sys::cvt(call()).map(drop);
             }
             Err(err)
@@ -299,34 +317,35 @@ impl Mutations for DirectMutations {
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
-        let p = self.fs_path(path);
-        apply_attr_change(&p, change).map_err(|e| MutationError::io("setattr", path, e))
+        let run = || apply_attr_change(self.fd(), &rel(path)?, change);
+        run().map_err(|e| MutationError::io("setattr", path, e))
     }
 }
 
-/// Apply `change` to the file at `path` (which may be `/proc/self/fd/N` of a file no longer
-/// in the namespace). Owner first: chown clears set-ID bits a following chmod may set again.
-pub fn apply_attr_change(path: &Path, change: &AttrChange) -> io::Result<()> {
-    let c = sys::cpath(path)?;
+/// Apply `change` to `rel` under directory `dir` (or to `/proc/self/fd/N` with AT_FDCWD, for
+/// a file no longer in the namespace). Owner first: chown clears set-ID bits a following
+/// chmod may set again. Never follows a final symlink.
+pub fn apply_attr_change(dir: RawFd, rel: &CStr, change: &AttrChange) -> io::Result<()> {
+    let name = OsStr::from_bytes(rel.to_bytes());
     if change.uid.is_some() || change.gid.is_some() {
         let (u, g) = (
             change.uid.unwrap_or(u32::MAX),
             change.gid.unwrap_or(u32::MAX),
         );
-        sys::cvt(unsafe { libc::lchown(c.as_ptr(), u, g) })?;
+        sys::cvt(unsafe { libc::fchownat(dir, rel.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) })?;
     }
-    if let Some(mode) = change
-        .mode
-        .filter(|_| !sys::lstat(path).is_ok_and(|st| sys::is_lnk(&st)))
-    {
-        sys::cvt(unsafe { libc::chmod(c.as_ptr(), mode & 0o7777) })?;
+    if let Some(mode) = change.mode {
+        // Linux has no mode on symlinks.
+        if !sys::is_lnk(&sys::statat(dir, name)?) {
+            sys::cvt(unsafe { libc::fchmodat(dir, rel.as_ptr(), mode & 0o7777, 0) })?;
+        }
     }
     if let Some(size) = change.size {
-        let f = std::fs::OpenOptions::new().write(true).open(path)?;
-        sys::cvt(unsafe { libc::ftruncate(f.as_raw_fd(), size as libc::off_t) })?;
+        let fd = sys::openat(dir, name, libc::O_WRONLY, 0)?;
+        sys::cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) })?;
     }
     if change.atime.is_some() || change.mtime.is_some() {
-        sys::utimens(&c, change.atime, change.mtime)?;
+        sys::utimens(dir, rel, change.atime, change.mtime)?;
     }
     Ok(())
 }

@@ -65,7 +65,12 @@ pub fn is_reg(st: &libc::stat) -> bool {
 }
 
 /// Apply a timestamp change; `None` leaves it (UTIME_OMIT).
-pub fn utimens(path: &CString, atime: Option<TimeSpec>, mtime: Option<TimeSpec>) -> io::Result<()> {
+pub fn utimens(
+    dir: RawFd,
+    path: &std::ffi::CStr,
+    atime: Option<TimeSpec>,
+    mtime: Option<TimeSpec>,
+) -> io::Result<()> {
     let conv = |t: Option<TimeSpec>| match t {
         None => libc::timespec {
             tv_sec: 0,
@@ -81,14 +86,7 @@ pub fn utimens(path: &CString, atime: Option<TimeSpec>, mtime: Option<TimeSpec>)
         },
     };
     let ts = [conv(atime), conv(mtime)];
-    cvt(unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })?;
+    cvt(unsafe { libc::utimensat(dir, path.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })?;
     Ok(())
 }
 

@@ -86,7 +86,7 @@ fn fixture(busy: Option<&str>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
     let rec = Arc::new(Recording {
-        inner: DirectMutations::new(&ws),
+        inner: DirectMutations::new(&ws).unwrap(),
         calls: Mutex::new(Vec::new()),
         busy: busy.map(String::from),
     });

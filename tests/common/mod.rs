@@ -90,6 +90,20 @@ impl Mount {
         let pid = self.pid();
         unsafe { libc::kill(pid, libc::SIGKILL) };
         wait_gone(pid);
+        // The leader turns zombie before its other threads have closed /dev/fuse: wait for
+        // the kernel to see the connection gone.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::metadata(&self.mp)
+            .err()
+            .and_then(|e| e.raw_os_error())
+            != Some(libc::ENOTCONN)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "mount still answers after kill -9"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     fn unmount(&self) {
