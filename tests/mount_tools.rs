@@ -173,3 +173,34 @@ fn stale_mount_of_a_killed_daemon_is_cleared() {
     m.mount();
     assert_eq!(ok(&m.res(), "cat f"), "kept\n");
 }
+
+#[test]
+fn sigterm_unmounts_and_the_daemon_exits() {
+    let m = Mount::new();
+    ok(&m.res(), "echo x > f");
+    let pid = m.pid();
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    common::wait_gone(pid);
+    assert!(!std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(m.mp.to_str().unwrap())));
+    assert_eq!(std::fs::read(m.backing().join("f")).unwrap(), b"x\n");
+}
+
+#[test]
+fn umount_of_a_busy_mount_says_so_and_keeps_it() {
+    let m = Mount::new();
+    ok(&m.res(), "echo x > f");
+    let f = std::fs::File::open(m.res().join("f")).unwrap();
+    let out = common::vikingfs(m.dir.path())
+        .arg("umount")
+        .arg(&m.mp)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("is busy"), "{err}");
+    assert_eq!(ok(&m.res(), "cat f"), "x\n");
+    drop(f);
+}
