@@ -244,9 +244,11 @@ impl fuser::Filesystem for FuseFs {
                 | InitFlags::FUSE_READDIRPLUS_AUTO
                 | InitFlags::FUSE_PARALLEL_DIROPS,
         );
+        // Stack depth 2: the workspace itself may sit on a stacked filesystem (overlayfs in a
+        // container); the price is that this mount can't be an overlayfs layer.
         if self.want_passthrough
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
-            && config.set_max_stack_depth(1).is_ok()
+            && config.set_max_stack_depth(2).is_ok()
         {
             self.shared.passthrough.store(true, Ordering::Relaxed);
         }
