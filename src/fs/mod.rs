@@ -551,6 +551,33 @@ impl VikingFs {
         Ok(n as u32)
     }
 
+    /// fallocate(2) on an open file: changes its size or blocks, so the handle counts as
+    /// having written.
+    pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> FsResult<()> {
+        let h = self.handles.file(fh)?;
+        h.mark_written();
+        sys::cvt(unsafe {
+            libc::fallocate(
+                h.file.as_raw_fd(),
+                mode,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        })
+        .map(drop)
+        .map_err(|e| FsError::io("fallocate", e))
+    }
+
+    /// lseek(2) with SEEK_DATA / SEEK_HOLE on the backing file.
+    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
+        let h = self.handles.file(fh)?;
+        let r = unsafe { libc::lseek(h.file.as_raw_fd(), offset as libc::off_t, whence) };
+        if r < 0 {
+            return Err(FsError::io("lseek", io::Error::last_os_error()));
+        }
+        Ok(r as i64)
+    }
+
     pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
         let h = self.handles.file(fh)?;
         let r = if datasync {
