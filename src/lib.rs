@@ -8,6 +8,8 @@ pub mod config;
 pub mod daemon;
 pub mod embed;
 pub mod failpoint;
+pub mod fs;
+pub mod fuse;
 pub mod index;
 pub mod lock;
 pub mod queue;

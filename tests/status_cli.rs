@@ -21,7 +21,11 @@ fn status_shows_a_held_lock_and_the_index() {
         .args(["status", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["locks"]["held"], 1, "{v}");
     assert_eq!(v["locks"]["list"][0]["uri"], "viking://resources/docs");

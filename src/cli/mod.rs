@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod lock;
+pub mod mount;
 
 use crate::config::Config;
 use crate::workspace::Workspace;
@@ -49,6 +50,10 @@ pub enum Command {
     Wait(wait::WaitArgs),
     /// Show the state of the job queues.
     Status(status::StatusArgs),
+    /// Mount a workspace (returns once the mount is live).
+    Mount(mount::MountArgs),
+    /// Unmount a vikingfs mount.
+    Umount(mount::UmountArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -142,6 +147,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Locks(a) => lock::locks(&ctx, a),
         Command::Wait(args) => wait::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),
+        Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
+        Command::Umount(args) => mount::umount(args),
     }
 }
 
