@@ -6,5 +6,6 @@
 pub mod cli;
 pub mod config;
 pub mod failpoint;
+pub mod lock;
 pub mod uri;
 pub mod workspace;

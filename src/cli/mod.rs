@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod lock;
+
 use crate::config::Config;
 use crate::workspace::Workspace;
 
@@ -33,6 +35,10 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Run COMMAND while holding a path lock (like flock(1)); exits 75 when the lock is busy.
+    Lock(lock::LockArgs),
+    /// List every lock file in the workspace.
+    Locks(lock::LocksArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -121,6 +127,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        Command::Lock(a) => lock::lock(&ctx, a),
+        Command::Locks(a) => lock::locks(&ctx, a),
     }
 }
 

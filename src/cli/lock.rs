@@ -1,0 +1,94 @@
+//! `vikingfs lock` (run a command holding a path lock, like flock(1)) and `vikingfs locks`
+//! (list every lock file of the workspace).
+
+use std::process::Command as Proc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::{Ctx, EXIT_BUSY};
+use crate::lock::{LockError, LockKind, LockManager};
+
+#[derive(Args, Debug)]
+pub struct LockArgs {
+    /// Take a TREE lock (the whole subtree) instead of an EXACT one.
+    #[arg(long)]
+    pub tree: bool,
+    /// Seconds to wait for a busy lock (default: the configured lock_timeout, 0 = fail at once).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// The viking:// URI to lock.
+    pub uri: String,
+    /// The command to run while holding the lock.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LocksArgs {
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
+    let ws = ctx.workspace()?;
+    let path = ws.parse_uri(&a.uri)?;
+    let timeout = match a.timeout {
+        Some(s) if !(s.is_finite() && s >= 0.0) => {
+            anyhow::bail!("--timeout {s}: must be a number of seconds >= 0")
+        }
+        Some(s) => Duration::from_secs_f64(s),
+        None => ctx.config.lock.timeout,
+    };
+    let kind = if a.tree {
+        LockKind::Tree
+    } else {
+        LockKind::Exact
+    };
+    let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
+    let guard = match mgr.acquire(&[(path, kind)], timeout) {
+        Ok(g) => g,
+        Err(e @ LockError::Busy { .. }) => {
+            eprintln!("vikingfs: lock {}: {e}", a.uri);
+            return Ok(EXIT_BUSY);
+        }
+        Err(e) => return Err(e).with_context(|| format!("lock {}", a.uri)),
+    };
+    let status = Proc::new(&a.command[0])
+        .args(&a.command[1..])
+        .status()
+        .with_context(|| format!("cannot run {:?}", a.command[0]))?;
+    guard.release()?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
+}
+
+pub fn locks(ctx: &Ctx, a: &LocksArgs) -> anyhow::Result<i32> {
+    let ws = ctx.workspace()?;
+    let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
+    let list = mgr.list()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    for l in &list {
+        let state = match &l.stale_reason {
+            Some(r) if l.stale => format!("stale: {r}"),
+            Some(r) => format!("error: {r}"),
+            None => "held".to_string(),
+        };
+        println!(
+            "{:<5} {:>8.1}s  {}  {}  ({state})",
+            l.kind.as_str(),
+            l.age_secs,
+            l.uri,
+            if l.owner.is_empty() { "-" } else { &l.owner },
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,222 @@
+//! Lock tokens `{owner}:{time_ns}:{E|T}` and owner identities.
+//!
+//! vikingfs owners read `vfs-{host}-{pid}-{start}-{n}`: `host` hashes the boot id and the PID
+//! namespace, so a token written on another machine, before a reboot or in another container
+//! never looks local; `start` is the process start time (clock ticks since boot), so a recycled
+//! pid is not mistaken for the owner; `n` tells apart the handles of one process. A local owner
+//! whose process is gone is dead at once; any other owner (OpenViking's UUIDs, peers) is judged
+//! by the age of its token against `lock_expire`.
+
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sha1::{Digest, Sha1};
+
+use super::LockKind;
+
+/// A parsed token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token<'a> {
+    pub owner: &'a str,
+    pub time_ns: u64,
+    pub kind: LockKind,
+}
+
+/// What a lock file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content<'a> {
+    /// Empty: a holder between its exclusive create and its write. Counts as held.
+    Empty,
+    Token(Token<'a>),
+}
+
+/// Parse lock file content; `None` when it is not a token (a corrupt file).
+pub fn parse(raw: &[u8]) -> Option<Content<'_>> {
+    if raw.is_empty() {
+        return Some(Content::Empty);
+    }
+    let s = std::str::from_utf8(raw).ok()?;
+    let mut it = s.rsplitn(3, ':');
+    let kind = match it.next()? {
+        "E" => LockKind::Exact,
+        "T" => LockKind::Tree,
+        _ => return None,
+    };
+    let time = it.next()?;
+    if time.is_empty() || !time.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let time_ns = time.parse().ok()?;
+    let owner = it.next()?;
+    if owner.is_empty() || owner.contains(':') {
+        return None;
+    }
+    Some(Content::Token(Token {
+        owner,
+        time_ns,
+        kind,
+    }))
+}
+
+/// Format a token into `buf` (cleared first), without allocating when `buf` has room.
+pub fn format_into(buf: &mut String, owner: &str, time_ns: u64, kind: LockKind) {
+    use std::fmt::Write;
+    buf.clear();
+    let _ = write!(buf, "{owner}:{time_ns}:{}", kind.letter());
+}
+
+pub fn format(owner: &str, time_ns: u64, kind: LockKind) -> String {
+    let mut s = String::with_capacity(owner.len() + 24);
+    format_into(&mut s, owner, time_ns, kind);
+    s
+}
+
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+const PREFIX: &str = "vfs-";
+
+/// This host's identity: 12 hex digits of SHA-1 over the boot id and the PID namespace inode.
+pub fn host_id() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let pidns = std::fs::read_link("/proc/self/ns/pid")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut h = Sha1::new();
+        h.update(boot.trim().as_bytes());
+        h.update(b"\n");
+        h.update(pidns.as_bytes());
+        hex::encode(&h.finalize()[..6])
+    })
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`).
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The owner-name prefix of this process: `vfs-{host}-{pid}-{start}-`.
+pub fn process_owner_prefix() -> &'static str {
+    static P: OnceLock<String> = OnceLock::new();
+    P.get_or_init(|| {
+        let pid = std::process::id();
+        let start = process_start(pid).unwrap_or(0);
+        format!("{PREFIX}{}-{pid}-{start}-", host_id())
+    })
+}
+
+/// A fresh owner name for handle number `n` of this process.
+pub fn owner_for_handle(n: u64) -> String {
+    format!("{}{n}", process_owner_prefix())
+}
+
+/// Whether an owner can be checked directly, and what the check says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// A process of this host (same boot, same PID namespace) that still runs.
+    Alive,
+    /// A process of this host that no longer runs; the reason says why.
+    Dead(String),
+    /// Another host, boot or namespace, or not a vikingfs owner: judge by token age.
+    Unknown,
+}
+
+/// Decide whether `owner` still runs, when it names a process of this host.
+pub fn liveness(owner: &str) -> Liveness {
+    let Some(rest) = owner.strip_prefix(PREFIX) else {
+        return Liveness::Unknown;
+    };
+    let mut it = rest.split('-');
+    let (Some(host), Some(pid), Some(start), Some(_n), None) =
+        (it.next(), it.next(), it.next(), it.next(), it.next())
+    else {
+        return Liveness::Unknown;
+    };
+    if host != host_id() {
+        return Liveness::Unknown;
+    }
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return Liveness::Unknown;
+    };
+    match process_start(pid) {
+        None => Liveness::Dead(format!("owner process {pid} is gone")),
+        Some(s) if s != start => Liveness::Dead(format!(
+            "owner process {pid} is gone (pid reused by a process started later)"
+        )),
+        Some(_) => Liveness::Alive,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_tokens() {
+        let t = format("peer-rust-1", 1_700_000_000_123_456_789, LockKind::Tree);
+        assert_eq!(t, "peer-rust-1:1700000000123456789:T");
+        assert_eq!(
+            parse(t.as_bytes()),
+            Some(Content::Token(Token {
+                owner: "peer-rust-1",
+                time_ns: 1_700_000_000_123_456_789,
+                kind: LockKind::Tree
+            }))
+        );
+        let uuid = "6f1c2a4e-8a8b-4c1e-9d57-0d7b1c9f3e21:17:E";
+        assert!(matches!(
+            parse(uuid.as_bytes()),
+            Some(Content::Token(Token {
+                kind: LockKind::Exact,
+                time_ns: 17,
+                ..
+            }))
+        ));
+        assert_eq!(parse(b""), Some(Content::Empty));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_token() {
+        for bad in [
+            &b"garbage"[..],
+            b"o:12:X",
+            b"o:12",
+            b":12:E",
+            b"o::E",
+            b"o:1x:E",
+            b"a:b:12:E",
+            b"o:12:E\n",
+            b"\xff:1:E",
+        ] {
+            assert_eq!(parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn owners_are_local_alive_and_distinct() {
+        let a = owner_for_handle(1);
+        let b = owner_for_handle(2);
+        assert_ne!(a, b);
+        assert!(!a.contains(':'));
+        assert_eq!(liveness(&a), Liveness::Alive);
+        assert_eq!(liveness("6f1c2a4e-8a8b-4c1e"), Liveness::Unknown);
+        // Same host, a pid that cannot exist (above pid_max).
+        let ghost = format!("vfs-{}-4194400-1-1", host_id());
+        assert!(matches!(liveness(&ghost), Liveness::Dead(_)));
+        // Our pid with another start time: a recycled pid.
+        let recycled = format!("vfs-{}-{}-1-1", host_id(), std::process::id());
+        assert!(matches!(liveness(&recycled), Liveness::Dead(_)));
+        // Another host's owner is never judged by our process table.
+        let foreign = format!("vfs-000000000000-{}-1-1", std::process::id());
+        assert_eq!(liveness(&foreign), Liveness::Unknown);
+    }
+}

@@ -1,0 +1,393 @@
+//! The on-disk protocol for one path: check, write, double-check, roll back.
+//!
+//! Taking `(path, kind)`: look for conflicting tokens on the path's two candidate files and on
+//! every ancestor's `.path.ovlock` (TREE tokens only); create the directory the lock file needs;
+//! create the token with `O_EXCL`; then check again — the ancestors, the other candidate and,
+//! for TREE, every lock file of the subtree. Two contenders each write before they look, so at
+//! least one sees the other and removes its own token; that post-write check is what makes the
+//! protocol safe, so a TREE walks its subtree only once, after writing.
+//!
+//! Stale tokens met on the way are removed, and a stale token in the file we want is taken
+//! over, both by compare-and-swap ([`super::provider`]).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::codec::{self, Content, Liveness};
+use super::provider::{self, Cas};
+use super::resolver::{Resolver, PATH_LOCK};
+use super::{walk, LockError, LockKind};
+use crate::uri::VPath;
+
+/// A lock file this process wrote and must refresh and remove.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub file: PathBuf,
+    pub token: String,
+    pub kind: LockKind,
+    pub lost: bool,
+}
+
+/// What a lock file means to a requester.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Verdict {
+    /// No conflict (absent, ours, or an EXACT token where only TREE matters).
+    Free,
+    Stale(String),
+    Held {
+        owner: String,
+        kind: LockKind,
+    },
+}
+
+/// Which tokens conflict: on the path itself any; on an ancestor only TREE.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Filter {
+    Any,
+    TreeOnly,
+}
+
+pub(crate) struct Engine<'a> {
+    pub res: &'a Resolver,
+    pub expire: Duration,
+}
+
+fn age_ns(time_ns: u64) -> u64 {
+    codec::now_ns().saturating_sub(time_ns)
+}
+
+impl Engine<'_> {
+    /// Judge lock file content. `file` is only used for an empty file's age and error text;
+    /// `default_kind` is the kind an empty file is reported with.
+    pub fn judge(
+        &self,
+        file: &Path,
+        raw: &[u8],
+        me: &str,
+        filter: Filter,
+        default_kind: LockKind,
+    ) -> Result<Verdict, LockError> {
+        let parsed = match codec::parse(raw) {
+            Some(c) => c,
+            None => {
+                return Err(LockError::CorruptToken {
+                    file: file.to_path_buf(),
+                    content: String::from_utf8_lossy(raw).into_owned(),
+                })
+            }
+        };
+        match parsed {
+            Content::Empty => {
+                let age = match provider::mtime_ns(file) {
+                    Ok(m) => age_ns(m),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Verdict::Free),
+                    Err(e) => return Err(LockError::io(file, e)),
+                };
+                if age > self.expire.as_nanos() as u64 {
+                    Ok(Verdict::Stale(format!(
+                        "empty for {:.0}s (its writer died before writing a token)",
+                        age as f64 / 1e9
+                    )))
+                } else {
+                    Ok(Verdict::Held {
+                        owner: "(token being written)".into(),
+                        kind: default_kind,
+                    })
+                }
+            }
+            Content::Token(t) => {
+                if t.owner == me || (filter == Filter::TreeOnly && t.kind == LockKind::Exact) {
+                    return Ok(Verdict::Free);
+                }
+                match codec::liveness(t.owner) {
+                    Liveness::Alive => {}
+                    Liveness::Dead(why) => return Ok(Verdict::Stale(why)),
+                    Liveness::Unknown => {
+                        let age = age_ns(t.time_ns);
+                        if age > self.expire.as_nanos() as u64 {
+                            return Ok(Verdict::Stale(format!(
+                                "not refreshed for {:.0}s (lock_expire {}s)",
+                                age as f64 / 1e9,
+                                self.expire.as_secs_f64()
+                            )));
+                        }
+                    }
+                }
+                Ok(Verdict::Held {
+                    owner: t.owner.to_string(),
+                    kind: t.kind,
+                })
+            }
+        }
+    }
+
+    /// Read and judge, re-reading under a shared flock before calling content corrupt (a CAS
+    /// writer may have been midway).
+    fn read_judge(
+        &self,
+        file: &Path,
+        buf: &mut Vec<u8>,
+        me: &str,
+        filter: Filter,
+        default_kind: LockKind,
+    ) -> Result<Option<Verdict>, LockError> {
+        if !provider::read(file, buf).map_err(|e| LockError::io(file, e))? {
+            return Ok(None);
+        }
+        if codec::parse(buf).is_none()
+            && !provider::read_locked(file, buf).map_err(|e| LockError::io(file, e))?
+        {
+            return Ok(None);
+        }
+        self.judge(file, buf, me, filter, default_kind).map(Some)
+    }
+
+    /// Fail with Busy if `file` holds a conflicting live token; remove it if stale.
+    fn check_file(
+        &self,
+        file: &Path,
+        uri: &VPath,
+        me: &str,
+        filter: Filter,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), LockError> {
+        loop {
+            let v = match self.read_judge(file, buf, me, filter, LockKind::Tree) {
+                Ok(Some(v)) => v,
+                Ok(None) => return Ok(()),
+                Err(LockError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ENOTDIR) =>
+                {
+                    return Ok(())
+                }
+                Err(e) => return Err(e),
+            };
+            match v {
+                Verdict::Free => return Ok(()),
+                Verdict::Held { owner, kind } => {
+                    return Err(LockError::Busy {
+                        path: uri.uri(),
+                        kind,
+                        owner,
+                    })
+                }
+                Verdict::Stale(why) => {
+                    tracing::info!(file = %file.display(), %why, "removing stale lock");
+                    provider::cas_remove(file, buf).map_err(|e| LockError::io(file, e))?;
+                }
+            }
+        }
+    }
+
+    /// TREE tokens on the ancestors' `.path.ovlock`; a file among the ancestors is an error.
+    fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
+        for a in Resolver::ancestors(p) {
+            let f = self.res.dir_lock(&a);
+            match self.check_file_strict(&f, &a, me, buf) {
+                Err(LockError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ENOTDIR) =>
+                {
+                    return Err(LockError::NotADirectory { path: a.uri() })
+                }
+                r => r?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Like `check_file` with TreeOnly, but passing `ENOTDIR` up.
+    fn check_file_strict(
+        &self,
+        file: &Path,
+        uri: &VPath,
+        me: &str,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), LockError> {
+        loop {
+            let Some(v) = self.read_judge(file, buf, me, Filter::TreeOnly, LockKind::Tree)? else {
+                return Ok(());
+            };
+            match v {
+                Verdict::Free => return Ok(()),
+                Verdict::Held { owner, kind } => {
+                    return Err(LockError::Busy {
+                        path: uri.uri(),
+                        kind,
+                        owner,
+                    })
+                }
+                Verdict::Stale(why) => {
+                    tracing::info!(file = %file.display(), %why, "removing stale lock");
+                    provider::cas_remove(file, buf).map_err(|e| LockError::io(file, e))?;
+                }
+            }
+        }
+    }
+
+    /// Every lock file in the subtree of `p` except `p`'s own `.path.ovlock`.
+    fn check_descendants(&self, p: &VPath, me: &str) -> Result<(), LockError> {
+        let root = self.res.fs_path(p);
+        let mut buf = Vec::with_capacity(128);
+        walk::lock_files(&root, &|dir, e| LockError::io(dir, e), &mut |found| {
+            let name = found.name.to_bytes();
+            if found.rel_dir.as_os_str().is_empty() && name == PATH_LOCK.as_bytes() {
+                return Ok(());
+            }
+            let at = || {
+                root.join(found.rel_dir)
+                    .join(std::ffi::OsStr::new(&*String::from_utf8_lossy(name)))
+            };
+            if !walk::read_at(found.dir_fd, found.name, &mut buf)
+                .map_err(|e| LockError::io(at(), e))?
+            {
+                return Ok(());
+            }
+            let file = at();
+            let dir = p
+                .join_rel(&found.rel_dir.to_string_lossy())
+                .unwrap_or_else(|_| p.clone());
+            let lock_name = String::from_utf8_lossy(name);
+            let uri = || self.res.locked_path(&dir, &lock_name, std::iter::empty());
+            let quick = codec::parse(&buf).map(|_| ());
+            if quick.is_none() {
+                // Maybe torn by a CAS writer: settle it the careful way.
+                return self
+                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
+                    .map_err(|e| rename_busy(e, uri()));
+            }
+            match self.judge(&file, &buf, me, Filter::Any, LockKind::Exact)? {
+                Verdict::Free => Ok(()),
+                Verdict::Held { owner, kind } => Err(LockError::Busy {
+                    path: uri(),
+                    kind,
+                    owner,
+                }),
+                Verdict::Stale(_) => self
+                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
+                    .map_err(|e| rename_busy(e, uri())),
+            }
+        })
+    }
+
+    /// Take one lock. `Ok(None)`: the file already holds this owner's token (a nested lock on
+    /// the very file its parent guard holds), so there is nothing more to hold.
+    pub fn take(&self, p: &VPath, kind: LockKind, me: &str) -> Result<Option<Held>, LockError> {
+        let mut buf = Vec::with_capacity(128);
+        self.check_ancestors(p, me, &mut buf)?;
+        let fs = self.res.fs_path(p);
+        let meta = std::fs::symlink_metadata(&fs);
+        let is_dir = matches!(&meta, Ok(m) if m.is_dir());
+        let exists = meta.is_ok();
+        let dir_lock = self.res.dir_lock(p);
+        let sidecar = self.res.sidecar(p);
+        // The file we write, and the other candidate of the same path we must check.
+        let (target, other) = if is_dir || (kind == LockKind::Tree && !exists) || p.is_root() {
+            (dir_lock, sidecar)
+        } else if exists {
+            (sidecar.expect("non-root path has a parent"), None)
+        } else {
+            (sidecar.expect("non-root path has a parent"), Some(dir_lock))
+        };
+        if let Some(o) = &other {
+            self.check_file(o, p, me, Filter::Any, &mut buf)?;
+        }
+        let dir = target.parent().expect("lock file has a directory");
+        if !exists {
+            create_dirs(dir, p)?;
+        }
+        let token = codec::format(me, codec::now_ns(), kind);
+        loop {
+            match provider::create_excl(&target, token.as_bytes()) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let Some(v) = self.read_judge(&target, &mut buf, "", Filter::Any, kind)? else {
+                        continue;
+                    };
+                    if codec::parse(&buf)
+                        .is_some_and(|c| matches!(c, Content::Token(t) if t.owner == me))
+                    {
+                        return Ok(None);
+                    }
+                    match v {
+                        Verdict::Free => continue,
+                        Verdict::Held { owner, kind } => {
+                            return Err(LockError::Busy {
+                                path: p.uri(),
+                                kind,
+                                owner,
+                            })
+                        }
+                        Verdict::Stale(why) => {
+                            tracing::info!(file = %target.display(), %why, "taking over stale lock");
+                            match provider::cas_replace(&target, &buf, token.as_bytes())
+                                .map_err(|e| LockError::io(&target, e))?
+                            {
+                                Cas::Done => break,
+                                Cas::Changed => continue,
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => create_dirs(dir, p)?,
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                    return Err(LockError::NotADirectory { path: p.uri() })
+                }
+                Err(e) => return Err(LockError::io(&target, e)),
+            }
+        }
+        let held = Held {
+            file: target,
+            token,
+            kind,
+            lost: false,
+        };
+        let recheck = (|| {
+            self.check_ancestors(p, me, &mut buf)?;
+            if let Some(o) = &other {
+                self.check_file(o, p, me, Filter::Any, &mut buf)?;
+            }
+            if kind == LockKind::Tree {
+                self.check_descendants(p, me)?;
+            }
+            Ok(())
+        })();
+        match recheck {
+            Ok(()) => Ok(Some(held)),
+            Err(e) => {
+                self.remove(&held);
+                Err(e)
+            }
+        }
+    }
+
+    /// Remove our token (CAS); `false` when it was no longer ours.
+    pub fn remove(&self, h: &Held) -> bool {
+        match provider::cas_remove(&h.file, h.token.as_bytes()) {
+            Ok(Cas::Done) => true,
+            Ok(Cas::Changed) => false,
+            Err(e) => {
+                tracing::error!(file = %h.file.display(), error = %e, "cannot remove lock file");
+                false
+            }
+        }
+    }
+}
+
+fn rename_busy(e: LockError, uri: String) -> LockError {
+    match e {
+        LockError::Busy { kind, owner, .. } => LockError::Busy {
+            path: uri,
+            kind,
+            owner,
+        },
+        e => e,
+    }
+}
+
+fn create_dirs(dir: &Path, p: &VPath) -> Result<(), LockError> {
+    std::fs::create_dir_all(dir).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOTDIR) | Some(libc::EEXIST) => LockError::NotADirectory { path: p.uri() },
+        _ => LockError::io(dir, e),
+    })
+}

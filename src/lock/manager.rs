@@ -1,0 +1,396 @@
+//! Lock semantics for a process: batches, waiting, guards, background refresh, listing.
+//!
+//! One [`LockManager`] per process (shared as `Arc`). Each acquire is a new *handle* with its own
+//! owner name, so two acquires of one process exclude each other exactly as two processes do;
+//! a [`LockGuard::nested`] lock reuses its parent's handle, so an EXACT below its own TREE does
+//! not conflict. Same-process conflicts are settled in the in-process table and wait on a
+//! condvar; conflicts with other processes are polled with jittered back-off.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use parking_lot::{Condvar, Mutex};
+use rand::Rng;
+
+use super::codec;
+use super::engine::{Engine, Filter, Held, Verdict};
+use super::provider::{self, Cas};
+use super::resolver::{Resolver, EXACT_PREFIX, PATH_LOCK};
+use super::table::Table;
+use super::{walk, LockError, LockInfo, LockKind};
+use crate::config::LockConfig;
+use crate::uri::VPath;
+use crate::workspace::Workspace;
+
+/// First and longest pause between polls of a lock held by another process (OpenViking's).
+const BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+struct Inner {
+    res: Resolver,
+    cfg: LockConfig,
+    table: Mutex<Table>,
+    released: Condvar,
+    /// Lock files held on disk, by guard id; the refresh thread rewrites their tokens.
+    held: Mutex<HashMap<u64, Vec<Held>>>,
+    next_id: AtomicU64,
+}
+
+/// The process's lock engine. Dropping it stops the refresh thread.
+pub struct LockManager {
+    inner: Arc<Inner>,
+    _stop: Sender<()>,
+}
+
+/// An owner identity: every lock file of one handle carries its owner name.
+struct Handle {
+    id: u64,
+    owner: Arc<str>,
+}
+
+/// Holds a set of locks; releases them on drop (also on error and panic paths).
+pub struct LockGuard {
+    inner: Arc<Inner>,
+    id: u64,
+    handle: Arc<Handle>,
+    done: bool,
+}
+
+/// De-duplicate (TREE wins over EXACT) and order by `(len(path), path)`, as OpenViking does.
+pub fn normalize(reqs: &[(VPath, LockKind)]) -> Vec<(VPath, LockKind)> {
+    let mut v: Vec<(VPath, LockKind)> = reqs.to_vec();
+    v.sort_by(|a, b| {
+        (a.0.as_str().len(), a.0.as_str(), std::cmp::Reverse(a.1)).cmp(&(
+            b.0.as_str().len(),
+            b.0.as_str(),
+            std::cmp::Reverse(b.1),
+        ))
+    });
+    v.dedup_by(|later, first| later.0 == first.0);
+    v
+}
+
+fn jitter(d: Duration) -> Duration {
+    d.mul_f64(rand::rng().random_range(0.8..1.2))
+}
+
+impl LockManager {
+    pub fn new(ws: &Workspace, cfg: LockConfig) -> Result<Arc<LockManager>, LockError> {
+        let inner = Arc::new(Inner {
+            res: Resolver::new(ws),
+            cfg,
+            table: Mutex::new(Table::default()),
+            released: Condvar::new(),
+            held: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        });
+        let (stop, stopped) = bounded::<()>(0);
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let period = (inner.cfg.expire / 3).max(Duration::from_millis(10));
+        std::thread::Builder::new()
+            .name("vikingfs-lock-refresh".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(period) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                match weak.upgrade() {
+                    Some(inner) => inner.refresh_all(),
+                    None => return,
+                }
+            })
+            .map_err(|e| LockError::io("(refresh thread)", e))?;
+        Ok(Arc::new(LockManager { inner, _stop: stop }))
+    }
+
+    pub fn config(&self) -> &LockConfig {
+        &self.inner.cfg
+    }
+
+    /// EXACT lock on one path, waiting up to the configured timeout.
+    pub fn exact(&self, p: &VPath) -> Result<LockGuard, LockError> {
+        self.acquire(&[(p.clone(), LockKind::Exact)], self.inner.cfg.timeout)
+    }
+
+    /// TREE lock on one path, waiting up to the configured timeout.
+    pub fn tree(&self, p: &VPath) -> Result<LockGuard, LockError> {
+        self.acquire(&[(p.clone(), LockKind::Tree)], self.inner.cfg.timeout)
+    }
+
+    /// Locks for a move: a directory takes TREE on the source and EXACT on the destination, a
+    /// file EXACT on both (never a TREE on the parent: OpenViking #4718).
+    pub fn mv(&self, src: &VPath, dst: &VPath, src_is_dir: bool) -> Result<LockGuard, LockError> {
+        let src_kind = if src_is_dir {
+            LockKind::Tree
+        } else {
+            LockKind::Exact
+        };
+        self.acquire(
+            &[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)],
+            self.inner.cfg.timeout,
+        )
+    }
+
+    /// Take every lock of a batch, or none, waiting up to `timeout`.
+    pub fn acquire(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(Handle {
+            id,
+            owner: codec::owner_for_handle(id).into(),
+        });
+        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+    }
+
+    /// Every lock file in the workspace.
+    pub fn list(&self) -> Result<Vec<LockInfo>, LockError> {
+        self.inner.scan(false).map(|(v, _)| v)
+    }
+
+    /// Remove every stale lock file (by compare-and-swap); corrupt ones are left and reported
+    /// by [`list`](Self::list). Returns how many were removed.
+    pub fn clear_stale(&self) -> Result<usize, LockError> {
+        self.inner.scan(true).map(|(_, n)| n)
+    }
+}
+
+impl Inner {
+    fn engine(&self) -> Engine<'_> {
+        Engine {
+            res: &self.res,
+            expire: self.cfg.expire,
+        }
+    }
+
+    fn acquire_as(
+        this: &Arc<Inner>,
+        handle: Arc<Handle>,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let deadline = Instant::now() + timeout;
+        let id = this.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut backoff = BACKOFF_FIRST;
+        loop {
+            {
+                let mut t = this.table.lock();
+                while let Some(e) = t.conflict(reqs, handle.id) {
+                    if Instant::now() >= deadline {
+                        return Err(LockError::Busy {
+                            path: e.path.uri(),
+                            kind: e.kind,
+                            owner: e.owner.to_string(),
+                        });
+                    }
+                    this.released.wait_until(&mut t, deadline);
+                }
+                t.insert(reqs, handle.id, id, &handle.owner);
+            }
+            match this.take_all(reqs, &handle.owner) {
+                Ok(held) => {
+                    this.held.lock().insert(id, held);
+                    return Ok(LockGuard {
+                        inner: this.clone(),
+                        id,
+                        handle,
+                        done: false,
+                    });
+                }
+                Err(e) => {
+                    this.table.lock().remove_guard(id);
+                    this.released.notify_all();
+                    let now = Instant::now();
+                    match e {
+                        LockError::Busy { .. } if now < deadline => {
+                            std::thread::sleep(jitter(backoff).min(deadline - now));
+                            backoff = backoff.mul_f64(1.5).min(BACKOFF_MAX);
+                        }
+                        e => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The disk protocol for a whole batch, all or nothing.
+    fn take_all(&self, reqs: &[(VPath, LockKind)], me: &str) -> Result<Vec<Held>, LockError> {
+        let eng = self.engine();
+        let mut held = Vec::with_capacity(reqs.len());
+        for (p, k) in reqs {
+            match eng.take(p, *k, me) {
+                Ok(Some(h)) => held.push(h),
+                Ok(None) => {}
+                Err(e) => {
+                    for h in held.iter().rev() {
+                        eng.remove(h);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    /// Rewrite every held token with the current time, by compare-and-swap.
+    fn refresh_all(&self) {
+        let mut held = self.held.lock();
+        for h in held.values_mut().flatten().filter(|h| !h.lost) {
+            let owner = h.token.rsplitn(3, ':').nth(2).unwrap_or_default();
+            let new = codec::format(owner, codec::now_ns(), h.kind);
+            match provider::cas_replace(&h.file, h.token.as_bytes(), new.as_bytes()) {
+                Ok(Cas::Done) => h.token = new,
+                Ok(Cas::Changed) => {
+                    tracing::error!(file = %h.file.display(), "lock lost: token no longer ours");
+                    h.lost = true;
+                }
+                Err(e) => {
+                    tracing::warn!(file = %h.file.display(), error = %e, "lock refresh failed")
+                }
+            }
+        }
+    }
+
+    /// Release a guard: its files first, then its table entries, then wake waiters.
+    fn release(&self, id: u64) -> Result<(), LockError> {
+        let held = self.held.lock().remove(&id).unwrap_or_default();
+        let eng = self.engine();
+        let mut first_err = None;
+        for h in held.iter().rev() {
+            if !eng.remove(h) && first_err.is_none() {
+                first_err = Some(LockError::Lost {
+                    file: h.file.clone(),
+                });
+            }
+        }
+        self.table.lock().remove_guard(id);
+        self.released.notify_all();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Walk every lock file; with `clear`, remove the stale ones.
+    fn scan(&self, clear: bool) -> Result<(Vec<LockInfo>, usize), LockError> {
+        let root = self.res.workspace().data_root();
+        let eng = self.engine();
+        let mut out = Vec::new();
+        let mut removed = 0;
+        let mut buf = Vec::new();
+        walk::lock_files(&root, &|dir, e| LockError::io(dir, e), &mut |found| {
+            let name = found.name.to_string_lossy().into_owned();
+            let dir_fs = root.join(found.rel_dir);
+            let file = dir_fs.join(&name);
+            if !walk::read_at(found.dir_fd, found.name, &mut buf)
+                .map_err(|e| LockError::io(&file, e))?
+            {
+                return Ok(());
+            }
+            let Some(dir) = VPath::from_rel(&found.rel_dir.to_string_lossy())
+                .ok()
+                .or_else(|| found.rel_dir.as_os_str().is_empty().then(VPath::root))
+            else {
+                return Ok(());
+            };
+            let uri = if name == PATH_LOCK {
+                dir.uri()
+            } else {
+                let sibs: Vec<String> = std::fs::read_dir(&dir_fs)
+                    .map(|rd| {
+                        rd.filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .filter(|n| !n.starts_with(EXACT_PREFIX))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.res
+                    .locked_path(&dir, &name, sibs.iter().map(|s| s.as_str()))
+            };
+            let name_kind = if name == PATH_LOCK {
+                LockKind::Tree
+            } else {
+                LockKind::Exact
+            };
+            let (kind, owner, time) = match codec::parse(&buf) {
+                Some(codec::Content::Token(t)) => (t.kind, t.owner.to_string(), Some(t.time_ns)),
+                _ => (name_kind, String::new(), None),
+            };
+            let time = time.or_else(|| provider::mtime_ns(&file).ok()).unwrap_or(0);
+            let age_secs = codec::now_ns().saturating_sub(time) as f64 / 1e9;
+            let (stale, reason) = match eng.judge(&file, &buf, "", Filter::Any, name_kind) {
+                Ok(Verdict::Stale(why)) => (true, Some(why)),
+                Ok(_) => (false, None),
+                Err(e) => (false, Some(e.to_string())),
+            };
+            if clear && stale {
+                if let Ok(Cas::Done) = provider::cas_remove(&file, &buf) {
+                    removed += 1;
+                }
+            }
+            out.push(LockInfo {
+                uri,
+                file,
+                kind,
+                owner,
+                age_secs,
+                stale,
+                stale_reason: reason,
+            });
+            Ok(())
+        })?;
+        Ok((out, removed))
+    }
+}
+
+impl LockGuard {
+    /// Take more locks as the same owner: an EXACT below this guard's own TREE does not
+    /// conflict with it. The new guard releases only what it took.
+    pub fn nested(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard, LockError> {
+        let timeout = self.inner.cfg.timeout;
+        Inner::acquire_as(&self.inner, self.handle.clone(), &normalize(reqs), timeout)
+    }
+
+    /// The owner name written in this guard's tokens.
+    pub fn owner(&self) -> &str {
+        &self.handle.owner
+    }
+
+    /// The lock files this guard holds on disk.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.inner
+            .held
+            .lock()
+            .get(&self.id)
+            .map(|v| v.iter().map(|h| h.file.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Release now, reporting a lock that was taken away meanwhile.
+    pub fn release(mut self) -> Result<(), LockError> {
+        self.done = true;
+        self.inner.release(self.id)
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Err(e) = self.inner.release(self.id) {
+                tracing::error!(error = %e, "lock release");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("owner", &self.handle.owner)
+            .field("files", &self.files())
+            .finish()
+    }
+}

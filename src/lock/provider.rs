@@ -1,0 +1,148 @@
+//! On-disk storage of tokens: exclusive create, and compare-and-swap rewrite and removal.
+//!
+//! A CAS opens the file, takes `flock(LOCK_EX)` on it, checks that its content is still the
+//! token the caller read and that the path still names the inode it opened (the file may have
+//! been removed and re-created between open and flock), then rewrites it in place or unlinks
+//! it. Every vikingfs writer that changes an existing token goes through this, so a refresh
+//! and a stale takeover can never both win (OpenViking #4943).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+/// Read a lock file. `Ok(None)` when it does not exist; `ENOTDIR` is returned as an error
+/// (the caller decides whether a file in the way is an error).
+pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(buf)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Create a lock file holding `token`; fails with `AlreadyExists` when any lock file is there.
+pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)?;
+    if let Err(e) = f.write_all(token) {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The outcome of a compare-and-swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cas {
+    Done,
+    /// The file holds something else now (or is gone): nothing was changed.
+    Changed,
+}
+
+/// Open `path`, flock it and check it still holds `expected` at the same inode.
+fn lock_expect(path: &Path, expected: &[u8]) -> io::Result<Option<File>> {
+    let mut f = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: flock on a file descriptor we own; released when `f` is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = Vec::with_capacity(expected.len() + 8);
+    f.read_to_end(&mut buf)?;
+    if buf != expected {
+        return Ok(None);
+    }
+    let same_inode = match std::fs::symlink_metadata(path) {
+        Ok(m) => m.ino() == f.metadata()?.ino(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
+    Ok(same_inode.then_some(f))
+}
+
+/// Replace `expected` by `new` in place (refresh, stale takeover).
+pub fn cas_replace(path: &Path, expected: &[u8], new: &[u8]) -> io::Result<Cas> {
+    let Some(f) = lock_expect(path, expected)? else {
+        return Ok(Cas::Changed);
+    };
+    // Readers take no flock. Emptying first means a racing reader sees the old token, an
+    // empty file (held) or the new token; a torn read is re-done under a shared flock by
+    // `read_locked` before anyone calls the content corrupt.
+    f.set_len(0)?;
+    f.write_all_at(new, 0)?;
+    Ok(Cas::Done)
+}
+
+/// Remove the file if it still holds `expected` (release, stale removal).
+pub fn cas_remove(path: &Path, expected: &[u8]) -> io::Result<Cas> {
+    let Some(_f) = lock_expect(path, expected)? else {
+        return Ok(Cas::Changed);
+    };
+    std::fs::remove_file(path)?;
+    Ok(Cas::Done)
+}
+
+/// Read a lock file under a shared flock, so no CAS writer is midway (used before reporting a
+/// token as corrupt). `Ok(false)` when it is gone.
+pub fn read_locked(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: flock on a file descriptor we own; released when `f` is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    f.read_to_end(buf)?;
+    Ok(true)
+}
+
+/// Modification time of a file in nanoseconds since the epoch (age of an empty lock file).
+pub fn mtime_ns(path: &Path) -> io::Result<u64> {
+    let m = std::fs::symlink_metadata(path)?;
+    Ok((m.mtime() as u64).saturating_mul(1_000_000_000) + m.mtime_nsec() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_is_exclusive_and_cas_checks_content() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(".path.ovlock");
+        create_excl(&p, b"a:1:E").unwrap();
+        let e = create_excl(&p, b"b:1:E").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(cas_replace(&p, b"b:1:E", b"b:2:E").unwrap(), Cas::Changed);
+        assert_eq!(cas_replace(&p, b"a:1:E", b"a:22:E").unwrap(), Cas::Done);
+        let mut buf = Vec::new();
+        assert!(read(&p, &mut buf).unwrap());
+        assert_eq!(buf, b"a:22:E");
+        assert_eq!(cas_remove(&p, b"a:1:E").unwrap(), Cas::Changed);
+        assert!(p.exists());
+        assert_eq!(cas_remove(&p, b"a:22:E").unwrap(), Cas::Done);
+        assert!(!read(&p, &mut buf).unwrap());
+        assert_eq!(cas_remove(&p, b"a:22:E").unwrap(), Cas::Changed);
+    }
+}
