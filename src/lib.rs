@@ -7,5 +7,6 @@ pub mod cli;
 pub mod config;
 pub mod failpoint;
 pub mod lock;
+pub mod queue;
 pub mod uri;
 pub mod workspace;

@@ -1,0 +1,44 @@
+//! The durable job queue: named queues of jobs in one SQLite database (WAL), worked by any
+//! number of processes, plus the in-process worker pool that drains it.
+//!
+//! What it owns, and the OpenViking failures each part answers:
+//! - claims carry a lease that the worker renews; a job whose lease ran out is claimable again at
+//!   once, by any live worker (OpenViking #3225: rows stuck in `processing` until restart);
+//! - failures retry with exponential back-off up to `max_attempts`, then the job is dead with its
+//!   last error (OpenViking #4919: a permanent error retried forever);
+//! - coalesce versions per key live in the database (OpenViking #3891): re-enqueueing a key whose
+//!   job is still pending updates that row in place, so a restart neither loses nor floods work.
+//!
+//! The queue knows nothing of what jobs mean: handlers are passed in as values
+//! ([`JobHandler`]), so this layer only looks down.
+
+mod error;
+mod pool;
+mod store;
+
+pub use error::{JobError, QueueError};
+pub use pool::{drain, drain_with, HandlerSpec, PoolOptions, Progress, WorkerPool};
+pub use store::{DeadJob, Job, Queue, QueueOptions, QueueStats};
+
+/// Directory summaries (`.abstract.md` / `.overview.md`).
+pub const SEMANTIC: &str = "semantic";
+/// Vectors for the derived index.
+pub const EMBEDDING: &str = "embedding";
+/// Phase 2 of a session commit.
+pub const SESSION_COMMIT: &str = "session_commit";
+/// The queues this project uses; `status` always lists them, even when empty.
+pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, SESSION_COMMIT];
+
+/// Work done for one job. Must be idempotent: a job may run again after its worker died.
+pub trait JobHandler: Send + Sync {
+    fn handle(&self, job: &Job) -> Result<(), JobError>;
+}
+
+impl<F> JobHandler for F
+where
+    F: Fn(&Job) -> Result<(), JobError> + Send + Sync,
+{
+    fn handle(&self, job: &Job) -> Result<(), JobError> {
+        self(job)
+    }
+}

@@ -1,0 +1,323 @@
+//! The worker pool: per queue, one dispatcher thread claims a job only when one of that queue's
+//! worker threads is idle and hands it over a crossbeam channel; a heartbeat thread renews the
+//! lease of every job in hand. Any vikingfs process may run a pool on the same database.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use super::{Job, JobError, JobHandler, Queue, QueueError};
+
+/// A queue name, its handler and how many threads run it.
+pub type HandlerSpec = (String, Arc<dyn JobHandler>, usize);
+
+/// How a pool claims and keeps its jobs.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Lease of a claim; a job whose worker stops renewing is handed on after this.
+    pub lease: Duration,
+    /// How often held leases are renewed (a third of the lease leaves two misses of slack).
+    pub heartbeat: Duration,
+    /// How often an idle dispatcher looks for jobs enqueued by other processes (local
+    /// enqueues wake it at once).
+    pub poll: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions::with_lease(Duration::from_secs(30))
+    }
+}
+
+impl PoolOptions {
+    pub fn with_lease(lease: Duration) -> PoolOptions {
+        PoolOptions {
+            lease,
+            heartbeat: lease / 3,
+            poll: Duration::from_millis(200),
+        }
+    }
+}
+
+/// What a drain reports while it runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Progress {
+    /// Jobs of the drained queues not finished yet (pending or claimed, by anyone).
+    pub outstanding: u64,
+    /// Jobs this pool completed.
+    pub completed: u64,
+    /// Failures this pool reported (each retried or made dead).
+    pub failed: u64,
+    pub elapsed: Duration,
+}
+
+/// State shared by the pool's threads.
+struct Shared {
+    queue: Queue,
+    opts: PoolOptions,
+    stopping: AtomicBool,
+    /// Jobs claimed and not yet finished, keyed by id, with the worker name that claimed them.
+    in_hand: Mutex<HashMap<i64, (Job, String)>>,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    /// Bumped after every finished job, so a drain waits on it instead of sleeping.
+    finished: Mutex<u64>,
+    finished_cv: Condvar,
+}
+
+/// Running worker threads; [`stop`](WorkerPool::stop) (or drop) finishes the jobs in flight
+/// and hands back any claimed but unstarted job.
+pub struct WorkerPool {
+    shared: Arc<Shared>,
+    stop_tx: Option<Sender<()>>,
+    dispatchers: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+    heartbeat: Option<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Start `threads` workers for each `(queue, handler, threads)` (0 threads: none).
+    pub fn start(queue: Queue, handlers: Vec<HandlerSpec>, opts: PoolOptions) -> WorkerPool {
+        let shared = Arc::new(Shared {
+            queue,
+            opts,
+            stopping: AtomicBool::new(false),
+            in_hand: Mutex::new(HashMap::new()),
+            completed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            finished: Mutex::new(0),
+            finished_cv: Condvar::new(),
+        });
+        let (stop_tx, stop_rx) = unbounded::<()>();
+        let mut pool = WorkerPool {
+            shared: shared.clone(),
+            stop_tx: Some(stop_tx),
+            dispatchers: Vec::new(),
+            workers: Vec::new(),
+            heartbeat: None,
+        };
+        for (name, handler, threads) in handlers.into_iter().filter(|h| h.2 > 0) {
+            let worker_name = format!("pid{}/{name}", std::process::id());
+            let (job_tx, job_rx) = unbounded::<Job>();
+            let (ready_tx, ready_rx) = unbounded::<()>();
+            for i in 0..threads {
+                let (s, h, jr, rt) = (
+                    shared.clone(),
+                    handler.clone(),
+                    job_rx.clone(),
+                    ready_tx.clone(),
+                );
+                pool.workers.push(spawn(format!("vq-{name}-{i}"), move || {
+                    work(&s, &*h, &jr, &rt)
+                }));
+            }
+            let (s, sr) = (shared.clone(), stop_rx.clone());
+            pool.dispatchers.push(spawn(format!("vq-{name}"), move || {
+                dispatch(&s, &name, &worker_name, &ready_rx, &job_tx, &sr)
+            }));
+        }
+        let s = shared.clone();
+        pool.heartbeat = Some(spawn("vq-heartbeat".into(), move || {
+            heartbeat(&s, &stop_rx)
+        }));
+        pool
+    }
+
+    /// Jobs completed and failures reported by this pool so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.shared.completed.load(Ordering::Relaxed),
+            self.shared.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Wait until a job finishes here or `timeout` passes.
+    fn wait_finished(&self, seen: u64, timeout: Duration) -> u64 {
+        let mut g = self.shared.finished.lock();
+        if *g == seen {
+            self.shared.finished_cv.wait_for(&mut g, timeout);
+        }
+        *g
+    }
+
+    /// Stop claiming, let running jobs finish, hand back claimed unstarted ones, join threads.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.stop_tx.take();
+        self.shared.queue.wake_all();
+        for t in self.dispatchers.drain(..).chain(self.workers.drain(..)) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.heartbeat.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .expect("spawning a worker thread")
+}
+
+/// Claim a job each time a worker says it is idle, and pass it on.
+fn dispatch(
+    s: &Shared,
+    queue: &str,
+    worker: &str,
+    ready: &Receiver<()>,
+    jobs: &Sender<Job>,
+    stop: &Receiver<()>,
+) {
+    loop {
+        select! {
+            recv(ready) -> r => if r.is_err() { return },
+            recv(stop) -> _ => return,
+        }
+        let job = loop {
+            if s.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let seen = s.queue.wake_counter();
+            match s.queue.claim(queue, worker, s.opts.lease) {
+                Ok(Some(job)) => break job,
+                Ok(None) => {}
+                Err(e) => tracing::warn!(queue, "claiming a job: {e}"),
+            }
+            s.queue.wait_for_enqueue(seen, s.opts.poll);
+        };
+        s.in_hand
+            .lock()
+            .insert(job.id, (job.clone(), worker.to_string()));
+        if s.stopping.load(Ordering::SeqCst) {
+            hand_back(s, &job);
+            return;
+        }
+        if let Err(e) = jobs.send(job) {
+            hand_back(s, &e.0);
+            return;
+        }
+    }
+}
+
+fn hand_back(s: &Shared, job: &Job) {
+    s.in_hand.lock().remove(&job.id);
+    if let Err(e) = s.queue.release(job) {
+        tracing::warn!(job = job.id, "handing back a claimed job: {e}");
+    }
+}
+
+/// Announce idleness, run what comes, until the dispatcher goes away.
+fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Sender<()>) {
+    while ready.send(()).is_ok() {
+        let Ok(job) = jobs.recv() else { return };
+        let verdict = catch_unwind(AssertUnwindSafe(|| handler.handle(&job))).unwrap_or_else(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(JobError::Retry(format!("handler panicked: {what}")))
+        });
+        s.in_hand.lock().remove(&job.id);
+        let outcome = match &verdict {
+            Ok(()) => s.queue.complete(&job),
+            Err(e) => {
+                tracing::warn!(queue = %job.queue, job = job.id, attempt = job.attempts, "job failed: {e}");
+                s.queue.fail(&job, e)
+            }
+        };
+        match outcome {
+            Ok(()) if verdict.is_ok() => s.completed.fetch_add(1, Ordering::Relaxed),
+            Ok(()) => s.failed.fetch_add(1, Ordering::Relaxed),
+            Err(QueueError::NotClaimed { id }) => {
+                tracing::warn!(job = id, "job finished after its lease was handed on");
+                0
+            }
+            Err(e) => {
+                tracing::error!(job = job.id, "recording a job's outcome: {e}");
+                0
+            }
+        };
+        *s.finished.lock() += 1;
+        s.finished_cv.notify_all();
+    }
+}
+
+/// Renew every held lease each `heartbeat` until the pool stops.
+fn heartbeat(s: &Shared, stop: &Receiver<()>) {
+    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+        stop.recv_timeout(s.opts.heartbeat)
+    {
+        let held: Vec<(Job, String)> = s.in_hand.lock().values().cloned().collect();
+        for (job, worker) in held {
+            match s.queue.renew(&job, &worker, s.opts.lease) {
+                Ok(true) => {}
+                // Finished between the snapshot and the renewal, or really lost.
+                Ok(false) if !s.in_hand.lock().contains_key(&job.id) => {}
+                Ok(false) => tracing::warn!(job = job.id, "lease lost; the job was handed on"),
+                Err(e) => tracing::warn!(job = job.id, "renewing a lease: {e}"),
+            }
+        }
+    }
+}
+
+/// Run `handlers` in this process until their queues have no pending or claimed job, or
+/// `timeout` passes (`Ok(false)`). For `--wait` commands when no daemon works the queue.
+pub fn drain(
+    queue: &Queue,
+    handlers: Vec<HandlerSpec>,
+    timeout: Duration,
+    progress: impl FnMut(&Progress),
+) -> Result<bool, QueueError> {
+    drain_with(queue, handlers, PoolOptions::default(), timeout, progress)
+}
+
+/// [`drain`] with explicit pool options.
+pub fn drain_with(
+    queue: &Queue,
+    handlers: Vec<HandlerSpec>,
+    opts: PoolOptions,
+    timeout: Duration,
+    mut progress: impl FnMut(&Progress),
+) -> Result<bool, QueueError> {
+    let names: Vec<String> = handlers.iter().map(|h| h.0.clone()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let start = Instant::now();
+    let pool = WorkerPool::start(queue.clone(), handlers, opts);
+    loop {
+        let seen = *pool.shared.finished.lock();
+        let outstanding = queue.outstanding(Some(&names))?;
+        let (completed, failed) = pool.counts();
+        let elapsed = start.elapsed();
+        progress(&Progress {
+            outstanding,
+            completed,
+            failed,
+            elapsed,
+        });
+        if outstanding == 0 || elapsed >= timeout {
+            pool.stop();
+            return Ok(outstanding == 0);
+        }
+        // Jobs finished by other processes are only seen by polling.
+        pool.wait_finished(seen, (timeout - elapsed).min(Duration::from_millis(200)));
+    }
+}
