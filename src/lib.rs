@@ -5,8 +5,10 @@
 
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod failpoint;
 pub mod lock;
 pub mod queue;
+pub mod index;
 pub mod uri;
 pub mod workspace;

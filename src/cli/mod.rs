@@ -1,6 +1,8 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod find;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +41,8 @@ pub enum Command {
     Lock(lock::LockArgs),
     /// List every lock file in the workspace.
     Locks(lock::LocksArgs),
+    /// Search the index; never names a file that is gone.
+    Find(find::FindArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -129,6 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
+        Command::Find(args) => find::run(&ctx, args),
     }
 }
 

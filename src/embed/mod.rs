@@ -1,0 +1,67 @@
+//! Embeddings: turning text into vectors for the derived index.
+//!
+//! Owns the [`Embedder`] trait and its two providers: [`LocalEmbedder`] (built in, deterministic,
+//! no network — the default so a fresh machine works offline) and [`HttpEmbedder`] (any
+//! OpenAI-compatible `/embeddings` API, configured like OpenViking's `embedding.dense`).
+//! Every failure is an [`EmbedError`]; the job layer treats it as a retryable job error.
+
+mod http;
+mod local;
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::config::EmbeddingConfig;
+
+pub use http::HttpEmbedder;
+pub use local::LocalEmbedder;
+
+/// Why an embedding request failed.
+#[derive(Debug, Error)]
+pub enum EmbedError {
+    #[error("embedding configuration: {0}")]
+    Config(String),
+    #[error("embedding request to {url} failed: {msg}")]
+    Transport { url: String, msg: String },
+    #[error("embedding request to {url} returned HTTP {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("embedding response from {url} is malformed: {msg}")]
+    BadResponse { url: String, msg: String },
+    #[error(
+        "embedding model {model} returned dimension {got}, configured dimension is {expected}"
+    )]
+    Dimension {
+        model: String,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// Text in, unit-or-not vectors out. The index normalises, so providers need not.
+pub trait Embedder: Send + Sync {
+    /// Length of every vector this embedder returns.
+    fn dim(&self) -> usize;
+    /// Identifies the vector space: vectors from different ids must never be compared.
+    fn model_id(&self) -> String;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Build the embedder `cfg` names (`local` or `openai`).
+pub fn from_config(cfg: &EmbeddingConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+    if cfg.dimension == 0 {
+        return Err(EmbedError::Config("dimension must be at least 1".into()));
+    }
+    match cfg.provider.as_str() {
+        "local" => Ok(Arc::new(LocalEmbedder::new(cfg.dimension))),
+        "openai" => Ok(Arc::new(HttpEmbedder::from_config(cfg)?)),
+        other => Err(EmbedError::Config(format!(
+            "unknown provider {other:?} (expected \"local\" or \"openai\")"
+        ))),
+    }
+}

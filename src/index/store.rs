@@ -1,0 +1,386 @@
+//! Writes: upsert, delete, delete/rename by prefix. Each call is one SQLite transaction that
+//! keeps `records` and the packed `chunks` in step.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
+
+use super::quant::{f32_to_bytes, normalised, quantise};
+use super::{under_params, Index, IndexError, Level, Record, CHUNK_SLOTS, UNDER_SQL};
+use crate::uri::VPath;
+
+/// Byte layout of a chunk blob: record ids (i64, 0 = free slot), scales (f32), then the codes.
+#[derive(Clone, Copy)]
+pub(super) struct Layout {
+    pub dim: usize,
+}
+
+impl Layout {
+    pub fn len(&self) -> usize {
+        CHUNK_SLOTS * (8 + 4 + self.dim)
+    }
+    pub fn rid(&self, data: &[u8], slot: usize) -> i64 {
+        let o = slot * 8;
+        i64::from_le_bytes(data[o..o + 8].try_into().expect("8 bytes"))
+    }
+    pub fn scale(&self, data: &[u8], slot: usize) -> f32 {
+        let o = CHUNK_SLOTS * 8 + slot * 4;
+        f32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
+    }
+    pub fn codes<'a>(&self, data: &'a [u8], slot: usize) -> &'a [u8] {
+        let o = CHUNK_SLOTS * 12 + slot * self.dim;
+        &data[o..o + self.dim]
+    }
+    fn set(&self, data: &mut [u8], slot: usize, rid: i64, unit: &[f32]) {
+        data[slot * 8..slot * 8 + 8].copy_from_slice(&rid.to_le_bytes());
+        let o = CHUNK_SLOTS * 12 + slot * self.dim;
+        let scale = quantise(unit, &mut data[o..o + self.dim]);
+        let s = CHUNK_SLOTS * 8 + slot * 4;
+        data[s..s + 4].copy_from_slice(&scale.to_le_bytes());
+    }
+}
+
+struct ChunkBuf {
+    used: usize,
+    data: Vec<u8>,
+}
+
+/// The chunks one transaction touched, written back once at the end.
+struct Batch<'t> {
+    index: &'t Index,
+    tx: &'t Transaction<'t>,
+    layout: Layout,
+    chunks: HashMap<i64, ChunkBuf>,
+}
+
+/// A row's place in the packed chunks.
+struct Placed {
+    id: i64,
+    chunk: i64,
+    slot: usize,
+}
+
+impl<'t> Batch<'t> {
+    fn chunk(&mut self, id: i64) -> Result<&mut ChunkBuf, IndexError> {
+        if !self.chunks.contains_key(&id) {
+            let row: Option<(i64, Vec<u8>)> = self
+                .tx
+                .prepare_cached("SELECT used, data FROM chunks WHERE id = ?1")
+                .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                .map_err(|e| self.index.sql(e))?;
+            let buf = match row {
+                Some((used, data)) if data.len() == self.layout.len() => ChunkBuf {
+                    used: used as usize,
+                    data,
+                },
+                Some(_) => return Err(self.index.corrupt(format!("chunk {id} has a bad size"))),
+                None => ChunkBuf {
+                    used: 0,
+                    data: vec![0; self.layout.len()],
+                },
+            };
+            self.chunks.insert(id, buf);
+        }
+        Ok(self.chunks.get_mut(&id).expect("just inserted"))
+    }
+
+    /// A free (chunk, slot): in a chunk already loaded, else the lowest chunk with room, else
+    /// a new chunk.
+    fn alloc(&mut self) -> Result<(i64, usize), IndexError> {
+        let mut candidate = self
+            .chunks
+            .iter()
+            .filter(|(_, c)| c.used < CHUNK_SLOTS)
+            .map(|(&id, _)| id)
+            .min();
+        if candidate.is_none() {
+            let loaded: HashSet<i64> = self.chunks.keys().copied().collect();
+            let mut stmt = self
+                .tx
+                .prepare_cached(&format!(
+                    "SELECT id FROM chunks WHERE used < {CHUNK_SLOTS} ORDER BY id"
+                ))
+                .map_err(|e| self.index.sql(e))?;
+            let ids = stmt
+                .query_map([], |r| r.get::<_, i64>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.index.sql(e))?;
+            candidate = ids.into_iter().find(|id| !loaded.contains(id));
+        }
+        let id = match candidate {
+            Some(id) => id,
+            None => {
+                let max_db: i64 = self
+                    .tx
+                    .query_row("SELECT COALESCE(MAX(id), 0) FROM chunks", [], |r| r.get(0))
+                    .map_err(|e| self.index.sql(e))?;
+                max_db.max(self.chunks.keys().copied().max().unwrap_or(0)) + 1
+            }
+        };
+        let layout = self.layout;
+        let chunk = self.chunk(id)?;
+        let slot = (0..CHUNK_SLOTS)
+            .find(|&s| layout.rid(&chunk.data, s) == 0)
+            .ok_or_else(|| {
+                self.index
+                    .corrupt(format!("chunk {id} used count is wrong"))
+            })?;
+        Ok((id, slot))
+    }
+
+    fn fill(&mut self, chunk: i64, slot: usize, rid: i64, unit: &[f32]) -> Result<(), IndexError> {
+        let layout = self.layout;
+        let c = self.chunk(chunk)?;
+        if layout.rid(&c.data, slot) == 0 {
+            c.used += 1;
+        }
+        layout.set(&mut c.data, slot, rid, unit);
+        Ok(())
+    }
+
+    fn clear(&mut self, chunk: i64, slot: usize) -> Result<(), IndexError> {
+        let c = self.chunk(chunk)?;
+        if slot < CHUNK_SLOTS && c.data[slot * 8..slot * 8 + 8] != [0; 8] {
+            c.data[slot * 8..slot * 8 + 8].fill(0);
+            c.used -= 1;
+        }
+        Ok(())
+    }
+
+    /// Remove rows (and free their slots).
+    fn remove(&mut self, rows: &[Placed]) -> Result<usize, IndexError> {
+        let mut n = 0;
+        for r in rows {
+            self.clear(r.chunk, r.slot)?;
+            n += self
+                .tx
+                .prepare_cached("DELETE FROM records WHERE id = ?1")
+                .and_then(|mut s| s.execute([r.id]))
+                .map_err(|e| self.index.sql(e))?;
+        }
+        Ok(n)
+    }
+
+    fn flush(self) -> Result<(), IndexError> {
+        for (id, c) in self.chunks {
+            let res = if c.used == 0 {
+                self.tx.execute("DELETE FROM chunks WHERE id = ?1", [id])
+            } else {
+                self.tx
+                    .prepare_cached(
+                        "INSERT OR REPLACE INTO chunks(id, used, data) VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut s| s.execute(params![id, c.used as i64, c.data]))
+            };
+            res.map_err(|e| self.index.sql(e))?;
+        }
+        Ok(())
+    }
+
+    fn placed(&self, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Placed>, IndexError> {
+        let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.index.sql(e))?;
+        let rows = stmt
+            .query_map(p, |r| {
+                Ok(Placed {
+                    id: r.get(0)?,
+                    chunk: r.get(1)?,
+                    slot: r.get::<_, i64>(2)? as usize,
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.index.sql(e))?;
+        Ok(rows)
+    }
+
+    fn rows_under(&self, prefix: &VPath) -> Result<Vec<Placed>, IndexError> {
+        if prefix.is_root() {
+            return self.placed("SELECT id, chunk, slot FROM records", []);
+        }
+        self.placed(
+            &format!("SELECT id, chunk, slot FROM records WHERE {UNDER_SQL}"),
+            under_params(prefix),
+        )
+    }
+
+    fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
+        self.index.check_dim(rec.vector.len())?;
+        let unit = normalised(&rec.vector);
+        let blob = f32_to_bytes(&unit);
+        let existing = self.placed(
+            "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
+            params![rec.uri.as_str(), rec.level as i64],
+        )?;
+        let (id, chunk, slot) = match existing.first() {
+            Some(p) => {
+                self.tx
+                    .prepare_cached(
+                        "UPDATE records SET version = ?2, snippet = ?3, vec = ?4 WHERE id = ?1",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![p.id, rec.source_version, rec.snippet, blob])
+                    })
+                    .map_err(|e| self.index.sql(e))?;
+                (p.id, p.chunk, p.slot)
+            }
+            None => {
+                let (chunk, slot) = self.alloc()?;
+                self.tx
+                    .prepare_cached(
+                        "INSERT INTO records(uri, level, version, chunk, slot, snippet, vec)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            rec.uri.as_str(),
+                            rec.level as i64,
+                            rec.source_version,
+                            chunk,
+                            slot as i64,
+                            rec.snippet,
+                            blob
+                        ])
+                    })
+                    .map_err(|e| self.index.sql(e))?;
+                (self.tx.last_insert_rowid(), chunk, slot)
+            }
+        };
+        self.fill(chunk, slot, id, &unit)
+    }
+}
+
+impl Index {
+    /// Run `f` in one IMMEDIATE transaction and write the touched chunks back before commit.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Batch) -> Result<T, IndexError>,
+    ) -> Result<T, IndexError> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.sql(e))?;
+        let mut batch = Batch {
+            index: self,
+            tx: &tx,
+            layout: Layout { dim: self.dim },
+            chunks: HashMap::new(),
+        };
+        let out = f(&mut batch)?;
+        batch.flush()?;
+        tx.commit().map_err(|e| self.sql(e))?;
+        Ok(out)
+    }
+
+    /// Insert or replace the record for (rec.uri, rec.level).
+    pub fn upsert(&self, rec: &Record) -> Result<(), IndexError> {
+        self.write(|b| b.upsert(rec))
+    }
+
+    /// Upsert many records in one transaction (bulk builds, rebuilds).
+    pub fn upsert_many(&self, recs: &[Record]) -> Result<(), IndexError> {
+        self.write(|b| recs.iter().try_for_each(|r| b.upsert(r)))
+    }
+
+    /// Delete every level of `uri` (not what lies below it). Returns the records removed.
+    pub fn delete(&self, uri: &VPath) -> Result<usize, IndexError> {
+        self.write(|b| {
+            let rows = b.placed(
+                "SELECT id, chunk, slot FROM records WHERE uri = ?1",
+                [uri.as_str()],
+            )?;
+            b.remove(&rows)
+        })
+    }
+
+    /// Delete `prefix` itself and everything below it (component-wise), in one transaction.
+    pub fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
+        self.write(|b| {
+            let rows = b.rows_under(prefix)?;
+            b.remove(&rows)
+        })
+    }
+
+    /// Delete the record at (uri, level) only if it was built from `version`; a record that a
+    /// concurrent job rebuilt from a newer source survives. Returns whether it was deleted.
+    pub fn delete_if_version(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+    ) -> Result<bool, IndexError> {
+        self.write(|b| {
+            let rows = b.placed(
+                "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                params![uri.as_str(), level as i64, version],
+            )?;
+            Ok(b.remove(&rows)? > 0)
+        })
+    }
+
+    /// Move `from` and everything below it to `to`, in one transaction. Records already at the
+    /// destination names are replaced (as `rename(2)` replaces the target). Returns the records moved.
+    pub fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize, IndexError> {
+        if from == to {
+            return Ok(0);
+        }
+        if to.starts_with(from) {
+            return Err(IndexError::RenameIntoSelf {
+                from: from.clone(),
+                to: to.clone(),
+            });
+        }
+        self.write(|b| {
+            let (sql, params): (String, Vec<String>) = if from.is_root() {
+                ("SELECT id, uri, level FROM records".into(), vec![])
+            } else {
+                (
+                    format!("SELECT id, uri, level FROM records WHERE {UNDER_SQL}"),
+                    under_params(from).to_vec(),
+                )
+            };
+            let moving: Vec<(i64, String, i64)> =
+                b.tx.prepare_cached(&sql)
+                    .and_then(|mut s| {
+                        s.query_map(rusqlite::params_from_iter(params), |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                        })?
+                        .collect()
+                    })
+                    .map_err(|e| b.index.sql(e))?;
+            let ids: HashSet<i64> = moving.iter().map(|m| m.0).collect();
+            let mut renamed = Vec::with_capacity(moving.len());
+            for (id, uri, level) in &moving {
+                let old = b.index.vpath(uri)?;
+                let new = old
+                    .rebase(from, to)
+                    .ok_or_else(|| b.index.corrupt(format!("{uri} is not under {from}")))?;
+                renamed.push((*id, new, *level));
+            }
+            // Records the move replaces.
+            for (_, new, level) in &renamed {
+                let victims: Vec<Placed> = b
+                    .placed(
+                        "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
+                        params![new.as_str(), level],
+                    )?
+                    .into_iter()
+                    .filter(|p| !ids.contains(&p.id))
+                    .collect();
+                b.remove(&victims)?;
+            }
+            // Two passes through names no path can have, so no intermediate state breaks
+            // UNIQUE(uri, level) however the old and new names interleave.
+            let set_uri = |id: i64, uri: &str| {
+                b.tx.prepare_cached("UPDATE records SET uri = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id, uri]))
+                    .map_err(|e| b.index.sql(e))
+            };
+            for (id, _, _) in &renamed {
+                set_uri(*id, &format!("\u{1}{id}"))?;
+            }
+            for (id, new, _) in &renamed {
+                set_uri(*id, new.as_str())?;
+            }
+            Ok(renamed.len())
+        })
+    }
+}
