@@ -10,5 +10,6 @@ pub mod failpoint;
 pub mod lock;
 pub mod queue;
 pub mod index;
+pub mod semantic;
 pub mod uri;
 pub mod workspace;

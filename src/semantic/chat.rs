@@ -1,0 +1,439 @@
+//! An OpenAI-compatible chat client (OpenViking's `vlm` provider) and the summariser built on it.
+//!
+//! One request shape: `POST {api_base}/chat/completions` with a Bearer key and a JSON body of
+//! `model` and `messages`; the answer is `choices[0].message.content`. Every failure is a
+//! [`ChatError`] that says whether retrying may help, so the queue can retry transient failures
+//! and park permanent ones instead of retrying forever (OpenViking #4919).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::memory::{
+    entity_path, event_path, group_facts, preference_path, Date, ExtractContext, Fact, Memory,
+    MemoryCategory, Message, PROFILE_PATH,
+};
+use super::summary::{truncate_chars, DirInput, Summary, ABSTRACT_MAX_CHARS, OVERVIEW_MAX_CHARS};
+use crate::config::ChatConfig;
+
+/// Whole-request timeout: models take 5 s to 60 s+ (seed, "session.commit()").
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of an error body quoted in a message.
+const BODY_QUOTE_CHARS: usize = 300;
+
+#[derive(Debug, Error)]
+pub enum ChatError {
+    #[error("vlm config: {0}")]
+    Config(String),
+    #[error("chat model at {url}: connection failed: {msg}")]
+    Connect { url: String, msg: String },
+    #[error("chat model at {url}: no answer within {secs} s")]
+    Timeout { url: String, secs: u64 },
+    #[error("chat model at {url}: HTTP {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("chat model at {url}: response is not an OpenAI chat completion: {msg}")]
+    BadResponse { url: String, msg: String },
+    #[error("chat model answer rejected: {0}")]
+    BadAnswer(String),
+}
+
+impl ChatError {
+    /// Whether the same request may succeed later. Refused connections, timeouts, 408, 429 and
+    /// 5xx are the server's passing state; a model answer that fails validation is sampling
+    /// noise. A bad config, other 4xx (bad key, unknown model) or a server that does not speak
+    /// the protocol will fail the same way every time.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ChatError::Connect { .. } | ChatError::Timeout { .. } | ChatError::BadAnswer(_) => true,
+            ChatError::Status { status, .. } => {
+                *status == 408 || *status == 429 || (500..600).contains(status)
+            }
+            ChatError::Config(_) | ChatError::BadResponse { .. } => false,
+        }
+    }
+}
+
+/// One chat message of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "system".into(),
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "user".into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A blocking client for one configured model. Cheap to share across worker threads.
+#[derive(Debug, Clone)]
+pub struct ChatClient {
+    agent: ureq::Agent,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    timeout: Duration,
+}
+
+impl ChatClient {
+    pub fn new(cfg: &ChatConfig) -> Result<ChatClient, ChatError> {
+        Self::with_timeout(cfg, DEFAULT_TIMEOUT)
+    }
+
+    pub fn with_timeout(cfg: &ChatConfig, timeout: Duration) -> Result<ChatClient, ChatError> {
+        if cfg.provider != "openai" {
+            return Err(ChatError::Config(format!(
+                "provider {:?} is not supported (expected \"openai\")",
+                cfg.provider
+            )));
+        }
+        let base = cfg
+            .api_base
+            .as_deref()
+            .ok_or_else(|| ChatError::Config("api_base is required".into()))?;
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ChatError::Config(format!(
+                "api_base {base:?} must start with http:// or https://"
+            )));
+        }
+        let model = cfg
+            .model
+            .clone()
+            .ok_or_else(|| ChatError::Config("model is required".into()))?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+            // Status codes are mapped by us, with the body quoted.
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(ChatClient {
+            agent,
+            url: format!("{}/chat/completions", base.trim_end_matches('/')),
+            model,
+            api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
+            timeout,
+        })
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Send `messages` and return the model's answer text.
+    pub fn complete(&self, messages: &[ChatMessage]) -> Result<String, ChatError> {
+        let body = serde_json::json!({
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0,
+        });
+        let mut req = self.agent.post(&self.url);
+        if let Some(key) = &self.api_key {
+            req = req.header("Authorization", &format!("Bearer {key}"));
+        }
+        let mut resp = req.send_json(&body).map_err(|e| self.transport_error(e))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| self.transport_error(e))?;
+        if !(200..300).contains(&status) {
+            return Err(ChatError::Status {
+                url: self.url.clone(),
+                status,
+                body: quote(&text),
+            });
+        }
+        let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(e))?;
+        match v.pointer("/choices/0/message/content") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(self.bad_response("choices[0].message.content is not a string")),
+            None => {
+                Err(self.bad_response(format!("no choices[0].message.content in {}", quote(&text))))
+            }
+        }
+    }
+
+    fn bad_response(&self, msg: impl ToString) -> ChatError {
+        ChatError::BadResponse {
+            url: self.url.clone(),
+            msg: msg.to_string(),
+        }
+    }
+
+    fn transport_error(&self, e: ureq::Error) -> ChatError {
+        let url = self.url.clone();
+        match e {
+            ureq::Error::Timeout(_) => ChatError::Timeout {
+                url,
+                secs: self.timeout.as_secs(),
+            },
+            ureq::Error::Io(ref io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                ChatError::Timeout {
+                    url,
+                    secs: self.timeout.as_secs(),
+                }
+            }
+            ureq::Error::BadUri(m) => ChatError::Config(format!("api_base: {m}")),
+            ureq::Error::Tls(m) => ChatError::Config(format!("TLS: {m}")),
+            ureq::Error::Protocol(p) => ChatError::BadResponse {
+                url,
+                msg: p.to_string(),
+            },
+            other => ChatError::Connect {
+                url,
+                msg: other.to_string(),
+            },
+        }
+    }
+}
+
+fn quote(s: &str) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate_chars(&one_line, BODY_QUOTE_CHARS)
+}
+
+/// The JSON object inside a model answer: models like to wrap it in a ```json fence or a
+/// sentence, so take the outermost `{ ... }`.
+pub fn answer_json(answer: &str) -> Result<Value, ChatError> {
+    let start = answer.find('{');
+    let end = answer.rfind('}');
+    let slice = match (start, end) {
+        (Some(s), Some(e)) if s < e => &answer[s..=e],
+        _ => {
+            return Err(ChatError::BadAnswer(format!(
+                "no JSON object in {:?}",
+                quote(answer)
+            )))
+        }
+    };
+    serde_json::from_str(slice).map_err(|e| ChatError::BadAnswer(format!("invalid JSON: {e}")))
+}
+
+/// Directory summaries written by the chat model, cut to the same limits as the local ones.
+#[derive(Debug, Clone)]
+pub struct ChatSummarizer {
+    client: ChatClient,
+}
+
+#[derive(Deserialize)]
+struct SummaryAnswer {
+    #[serde(rename = "abstract")]
+    abstract_md: String,
+    overview: String,
+}
+
+/// Per-child text sent to the model: enough for a gist, bounded so a large directory fits.
+const PROMPT_CHILD_CHARS: usize = 600;
+const PROMPT_MAX_CHILDREN: usize = 200;
+
+impl ChatSummarizer {
+    pub fn new(client: ChatClient) -> Self {
+        ChatSummarizer { client }
+    }
+
+    pub fn prompt(input: &DirInput) -> Vec<ChatMessage> {
+        let system = format!(
+            "You summarise one directory of a knowledge base. Answer with one JSON object \
+             {{\"abstract\": string, \"overview\": string}} and nothing else. \"abstract\": one or \
+             two sentences, at most {ABSTRACT_MAX_CHARS} characters, saying what the directory \
+             holds. \"overview\": markdown, at most {OVERVIEW_MAX_CHARS} characters: a heading, \
+             what the directory holds, then a list with one line per child giving its gist."
+        );
+        let mut user = format!("Directory: {}\n", input.uri);
+        let children = input.content_children();
+        for c in children.iter().take(PROMPT_MAX_CHILDREN) {
+            let kind = if c.is_dir { "directory" } else { "file" };
+            let text = truncate_chars(&c.text, PROMPT_CHILD_CHARS);
+            user.push_str(&format!("\n--- {kind} {}\n{text}\n", c.name));
+        }
+        if children.len() > PROMPT_MAX_CHILDREN {
+            user.push_str(&format!(
+                "\n... and {} more children\n",
+                children.len() - PROMPT_MAX_CHILDREN
+            ));
+        }
+        vec![ChatMessage::system(system), ChatMessage::user(user)]
+    }
+
+    pub fn summarize(&self, input: &DirInput) -> Result<Summary, ChatError> {
+        let answer = self.client.complete(&Self::prompt(input))?;
+        let v = answer_json(&answer)?;
+        let a: SummaryAnswer = serde_json::from_value(v)
+            .map_err(|e| ChatError::BadAnswer(format!("summary answer: {e}")))?;
+        if a.abstract_md.trim().is_empty() || a.overview.trim().is_empty() {
+            return Err(ChatError::BadAnswer("empty abstract or overview".into()));
+        }
+        let mut overview = a.overview.trim().to_string();
+        overview.push('\n');
+        Ok(Summary {
+            abstract_md: a.abstract_md,
+            overview_md: overview,
+        }
+        .enforce_limits())
+    }
+}
+
+/// Memories extracted by the chat model. The model only names facts; the paths are built here
+/// with the same layout functions as the rule extractor, so a model can never write outside
+/// `memories/` or invent a layout.
+#[derive(Debug, Clone)]
+pub struct ChatExtractor {
+    client: ChatClient,
+}
+
+#[derive(Deserialize)]
+struct MemoryAnswer {
+    memories: Vec<MemoryItem>,
+}
+
+#[derive(Deserialize)]
+struct MemoryItem {
+    category: String,
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    entity_type: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    date: Option<String>,
+    fact: String,
+}
+
+/// Per-message and total text sent to the model.
+const PROMPT_MESSAGE_CHARS: usize = 2000;
+const PROMPT_TOTAL_CHARS: usize = 60_000;
+/// The longest fact line kept.
+const FACT_MAX_CHARS: usize = 500;
+
+impl ChatExtractor {
+    pub fn new(client: ChatClient) -> Self {
+        ChatExtractor { client }
+    }
+
+    pub fn prompt(ctx: &ExtractContext, messages: &[Message]) -> Vec<ChatMessage> {
+        let date = ctx
+            .archive_date
+            .map_or_else(|| "unknown".to_string(), |d| d.to_string());
+        let system = format!(
+            "You extract long-term memories about the user from a conversation. Answer with one \
+             JSON object {{\"memories\": [...]}} and nothing else. Each item: \"category\" one of \
+             \"preferences\" (needs \"topic\"), \"entities\" (needs \"name\", optional \
+             \"entity_type\" such as people or organizations), \"events\" (needs \"date\" as \
+             YYYY-MM-DD and \"name\"), \"profile\"; and \"fact\": one sentence. Only facts the \
+             user stated; none from questions or hypotheticals. Today is {date}. An empty list \
+             is a valid answer."
+        );
+        let mut user = String::new();
+        for m in messages {
+            let line = format!(
+                "{}{}: {}\n",
+                m.role,
+                m.time
+                    .as_deref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default(),
+                truncate_chars(&m.content, PROMPT_MESSAGE_CHARS)
+            );
+            if user.chars().count() + line.chars().count() > PROMPT_TOTAL_CHARS {
+                break;
+            }
+            user.push_str(&line);
+        }
+        vec![ChatMessage::system(system), ChatMessage::user(user)]
+    }
+
+    pub fn extract(
+        &self,
+        ctx: &ExtractContext,
+        messages: &[Message],
+    ) -> Result<Vec<Memory>, ChatError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let answer = self.client.complete(&Self::prompt(ctx, messages))?;
+        let parsed: MemoryAnswer = serde_json::from_value(answer_json(&answer)?)
+            .map_err(|e| ChatError::BadAnswer(format!("memory answer: {e}")))?;
+        let facts = parsed
+            .memories
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                item_fact(ctx, item)
+                    .map_err(|e| ChatError::BadAnswer(format!("memory answer item {i}: {e}")))
+            })
+            .collect::<Result<Vec<Fact>, ChatError>>()?;
+        Ok(group_facts(facts))
+    }
+}
+
+/// Validate one model item into a fact. A whole answer with one bad item is rejected (and is
+/// retryable): half-applying a model answer would make reruns write different memories.
+fn item_fact(ctx: &ExtractContext, item: MemoryItem) -> Result<Fact, String> {
+    let fact = truncate_chars(
+        &item.fact.split_whitespace().collect::<Vec<_>>().join(" "),
+        FACT_MAX_CHARS,
+    );
+    if fact.is_empty() {
+        return Err("empty fact".into());
+    }
+    let need = |v: Option<String>, key: &str| -> Result<String, String> {
+        v.filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| format!("{key:?} is required for {:?}", item.category))
+    };
+    let (category, rel_path, title) = match item.category.as_str() {
+        "preferences" => {
+            let topic = need(item.topic.clone(), "topic")?;
+            (
+                MemoryCategory::Preferences,
+                preference_path(&ctx.user, &topic),
+                format!("Preference: {topic}"),
+            )
+        }
+        "entities" => {
+            let name = need(item.name.clone(), "name")?;
+            let kind = item.entity_type.clone().unwrap_or_else(|| "general".into());
+            (MemoryCategory::Entities, entity_path(&kind, &name), name)
+        }
+        "events" => {
+            let date = need(item.date.clone(), "date")?;
+            let date = Date::parse_iso(date.trim())
+                .ok_or_else(|| format!("date {date:?} is not YYYY-MM-DD"))?;
+            let name = need(item.name.clone(), "name")?;
+            let title = format!("{date}: {name}");
+            (MemoryCategory::Events, event_path(date, &name), title)
+        }
+        "profile" => (
+            MemoryCategory::Profile,
+            PROFILE_PATH.to_string(),
+            "Profile".to_string(),
+        ),
+        other => return Err(format!("unknown category {other:?}")),
+    };
+    Ok(Fact {
+        category,
+        rel_path,
+        title,
+        text: fact,
+    })
+}
