@@ -123,21 +123,26 @@ fn snippet(text: &str) -> String {
 }
 
 impl Ops {
-    /// The lock a job's write-back takes: EXACT on each path — as its lifecycle's owner while
-    /// the resource's lifecycle lock is held (an EXACT below one's own TREE), else as anyone.
-    /// A busy lock is a retryable job error.
-    fn job_lock(&self, paths: &[VPath], lifecycle: Option<&str>) -> Result<LockGuard, JobError> {
-        let reqs: Vec<(VPath, LockKind)> =
-            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+    /// The lock a job's write-back takes: EXACT on each path — or nothing more while the
+    /// resource's lifecycle lock is held for the job's lifecycle: that TREE already keeps every
+    /// other writer (rm, mv, writes) out of the whole resource, and a worker dying under it
+    /// then leaves no lock file of its own behind. A busy lock is a retryable job error.
+    fn job_lock(
+        &self,
+        paths: &[VPath],
+        lifecycle: Option<&str>,
+    ) -> Result<Option<LockGuard>, JobError> {
         if let Some(h) = lifecycle {
             if self.lifecycle_keep(h)? {
-                return self
-                    .locks
-                    .acquire_as(h, &reqs, self.job_lock_wait)
-                    .map_err(retry);
+                return Ok(None);
             }
         }
-        self.locks.acquire(&reqs, self.job_lock_wait).map_err(retry)
+        let reqs: Vec<(VPath, LockKind)> =
+            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+        self.locks
+            .acquire(&reqs, self.job_lock_wait)
+            .map(Some)
+            .map_err(retry)
     }
 
     fn job_finished(&self, job: &Job, lifecycle: Option<&str>) -> Result<(), JobError> {

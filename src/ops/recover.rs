@@ -63,8 +63,9 @@ impl Ops {
             }
             Intent::Mv { src, dst, dir } => {
                 let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);
-                // EXACT on the source: a TREE on a missing path would create it.
-                let dst_kind = if *dir {
+                // A TREE on a missing path would create it: EXACT on the source, and TREE on
+                // the destination only when the renamed tree is there.
+                let dst_kind = if *dir && stat(&self.fs(&dst))?.is_some_and(|m| m.is_dir()) {
                     LockKind::Tree
                 } else {
                     LockKind::Exact
