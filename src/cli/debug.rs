@@ -29,7 +29,7 @@ pub fn run(ctx: &super::Ctx, cmd: &DebugCmd) -> anyhow::Result<i32> {
             let ops = crate::ops::Ops::open(&ctx.workspace()?, &ctx.config)?;
             let t = std::time::Duration::from_secs_f64(*timeout);
             if ops.drain(&ctx.config.workers, t, |_| {})? {
-                Ok(0)
+                super::ops::done(ops, 0)
             } else {
                 anyhow::bail!("debug drain: jobs still outstanding after {timeout}s")
             }

@@ -72,6 +72,15 @@ fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     Ok(Ops::open(&ws, &ctx.config)?)
 }
 
+/// End of a one-shot command: let the process exit without closing the databases. SQLite's
+/// last close checkpoints and deletes each WAL (three fsyncs, and the next process re-creates
+/// the WALs with more), which would cost a short `mv` or `rm` most of its time. Every commit
+/// is already in the WAL files, which the next process reads as usual.
+pub(crate) fn done(ops: Arc<Ops>, code: i32) -> anyhow::Result<i32> {
+    std::mem::forget(ops);
+    Ok(code)
+}
+
 /// Busy: one line, exit 75; anything else: the usual error path.
 fn outcome(what: &str, r: Result<(), OpsError>) -> anyhow::Result<i32> {
     match r {
@@ -90,10 +99,10 @@ pub fn rm(ctx: &Ctx, a: &RmArgs) -> anyhow::Result<i32> {
         let p = ops.parse(uri).with_context(|| format!("rm {uri}"))?;
         let code = outcome(&format!("rm {uri}"), ops.rm(&p, a.recursive).map(drop))?;
         if code != 0 {
-            return Ok(code);
+            return done(ops, code);
         }
     }
-    Ok(0)
+    done(ops, 0)
 }
 
 pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
@@ -104,7 +113,8 @@ pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
     if ops.workspace().fs_path(&dst).is_dir() && !src.is_root() {
         dst = dst.join(src.name()).with_context(|| what.clone())?;
     }
-    outcome(&what, ops.mv(&src, &dst))
+    let code = outcome(&what, ops.mv(&src, &dst))?;
+    done(ops, code)
 }
 
 pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
@@ -121,7 +131,8 @@ pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
             v
         }
     };
-    outcome(&what, ops.write_file(&p, &bytes))
+    let code = outcome(&what, ops.write_file(&p, &bytes))?;
+    done(ops, code)
 }
 
 fn bar(len: u64, msg: &'static str) -> ProgressBar {
@@ -156,11 +167,14 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     copy.finish_and_clear();
     let report = match res {
         Ok(r) => r,
-        Err(e) => return outcome(&what, Err(e)),
+        Err(e) => {
+            let code = outcome(&what, Err(e))?;
+            return done(ops, code);
+        }
     };
     println!("{}", report.target.uri());
     if !a.wait {
-        return Ok(0);
+        return done(ops, 0);
     }
     let work = bar(report.jobs as u64, "processing");
     let drained = ops.drain(
@@ -175,7 +189,7 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !drained {
         anyhow::bail!("{what}: jobs still outstanding after {}s", a.timeout);
     }
-    Ok(0)
+    done(ops, 0)
 }
 
 pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
@@ -198,9 +212,12 @@ pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
         }
     }
     // fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected.
-    Ok(match (rep.problems.is_empty(), a.repair) {
-        (true, _) => 0,
-        (false, true) => 1,
-        (false, false) => 4,
-    })
+    done(
+        ops,
+        match (rep.problems.is_empty(), a.repair) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => 4,
+        },
+    )
 }
