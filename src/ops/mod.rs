@@ -34,7 +34,7 @@ use thiserror::Error;
 use crate::config::Config;
 use crate::embed::{self, EmbedError, Embedder};
 use crate::index::{Index, IndexError};
-use crate::lock::{LockError, LockManager};
+use crate::lock::{LockError, LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
 use crate::uri::VPath;
@@ -142,7 +142,14 @@ pub struct Ops {
     journal: Journal,
     /// How long background jobs wait for a lock a foreground operation holds.
     job_lock_wait: Duration,
+    /// How long a foreground operation waits for a busy lock: the configured lock_timeout, but
+    /// at least long enough to outwait a background job's write-back (milliseconds), so a
+    /// user's rm never fails just because a worker was indexing the file.
+    fg_wait: Duration,
 }
+
+/// The least a foreground operation waits for a lock (see `Ops::fg_wait`).
+const FOREGROUND_MIN_WAIT: Duration = Duration::from_secs(1);
 
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
@@ -166,6 +173,7 @@ impl Ops {
         let (index, reset) =
             Index::open_or_reset(&ws.index_db(), embedder.dim(), &embedder.model_id())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
+        let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let ops = Arc::new(Ops {
             ws: ws.clone(),
             locks,
@@ -175,6 +183,7 @@ impl Ops {
             summarizer,
             journal,
             job_lock_wait: Duration::from_secs(2),
+            fg_wait,
         });
         if reset {
             // Another embedder built the old records: rebuild every record from the files.
@@ -214,6 +223,11 @@ impl Ops {
     /// Parse a `viking://` URI in this workspace's user context.
     pub fn parse(&self, uri: &str) -> Result<VPath> {
         Ok(self.ws.parse_uri(uri)?)
+    }
+
+    /// Take locks for a foreground operation (see `fg_wait`).
+    fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
+        Ok(self.locks.acquire(reqs, self.fg_wait)?)
     }
 
     fn fs(&self, p: &VPath) -> PathBuf {

@@ -12,7 +12,7 @@
 use super::journal::Intent;
 use super::rm::{check_user_path, is_empty_dir};
 use super::{stat, Ops, OpsError, Result};
-use crate::lock::LockGuard;
+use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
 /// rename(2) flags the mount passes on.
@@ -64,7 +64,14 @@ impl Ops {
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
-        let guard = self.locks.mv(src, dst, src_dir)?;
+        // The design's mv mode: a directory takes TREE on the source, a file EXACT; the
+        // destination EXACT (never a TREE on the parent: OpenViking #4718).
+        let src_kind = if src_dir {
+            LockKind::Tree
+        } else {
+            LockKind::Exact
+        };
+        let guard = self.lock(&[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)])?;
         // Look again under the locks.
         if stat(&src_fs)?.map(|m| m.is_dir()) != Some(src_dir) {
             return Err(OpsError::NotFound(src.uri()));
@@ -147,6 +154,9 @@ impl Ops {
         if src.parent() != dst.parent() {
             self.enqueue_parent_summary(dst)?;
         }
+        // Jobs queued for the old names find nothing there: queue them again for what has
+        // no current record under the new name (usually nothing).
+        self.refresh_under(dst)?;
         Ok(())
     }
 
@@ -156,6 +166,7 @@ impl Ops {
         self.index.delete_prefix(dst)?;
         self.move_records(src, dst)?;
         self.enqueue_parent_summary(src)?;
-        self.enqueue_parent_summary(dst)
+        self.enqueue_parent_summary(dst)?;
+        self.refresh_under(dst).map(drop)
     }
 }

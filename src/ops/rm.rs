@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use super::jobs::semantic_job;
 use super::journal::Intent;
 use super::{stat, Ops, OpsError, Result};
-use crate::lock::LockGuard;
+use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
 /// What an rm did.
@@ -83,11 +83,8 @@ impl Ops {
             Mode::EmptyDir if !dir => return Err(OpsError::NotADirectory(p.uri())),
             _ => {}
         }
-        let guard = if dir {
-            self.locks.tree(p)?
-        } else {
-            self.locks.exact(p)?
-        };
+        let kind = if dir { LockKind::Tree } else { LockKind::Exact };
+        let guard = self.lock(&[(p.clone(), kind)])?;
         // Re-check under the lock: it may have changed between the look and the lock.
         let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
         if meta.is_dir() != dir {
