@@ -77,7 +77,7 @@ for i in $(seq 1 16); do
     fallocate -l 64M "$WORK/bigplain/part$i.bin" 2>/dev/null || head -c 64M /dev/zero > "$WORK/bigplain/part$i.bin"
 done
 "$BIN" fsck --repair >/dev/null || true
-"$BIN" debug drain >/dev/null
+"$BIN" wait >/dev/null
 declare -a BMV NBMV
 for r in $(seq 1 "$RUNS"); do
     if [ $((r % 2)) = 1 ]; then a=big; b=big2; else a=big2; b=big; fi

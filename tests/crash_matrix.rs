@@ -235,7 +235,7 @@ fn run_point(point: &str) {
         }
         Op::Jobs => {
             let files = baseline(&env, false);
-            crash(&env, point, &["debug", "drain", "--timeout", "120"], None);
+            crash(&env, point, &["wait", "--timeout", "120"], None);
             env.drain();
             env.check(&files);
             env.check_repair();

@@ -103,7 +103,7 @@ fn rm_and_mv_race_the_worker_threads() {
     check_index(&ops, &want);
 }
 
-/// The same race across real processes: worker processes (`vikingfs debug drain`) work the
+/// The same race across real processes: worker processes (`vikingfs wait`) work the
 /// queue while this process writes, removes and moves files through the CLI.
 #[test]
 fn rm_and_mv_race_worker_processes() {
@@ -115,7 +115,7 @@ fn rm_and_mv_race_worker_processes() {
     let workers: Vec<_> = (0..2)
         .map(|_| {
             let stop = stop.clone();
-            let mut cmd = env.cmd(&["debug", "drain", "--timeout", "120"]);
+            let mut cmd = env.cmd(&["wait", "--timeout", "120"]);
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let out = cmd.output().unwrap();

@@ -4,6 +4,8 @@
 pub mod debug;
 pub mod find;
 pub mod ops;
+pub mod status;
+pub mod wait;
 
 use std::path::PathBuf;
 
@@ -58,6 +60,10 @@ pub enum Command {
     /// Developer tools.
     #[command(subcommand)]
     Debug(debug::DebugCmd),
+    /// Wait until the job queues are drained (exit 124 on --timeout).
+    Wait(wait::WaitArgs),
+    /// Show the state of the job queues.
+    Status(status::StatusArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,7 +160,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Write(a) => ops::write(&ctx, a),
         Command::AddResource(a) => ops::add(&ctx, a),
         Command::Fsck(a) => ops::fsck(&ctx, a),
-        Command::Debug(c) => debug::run(&ctx, c),
+        Command::Debug(c) => debug::run(c),
+        Command::Wait(args) if args.watch => wait::run(&ctx, args),
+        Command::Wait(args) => ops::wait(&ctx, args),
+        Command::Status(args) => status::run(&ctx, args),
     }
 }
 

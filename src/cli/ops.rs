@@ -192,6 +192,33 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     done(ops, 0)
 }
 
+/// `vikingfs wait`: work the queues in this process with the real handlers until they are
+/// drained (alongside a daemon, if one runs: any process may work the queue), after finishing
+/// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
+pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
+    let ops = open(ctx)?;
+    let timeout = a.timeout.unwrap_or(Duration::from_secs(100 * 365 * 86400));
+    let work = bar(0, "jobs");
+    let drained = ops.drain(&ctx.config.workers, timeout, |p| {
+        work.set_length(p.completed + p.outstanding);
+        work.set_position(p.completed);
+    })?;
+    work.finish_and_clear();
+    if !drained {
+        let left = ops.queue().outstanding(None)?;
+        eprintln!(
+            "vikingfs: wait: timed out after {}s with {left} job(s) outstanding",
+            timeout.as_secs_f64()
+        );
+        return done(ops, super::wait::EXIT_TIMEOUT);
+    }
+    let dead: u64 = ops.queue().stats()?.iter().map(|s| s.dead).sum();
+    if dead > 0 {
+        eprintln!("vikingfs: wait: queues drained; {dead} job(s) are dead (see `vikingfs status`)");
+    }
+    done(ops, 0)
+}
+
 pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
     let ops = open(ctx)?;
     let rep = ops.fsck(a.repair)?;

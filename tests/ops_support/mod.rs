@@ -77,7 +77,7 @@ impl Env {
 
     /// Work the queues until drained.
     pub fn drain(&self) {
-        self.ok(&["debug", "drain", "--timeout", "120"]);
+        self.ok(&["wait", "--timeout", "120"]);
     }
 
     /// `find --json` results as (uri, level).
