@@ -148,6 +148,8 @@ fn live_holder_keeps_its_lock_through_long_work() {
     std::thread::spawn(move || {
         let _ = wait_line(&mut out, "done");
         let _ = done_tx.send(());
+        // Keep draining: the child's harness still prints its summary.
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
     });
     let mut tries = 0;
     let mut max_age = 0u64;
