@@ -30,6 +30,9 @@ fn op_of(point: &str) -> Op {
         "add" => Op::Add,
         "write" => Op::Write,
         "job" | "lifecycle" => Op::Jobs,
+        // The index's own points: a rename is an mv's, any other write is first met by a job.
+        "index" if point.starts_with("index.rename") => Op::Mv,
+        "index" => Op::Jobs,
         other => panic!("crash point {point}: no scenario for {other:?}"),
     }
 }
@@ -267,6 +270,8 @@ macro_rules! matrix {
 }
 
 matrix! {
+    index_rename_between_passes => "index.rename.between_passes",
+    index_write_before_commit => "index.write.before_commit",
     add_staged => "add.staged",
     add_locked => "add.locked",
     add_synced => "add.synced",
