@@ -10,7 +10,7 @@
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::journal::Intent;
-use super::rm::{check_user_path, is_empty_dir};
+use super::rm::{check_user_path, has_sources};
 use super::{stat, Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
@@ -81,7 +81,8 @@ impl Ops {
             Some(_) if !replace => return Err(OpsError::Exists(dst.uri())),
             Some(m) if m.is_dir() && !src_dir => return Err(OpsError::IsADirectory(dst.uri())),
             Some(m) if !m.is_dir() && src_dir => return Err(OpsError::NotADirectory(dst.uri())),
-            Some(m) if m.is_dir() && !is_empty_dir(&dst_fs)? => {
+            // A directory holding only summaries and lock files looks empty to its user.
+            Some(m) if m.is_dir() && has_sources(&dst_fs)? => {
                 return Err(OpsError::NotEmpty(dst.uri()))
             }
             Some(_) => true,
@@ -101,7 +102,8 @@ impl Ops {
             // content that is gone.
             self.index.delete_prefix(dst)?;
             if src_dir {
-                // An empty directory being replaced may only hold lock files (ours).
+                // An empty directory being replaced holds only its summaries (whose records
+                // just went) and lock files (ours).
                 for e in std::fs::read_dir(&dst_fs)
                     .map_err(|e| OpsError::io(&dst_fs, e))?
                     .flatten()

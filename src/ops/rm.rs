@@ -57,6 +57,17 @@ pub(crate) fn is_empty_dir(fs: &std::path::Path) -> Result<bool> {
     Ok(true)
 }
 
+/// True when a directory holds a source entry (anything but summaries and internal files).
+pub(crate) fn has_sources(fs: &std::path::Path) -> Result<bool> {
+    for e in std::fs::read_dir(fs).map_err(|e| OpsError::io(fs, e))? {
+        let e = e.map_err(|e| OpsError::io(fs, e))?;
+        if super::is_source_name(&e.file_name().to_string_lossy()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 impl Ops {
     /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
     pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
