@@ -169,9 +169,8 @@ impl Ops {
         embedder: Arc<dyn Embedder>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
-        let queue = Queue::open(&ws.queue_db())?;
-        let (index, reset) =
-            Index::open_or_reset(&ws.index_db(), embedder.dim(), &embedder.model_id())?;
+        let queue = open_queue(&ws.queue_db())?;
+        let (index, reset) = open_index(&ws.index_db(), embedder.as_ref())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let ops = Arc::new(Ops {
@@ -247,6 +246,39 @@ impl Ops {
             .index
             .search_live(&v, limit, under, |h| h.is_live_in(&self.ws))?;
         Ok(found.hits)
+    }
+}
+
+/// Open the queue, retrying while a fresh database is being switched to WAL by another
+/// process (see [`journal::retry_busy`]).
+fn open_queue(path: &Path) -> Result<Queue> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Queue::open(path) {
+            Err(QueueError::Open { source, .. })
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// Open the index (dropping records of another model), retrying like [`open_queue`].
+fn open_index(path: &Path, embedder: &dyn Embedder) -> Result<(Index, bool)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Index::open_or_reset(path, embedder.dim(), &embedder.model_id()) {
+            Err(IndexError::Sqlite { source, .. })
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
+        }
     }
 }
 
