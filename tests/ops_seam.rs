@@ -251,3 +251,35 @@ fn lifecycle_lock_goes_stale_without_workers_and_is_reacquired_by_one() {
     assert!(ops.locks().list().unwrap().is_empty(), "released when done");
     ops.rm(&target, true).unwrap();
 }
+
+#[test]
+fn symlinks_and_fifos_are_never_read_or_indexed() {
+    let (d, ops) = setup();
+    mkdir(&ops, "resources/odd");
+    let fs = |r: &str| ops.workspace().fs_path(&p(r));
+    let secret = d.path().join("outside.txt");
+    std::fs::write(&secret, "outside the workspace").unwrap();
+    std::os::unix::fs::symlink(&secret, fs("resources/odd/link.md")).unwrap();
+    let fifo = std::ffi::CString::new(fs("resources/odd/pipe.md").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    std::fs::write(fs("resources/odd/real.md"), "real").unwrap();
+    for f in ["link.md", "pipe.md", "real.md"] {
+        ops.file_written(&p(&format!("resources/odd/{f}"))).unwrap();
+    }
+    // A reader opening the FIFO would block here forever.
+    drain(&ops);
+    assert!(indexed(&ops, "resources/odd/real.md"));
+    for f in ["link.md", "pipe.md"] {
+        let uri = p(&format!("resources/odd/{f}"));
+        assert_eq!(
+            ops.index().version_of(&uri, Level::Content).unwrap(),
+            None,
+            "{f}"
+        );
+    }
+    let hits = ops.find("outside the workspace", 10, None).unwrap();
+    assert!(
+        hits.iter().all(|h| h.snippet.find("outside").is_none()),
+        "{hits:?}"
+    );
+}
