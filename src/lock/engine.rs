@@ -151,7 +151,7 @@ impl Engine<'_> {
     fn check_file(
         &self,
         file: &Path,
-        uri: &VPath,
+        uri: &dyn Fn() -> String,
         me: &str,
         filter: Filter,
         buf: &mut Vec<u8>,
@@ -168,7 +168,7 @@ impl Engine<'_> {
     fn check_file_strict(
         &self,
         file: &Path,
-        uri: &VPath,
+        uri: &dyn Fn() -> String,
         me: &str,
         filter: Filter,
         buf: &mut Vec<u8>,
@@ -181,7 +181,7 @@ impl Engine<'_> {
                 Verdict::Free => return Ok(()),
                 Verdict::Held { owner, kind } => {
                     return Err(LockError::Busy {
-                        path: uri.uri(),
+                        path: uri(),
                         kind,
                         owner,
                     })
@@ -195,14 +195,33 @@ impl Engine<'_> {
     }
 
     /// TREE tokens on the ancestors' `.path.ovlock`; a file among the ancestors is an error.
+    /// Runs on every acquire: one path buffer is cut back per ancestor, no per-ancestor
+    /// allocation; a VPath is only built for an error.
     fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
-        for a in Resolver::ancestors(p) {
-            let f = self.res.dir_lock(&a);
-            match self.check_file_strict(&f, &a, me, Filter::TreeOnly, buf) {
+        let rel = p.as_str();
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let mut f = self.res.fs_path(&VPath::root()).into_os_string().into_vec();
+        let base = f.len();
+        // Ancestors from the root down: "", then every prefix of `rel` ending before a '/'.
+        let ends = std::iter::once(0).chain(rel.match_indices('/').map(|(i, _)| i));
+        let ends = ends.take(if p.is_root() { 0 } else { p.depth() });
+        for end in ends {
+            f.truncate(base);
+            if end > 0 {
+                f.push(b'/');
+                f.extend_from_slice(&rel.as_bytes()[..end]);
+            }
+            f.push(b'/');
+            f.extend_from_slice(PATH_LOCK.as_bytes());
+            let ancestor = || VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
+            let file = Path::new(std::ffi::OsStr::from_bytes(&f));
+            match self.check_file_strict(file, &|| ancestor().uri(), me, Filter::TreeOnly, buf) {
                 Err(LockError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::ENOTDIR) =>
                 {
-                    return Err(LockError::NotADirectory { path: a.uri() })
+                    return Err(LockError::NotADirectory {
+                        path: ancestor().uri(),
+                    })
                 }
                 r => r?,
             }
@@ -237,9 +256,7 @@ impl Engine<'_> {
             let quick = codec::parse(&buf).map(|_| ());
             if quick.is_none() {
                 // Maybe torn by a CAS writer: settle it the careful way.
-                return self
-                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
-                    .map_err(|e| rename_busy(e, uri()));
+                return self.check_file(&file, &uri, me, Filter::Any, &mut buf);
             }
             match self.judge(&file, &buf, me, Filter::Any, LockKind::Exact)? {
                 Verdict::Free => Ok(()),
@@ -248,9 +265,7 @@ impl Engine<'_> {
                     kind,
                     owner,
                 }),
-                Verdict::Stale(_) => self
-                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
-                    .map_err(|e| rename_busy(e, uri())),
+                Verdict::Stale(_) => self.check_file(&file, &uri, me, Filter::Any, &mut buf),
             }
         })
     }
@@ -282,7 +297,7 @@ impl Engine<'_> {
         let dir = target.parent().expect("lock file has a directory");
         if !exists {
             if let Some(o) = &other {
-                self.check_file(o, p, me, Filter::Any, &mut buf)?;
+                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
             create_dirs(dir, p)?;
         }
@@ -336,7 +351,7 @@ impl Engine<'_> {
         let recheck = (|| {
             self.check_ancestors(p, me, &mut buf)?;
             if let Some(o) = &other {
-                self.check_file(o, p, me, Filter::Any, &mut buf)?;
+                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
             if kind == LockKind::Tree {
                 self.check_descendants(p, me)?;
@@ -366,17 +381,6 @@ impl Engine<'_> {
                 false
             }
         }
-    }
-}
-
-fn rename_busy(e: LockError, uri: String) -> LockError {
-    match e {
-        LockError::Busy { kind, owner, .. } => LockError::Busy {
-            path: uri,
-            kind,
-            owner,
-        },
-        e => e,
     }
 }
 
