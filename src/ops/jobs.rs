@@ -331,6 +331,8 @@ impl Ops {
                 JobError::Permanent(e.to_string())
             }
         })?;
+        // Whatever the summariser (a chat model may not listen), the sidecars keep their limits.
+        let summary = summary.enforce_limits();
         let (abs, ov) = (summary.abstract_md, summary.overview_md);
         let vectors = self.embedder.embed(&[&abs, &ov]).map_err(retry)?;
         if vectors.len() != 2 {
