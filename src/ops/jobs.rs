@@ -204,6 +204,7 @@ impl Ops {
             return self.job_finished(job, lc);
         }
         let fs = self.fs(p);
+        let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
             let head =
@@ -308,6 +309,7 @@ impl Ops {
         let lc = t.lifecycle.as_deref();
         let dir = &t.path;
         let fs = self.fs(dir);
+        let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.semantic.start");
         if !has_summary(dir) || !stat(&fs)?.is_some_and(|m| m.is_dir()) {
             // Gone (or never a directory): drop summary records built from it, by version, so
