@@ -20,6 +20,9 @@ use crate::uri::VPath;
 /// A temp file in the data tree this old is a leftover of a dead writer, not a write in flight.
 const TEMP_GRACE: Duration = Duration::from_secs(60);
 
+/// A lifecycle lock this old without a lifecycle in the journal is an orphan.
+const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -320,7 +323,11 @@ impl Ops {
                     uri: l.uri.clone(),
                     reason: l.stale_reason.clone().unwrap_or_default(),
                 });
-            } else if l.owner.starts_with("vfs-lifecycle-") && !lifecycles.contains(&l.owner) {
+            } else if l.owner.starts_with("vfs-lifecycle-")
+                && !lifecycles.contains(&l.owner)
+                // An add journals its lifecycle microseconds after locking: not that one.
+                && l.age_secs > ORPHAN_GRACE.as_secs_f64()
+            {
                 if repair {
                     if let Ok(p) = self.ws.parse_uri(&l.uri) {
                         if self.locks.release_owned(&p, &l.owner)? {
