@@ -449,3 +449,37 @@ fn concurrent_adds_of_one_name_get_distinct_targets() {
     env.check_no_lock_blocks();
     env.check_fsck_clean();
 }
+
+#[test]
+fn several_worker_processes_share_one_lifecycle() {
+    let env = Env::new();
+    let files: Vec<(String, String)> = (0..30)
+        .map(|i| (format!("d{}/n{i}.md", i % 3), note(&format!("kilo{i}"))))
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(r, t)| (r.as_str(), t.clone())).collect();
+    let local = env.local("shared", &refs);
+    env.ok(&["add-resource", local.to_str().unwrap()]);
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            env.cmd(&["wait", "--timeout", "120"])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+    }
+    env.drain();
+    let want: Vec<(String, String)> = (0..30)
+        .map(|i| {
+            (
+                format!("viking://resources/shared/d{}/n{i}.md", i % 3),
+                token(&format!("kilo{i}")),
+            )
+        })
+        .collect();
+    env.check(&want);
+    env.ok(&["rm", "-r", "viking://resources/shared"]);
+}
