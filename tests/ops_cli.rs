@@ -302,6 +302,20 @@ fn write_indexes_the_new_content() {
         .write_all(note("whiskey").as_bytes())
         .unwrap();
     assert!(ch.wait().unwrap().success());
+    // Rewritten, not yet re-indexed: missed, never found for the words it lost.
+    let mut c = env.cmd(&["write", "viking://resources/base/a.md"]);
+    c.stdin(std::process::Stdio::piped());
+    let mut ch = c.spawn().unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(note("yankee").as_bytes())
+        .unwrap();
+    assert!(ch.wait().unwrap().success());
+    assert!(env
+        .find(&token("alpha"), 10)
+        .iter()
+        .all(|(u, _)| u != "viking://resources/base/a.md"));
     let out = env.run(&["write", "viking://resources/nodir/x.md"]);
     assert!(
         stderr_of(&out).contains("no such file"),
@@ -310,6 +324,7 @@ fn write_indexes_the_new_content() {
     );
     env.drain();
     let mut all = files.clone();
+    all[0].1 = token("yankee");
     all.push((
         "viking://resources/base/sub/new.md".into(),
         token("whiskey"),
