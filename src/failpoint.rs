@@ -10,6 +10,38 @@ pub const ALL: &[&str] = &[
     // index (one SQLite transaction per write: a crash leaves the old state whole)
     "index.rename.between_passes",
     "index.write.before_commit",
+    // ops::add
+    "add.enqueued",
+    "add.locked",
+    "add.staged",
+    "add.synced",
+    "add.unstaged",
+    // ops::jobs (embedding)
+    "job.embed.computed",
+    "job.embed.indexed",
+    "job.embed.start",
+    // ops::jobs (semantic)
+    "job.semantic.computed",
+    "job.semantic.indexed",
+    "job.semantic.propagated",
+    "job.semantic.start",
+    "job.semantic.written",
+    // ops::lifecycle
+    "lifecycle.before_release",
+    // ops::mv
+    "mv.indexed",
+    "mv.intent",
+    "mv.locked",
+    "mv.renamed",
+    // ops::rm
+    "rm.index_deleted",
+    "rm.intent",
+    "rm.locked",
+    "rm.removed",
+    // ops::write
+    "write.enqueued",
+    "write.locked",
+    "write.written",
 ];
 
 #[cfg(feature = "failpoints")]

@@ -12,6 +12,7 @@ pub mod fs;
 pub mod fuse;
 pub mod index;
 pub mod lock;
+pub mod ops;
 pub mod queue;
 pub mod semantic;
 pub mod uri;

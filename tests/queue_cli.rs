@@ -77,7 +77,7 @@ fn wait_times_out_with_one_line_and_succeeds_once_drained() {
     let out = run(&mut vikingfs(
         dir.path(),
         &ws,
-        &["wait", "--timeout", "0.3"],
+        &["wait", "--watch", "--timeout", "0.3"],
     ));
     assert_eq!(out.status.code(), Some(vikingfs::cli::wait::EXIT_TIMEOUT));
     let err = String::from_utf8(out.stderr).unwrap();
@@ -85,7 +85,7 @@ fn wait_times_out_with_one_line_and_succeeds_once_drained() {
     assert!(err.contains("timed out") && err.contains("1 job"), "{err}");
 
     // A waiter started before the work is done returns once another process finishes it.
-    let waiter = vikingfs(dir.path(), &ws, &["wait", "--timeout", "120"])
+    let waiter = vikingfs(dir.path(), &ws, &["wait", "--watch", "--timeout", "120"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

@@ -1,9 +1,16 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod add;
+pub mod debug;
 pub mod find;
+pub mod fsck;
+pub mod mv;
+pub mod ops;
+pub mod rm;
 pub mod status;
 pub mod wait;
+pub mod write;
 
 use std::path::PathBuf;
 
@@ -40,12 +47,25 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
-    /// Search the index; never names a file that is gone.
-    Find(find::FindArgs),
     /// Run COMMAND while holding a path lock (like flock(1)); exits 75 when the lock is busy.
     Lock(lock::LockArgs),
     /// List every lock file in the workspace.
     Locks(lock::LocksArgs),
+    /// Search the index; never names a file that is gone.
+    Find(find::FindArgs),
+    /// Remove a file, or with -r a directory tree (index records first, then the files).
+    Rm(rm::RmArgs),
+    /// Move a file or directory (rename(2), then its index records; crash-safe).
+    Mv(mv::MvArgs),
+    /// Write a file's whole content from standard input (as the mount does on close).
+    Write(write::WriteArgs),
+    /// Add a local file or directory as a resource (or update an existing one).
+    AddResource(add::AddArgs),
+    /// Check what is derived (index, summaries, jobs, locks) against the files.
+    Fsck(fsck::FsckArgs),
+    /// Developer tools.
+    #[command(subcommand)]
+    Debug(debug::DebugCmd),
     /// Wait until the job queues are drained (exit 124 on --timeout).
     Wait(wait::WaitArgs),
     /// Show the state of the job queues.
@@ -142,10 +162,17 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        Command::Find(args) => find::run(&ctx, args),
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
-        Command::Wait(args) => wait::run(&ctx, args),
+        Command::Find(args) => find::run(&ctx, args),
+        Command::Rm(a) => rm::rm(&ctx, a),
+        Command::Mv(a) => mv::mv(&ctx, a),
+        Command::Write(a) => write::write(&ctx, a),
+        Command::AddResource(a) => add::add(&ctx, a),
+        Command::Fsck(a) => fsck::fsck(&ctx, a),
+        Command::Debug(c) => debug::run(c),
+        Command::Wait(args) if args.watch => wait::run(&ctx, args),
+        Command::Wait(args) => ops::wait(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),

@@ -22,6 +22,10 @@ pub struct WaitArgs {
     /// Give up after this many seconds (exit status 124). Default: wait as long as it takes.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub timeout: Option<Duration>,
+    /// Only watch: leave the work to the process that works the queues (the daemon). Without
+    /// it, this process works the queues too, with the real handlers.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {

@@ -1,0 +1,78 @@
+//! Shared by the commands of the locked operations (`rm`, `mv`, `write`, `add-resource`,
+//! `fsck`, `wait`): opening the engine, the busy exit status, progress bars, and a quick exit.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{Ctx, EXIT_BUSY};
+use crate::ops::{Ops, OpsError};
+
+pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
+    let ws = ctx.workspace()?;
+    Ok(Ops::open(&ws, &ctx.config)?)
+}
+
+/// End of a one-shot command: let the process exit without closing the databases. SQLite's
+/// last close checkpoints and deletes each WAL (three fsyncs, and the next process re-creates
+/// the WALs with more), which would cost a short `mv` or `rm` most of its time. Every commit
+/// is already in the WAL files, which the next process reads as usual.
+pub(crate) fn done(ops: Arc<Ops>, code: i32) -> anyhow::Result<i32> {
+    std::mem::forget(ops);
+    Ok(code)
+}
+
+/// Busy: one line, exit 75; anything else: the usual error path.
+pub(crate) fn outcome(what: &str, r: Result<(), OpsError>) -> anyhow::Result<i32> {
+    match r {
+        Ok(()) => Ok(0),
+        Err(e) if e.is_busy() => {
+            eprintln!("vikingfs: {what}: {e}");
+            Ok(EXIT_BUSY)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(what.to_string())),
+    }
+}
+
+pub(crate) fn bar(len: u64, msg: &'static str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    b.set_message(msg);
+    b
+}
+
+/// `vikingfs wait`: work the queues in this process with the real handlers until they are
+/// drained (alongside a daemon, if one runs: any process may work the queue), after finishing
+/// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
+pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
+    let ops = open(ctx)?;
+    let timeout = a.timeout.unwrap_or(Duration::from_secs(100 * 365 * 86400));
+    let work = bar(0, "jobs");
+    let drained = ops.drain(&ctx.config.workers, timeout, |p| {
+        work.set_length(p.completed + p.outstanding);
+        work.set_position(p.completed);
+    })?;
+    work.finish_and_clear();
+    if !drained {
+        let left = ops.queue().outstanding(None)?;
+        eprintln!(
+            "vikingfs: wait: timed out after {}s with {left} job(s) outstanding",
+            timeout.as_secs_f64()
+        );
+        return done(ops, super::wait::EXIT_TIMEOUT);
+    }
+    let dead: u64 = ops.queue().stats()?.iter().map(|s| s.dead).sum();
+    if dead > 0 {
+        eprintln!("vikingfs: wait: queues drained; {dead} job(s) are dead (see `vikingfs status`)");
+    }
+    done(ops, 0)
+}
