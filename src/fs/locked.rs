@@ -120,6 +120,12 @@ impl Mutations for LockedMutations {
     }
 
     fn unlink(&self, path: &VPath) -> MResult<()> {
+        // The core lets a summary go only once its directory holds no user entry (so that
+        // `rm -rf` works): it is derived, not a source, so it goes under its EXACT lock (the
+        // lock a semantic job writes it under) and its directory's records go with rmdir.
+        if crate::uri::is_sidecar_name(path.name()) {
+            return self.exact("unlink", path, || self.direct.unlink(path));
+        }
         self.ops
             .unlink(path)
             .map_err(|e| from_ops("unlink", path, e))
@@ -152,6 +158,17 @@ impl Mutations for LockedMutations {
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
         self.exact("setattr", path, || self.direct.setattr(path, change))?;
+        // A directory's EXACT lock is a file inside it (`.path.ovlock`): removing it on release
+        // moved the directory's mtime past the times just set. Set them again, now the lock
+        // file is gone, so utimensat(2) on a directory leaves exactly what was asked for.
+        if (change.atime.is_some() || change.mtime.is_some()) && self.direct.is_dir(path) {
+            let times = AttrChange {
+                atime: change.atime,
+                mtime: change.mtime,
+                ..AttrChange::default()
+            };
+            self.direct.setattr(path, &times)?;
+        }
         if change.size.is_some() {
             follow_up("file_written", path, self.ops.file_written(path));
         }

@@ -139,6 +139,13 @@ impl DirectMutations {
         self.root.as_raw_fd()
     }
 
+    /// Whether `p` is a directory now (not following a final symlink).
+    pub fn is_dir(&self, p: &VPath) -> bool {
+        rel(p).is_ok_and(|c| {
+            sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes())).is_ok_and(|st| sys::is_dir(&st))
+        })
+    }
+
     /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.
     fn give_to(&self, p: &VPath, owner: Owner, mode: u32) -> io::Result<()> {
         // Created by its own caller: the kernel already chose owner and group (set-GID
