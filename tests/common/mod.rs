@@ -44,6 +44,53 @@ impl Mount {
         m
     }
 
+    /// Mount with `config` (JSON) as the user's `~/.vikingfs/config.json`.
+    pub fn with_config(config: &str) -> Mount {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".vikingfs")).unwrap();
+        std::fs::write(dir.path().join(".vikingfs/config.json"), config).unwrap();
+        let m = Mount {
+            ws: dir.path().join("ws"),
+            mp: dir.path().join("mnt"),
+            dir,
+            options: Vec::new(),
+        };
+        std::fs::create_dir_all(&m.mp).unwrap();
+        m.mount();
+        m
+    }
+
+    /// `vikingfs --workspace WS ARGS` with this mount's HOME.
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut c = vikingfs(self.dir.path());
+        c.arg("--workspace").arg(&self.ws).args(args);
+        c
+    }
+
+    /// `vikingfs wait` (the daemon's workers drain the queues), then `vikingfs fsck --json`:
+    /// the index agrees with the files — no record without its file, no file or directory
+    /// without its current records, no failed job, no unfinished operation.
+    pub fn check_index_agrees(&self) {
+        let out = self.cli(&["wait", "--timeout", "300"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "vikingfs wait: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = self.cli(&["fsck", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        for p in v["problems"].as_array().unwrap() {
+            let kind = p["kind"].as_str().unwrap();
+            // Scratch of a killed process and its stale locks are for `fsck --repair`.
+            assert!(
+                matches!(kind, "leftover" | "stale_lock"),
+                "index and files disagree: {p}"
+            );
+        }
+    }
+
     pub fn pid_file(&self) -> PathBuf {
         self.dir.path().join("daemon.pid")
     }
