@@ -122,9 +122,12 @@ impl Mutations for LockedMutations {
     fn unlink(&self, path: &VPath) -> MResult<()> {
         // The core lets a summary go only once its directory holds no user entry (so that
         // `rm -rf` works): it is derived, not a source, so it goes under its EXACT lock (the
-        // lock a semantic job writes it under) and its directory's records go with rmdir.
+        // lock a semantic job writes it under), and the directory's summary is queued again
+        // (a directory that stays gets it back; one that goes with rmdir drops it).
         if crate::uri::is_sidecar_name(path.name()) {
-            return self.exact("unlink", path, || self.direct.unlink(path));
+            self.exact("unlink", path, || self.direct.unlink(path))?;
+            follow_up("sidecar removed", path, self.ops.removed(path));
+            return Ok(());
         }
         self.ops
             .unlink(path)
