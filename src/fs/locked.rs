@@ -70,15 +70,30 @@ fn follow_up(what: &'static str, p: &VPath, r: Result<(), OpsError>) {
     }
 }
 
+impl LockedMutations {
+    /// Queue `p`'s embedding and its directory's summary *before* its content changes, under
+    /// its EXACT lock, as `Ops::write_file` does: a daemon killed while the file is open (or
+    /// between a truncate and its release) leaves the file with its job, and the next daemon
+    /// indexes what is there. A job that runs meanwhile concludes nothing without this lock
+    /// and re-reads a file that changed; the release queues the file again (coalesced).
+    fn queue_first(&self, p: &VPath) {
+        follow_up("file_written", p, self.ops.file_written(p));
+    }
+}
+
 impl Mutations for LockedMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
         self.exact("create", path, || {
+            self.queue_first(path);
             self.direct.create(path, mode, flags, owner)
         })
     }
 
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
-        self.exact("open", path, || self.direct.open_write(path, flags))
+        self.exact("open", path, || {
+            self.queue_first(path);
+            self.direct.open_write(path, flags)
+        })
     }
 
     fn write(&self, path: &VPath, file: &File, offset: u64, data: &[u8]) -> MResult<()> {
@@ -114,9 +129,10 @@ impl Mutations for LockedMutations {
     }
 
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
-        self.exact("link", new, || self.direct.link(existing, new))?;
-        follow_up("file_written", new, self.ops.file_written(new));
-        Ok(())
+        self.exact("link", new, || {
+            self.queue_first(new);
+            self.direct.link(existing, new)
+        })
     }
 
     fn unlink(&self, path: &VPath) -> MResult<()> {
@@ -160,7 +176,12 @@ impl Mutations for LockedMutations {
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
-        self.exact("setattr", path, || self.direct.setattr(path, change))?;
+        self.exact("setattr", path, || {
+            if change.size.is_some() {
+                self.queue_first(path);
+            }
+            self.direct.setattr(path, change)
+        })?;
         // A directory's EXACT lock is a file inside it (`.path.ovlock`): removing it on release
         // moved the directory's mtime past the times just set. Set them again, now the lock
         // file is gone, so utimensat(2) on a directory leaves exactly what was asked for.
@@ -171,9 +192,6 @@ impl Mutations for LockedMutations {
                 ..AttrChange::default()
             };
             self.direct.setattr(path, &times)?;
-        }
-        if change.size.is_some() {
-            follow_up("file_written", path, self.ops.file_written(path));
         }
         Ok(())
     }
