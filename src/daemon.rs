@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lock::codec::{host_id, process_start};
+use crate::lock::codec::{host_id, process_start, running_process_start};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -95,7 +95,8 @@ pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
             out.push(rec);
             continue;
         }
-        if process_start(rec.pid) == Some(rec.start) {
+        // A killed daemon waiting to be reaped (a zombie) serves nothing any more.
+        if running_process_start(rec.pid) == Some(rec.start) {
             out.push(rec);
         } else {
             let _ = std::fs::remove_file(&path);

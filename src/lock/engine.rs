@@ -275,7 +275,15 @@ impl Engine<'_> {
 
     /// Take one lock. `Ok(None)`: the file already holds this owner's token (a nested lock on
     /// the very file its parent guard holds), so there is nothing more to hold.
-    pub fn take(&self, p: &VPath, kind: LockKind, me: &str) -> Result<Option<Held>, LockError> {
+    /// `create_dirs`: may the directory the lock file goes in be created when it is missing
+    /// (a lock on a path about to be made)? If not, a missing one fails with [`LockError::Gone`].
+    pub fn take(
+        &self,
+        p: &VPath,
+        kind: LockKind,
+        me: &str,
+        create_dirs: bool,
+    ) -> Result<Option<Held>, LockError> {
         let mut buf = Vec::with_capacity(128);
         let fs = self.res.fs_path(p);
         let meta = std::fs::symlink_metadata(&fs);
@@ -302,7 +310,7 @@ impl Engine<'_> {
             if let Some(o) = &other {
                 self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
-            create_dirs(dir, p)?;
+            make_dirs(dir, p, create_dirs)?;
         }
         let token = codec::format(me, codec::now_ns(), kind);
         let fd = loop {
@@ -337,7 +345,12 @@ impl Engine<'_> {
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => create_dirs(dir, p)?,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    if !create_dirs {
+                        return Err(LockError::Gone { path: p.uri() });
+                    }
+                    make_dirs(dir, p, true)?
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                     return Err(LockError::NotADirectory { path: p.uri() })
                 }
@@ -402,7 +415,16 @@ impl Engine<'_> {
     }
 }
 
-fn create_dirs(dir: &Path, p: &VPath) -> Result<(), LockError> {
+/// The directory a lock file goes in: created when missing, or `Gone` if that is not allowed.
+fn make_dirs(dir: &Path, p: &VPath, create: bool) -> Result<(), LockError> {
+    if !create {
+        return match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(LockError::NotADirectory { path: p.uri() }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(LockError::Gone { path: p.uri() }),
+            Err(e) => Err(LockError::io(dir, e)),
+        };
+    }
     std::fs::create_dir_all(dir).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOTDIR) | Some(libc::EEXIST) => LockError::NotADirectory { path: p.uri() },
         _ => LockError::io(dir, e),
