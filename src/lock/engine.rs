@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::codec::{self, Content, Liveness};
+use super::pool::Pool;
 use super::provider::{self, Cas};
 use super::resolver::{Resolver, PATH_LOCK};
 use super::{walk, LockError, LockKind};
@@ -52,6 +53,8 @@ pub(crate) enum Filter {
 
 pub(crate) struct Engine<'a> {
     pub res: &'a Resolver,
+    /// Spare lock files, recycled instead of created and deleted ([`super::pool`]).
+    pub pool: &'a Pool,
     pub expire: Duration,
 }
 
@@ -314,7 +317,12 @@ impl Engine<'_> {
         }
         let token = codec::format(me, codec::now_ns(), kind);
         let fd = loop {
-            match provider::create_excl(&target, token.as_bytes()) {
+            let created = match self.pool.place(&target, token.as_bytes()) {
+                Ok(Some(f)) => Ok(f),
+                Ok(None) => provider::create_excl(&target, token.as_bytes()),
+                Err(e) => Err(e),
+            };
+            match created {
                 Ok(f) => break Some(f),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let Some(v) = self.read_judge(&target, &mut buf, "", Filter::Any, kind)? else {
@@ -377,7 +385,7 @@ impl Engine<'_> {
         match recheck {
             Ok(()) => Ok(Some(held)),
             Err(e) => {
-                self.remove(&held);
+                self.remove(held);
                 Err(e)
             }
         }
@@ -388,8 +396,20 @@ impl Engine<'_> {
     /// A token written moments ago cannot have been taken over: takeover needs it stale
     /// (older than lock_expire, which no sane configuration sets below a second) and we are
     /// alive. Then the file is still ours and a plain unlink is the compare-and-swap, which
-    /// spares the common short hold a flock, a read and an fstat.
-    pub fn remove(&self, h: &Held) -> bool {
+    /// spares the common short hold a flock, a read and an fstat. Such a file goes back to
+    /// the pool of spares rather than being deleted (no inode freed and allocated again).
+    pub fn remove(&self, mut h: Held) -> bool {
+        if let (Some(_), Some(Content::Token(t))) = (&h.fd, codec::parse(h.token.as_bytes())) {
+            let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
+            if age_ns(t.time_ns) < fresh {
+                match self.pool.retire(&h.file, &mut h.fd, h.token.len() as u64) {
+                    Ok(true) => return true,
+                    Ok(false) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                    Err(_) => {} // fall through to the careful path, which reports the error
+                }
+            }
+        }
         if let (Some(_), Some(Content::Token(t))) = (&h.fd, codec::parse(h.token.as_bytes())) {
             let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
             if age_ns(t.time_ns) < fresh {

@@ -18,6 +18,7 @@ use rand::Rng;
 
 use super::codec;
 use super::engine::{Engine, Filter, Held, Verdict};
+use super::pool::Pool;
 use super::provider::{self, Cas};
 use super::resolver::{Resolver, EXACT_PREFIX, PATH_LOCK};
 use super::table::Table;
@@ -32,6 +33,7 @@ const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 struct Inner {
     res: Resolver,
+    pool: Pool,
     cfg: LockConfig,
     table: Mutex<Table>,
     released: Condvar,
@@ -87,6 +89,7 @@ impl LockManager {
     pub fn new(ws: &Workspace, cfg: LockConfig) -> Result<Arc<LockManager>, LockError> {
         let inner = Arc::new(Inner {
             res: Resolver::new(ws),
+            pool: Pool::open(ws.internal_dir().join("lockpool")),
             cfg,
             table: Mutex::new(Table::default()),
             released: Condvar::new(),
@@ -209,6 +212,7 @@ impl Inner {
     fn engine(&self) -> Engine<'_> {
         Engine {
             res: &self.res,
+            pool: &self.pool,
             expire: self.cfg.expire,
         }
     }
@@ -299,7 +303,7 @@ impl Inner {
                 Ok(Some(h)) => held.push(h),
                 Ok(None) => {}
                 Err(e) => {
-                    for h in held.iter().rev() {
+                    for h in held.into_iter().rev() {
                         eng.remove(h);
                     }
                     return Err(e);
@@ -333,11 +337,10 @@ impl Inner {
         let held = self.held.lock().remove(&id).unwrap_or_default();
         let eng = self.engine();
         let mut first_err = None;
-        for h in held.iter().rev() {
+        for h in held.into_iter().rev() {
+            let file = h.file.clone();
             if !eng.remove(h) && first_err.is_none() {
-                first_err = Some(LockError::Lost {
-                    file: h.file.clone(),
-                });
+                first_err = Some(LockError::Lost { file });
             }
         }
         self.table.lock().remove_guard(id);

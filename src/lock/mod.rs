@@ -15,6 +15,7 @@
 pub mod codec;
 mod engine;
 pub mod manager;
+mod pool;
 pub mod provider;
 pub mod resolver;
 mod table;

@@ -1,0 +1,274 @@
+//! Spare lock-file inodes, recycled instead of created and deleted for every lock.
+//!
+//! Every locked syscall of the mount takes and drops a lock file, and so do the workers'
+//! write-backs. Creating one allocates an ext4 inode and removing it frees one; ext4 then
+//! skips each recently freed inode on later allocations (`recently_deleted`), so the churn
+//! made every create in the workspace — the user's too — scan further and further (most of
+//! the daemon's time under `cp -r`). The pool keeps released lock files instead: release
+//! renames the file out of the namespace into `WORKSPACE/.vikingfs/lockpool/`, and the next
+//! acquire writes its token into a spare and renames it into place with `RENAME_NOREPLACE`,
+//! which fails if any lock file is there — the same exclusive create as before, and the lock
+//! file still appears with its token, never empty. What other processes see is unchanged: a
+//! lock file appears under its name holding a token, and disappears.
+//!
+//! Why a recycled inode cannot confuse a compare-and-swap ([`super::provider`]): a CAS writer
+//! acts only if the file still holds the exact token it judged stale, and tokens are unique
+//! (owner and nanosecond time). Only a fresh token of a live owner is released into the pool,
+//! which no one judges stale, and a spare is written with a new token before it is placed.
+//!
+//! A spare is named `{pid}.{seq}`; a process killed with spares leaves them behind, and the
+//! next [`Pool::open`] removes those of dead processes. Where renaming between the pool and
+//! the data directories is not possible (another filesystem, no `RENAME_NOREPLACE`), the pool
+//! turns itself off and lock files are created and removed as before.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// Spares kept at most; more released at once are deleted (rare: as many locks held at once).
+const MAX_SPARES: usize = 64;
+
+/// A lock file out of the namespace, with its open descriptor and the length of what it holds.
+struct Spare {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+/// The spare lock files of one process.
+pub(crate) struct Pool {
+    dir: PathBuf,
+    enabled: AtomicBool,
+    spares: Mutex<Vec<Spare>>,
+}
+
+fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// rename(2) refusing to replace an existing destination.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let (f, t) = (c_path(from)?, c_path(to)?);
+    let flags = libc::RENAME_NOREPLACE;
+    // SAFETY: two valid C strings that outlive the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            flags,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+impl Pool {
+    /// The pool in `dir` (created if missing); spares of dead processes found there go.
+    pub fn open(dir: PathBuf) -> Pool {
+        let enabled = std::fs::create_dir_all(&dir).is_ok();
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let name = e.file_name();
+                let pid = name
+                    .to_str()
+                    .and_then(|n| n.split('.').next()?.parse().ok());
+                if pid.is_some_and(|p| !pid_alive(p)) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Pool {
+            dir,
+            enabled: AtomicBool::new(enabled),
+            spares: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn fresh_name(&self) -> PathBuf {
+        // One counter for the process: two managers of one process share the pool directory.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!("{}.{n}", std::process::id()))
+    }
+
+    fn disable(&self, why: &io::Error) {
+        if self.enabled.swap(false, Ordering::Relaxed) {
+            tracing::info!(error = %why, "lock file pool off: creating lock files afresh");
+        }
+    }
+
+    /// Create `target` holding `token`, exclusively, from a spare. `Ok(None)`: the pool cannot
+    /// do it here (off, or the spare vanished); the caller creates the file itself. Errors are
+    /// the target's, as an exclusive create reports them (`AlreadyExists`, `ENOENT`, ...).
+    pub fn place(&self, target: &Path, token: &[u8]) -> io::Result<Option<File>> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let popped = self.spares.lock().pop();
+        let mut spare = match popped {
+            Some(s) => s,
+            None => {
+                let path = self.fresh_name();
+                let file = match OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(&path)
+                {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.disable(&e);
+                        return Ok(None);
+                    }
+                };
+                Spare { file, path, len: 0 }
+            }
+        };
+        let prepared = (|| {
+            spare.file.write_all_at(token, 0)?;
+            if spare.len != token.len() as u64 {
+                spare.file.set_len(token.len() as u64)?;
+                spare.len = token.len() as u64;
+            }
+            Ok::<_, io::Error>(())
+        })();
+        if let Err(e) = prepared {
+            let _ = std::fs::remove_file(&spare.path);
+            return Err(e);
+        }
+        match rename_noreplace(&spare.path, target) {
+            Ok(()) => Ok(Some(spare.file)),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
+                    self.disable(&e);
+                    let _ = std::fs::remove_file(&spare.path);
+                    Ok(None)
+                }
+                // Missing: the target's directory, or our spare (removed behind our back).
+                Some(libc::ENOENT) if std::fs::symlink_metadata(&spare.path).is_err() => Ok(None),
+                _ => {
+                    self.spares.lock().push(spare);
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    /// Take the lock file `path` (ours, open as `file`, holding `len` bytes) out of the
+    /// namespace into the pool; `file` is taken only then. The caller has established that
+    /// it is still ours. `Ok(false)` when the pool does not take it (off or full): remove it
+    /// instead.
+    pub fn retire(&self, path: &Path, file: &mut Option<File>, len: u64) -> io::Result<bool> {
+        if file.is_none()
+            || !self.enabled.load(Ordering::Relaxed)
+            || self.spares.lock().len() >= MAX_SPARES
+        {
+            return Ok(false);
+        }
+        let spare = self.fresh_name();
+        match rename_noreplace(path, &spare) {
+            Ok(()) => {
+                let file = file.take().expect("checked above");
+                self.spares.lock().push(Spare {
+                    file,
+                    path: spare,
+                    len,
+                });
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                self.disable(&e);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for s in self.spares.get_mut().drain(..) {
+            let _ = std::fs::remove_file(&s.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placed_file_holds_the_token_and_is_exclusive_and_recycled() {
+        let d = tempfile::tempdir().unwrap();
+        let pool = Pool::open(d.path().join("pool"));
+        let target = d.path().join(".path.ovlock");
+        let f = pool.place(&target, b"a:1:E").unwrap().expect("pool on");
+        assert_eq!(std::fs::read(&target).unwrap(), b"a:1:E");
+        let e = pool.place(&target, b"b:22:E").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            b"a:1:E",
+            "a refused place changes nothing"
+        );
+        use std::os::unix::fs::MetadataExt;
+        let ino = f.metadata().unwrap().ino();
+        assert!(pool.retire(&target, &mut Some(f), 5).unwrap());
+        assert!(!target.exists());
+        // Both spares are in the pool now; a shorter token leaves no tail of a longer one.
+        let f = pool.place(&target, b"c:3:T").unwrap().unwrap();
+        let g = pool
+            .place(&d.path().join("x"), b"d:4444:E")
+            .unwrap()
+            .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"c:3:T");
+        assert_eq!(std::fs::read(d.path().join("x")).unwrap(), b"d:4444:E");
+        let inos = [f.metadata().unwrap().ino(), g.metadata().unwrap().ino()];
+        assert!(inos.contains(&ino), "a released inode is used again");
+        drop(pool);
+        assert_eq!(std::fs::read_dir(d.path().join("pool")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn missing_directory_is_the_targets_error() {
+        let d = tempfile::tempdir().unwrap();
+        let pool = Pool::open(d.path().join("pool"));
+        let e = pool.place(&d.path().join("no/such"), b"a:1:E").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(pool
+            .place(&d.path().join("ok"), b"a:1:E")
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn spares_of_dead_processes_are_removed_on_open() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("pool");
+        std::fs::create_dir_all(&dir).unwrap();
+        // A pid above pid_max never names a live process.
+        std::fs::write(dir.join("2147483646.0"), b"x").unwrap();
+        std::fs::write(dir.join(format!("{}.99", std::process::id())), b"x").unwrap();
+        let _pool = Pool::open(dir.clone());
+        assert!(!dir.join("2147483646.0").exists());
+        assert!(dir.join(format!("{}.99", std::process::id())).exists());
+    }
+}
