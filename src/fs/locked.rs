@@ -114,6 +114,11 @@ impl Mutations for LockedMutations {
         follow_up("file_written", path, self.ops.file_written(path));
     }
 
+    /// `queue_first` runs in create, open for writing and truncate.
+    fn reports_at_open(&self) -> bool {
+        true
+    }
+
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
         self.exact("mkdir", path, || self.direct.mkdir(path, mode, owner))?;
         follow_up("dir_created", path, self.ops.dir_created(path));

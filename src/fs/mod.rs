@@ -609,7 +609,10 @@ impl VikingFs {
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn release(&self, fh: u64) -> FsResult<()> {
         let h = self.handles.remove_file(fh)?;
-        if h.writable && (h.fresh || h.wrote() || Self::stamp(&h.file) != h.stamp) {
+        // A created or truncated file counts as written, unless the seam reported it when it
+        // was opened and nothing changed since (the stamp was taken after the open).
+        let fresh = h.fresh && !self.mutations.reports_at_open();
+        if h.writable && (fresh || h.wrote() || Self::stamp(&h.file) != h.stamp) {
             let link = std::fs::read_link(format!("/proc/self/fd/{}", h.file.as_raw_fd()));
             let path = link.ok().and_then(|l| {
                 let rel = l.strip_prefix(&self.data_root).ok()?;

@@ -97,6 +97,12 @@ pub trait Mutations: Send + Sync + 'static {
     }
     /// A handle that wrote to (or created) `path` was released: the file's content changed.
     fn file_written(&self, path: &VPath);
+    /// Do `create`, `open_write` and a truncating `setattr` already report the file as
+    /// changed (before changing it)? Then a release reports only a change made after open,
+    /// and a created or truncated file that got no write costs no second report.
+    fn reports_at_open(&self) -> bool {
+        false
+    }
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()>;
     /// A special file (FIFO, socket, device) or empty regular file.
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()>;
