@@ -291,6 +291,19 @@ impl Index {
             .map_err(|e| self.sql(e))
     }
 
+    /// Does any record name `prefix` or a path below it? (A read: no write transaction.)
+    pub fn has_under(&self, prefix: &VPath) -> Result<bool, IndexError> {
+        if prefix.is_root() {
+            return Ok(self.count()? > 0);
+        }
+        let conn = self.conn.lock();
+        conn.prepare_cached(&format!(
+            "SELECT EXISTS(SELECT 1 FROM records WHERE {UNDER_SQL})"
+        ))
+        .and_then(|mut s| s.query_row(under_params(prefix), |r| r.get(0)))
+        .map_err(|e| self.sql(e))
+    }
+
     /// Number of records.
     pub fn count(&self) -> Result<u64, IndexError> {
         let conn = self.conn.lock();

@@ -118,6 +118,17 @@ impl Ops {
             }
         }
         crate::crash_point!("rm.locked");
+        if !dir && !self.index.has_under(p)? {
+            // A file without records: nothing to keep in step with the file, so no intent —
+            // a crash leaves the file there or gone, each consistent. No record can appear
+            // meanwhile: a job writes one only under this EXACT lock (or under a lifecycle
+            // TREE covering the file, which this lock conflicts with).
+            std::fs::remove_file(&fs).map_err(|e| OpsError::io(&fs, e))?;
+            crate::crash_point!("rm.removed");
+            drop(guard);
+            self.enqueue_parent_summary(p)?;
+            return Ok(RmReport::default());
+        }
         let id = self.journal.begin(
             &Intent::Rm {
                 path: p.as_str().to_string(),
