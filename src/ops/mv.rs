@@ -88,6 +88,9 @@ impl Ops {
             Some(_) => true,
         };
         crate::crash_point!("mv.locked");
+        if !src_dir && !self.index.has_under(src)? {
+            return self.move_unindexed_file(src, dst, replaced, guard);
+        }
         let id = self.journal.begin(
             &Intent::Mv {
                 src: src.as_str().to_string(),
@@ -129,6 +132,35 @@ impl Ops {
         }
         crate::crash_point!("mv.indexed");
         self.finish_move(src, dst, src_dir, guard, id)
+    }
+
+    /// A file without records (usually: its job has not run yet) has no records to move, so
+    /// it needs no intent: its embedding is queued under the new name *before* the rename,
+    /// so a crash at any point leaves the file at its old name (as it was) or at its new one
+    /// with its job. No record can appear at either name meanwhile: a job writes one only
+    /// under the EXACT locks held here.
+    fn move_unindexed_file(
+        &self,
+        src: &VPath,
+        dst: &VPath,
+        replaced: bool,
+        guard: LockGuard,
+    ) -> Result<()> {
+        self.queue
+            .enqueue_many(&[super::jobs::embed_job(dst, None)])?;
+        if replaced {
+            // From the rename on they would name content that is gone.
+            self.index.delete_prefix(dst)?;
+        }
+        let (src_fs, dst_fs) = (self.fs(src), self.fs(dst));
+        std::fs::rename(&src_fs, &dst_fs).map_err(|e| OpsError::io(&src_fs, e))?;
+        crate::crash_point!("mv.renamed");
+        drop(guard);
+        self.enqueue_parent_summary(src)?;
+        if src.parent() != dst.parent() {
+            self.enqueue_parent_summary(dst)?;
+        }
+        Ok(())
     }
 
     fn move_records(&self, src: &VPath, dst: &VPath) -> Result<()> {
