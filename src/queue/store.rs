@@ -40,6 +40,10 @@ pub struct QueueOptions {
     pub backoff_max: Duration,
     /// How long a statement waits for another process's write lock.
     pub busy_timeout: Duration,
+    /// A key queued again while its job runs waits this long before its next run: a burst
+    /// of changes (`cp -r` of many files into one directory) then re-runs a directory's
+    /// summary — which reads every child — once per this period, not after every file.
+    pub rerun_delay: Duration,
 }
 
 impl Default for QueueOptions {
@@ -49,6 +53,7 @@ impl Default for QueueOptions {
             backoff_base: Duration::from_secs(2),
             backoff_max: Duration::from_secs(300),
             busy_timeout: Duration::from_secs(30),
+            rerun_delay: Duration::from_secs(1),
         }
     }
 }
@@ -246,6 +251,10 @@ impl Queue {
         Ok(out)
     }
 
+    fn rerun_delay_ms(&self) -> i64 {
+        self.inner.opts.rerun_delay.as_millis() as i64
+    }
+
     fn notify(&self) {
         *self.inner.wake.lock() += 1;
         self.inner.wake_cv.notify_all();
@@ -282,7 +291,8 @@ impl Queue {
     ) -> Result<i64, QueueError> {
         check_name(queue)?;
         let payload = payload.to_string();
-        let id = self.write(|tx, now| Ok(enqueue_in(tx, now, queue, key, &payload)?))?;
+        let delay = self.rerun_delay_ms();
+        let id = self.write(|tx, now| Ok(enqueue_in(tx, now, delay, queue, key, &payload)?))?;
         self.notify();
         Ok(id)
     }
@@ -295,9 +305,10 @@ impl Queue {
         for (q, _, _) in jobs {
             check_name(q)?;
         }
+        let delay = self.rerun_delay_ms();
         self.write(|tx, now| {
             for (q, key, payload) in jobs {
-                enqueue_in(tx, now, q, key.as_deref(), &payload.to_string())?;
+                enqueue_in(tx, now, delay, q, key.as_deref(), &payload.to_string())?;
             }
             Ok(())
         })?;
@@ -537,6 +548,7 @@ impl Queue {
 fn enqueue_in(
     tx: &Connection,
     now: i64,
+    rerun_delay_ms: i64,
     queue: &str,
     key: Option<&str>,
     payload: &str,
@@ -558,23 +570,34 @@ fn enqueue_in(
     // An older dead job of this key is moot now: the new version redoes its work.
     tx.prepare_cached("DELETE FROM jobs WHERE queue = ?1 AND key = ?2 AND state = 2")?
         .execute(params![queue, key])?;
-    // Coalesce into the pending job, keeping its place in line (a back-off ends now: new input).
+    // While the key's job runs, its next run waits `rerun_delay` (see QueueOptions).
+    let running: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND state = 1)",
+        )?
+        .query_row(params![queue, key], |r| r.get(0))?;
+    let due = if running { now + rerun_delay_ms } else { now };
+    // Coalesce into the pending job, keeping its place in line: its due stays, unless it
+    // was backing off after a failure (new input ends a back-off).
     let updated: Option<i64> = tx
         .prepare_cached(
-            "UPDATE jobs SET version = ?3, payload = ?4, due = MIN(due, ?5), attempts = 0,
-                             last_error = NULL, updated = ?5
+            "UPDATE jobs SET version = ?3, payload = ?4,
+                             due = CASE WHEN attempts > 0 THEN ?6 ELSE due END,
+                             attempts = 0, last_error = NULL, updated = ?5
              WHERE queue = ?1 AND key = ?2 AND state = 0 RETURNING id",
         )?
-        .query_row(params![queue, key, version, payload, now], |r| r.get(0))
+        .query_row(params![queue, key, version, payload, now, due], |r| {
+            r.get(0)
+        })
         .optional()?;
     if let Some(id) = updated {
         return Ok(id);
     }
     tx.prepare_cached(
         "INSERT INTO jobs (queue, key, version, payload, state, due, created, updated)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5, ?5)",
+         VALUES (?1, ?2, ?3, ?4, 0, ?6, ?5, ?5)",
     )?
-    .execute(params![queue, key, version, payload, now])?;
+    .execute(params![queue, key, version, payload, now, due])?;
     Ok(tx.last_insert_rowid())
 }
 
@@ -589,10 +612,41 @@ mod tests {
             QueueOptions {
                 max_attempts: 3,
                 backoff_base: Duration::ZERO,
+                rerun_delay: Duration::ZERO,
                 ..QueueOptions::default()
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_key_queued_while_its_job_runs_waits_the_rerun_delay() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Queue::open_with(
+            &dir.path().join("q.db"),
+            QueueOptions {
+                rerun_delay: Duration::from_secs(3600),
+                ..QueueOptions::default()
+            },
+        )
+        .unwrap();
+        let lease = Duration::from_secs(60);
+        q.enqueue("semantic", Some("k"), &json!(1)).unwrap();
+        q.enqueue("semantic", Some("other"), &json!(1)).unwrap();
+        let job = q.claim("semantic", "w", lease).unwrap().unwrap();
+        assert_eq!(job.key.as_deref(), Some("k"), "nothing runs: no delay");
+        q.enqueue("semantic", Some("k"), &json!(2)).unwrap();
+        q.complete(&job).unwrap();
+        // Queued again once the job finished: still coalesced into the delayed one.
+        q.enqueue("semantic", Some("k"), &json!(3)).unwrap();
+        let next = q.claim("semantic", "w", lease).unwrap().unwrap();
+        assert_eq!(next.key.as_deref(), Some("other"));
+        assert!(
+            q.claim("semantic", "w", lease).unwrap().is_none(),
+            "k waits for its rerun delay"
+        );
+        let s = &q.stats().unwrap()[0];
+        assert_eq!((s.pending, s.running), (1, 1));
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub fn open_queue(dir: &Path, max_attempts: u32, backoff: Duration) -> Queue {
         QueueOptions {
             max_attempts,
             backoff_base: backoff,
+            rerun_delay: Duration::ZERO,
             ..QueueOptions::default()
         },
     )
