@@ -125,11 +125,20 @@ enum Head {
 /// with O_NOFOLLOW | O_NONBLOCK and judged by fstat, so what is read is what is versioned.
 fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
+    // O_NOATIME: a job reading a file in the background must not move the atime its user
+    // just set (utimensat(2) then stat(2) sees what was set). Only the file's owner (or
+    // CAP_FOWNER) may ask for it: otherwise read as usual.
+    let open = |noatime: i32| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | noatime)
+            .open(path)
+    };
+    let opened = match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
+        r => r,
+    };
+    let f = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::Gone),
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(Head::Gone),
