@@ -114,9 +114,15 @@ pub fn process_owner_prefix() -> &'static str {
     })
 }
 
-/// A fresh owner name for handle number `n` of this process.
-pub fn owner_for_handle(n: u64) -> String {
-    format!("{}{n}", process_owner_prefix())
+/// A fresh owner name, never handed out before in this process.
+pub fn new_owner() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{}{}",
+        process_owner_prefix(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Whether an owner can be checked directly, and what the check says.
@@ -203,8 +209,8 @@ mod tests {
 
     #[test]
     fn owners_are_local_alive_and_distinct() {
-        let a = owner_for_handle(1);
-        let b = owner_for_handle(2);
+        let a = new_owner();
+        let b = new_owner();
         assert_ne!(a, b);
         assert!(!a.contains(':'));
         assert_eq!(liveness(&a), Liveness::Alive);

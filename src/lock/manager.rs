@@ -144,7 +144,7 @@ impl LockManager {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(Handle {
             id,
-            owner: codec::owner_for_handle(id).into(),
+            owner: codec::new_owner().into(),
         });
         Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
     }

@@ -83,10 +83,14 @@ pub fn cas_replace(path: &Path, expected: &[u8], new: &[u8]) -> io::Result<Cas> 
     let Some(f) = lock_expect(path, expected)? else {
         return Ok(Cas::Changed);
     };
-    // Readers take no flock. Emptying first means a racing reader sees the old token, an
-    // empty file (held) or the new token; a torn read is re-done under a shared flock by
-    // `read_locked` before anyone calls the content corrupt.
-    f.set_len(0)?;
+    // Readers take no flock. A refresh keeps the token's length, so it is written over in
+    // place and a reader sees the old or the new token. A takeover may change the length: the
+    // file is emptied first, and a reader sees the old token, an empty file (held) or the new
+    // token; a torn read is re-done under a shared flock (`read_locked`) before anyone calls
+    // the content corrupt.
+    if new.len() != expected.len() {
+        f.set_len(0)?;
+    }
     f.write_all_at(new, 0)?;
     Ok(Cas::Done)
 }
