@@ -68,20 +68,19 @@ impl HttpEmbedder {
     }
 
     pub fn new(api_base: &str, model: &str, api_key: Option<&str>, dim: usize) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            // Read the body of a 4xx/5xx ourselves: it usually says what is wrong.
-            .http_status_as_error(false)
-            .build()
-            .new_agent();
         HttpEmbedder {
             url: format!("{}/embeddings", api_base.trim_end_matches('/')),
             model: model.to_string(),
             api_key: api_key.filter(|k| !k.is_empty()).map(str::to_string),
             dim,
-            agent,
+            agent: agent(REQUEST_TIMEOUT),
         }
+    }
+
+    /// Give up on a request (connect, send, wait, read) after `timeout` instead of the default.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.agent = agent(timeout);
+        self
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -156,6 +155,16 @@ impl HttpEmbedder {
         }
         Ok(slots.into_iter().map(|s| s.unwrap_or_default()).collect())
     }
+}
+
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+        .timeout_global(Some(timeout))
+        // Read the body of a 4xx/5xx ourselves: it usually says what is wrong.
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
 }
 
 impl Embedder for HttpEmbedder {

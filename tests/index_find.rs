@@ -1,0 +1,264 @@
+//! `vikingfs find` through the real binary: ranking, output formats, `--under`, bad input,
+//! and the guarantee that it never names a file that is gone (and deletes its records).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use vikingfs::embed::{Embedder, LocalEmbedder};
+use vikingfs::index::{Index, Level, Record};
+use vikingfs::uri::VPath;
+use vikingfs::workspace::Workspace;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+    ws: Workspace,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let config = dir.path().join("config.json");
+        std::fs::write(&config, "{}").unwrap();
+        let ws = Workspace::open(&root, "default", "default").unwrap();
+        Fixture {
+            _dir: dir,
+            root,
+            config,
+            ws,
+        }
+    }
+
+    fn index(&self) -> Index {
+        let e = LocalEmbedder::new(256);
+        Index::open(&self.ws.index_db(), e.dim(), &e.model_id()).unwrap()
+    }
+
+    /// Write a file and index its content, as the embedding job would.
+    fn add(&self, uri: &str, text: &str) -> VPath {
+        let p = VPath::from_rel(uri).unwrap();
+        let fs = self.ws.fs_path(&p);
+        std::fs::create_dir_all(fs.parent().unwrap()).unwrap();
+        std::fs::write(&fs, text).unwrap();
+        self.put(&p, Level::Content, text);
+        p
+    }
+
+    fn put(&self, p: &VPath, level: Level, text: &str) {
+        let e = LocalEmbedder::new(256);
+        self.index()
+            .upsert(&Record {
+                uri: p.clone(),
+                level,
+                vector: e.embed_one(text),
+                snippet: text.chars().take(80).collect(),
+                source_version: format!("sha-{}", text.len()),
+            })
+            .unwrap();
+    }
+
+    fn find(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_vikingfs"))
+            .arg("--workspace")
+            .arg(&self.root)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("find")
+            .args(args)
+            .env_remove("VIKINGFS_WORKSPACE")
+            .env_remove("VIKINGFS_CONFIG")
+            .output()
+            .unwrap()
+    }
+
+    fn find_json(&self, args: &[&str]) -> Vec<(String, f64)> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.find(&all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                assert!(h["level"].is_u64() && h["snippet"].is_string(), "{h}");
+                (
+                    h["uri"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn exists(ws: &Workspace, uri: &str) -> bool {
+    let p = ws.parse_uri(uri).unwrap();
+    Path::exists(&ws.fs_path(&p))
+}
+
+const TOPICS: [&str; 6] = [
+    "penguins huddle on the antarctic ice shelf during winter storms",
+    "the rust borrow checker rejects aliasing mutable references",
+    "sourdough bread needs a lively starter and a long cold proof",
+    "tidal energy turbines spin in strong coastal currents",
+    "medieval cathedrals used flying buttresses to carry the roof",
+    "a sqlite database in wal mode lets readers run beside one writer",
+];
+
+#[test]
+fn ranks_the_matching_document_first_in_json_and_plain_output() {
+    let f = Fixture::new();
+    for (i, t) in TOPICS.iter().enumerate() {
+        f.add(&format!("resources/notes/n{i}.md"), t);
+    }
+    let hits = f.find_json(&["borrow checker references", "--limit", "3"]);
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].0, "viking://resources/notes/n1.md");
+    assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "{hits:?}");
+    assert!(hits[0].1 > hits[1].1 + 0.1, "{hits:?}");
+
+    let out = f.find(&["sourdough starter", "-n", "2"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("viking://resources/notes/n2.md"),
+        "{text}"
+    );
+}
+
+#[test]
+fn under_restricts_to_a_subtree_component_wise() {
+    let f = Fixture::new();
+    f.add("resources/a/x.md", TOPICS[0]);
+    f.add("resources/ab/y.md", TOPICS[0]);
+    f.add("resources/a/sub/z.md", TOPICS[1]);
+    let hits = f.find_json(&["penguins ice", "--under", "viking://resources/a"]);
+    let uris: Vec<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(
+        uris,
+        ["viking://resources/a/x.md", "viking://resources/a/sub/z.md"]
+    );
+}
+
+#[test]
+fn never_names_a_vanished_file_and_deletes_its_records() {
+    let f = Fixture::new();
+    // 20 documents about zebras, the lower numbers matching better; 10 about other things.
+    let mut zebra = Vec::new();
+    for i in 0..20 {
+        let text = format!(
+            "{} zebra stripes savanna {}",
+            "zebra ".repeat(20 - i),
+            TOPICS[i % 6]
+        );
+        zebra.push(f.add(&format!("resources/zoo/z{i:02}.md"), &text));
+    }
+    for i in 0..10 {
+        f.add(&format!("resources/other/o{i}.md"), TOPICS[i % 6]);
+    }
+    let dir = VPath::from_rel("resources/zoo/gone").unwrap();
+    std::fs::create_dir_all(f.ws.fs_path(&dir)).unwrap();
+    f.put(&dir, Level::Abstract, "zebra zebra zebra herd summary");
+    f.put(&dir, Level::Overview, "zebra zebra zebra herd overview");
+    let before = f.find_json(&["zebra", "--limit", "3"]);
+    assert_eq!(before[0].0, "viking://resources/zoo/gone");
+
+    // The twelve best matches vanish behind the index's back, and the summarised directory too.
+    for z in &zebra[..12] {
+        std::fs::remove_file(f.ws.fs_path(z)).unwrap();
+    }
+    std::fs::remove_dir(f.ws.fs_path(&dir)).unwrap();
+    let count_before = f.index().count().unwrap();
+
+    let hits = f.find_json(&["zebra", "--limit", "5"]);
+    assert_eq!(hits.len(), 5, "{hits:?}");
+    for (uri, _) in &hits {
+        assert!(exists(&f.ws, uri), "find named missing {uri}");
+    }
+    // Only live zebra documents can come first: the others do not contain the word.
+    let live: Vec<String> = zebra[12..].iter().map(VPath::uri).collect();
+    assert!(hits.iter().all(|h| live.contains(&h.0)), "{hits:?}");
+
+    // The orphans it met are out of the index; the live records are all still there.
+    let ix = f.index();
+    let left = ix.all_uris().unwrap();
+    assert!(ix.count().unwrap() < count_before);
+    for (uri, level) in &left {
+        let on_disk = f.ws.fs_path(uri);
+        assert!(
+            on_disk.exists() || !hits.iter().any(|h| h.0 == uri.uri()),
+            "{uri} {level}"
+        );
+    }
+    assert!(
+        left.iter().all(|(u, _)| u != &dir),
+        "summary records of the removed directory remain"
+    );
+    for z in &zebra[12..] {
+        assert!(
+            left.iter().any(|(u, _)| u == z),
+            "live record {z} was deleted"
+        );
+    }
+    // A wide search cleans up every remaining orphan and returns only live files.
+    let all = f.find_json(&["zebra", "--limit", "100"]);
+    assert_eq!(all.len(), 18);
+    assert!(all.iter().all(|(u, _)| exists(&f.ws, u)));
+    assert_eq!(f.index().count().unwrap(), 18);
+}
+
+#[test]
+fn a_file_replaced_by_a_directory_is_not_returned_as_content() {
+    let f = Fixture::new();
+    let p = f.add("resources/x.md", TOPICS[3]);
+    std::fs::remove_file(f.ws.fs_path(&p)).unwrap();
+    std::fs::create_dir(f.ws.fs_path(&p)).unwrap();
+    assert!(f.find_json(&["tidal turbines"]).is_empty());
+    assert_eq!(f.index().count().unwrap(), 0);
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let f = Fixture::new();
+    f.add("resources/a.md", TOPICS[0]);
+    for (args, needle) in [
+        (vec!["   "], "empty"),
+        (vec!["penguins", "--limit", "0"], "--limit"),
+        (vec!["penguins", "--under", "http://x"], "viking://"),
+        (
+            vec!["penguins", "--under", "viking://resources/../etc"],
+            "..",
+        ),
+    ] {
+        let out = f.find(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    // Nothing was lost on the way.
+    assert_eq!(f.index().count().unwrap(), 1);
+}
+
+#[test]
+fn an_index_from_another_model_is_reported_not_mixed() {
+    let f = Fixture::new();
+    f.add("resources/a.md", TOPICS[0]);
+    std::fs::write(&f.config, r#"{"embedding":{"dense":{"dimension":128}}}"#).unwrap();
+    let out = f.find(&["penguins"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("rebuilt") && err.contains("128"), "{err}");
+    assert_eq!(f.index().count().unwrap(), 1);
+}
