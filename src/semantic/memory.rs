@@ -31,7 +31,8 @@ const NAME_MAX_CHARS: usize = 64;
 /// Besides OpenViking's `role` and `content` it accepts an `id` and a `time` (also read from
 /// `created_at` or `timestamp`, as a string or epoch number). Every other field is kept in `extra`
 /// so re-serialising a message loses nothing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Value")]
 pub struct Message {
     pub role: String,
     pub content: String,
@@ -57,6 +58,33 @@ impl Message {
     /// Parse one `messages.jsonl` line; the error says what is wrong with it.
     pub fn parse_line(line: &str) -> Result<Message, String> {
         let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+        Message::try_from(v)
+    }
+
+    /// The message as one `messages.jsonl` line (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a Message always serialises")
+    }
+
+    /// The day this message was sent, from `time`, `created_at` or `timestamp`.
+    pub fn date(&self) -> Option<Date> {
+        if let Some(d) = self.time.as_deref().and_then(Date::from_time) {
+            return Some(d);
+        }
+        ["created_at", "timestamp"]
+            .iter()
+            .find_map(|k| match self.extra.get(*k) {
+                Some(Value::String(s)) => Date::from_time(s),
+                Some(Value::Number(n)) => Date::from_time(&n.to_string()),
+                _ => None,
+            })
+    }
+}
+
+impl TryFrom<Value> for Message {
+    type Error = String;
+
+    fn try_from(v: Value) -> Result<Message, String> {
         let Value::Object(mut map) = v else {
             return Err("not a JSON object".into());
         };
@@ -96,25 +124,6 @@ impl Message {
             time,
             extra: map,
         })
-    }
-
-    /// The day this message was sent, from `time`, `created_at` or `timestamp`.
-    pub fn date(&self) -> Option<Date> {
-        if let Some(d) = self.time.as_deref().and_then(Date::from_time) {
-            return Some(d);
-        }
-        ["created_at", "timestamp"]
-            .iter()
-            .find_map(|k| match self.extra.get(*k) {
-                Some(Value::String(s)) => Date::from_time(s),
-                Some(Value::Number(n)) => Date::from_time(&n.to_string()),
-                _ => None,
-            })
-    }
-
-    /// The message as one `messages.jsonl` line (no newline).
-    pub fn to_line(&self) -> String {
-        serde_json::to_string(self).expect("a Message always serialises")
     }
 }
 
@@ -287,6 +296,12 @@ impl Memory {
     pub fn facts(&self) -> impl Iterator<Item = &str> {
         fact_lines(&self.content)
     }
+
+    /// The title line without its `# ` marker.
+    pub fn title(&self) -> &str {
+        let first = self.content.lines().next().unwrap_or("");
+        first.strip_prefix("# ").unwrap_or("").trim()
+    }
 }
 
 fn fact_lines(text: &str) -> impl Iterator<Item = &str> {
@@ -445,6 +460,8 @@ pub struct DiffEntry {
     pub uri: String,
     pub rel_path: String,
     pub category: MemoryCategory,
+    /// The file's title (its first line without `# `), so an entry can be re-applied alone.
+    pub title: String,
     /// The fact lines added (for an add, every fact line of the new file).
     pub lines: Vec<String>,
 }
@@ -487,6 +504,7 @@ pub fn plan_memory_writes(
             uri: format!("{base}/{}", m.rel_path),
             rel_path: m.rel_path.clone(),
             category: m.category,
+            title: m.title().to_string(),
             lines,
         };
         match merge_memory(read(&m.rel_path).as_deref(), m) {
@@ -516,8 +534,8 @@ pub fn plan_memory_writes(
 
 /// Re-apply one add or update of a persisted diff: the new content, or `None` when every line is
 /// present already.
-pub fn apply_diff_entry(existing: Option<&str>, entry: &DiffEntry, title: &str) -> Option<String> {
-    let mut content = format!("# {}\n\n", one_line(title));
+pub fn apply_diff_entry(existing: Option<&str>, entry: &DiffEntry) -> Option<String> {
+    let mut content = format!("# {}\n\n", one_line(&entry.title));
     for l in &entry.lines {
         content.push_str(l);
         content.push('\n');

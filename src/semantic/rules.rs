@@ -107,7 +107,10 @@ fn push_sentence(out: &mut Vec<Sentence>, raw: &str) {
 /// Words that make a sentence hypothetical or a question rather than a statement.
 const HEDGES: &[&str] = &[
     "if", "whether", "maybe", "perhaps", "might", "wonder", "suppose", "imagine", "pretend",
+    "unsure", "doubt",
 ];
+/// Two-word hedges.
+const HEDGE_PAIRS: &[[&str; 2]] = &[["not", "sure"], ["don't", "know"], ["no", "idea"]];
 const QUESTION_STARTS: &[&str] = &[
     "do", "does", "did", "would", "could", "should", "can", "what", "which", "who", "why", "how",
     "is", "are",
@@ -118,7 +121,9 @@ fn extract_sentence(s: &Sentence, user: &str, base: Option<Date>, out: &mut Vec<
     if s.question || t.is_empty() || QUESTION_STARTS.contains(&t[0].low.as_str()) {
         return;
     }
-    if t.iter().any(|w| HEDGES.contains(&w.low.as_str())) {
+    if t.iter().any(|w| HEDGES.contains(&w.low.as_str()))
+        || (0..t.len()).any(|i| HEDGE_PAIRS.iter().any(|p| at(t, i, p)))
+    {
         return;
     }
     preferences(t, user, out);
@@ -160,8 +165,10 @@ const PRONOUNS: &[&str] = &[
 const TOPIC_SKIP: &[&str] = &[
     "the", "a", "an", "my", "to", "using", "use", "working", "with", "having", "being", "it",
 ];
-/// Words after which a preference object goes on to the alternative.
-const ALTERNATIVES: &[&str] = &["over", "to", "than", "instead", "rather"];
+/// Words that end a topic: an alternative ("X over Y") or a circumstance ("hiking in the Alps").
+const TOPIC_ENDS: &[&str] = &[
+    "over", "to", "than", "instead", "rather", "in", "on", "at", "for", "during", "from", "with",
+];
 
 fn preferences(t: &[Tok], user: &str, out: &mut Vec<Fact>) {
     for i in 0..t.len() {
@@ -221,13 +228,13 @@ fn object(t: &[Tok]) -> &[Tok] {
     &t[..n]
 }
 
-/// A topic: the object's first three words before any alternative ("X over Y"), without
+/// A topic: the object's first three words before an alternative or a circumstance, without
 /// leading articles.
 fn topic_of(obj: &[Tok]) -> String {
     let head: Vec<&Tok> = obj
         .iter()
         .skip_while(|w| TOPIC_SKIP.contains(&w.low.as_str()))
-        .take_while(|w| !ALTERNATIVES.contains(&w.low.as_str()))
+        .take_while(|w| !TOPIC_ENDS.contains(&w.low.as_str()))
         .take(3)
         .collect();
     head.iter()

@@ -310,8 +310,19 @@ pub fn truncate_words(s: &str, max: usize) -> String {
 pub fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3 && !w.chars().all(|c| c.is_ascii_digit()))
-        .map(|w| w.to_lowercase())
+        .map(|w| fold_plural(w.to_lowercase()))
         .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+}
+
+/// `locks` and `lock` are one keyword: drop a plural `s` (but not from `-ss`, `-us`, `-is`).
+fn fold_plural(mut w: String) -> String {
+    if w.chars().count() >= 5
+        && w.ends_with('s')
+        && !["ss", "us", "is"].iter().any(|e| w.ends_with(e))
+    {
+        w.pop();
+    }
+    w
 }
 
 /// Keywords salient across the children: a term scores its number of children times the log of
