@@ -6,7 +6,26 @@
 //! failpoints` prints and a test checks against the sources.
 
 /// Every crash point in the code base, grouped by operation. Keep sorted within a group.
-pub const ALL: &[&str] = &[];
+pub const ALL: &[&str] = &[
+    // session add (src/session/messages.rs)
+    "session.add.before_write",
+    // session commit phase 1 (src/session/phase1.rs)
+    "session.commit.archive_written",
+    "session.commit.enqueued",
+    "session.commit.locked",
+    "session.commit.marked_preparing",
+    "session.commit.marked_trimming",
+    "session.commit.ready",
+    "session.commit.trim_copied",
+    "session.commit.trimmed",
+    // session commit phase 2 (src/session/phase2.rs)
+    "session.job.diff_written",
+    "session.job.done",
+    "session.job.indexed",
+    "session.job.memory_written",
+    "session.job.started",
+    "session.job.summarized",
+];
 
 #[cfg(feature = "failpoints")]
 fn armed() -> Option<&'static str> {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod lock;
+pub mod session;
 
 use crate::config::Config;
 use crate::workspace::Workspace;
@@ -43,6 +44,8 @@ pub enum Command {
     Locks(lock::LocksArgs),
     /// Search the index; never names a file that is gone.
     Find(find::FindArgs),
+    /// Sessions: add messages, list, show, commit into archives and memories.
+    Session(session::SessionArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -134,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
         Command::Find(args) => find::run(&ctx, args),
+        Command::Session(args) => session::run(&ctx, args),
     }
 }
 
@@ -188,13 +192,23 @@ mod tests {
     fn mount_helper_forms_become_mount() {
         assert_eq!(
             args(&["/sbin/mount.fuse.vikingfs", "/ws", "/mnt", "-o", "rw,dev"]),
-            ["/sbin/mount.fuse.vikingfs", "mount", "/ws", "/mnt", "-o", "rw,dev"]
+            [
+                "/sbin/mount.fuse.vikingfs",
+                "mount",
+                "/ws",
+                "/mnt",
+                "-o",
+                "rw,dev"
+            ]
         );
         assert_eq!(
             args(&["vikingfs", "/ws", "/mnt", "-o", "rw"]),
             ["vikingfs", "mount", "/ws", "/mnt", "-o", "rw"]
         );
-        assert_eq!(args(&["vikingfs", "config", "show"]), ["vikingfs", "config", "show"]);
+        assert_eq!(
+            args(&["vikingfs", "config", "show"]),
+            ["vikingfs", "config", "show"]
+        );
         assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
     }
 }

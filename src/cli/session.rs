@@ -1,0 +1,263 @@
+//! `vikingfs session add|list|show|commit`: the session face of the CLI. Everything is done by
+//! [`crate::session`]; this file parses, prints, and maps a busy lock to exit status 75.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use super::{Ctx, EXIT_BUSY};
+use crate::lock::LockManager;
+use crate::queue::{self, Queue};
+use crate::session::layout::{self, SessionPath, DONE, MEMORY_DIFF};
+use crate::session::messages::new_message;
+use crate::session::meta::Meta;
+use crate::session::{SessionCommitHandler, SessionError, Sessions};
+
+#[derive(Subcommand, Debug)]
+pub enum SessionCmd {
+    /// Append one message to the session's messages.jsonl (creating the session).
+    Add {
+        /// Session id, viking://session/SID or viking://user/UID/sessions/SID.
+        session: String,
+        /// user, assistant, system, tool...
+        role: String,
+        /// The message text.
+        text: String,
+    },
+    /// List the sessions of the configured user.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session's live messages and its archives.
+    Show {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive the live messages (phase 1) and queue memory extraction (phase 2).
+    Commit {
+        session: String,
+        /// Also run phase 2 (and the indexing it queues) before returning.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SessionArgs {
+    #[command(subcommand)]
+    pub cmd: SessionCmd,
+}
+
+fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
+    let ws = ctx.workspace()?;
+    let locks = LockManager::new(&ws, ctx.config.lock.clone()).context("lock manager")?;
+    let queue = Queue::open(&ws.queue_db()).context("queue")?;
+    Ok(Sessions::new(ws, locks, queue))
+}
+
+pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
+    let res = match &args.cmd {
+        SessionCmd::Add {
+            session,
+            role,
+            text,
+        } => add(ctx, session, role, text),
+        SessionCmd::List { json } => list(ctx, *json),
+        SessionCmd::Show { session, json } => show(ctx, session, *json),
+        SessionCmd::Commit {
+            session,
+            wait,
+            timeout,
+            json,
+        } => commit(ctx, session, *wait, Duration::from_secs(*timeout), *json),
+    };
+    match res {
+        Err(e)
+            if e.downcast_ref::<SessionError>()
+                .is_some_and(SessionError::is_busy) =>
+        {
+            eprintln!("vikingfs: {e:#}");
+            Ok(EXIT_BUSY)
+        }
+        other => other,
+    }
+}
+
+fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> {
+    let sessions = open(ctx)?;
+    let s = SessionPath::resolve(&sessions.ws, session)?;
+    let m = new_message(role, text)?;
+    sessions.add_message(&s, &m)?;
+    Ok(0)
+}
+
+fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
+    let sessions = open(ctx)?;
+    let mut rows = Vec::new();
+    for s in layout::list_sessions(&sessions.ws, sessions.ws.user())? {
+        let live = sessions.live_messages(&s)?;
+        let archives = layout::archives_on_disk(&sessions.ws, &s)?;
+        let meta = Meta::load(&sessions.ws, &s)?;
+        rows.push(serde_json::json!({
+            "session": s.sid,
+            "uri": s.dir.uri(),
+            "live_messages": live.messages.len(),
+            "live_invalid_lines": live.invalid.len(),
+            "archives": archives.len(),
+            "pending_commit": meta.pending_commit.map(|p| p.archive),
+        }));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        for r in rows {
+            println!(
+                "{}\t{} live message(s)\t{} archive(s){}",
+                r["session"].as_str().unwrap_or_default(),
+                r["live_messages"],
+                r["archives"],
+                if r["pending_commit"].is_null() {
+                    String::new()
+                } else {
+                    format!("\tcommit of archive {} pending", r["pending_commit"])
+                }
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
+    let sessions = open(ctx)?;
+    let ws = &sessions.ws;
+    let s = SessionPath::resolve(ws, session)?;
+    if !ws.fs_path(&s.dir).is_dir() {
+        return Err(SessionError::NoSuchSession(s.dir.uri()).into());
+    }
+    let live = sessions.live_messages(&s)?;
+    let mut archives = Vec::new();
+    for n in layout::archives_on_disk(ws, &s)? {
+        let done = ws.fs_path(&s.archive_file(n, DONE)).exists();
+        let diff: Option<serde_json::Value> =
+            std::fs::read(ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+        archives.push(serde_json::json!({
+            "archive": layout::archive_name(n),
+            "uri": s.archive(n).uri(),
+            "done": done,
+            "memory_summary": diff.map(|d| d["summary"].clone()),
+        }));
+    }
+    let meta = Meta::load(ws, &s)?;
+    if json {
+        let v = serde_json::json!({
+            "session": s.sid,
+            "uri": s.dir.uri(),
+            "messages": live.messages,
+            "invalid_lines": live.invalid,
+            "archives": archives,
+            "pending_commit": meta.pending_commit,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    println!("# {}", s.dir.uri());
+    for m in &live.messages {
+        println!("{}: {}", m.role, m.content);
+    }
+    for l in &live.invalid {
+        println!(
+            "! line {} is not a valid message ({}): {}",
+            l.line, l.error, l.text
+        );
+    }
+    for a in &archives {
+        println!(
+            "# {} {}",
+            a["archive"].as_str().unwrap_or_default(),
+            if a["done"].as_bool() == Some(true) {
+                "done"
+            } else {
+                "processing"
+            }
+        );
+    }
+    if let Some(p) = meta.pending_commit {
+        println!("# commit of archive {} pending ({:?})", p.archive, p.state);
+    }
+    Ok(0)
+}
+
+fn commit(
+    ctx: &Ctx,
+    session: &str,
+    wait: bool,
+    timeout: Duration,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let sessions = open(ctx)?;
+    let s = SessionPath::resolve(&sessions.ws, session)?;
+    let report = sessions.commit(&s)?;
+    let mut drained = None;
+    if wait {
+        drained = Some(drain(ctx, &sessions, timeout)?);
+    }
+    let diff = report.archive.and_then(|n| {
+        std::fs::read(sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    });
+    if json {
+        let mut v = serde_json::to_value(&report)?;
+        v["memory_diff"] = diff.clone().unwrap_or(serde_json::Value::Null);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for n in &report.recovered {
+            println!(
+                "finished interrupted commit of {}",
+                layout::archive_name(*n)
+            );
+        }
+        match &report.archive_uri {
+            None => println!("nothing to commit in {}", report.session),
+            Some(uri) => println!(
+                "archived {} message(s) and {} invalid line(s) (kept verbatim) to {uri}",
+                report.messages, report.invalid_lines
+            ),
+        }
+        if let Some(d) = &diff {
+            println!(
+                "memories: {} added, {} updated, {} unchanged",
+                d["summary"]["total_adds"],
+                d["summary"]["total_updates"],
+                d["summary"]["unchanged"]
+            );
+        }
+    }
+    if drained == Some(false) {
+        eprintln!(
+            "vikingfs: session commit: background work not finished after {}s",
+            timeout.as_secs()
+        );
+        return Ok(EXIT_BUSY);
+    }
+    Ok(0)
+}
+
+/// Run the queues in this process until they are empty (for `--wait`).
+fn drain(ctx: &Ctx, sessions: &Sessions, timeout: Duration) -> anyhow::Result<bool> {
+    let handler = SessionCommitHandler::from_config(sessions.clone(), &ctx.config)?;
+    let specs: Vec<queue::HandlerSpec> =
+        vec![(queue::SESSION_COMMIT.to_string(), Arc::new(handler), 1)];
+    Ok(queue::drain(&sessions.queue, specs, timeout, |_| {})?)
+}

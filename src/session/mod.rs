@@ -1,0 +1,103 @@
+//! Sessions: how a conversation becomes long-term memory without ever losing a message.
+//!
+//! Owns everything under `viking://user/{uid}/sessions/` ([`layout`]) and the memory files a
+//! commit writes under `viking://user/{uid}/memories/`:
+//! - [`messages`]: appending lines to the live `messages.jsonl` (EXACT lock, `O_APPEND`, one
+//!   `write` per line) and reading them back;
+//! - [`phase1`]: `commit` under the session's TREE lock — record the exact bytes archived in
+//!   `.meta.json`, write `history/archive_NNN/messages.jsonl`, enqueue the `session_commit` job,
+//!   cut exactly those bytes from the live file in place ([`trim`]), mark the archive ready —
+//!   and the recovery that finishes a phase 1 a crash interrupted;
+//! - [`phase2`]: the `session_commit` job handler (summary, memories, `memory_diff.json`,
+//!   `.done` last), resumable at every step.
+//!
+//! Invariant: every byte appended to the live file is, at every moment, either still in the
+//! live file or in exactly one archive — or named by a pending commit in `.meta.json` that
+//! recovery (the next commit, the job, an append, `vikingfs wait`) turns into one of the two.
+
+pub mod fsx;
+pub mod layout;
+pub mod messages;
+pub mod meta;
+pub mod phase1;
+pub mod phase2;
+pub mod trim;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::lock::{LockError, LockGuard, LockKind, LockManager};
+use crate::queue::{Queue, QueueError};
+use crate::uri::UriError;
+use crate::workspace::Workspace;
+
+pub use layout::SessionPath;
+pub use phase1::CommitReport;
+pub use phase2::SessionCommitHandler;
+
+/// How long a commit or an append waits for the session's lock (OpenViking waits 30 s).
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Uri(#[from] UriError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0:?} names no session (expected SID, viking://session/SID or viking://user/UID/sessions/SID)")]
+    NotASession(String),
+    #[error("session {0} does not exist")]
+    NoSuchSession(String),
+    #[error("not a valid message: {0}")]
+    BadMessage(String),
+    #[error("{path}: unreadable session metadata: {reason}")]
+    Meta { path: PathBuf, reason: String },
+    /// A pending commit's record no longer matches the files: nothing is touched, so that a
+    /// person can look (no byte is ever dropped on a guess).
+    #[error("{path}: {reason}; left untouched, inspect .meta.json's pending_commit")]
+    Diverged { path: PathBuf, reason: String },
+}
+
+impl SessionError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        SessionError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether waiting may help (a busy lock).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, SessionError::Lock(LockError::Busy { .. }))
+    }
+}
+
+/// What every session operation works with: the files, their locks, and the durable queue.
+#[derive(Clone)]
+pub struct Sessions {
+    pub ws: Workspace,
+    pub locks: Arc<LockManager>,
+    pub queue: Queue,
+}
+
+impl Sessions {
+    pub fn new(ws: Workspace, locks: Arc<LockManager>, queue: Queue) -> Sessions {
+        Sessions { ws, locks, queue }
+    }
+
+    /// The session's TREE lock: excludes every append (EXACT on `messages.jsonl`) and every
+    /// other commit of the session.
+    fn lock_tree(&self, s: &SessionPath) -> Result<LockGuard, SessionError> {
+        Ok(self
+            .locks
+            .acquire(&[(s.dir.clone(), LockKind::Tree)], LOCK_WAIT)?)
+    }
+}
