@@ -15,6 +15,9 @@ use crate::session::messages::new_message;
 use crate::session::meta::Meta;
 use crate::session::{SessionCommitHandler, SessionError, Sessions};
 
+/// Lease of the jobs a `--wait` claims.
+const DRAIN_LEASE: Duration = Duration::from_secs(10);
+
 #[derive(Subcommand, Debug)]
 pub enum SessionCmd {
     /// Append one message to the session's messages.jsonl (creating the session).
@@ -49,6 +52,20 @@ pub enum SessionCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Finish commits a crash interrupted (phase 1 from .meta.json, phase 2 from the queue).
+    Recover(RecoverArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RecoverArgs {
+    /// Only this session (default: every session of the configured user).
+    pub session: Option<String>,
+    /// Also run the queued phase 2 jobs before returning.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
 }
 
 #[derive(Args, Debug)]
@@ -79,6 +96,7 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
             timeout,
             json,
         } => commit(ctx, session, *wait, Duration::from_secs(*timeout), *json),
+        SessionCmd::Recover(a) => recover(ctx, a),
     };
     match res {
         Err(e)
@@ -254,10 +272,41 @@ fn commit(
     Ok(0)
 }
 
+fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
+    let sessions = open(ctx)?;
+    let done = match &a.session {
+        Some(sid) => {
+            let s = SessionPath::resolve(&sessions.ws, sid)?;
+            sessions.recover(&s)?.map(|n| (s, n)).into_iter().collect()
+        }
+        None => sessions.recover_all(sessions.ws.user())?,
+    };
+    for (s, n) in &done {
+        println!("finished interrupted commit of {}", s.archive(*n).uri());
+    }
+    if a.wait && !drain(ctx, &sessions, Duration::from_secs(a.timeout))? {
+        eprintln!(
+            "vikingfs: session recover: background work not finished after {}s",
+            a.timeout
+        );
+        return Ok(EXIT_BUSY);
+    }
+    Ok(0)
+}
+
 /// Run the queues in this process until they are empty (for `--wait`).
 fn drain(ctx: &Ctx, sessions: &Sessions, timeout: Duration) -> anyhow::Result<bool> {
     let handler = SessionCommitHandler::from_config(sessions.clone(), &ctx.config)?;
     let specs: Vec<queue::HandlerSpec> =
         vec![(queue::SESSION_COMMIT.to_string(), Arc::new(handler), 1)];
-    Ok(queue::drain(&sessions.queue, specs, timeout, |_| {})?)
+    // A short lease: if this process dies mid-job, the next run takes the job over after
+    // DRAIN_LEASE rather than the daemon's longer default. Renewed every third of it.
+    let opts = queue::PoolOptions::with_lease(DRAIN_LEASE);
+    Ok(queue::drain_with(
+        &sessions.queue,
+        specs,
+        opts,
+        timeout,
+        |_| {},
+    )?)
 }

@@ -1,0 +1,270 @@
+//! The session crash matrix: for every `session.*` crash point, the operation aborts there
+//! (like `kill -9`), lines are appended after the crash (by a foreign writer under the EXACT
+//! lock, then by `vikingfs session add`), recovery runs, and the checker proves:
+//! - every line ever appended is in exactly one place (an archive or the live file), and the
+//!   live file holds exactly the lines no archive took;
+//! - every archive is complete (`messages.jsonl`, summaries, `memory_diff.json`, `.done`);
+//! - every memory exists once, with each fact line once;
+//! - no session_commit job is left pending, running or dead, and no lock blocks.
+//!
+//! Built only with `--features failpoints` (the binary must carry the crash points).
+
+#![cfg(feature = "failpoints")]
+
+mod session_util;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use session_util::{content_of, Ws};
+
+/// What the session says before the crash (one invalid line among them).
+const BEFORE: &[&str] = &[
+    "Hello, my name is Ana.",
+    "I prefer dark mode.",
+    "I live in Lisbon.",
+];
+const INVALID: &str = "this line is not json";
+
+/// Run `vikingfs ARGS` with `point` armed; it must abort there.
+fn crash(ws: &Ws, point: &str, args: &[&str]) {
+    let out = ws
+        .cmd()
+        .env("VIKINGFS_CRASH_AT", point)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{args:?} should abort at {point}: {:?}\nstderr: {stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains(&format!("crash point {point} reached")),
+        "{stderr}"
+    );
+}
+
+/// Recovery after a crash: what `vikingfs wait` does for sessions.
+fn recover(ws: &Ws) {
+    ws.ok(&["session", "recover", "--wait", "--timeout", "300"]);
+}
+
+fn raw_append(ws: &Ws, line: &str) {
+    let file = ws.session_dir("s").join("messages.jsonl");
+    let out = ws
+        .cmd()
+        .args([
+            "lock",
+            "--timeout",
+            "60",
+            "viking://session/s/messages.jsonl",
+            "--",
+        ])
+        .args(["sh", "-c", "printf '%s\\n' \"$1\" >> \"$2\"", "sh", line])
+        .arg(&file)
+        .output()
+        .unwrap();
+    session_util::assert_ok(&out, &["lock ... >> messages.jsonl"]);
+}
+
+fn run_point(point: &str) {
+    let ws = Ws::new();
+    for m in BEFORE {
+        ws.ok(&["session", "add", "s", "user", m]);
+    }
+    raw_append(&ws, INVALID);
+    ws.ok(&["session", "add", "s", "assistant", "Noted."]);
+    let mut expected: Vec<String> = BEFORE.iter().map(|s| s.to_string()).collect();
+    expected.extend([INVALID.to_string(), "Noted.".to_string()]);
+
+    if point.starts_with("session.add.") {
+        crash(
+            &ws,
+            point,
+            &["session", "add", "s", "user", "never acknowledged"],
+        );
+    } else {
+        crash(&ws, point, &["session", "commit", "s", "--wait"]);
+    }
+
+    // Appends after the crash: first a writer that knows nothing of sessions (it must not be
+    // swallowed by the recovery of the interrupted trim), then the CLI (which recovers first).
+    raw_append(&ws, r#"{"role":"user","content":"after crash, raw"}"#);
+    ws.ok(&["session", "add", "s", "user", "after crash, cli"]);
+    expected.extend([
+        "after crash, raw".to_string(),
+        "after crash, cli".to_string(),
+    ]);
+
+    recover(&ws);
+    check(&ws, point, &expected);
+
+    // The session keeps working: one more commit takes the rest, and memories stay single.
+    ws.ok(&["session", "commit", "s", "--wait"]);
+    check(&ws, point, &expected);
+    assert!(
+        ws.live("s").is_empty(),
+        "{point}: the last commit took everything"
+    );
+}
+
+fn check(ws: &Ws, point: &str, expected: &[String]) {
+    // Every line exactly once, nothing else.
+    let all: Vec<String> = ws.all_lines("s").iter().map(|l| content_of(l)).collect();
+    for e in expected {
+        let n = all.iter().filter(|c| *c == e).count();
+        assert_eq!(n, 1, "{point}: {e:?} appears {n} times in {all:#?}");
+    }
+    assert_eq!(
+        all.len(),
+        expected.len(),
+        "{point}: unexpected lines in {all:#?}"
+    );
+
+    // The live file holds exactly what no archive took.
+    let archived: Vec<String> = ws
+        .archives("s")
+        .values()
+        .flatten()
+        .map(|l| content_of(l))
+        .collect();
+    let live: Vec<String> = ws.live("s").iter().map(|l| content_of(l)).collect();
+    let not_archived: Vec<String> = expected
+        .iter()
+        .filter(|e| !archived.contains(e))
+        .cloned()
+        .collect();
+    assert_eq!(live, not_archived, "{point}: live file");
+
+    // Every archive is complete, and no commit is left pending.
+    for n in ws.archives("s").keys() {
+        let dir = ws.session_dir("s").join(format!("history/archive_{n:03}"));
+        for f in [
+            "messages.jsonl",
+            ".abstract.md",
+            ".overview.md",
+            "memory_diff.json",
+            ".done",
+        ] {
+            assert!(dir.join(f).is_file(), "{point}: archive_{n:03} lacks {f}");
+        }
+        assert!(
+            !dir.join(".failed.json").exists(),
+            "{point}: archive_{n:03} failed"
+        );
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ws.session_dir("s").join(".meta.json")).unwrap())
+            .unwrap();
+    assert!(meta.get("pending_commit").is_none(), "{point}: {meta}");
+
+    // Memories: once each, each fact once.
+    let mems = ws.memories();
+    if !ws.archives("s").is_empty() {
+        let pref = mems
+            .get("preferences/default/dark_mode.md")
+            .unwrap_or_else(|| panic!("{point}: no dark mode preference in {mems:?}"));
+        assert_eq!(
+            pref.matches("dark mode").count(),
+            2,
+            "{point}: title + one fact: {pref}"
+        );
+    }
+    for (path, text) in &mems {
+        let facts: Vec<&str> = text.lines().filter(|l| l.starts_with("- ")).collect();
+        let mut uniq = facts.clone();
+        uniq.sort();
+        uniq.dedup();
+        assert_eq!(
+            facts.len(),
+            uniq.len(),
+            "{point}: repeated fact in {path}: {text}"
+        );
+    }
+
+    // No job stuck.
+    let q = vikingfs::queue::Queue::open(&ws.root().join(".vikingfs/queue.db")).unwrap();
+    for st in q.stats().unwrap() {
+        assert_eq!(
+            st.outstanding(),
+            0,
+            "{point}: queue {} not drained: {st:?}",
+            st.queue
+        );
+        assert_eq!(st.dead, 0, "{point}: dead jobs in {}: {st:?}", st.queue);
+    }
+
+    // No lock blocks: the session and the memories can be locked at once.
+    for uri in ["viking://session/s", "viking://user/default/memories"] {
+        let out = ws
+            .cmd()
+            .args(["lock", "--tree", "--timeout", "0", uri, "--", "true"])
+            .output()
+            .unwrap();
+        session_util::assert_ok(&out, &["lock --tree --timeout 0", uri]);
+    }
+}
+
+macro_rules! matrix {
+    ($($test:ident => $point:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                run_point($point);
+            }
+        )*
+
+        /// The matrix covers every session crash point in the code.
+        #[test]
+        fn matrix_covers_every_session_point() {
+            let mut covered = vec![$($point),*];
+            covered.sort();
+            let mut all: Vec<&str> = vikingfs::failpoint::ALL
+                .iter()
+                .copied()
+                .filter(|p| p.starts_with("session."))
+                .collect();
+            all.sort();
+            assert_eq!(covered, all);
+        }
+    };
+}
+
+matrix! {
+    add_before_write => "session.add.before_write",
+    commit_locked => "session.commit.locked",
+    commit_marked_preparing => "session.commit.marked_preparing",
+    commit_archive_written => "session.commit.archive_written",
+    commit_enqueued => "session.commit.enqueued",
+    commit_marked_trimming => "session.commit.marked_trimming",
+    commit_trim_copied => "session.commit.trim_copied",
+    commit_trimmed => "session.commit.trimmed",
+    commit_ready => "session.commit.ready",
+    job_started => "session.job.started",
+    job_summarized => "session.job.summarized",
+    job_diff_written => "session.job.diff_written",
+    job_memory_written => "session.job.memory_written",
+    job_indexed => "session.job.indexed",
+    job_done => "session.job.done",
+}
+
+#[test]
+fn a_crash_point_really_aborts_the_process() {
+    // Guards the matrix against a binary built without the feature (every crash would be a
+    // silent success and every check trivially true).
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "s", "user", "x"]);
+    let out = Command::new(session_util::BIN)
+        .args(["--config"])
+        .arg(&ws.config)
+        .arg("--workspace")
+        .arg(ws.root())
+        .args(["session", "commit", "s"])
+        .env("VIKINGFS_CRASH_AT", "session.commit.locked")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT));
+}
