@@ -192,23 +192,13 @@ mod tests {
     fn mount_helper_forms_become_mount() {
         assert_eq!(
             args(&["/sbin/mount.fuse.vikingfs", "/ws", "/mnt", "-o", "rw,dev"]),
-            [
-                "/sbin/mount.fuse.vikingfs",
-                "mount",
-                "/ws",
-                "/mnt",
-                "-o",
-                "rw,dev"
-            ]
+            ["/sbin/mount.fuse.vikingfs", "mount", "/ws", "/mnt", "-o", "rw,dev"]
         );
         assert_eq!(
             args(&["vikingfs", "/ws", "/mnt", "-o", "rw"]),
             ["vikingfs", "mount", "/ws", "/mnt", "-o", "rw"]
         );
-        assert_eq!(
-            args(&["vikingfs", "config", "show"]),
-            ["vikingfs", "config", "show"]
-        );
+        assert_eq!(args(&["vikingfs", "config", "show"]), ["vikingfs", "config", "show"]);
         assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
     }
 }
