@@ -7,6 +7,38 @@
 
 /// Every crash point in the code base, grouped by operation. Keep sorted within a group.
 pub const ALL: &[&str] = &[
+    // ops::add
+    "add.enqueued",
+    "add.locked",
+    "add.staged",
+    "add.synced",
+    "add.unstaged",
+    // ops::jobs (embedding)
+    "job.embed.computed",
+    "job.embed.indexed",
+    "job.embed.start",
+    // ops::jobs (semantic)
+    "job.semantic.computed",
+    "job.semantic.indexed",
+    "job.semantic.propagated",
+    "job.semantic.start",
+    "job.semantic.written",
+    // ops::lifecycle
+    "lifecycle.before_release",
+    // ops::mv
+    "mv.indexed",
+    "mv.intent",
+    "mv.locked",
+    "mv.renamed",
+    // ops::rm
+    "rm.index_deleted",
+    "rm.intent",
+    "rm.locked",
+    "rm.removed",
+    // ops::write
+    "write.enqueued",
+    "write.locked",
+    "write.written",
     // session add (src/session/messages.rs)
     "session.add.before_write",
     // session commit phase 1 (src/session/phase1.rs)

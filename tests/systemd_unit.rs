@@ -4,7 +4,11 @@ use std::process::Command;
 
 #[test]
 fn unit_verifies() {
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("SKIP: systemd-analyze is not installed (CI installs systemd)");
         return;
     }
@@ -14,7 +18,10 @@ fn unit_verifies() {
         "/systemd/vikingfs@.service"
     ))
     .unwrap();
-    assert!(unit.contains("Type=notify"), "the unit must wait for READY=1");
+    assert!(
+        unit.contains("Type=notify"),
+        "the unit must wait for READY=1"
+    );
     let unit = unit.replace("/usr/local/bin/vikingfs", env!("CARGO_BIN_EXE_vikingfs"));
     // An instance file, so that %i and %f expand as they would for /mnt/viking.
     let path = dir.path().join("vikingfs@mnt-viking.service");
@@ -27,9 +34,6 @@ fn unit_verifies() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Warnings about the host (no running systemd in a container) are not the unit's fault;
     // anything naming our unit file is.
-    let ours: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("vikingfs@"))
-        .collect();
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.contains("vikingfs@")).collect();
     assert!(ours.is_empty(), "systemd-analyze verify: {stderr}");
 }

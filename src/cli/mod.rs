@@ -1,7 +1,9 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod debug;
 pub mod find;
+pub mod ops;
 
 use std::path::PathBuf;
 
@@ -44,6 +46,19 @@ pub enum Command {
     Locks(lock::LocksArgs),
     /// Search the index; never names a file that is gone.
     Find(find::FindArgs),
+    /// Remove a file, or with -r a directory tree (index records first, then the files).
+    Rm(ops::RmArgs),
+    /// Move a file or directory (rename(2), then its index records; crash-safe).
+    Mv(ops::MvArgs),
+    /// Write a file's whole content from standard input (as the mount does on close).
+    Write(ops::WriteArgs),
+    /// Add a local file or directory as a resource (or update an existing one).
+    AddResource(ops::AddArgs),
+    /// Check what is derived (index, summaries, jobs, locks) against the files.
+    Fsck(ops::FsckArgs),
+    /// Developer tools.
+    #[command(subcommand)]
+    Debug(debug::DebugCmd),
     /// Sessions: add messages, list, show, commit into archives and memories.
     Session(session::SessionArgs),
 }
@@ -137,6 +152,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
         Command::Find(args) => find::run(&ctx, args),
+        Command::Rm(a) => ops::rm(&ctx, a),
+        Command::Mv(a) => ops::mv(&ctx, a),
+        Command::Write(a) => ops::write(&ctx, a),
+        Command::AddResource(a) => ops::add(&ctx, a),
+        Command::Fsck(a) => ops::fsck(&ctx, a),
+        Command::Debug(c) => debug::run(&ctx, c),
         Command::Session(args) => session::run(&ctx, args),
     }
 }
@@ -192,13 +213,23 @@ mod tests {
     fn mount_helper_forms_become_mount() {
         assert_eq!(
             args(&["/sbin/mount.fuse.vikingfs", "/ws", "/mnt", "-o", "rw,dev"]),
-            ["/sbin/mount.fuse.vikingfs", "mount", "/ws", "/mnt", "-o", "rw,dev"]
+            [
+                "/sbin/mount.fuse.vikingfs",
+                "mount",
+                "/ws",
+                "/mnt",
+                "-o",
+                "rw,dev"
+            ]
         );
         assert_eq!(
             args(&["vikingfs", "/ws", "/mnt", "-o", "rw"]),
             ["vikingfs", "mount", "/ws", "/mnt", "-o", "rw"]
         );
-        assert_eq!(args(&["vikingfs", "config", "show"]), ["vikingfs", "config", "show"]);
+        assert_eq!(
+            args(&["vikingfs", "config", "show"]),
+            ["vikingfs", "config", "show"]
+        );
         assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
     }
 }

@@ -394,3 +394,96 @@ impl std::fmt::Debug for LockGuard {
             .finish()
     }
 }
+
+/// Locks owned by a persistent name rather than by this process (added for ops' resource
+/// lifecycle: a TREE lock held from add-resource until its background jobs are done, which must
+/// outlive the CLI that took it). Such an owner is never judged dead by process liveness, only
+/// by token age against `lock_expire`, so whoever works for it must [`refresh_owned`] it.
+///
+/// [`refresh_owned`]: LockManager::refresh_owned
+impl LockManager {
+    /// Take a batch as owner `owner` (no `:`). Locks that `owner` already holds on disk (in any
+    /// process) do not conflict, so a worker can take an EXACT below its lifecycle's TREE.
+    pub fn acquire_as(
+        &self,
+        owner: &str,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(Handle {
+            id,
+            owner: owner.into(),
+        });
+        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+    }
+
+    /// The lock file holding `owner`'s token for `p`, with that token, if any.
+    fn owned_file(&self, p: &VPath, owner: &str) -> Result<Option<(PathBuf, Vec<u8>)>, LockError> {
+        let mut buf = Vec::new();
+        let candidates = [Some(self.inner.res.dir_lock(p)), self.inner.res.sidecar(p)];
+        for f in candidates.into_iter().flatten() {
+            match provider::read(&f, &mut buf) {
+                Ok(true) => {
+                    if matches!(codec::parse(&buf), Some(codec::Content::Token(t)) if t.owner == owner)
+                    {
+                        return Ok(Some((f, buf)));
+                    }
+                }
+                Ok(false) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
+                Err(e) => return Err(LockError::io(&f, e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Rewrite `owner`'s token on `p` with the current time (compare-and-swap). `Ok(false)`
+    /// when no lock file of `p` holds `owner`'s token any more. Several workers of one owner
+    /// may refresh at once: losing the swap to another refresh of the same owner is success,
+    /// and a token younger than a tenth of `lock_expire` is left as it is.
+    pub fn refresh_owned(&self, p: &VPath, owner: &str) -> Result<bool, LockError> {
+        for _ in 0..8 {
+            let Some((file, old)) = self.owned_file(p, owner)? else {
+                return Ok(false);
+            };
+            let Some(codec::Content::Token(t)) = codec::parse(&old) else {
+                return Ok(false);
+            };
+            let age = codec::now_ns().saturating_sub(t.time_ns);
+            if age < (self.inner.cfg.expire / 10).as_nanos() as u64 {
+                return Ok(true);
+            }
+            let new = codec::format(owner, codec::now_ns(), t.kind);
+            match provider::cas_replace(&file, &old, new.as_bytes())
+                .map_err(|e| LockError::io(&file, e))?
+            {
+                Cas::Done => return Ok(true),
+                Cas::Changed => continue,
+            }
+        }
+        Ok(self.owned_file(p, owner)?.is_some())
+    }
+
+    /// Remove `owner`'s token on `p` (compare-and-swap). `Ok(false)` when it was not there.
+    pub fn release_owned(&self, p: &VPath, owner: &str) -> Result<bool, LockError> {
+        let Some((file, old)) = self.owned_file(p, owner)? else {
+            return Ok(false);
+        };
+        let done = provider::cas_remove(&file, &old).map_err(|e| LockError::io(&file, e))?;
+        self.inner.released.notify_all();
+        Ok(done == Cas::Done)
+    }
+}
+
+impl LockGuard {
+    /// Leave this guard's lock files on disk, unrefreshed and unreleased by this process: for
+    /// an owner that outlives it ([`LockManager::acquire_as`]). Other handles of this process
+    /// still see them on disk.
+    pub fn persist(mut self) {
+        self.done = true;
+        self.inner.held.lock().remove(&self.id);
+        self.inner.table.lock().remove_guard(self.id);
+        self.inner.released.notify_all();
+    }
+}

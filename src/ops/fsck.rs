@@ -1,0 +1,359 @@
+//! `vikingfs fsck [--repair]`: compare what is derived with the files it is derived from.
+//!
+//! Finds records without files, files without (current) records, directories without
+//! summaries, dead and expired jobs, stale and orphaned lock files, interrupted operations and
+//! their leftovers. Repair rebuilds only what is derived from the files (records, summaries,
+//! jobs, locks) and removes only vikingfs's own scratch copies: it never deletes a source file.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::jobs::{embed_job, semantic_job, NewJob};
+use super::{source_version, stat, Ops, Result};
+use crate::index::Level;
+use crate::lock::codec::{liveness, Liveness};
+use crate::uri::VPath;
+
+/// A temp file in the data tree this old is a leftover of a dead writer, not a write in flight.
+const TEMP_GRACE: Duration = Duration::from_secs(60);
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Problem {
+    /// An index record whose source is gone (or is the other kind).
+    OrphanRecord { uri: String, level: String },
+    /// A file without a content record, or whose record was built from an older version.
+    Unindexed { uri: String, stale: bool },
+    /// A directory without summary records.
+    MissingSummary { uri: String },
+    /// A job that failed for good.
+    DeadJob {
+        queue: String,
+        key: Option<String>,
+        error: String,
+    },
+    /// Jobs whose worker stopped renewing its lease (handed on to the next worker).
+    ExpiredJobs { queue: String, count: u64 },
+    /// A lock file whose owner is dead or expired.
+    StaleLock {
+        uri: String,
+        owner: String,
+        reason: String,
+    },
+    /// A lock file that is not a token (never removed automatically).
+    CorruptLock { uri: String, reason: String },
+    /// A lifecycle lock whose lifecycle is not in the journal.
+    OrphanLifecycleLock { uri: String, owner: String },
+    /// A lifecycle none of whose jobs can run any more.
+    IdleLifecycle { uri: String, handle: String },
+    /// An rm, mv or add that did not finish.
+    Interrupted { op: String, owner_alive: bool },
+    /// Scratch left behind by a dead process (staging, removed trees, temp files).
+    Leftover { path: PathBuf },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::OrphanRecord { uri, level } => {
+                write!(f, "record without its source: {uri} ({level})")
+            }
+            Problem::Unindexed { uri, stale: false } => write!(f, "file without a record: {uri}"),
+            Problem::Unindexed { uri, stale: true } => {
+                write!(f, "record older than its file: {uri}")
+            }
+            Problem::MissingSummary { uri } => write!(f, "directory without summaries: {uri}"),
+            Problem::DeadJob { queue, key, error } => write!(
+                f,
+                "dead {queue} job {}: {error}",
+                key.as_deref().unwrap_or("(no key)")
+            ),
+            Problem::ExpiredJobs { queue, count } => {
+                write!(
+                    f,
+                    "{count} {queue} job(s) whose worker died (lease expired)"
+                )
+            }
+            Problem::StaleLock { uri, owner, reason } => {
+                write!(f, "stale lock on {uri} by {owner}: {reason}")
+            }
+            Problem::CorruptLock { uri, reason } => write!(f, "corrupt lock on {uri}: {reason}"),
+            Problem::OrphanLifecycleLock { uri, owner } => {
+                write!(f, "lifecycle lock on {uri} by {owner} with no lifecycle")
+            }
+            Problem::IdleLifecycle { uri, handle } => {
+                write!(
+                    f,
+                    "lifecycle of {uri} ({handle}) with no job left to finish it"
+                )
+            }
+            Problem::Interrupted { op, owner_alive } => write!(
+                f,
+                "interrupted operation: {op}{}",
+                if *owner_alive { " (still running)" } else { "" }
+            ),
+            Problem::Leftover { path } => write!(f, "leftover scratch: {}", path.display()),
+        }
+    }
+}
+
+/// What fsck found and, with repair, what it did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FsckReport {
+    pub problems: Vec<Problem>,
+    /// Actions taken by a repair.
+    pub repaired: usize,
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+impl Ops {
+    /// Check the workspace; with `repair`, fix what is derived.
+    pub fn fsck(&self, repair: bool) -> Result<FsckReport> {
+        let mut rep = FsckReport::default();
+        if repair {
+            rep.repaired += self.recover()?;
+        }
+        // Interrupted operations.
+        for row in self.journal.intents_owned()? {
+            let alive = !matches!(liveness(&row.owner), Liveness::Dead(_));
+            rep.problems.push(Problem::Interrupted {
+                op: row.intent.describe(),
+                owner_alive: alive,
+            });
+        }
+        self.check_leftovers(repair, &mut rep)?;
+        self.check_records(repair, &mut rep)?;
+        self.check_locks(repair, &mut rep)?;
+        self.check_jobs(repair, &mut rep)?;
+        if repair {
+            rep.repaired += self.sweep_lifecycles()?;
+        } else if self.queue.is_idle()? {
+            let open: HashSet<String> = self
+                .journal
+                .intents()?
+                .into_iter()
+                .filter_map(|(_, i, _)| match i {
+                    super::Intent::Add { handle, .. } => Some(handle),
+                    _ => None,
+                })
+                .collect();
+            for lc in self.journal.lifecycles()? {
+                if !open.contains(&lc.handle) {
+                    rep.problems.push(Problem::IdleLifecycle {
+                        uri: lc.target.uri(),
+                        handle: lc.handle,
+                    });
+                }
+            }
+        }
+        Ok(rep)
+    }
+
+    fn check_leftovers(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        let staging_in_use: HashSet<PathBuf> = self
+            .journal
+            .intents()?
+            .into_iter()
+            .filter_map(|(_, i, _)| match i {
+                super::Intent::Add { temp, .. } => Some(temp),
+                _ => None,
+            })
+            .collect();
+        let mut found = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(self.ws.tmp_dir()) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let path = e.path();
+                let leftover = if let Some(rest) = name.strip_prefix("add-") {
+                    let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+                    !staging_in_use.contains(&path) && !pid.is_some_and(pid_alive)
+                } else {
+                    name.starts_with("rm-")
+                };
+                if leftover {
+                    found.push(path);
+                }
+            }
+        }
+        // Temp files of atomic writes whose writer died.
+        let mut stack = vec![self.ws.data_root()];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() {
+                    stack.push(e.path());
+                } else if name.starts_with(".vikingfs.tmp.") {
+                    let old = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > TEMP_GRACE);
+                    if old {
+                        found.push(e.path());
+                    }
+                }
+            }
+        }
+        for path in found {
+            if repair {
+                let r = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                match r {
+                    Ok(()) => rep.repaired += 1,
+                    Err(e) => tracing::warn!(path = %path.display(), "removing leftover: {e}"),
+                }
+            }
+            rep.problems.push(Problem::Leftover { path });
+        }
+        Ok(())
+    }
+
+    fn check_records(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        for scope in crate::uri::SCOPES {
+            let s = VPath::root().join(scope)?;
+            if stat(&self.fs(&s))?.is_some() {
+                dirs.push(s.clone());
+                super::walk_tree(&self.ws, &s, &mut files, &mut dirs)?;
+            }
+        }
+        let mut have: HashMap<(VPath, Level), ()> = HashMap::new();
+        for (uri, level) in self.index.all_uris()? {
+            have.insert((uri, level), ());
+        }
+        // Records without their source.
+        for (uri, level) in have.keys() {
+            let live = match stat(&self.fs(uri))? {
+                Some(m) => m.is_dir() == level.names_directory(),
+                None => false,
+            };
+            if !live {
+                if repair {
+                    if let Some(v) = self.index.version_of(uri, *level)? {
+                        // By version: a record rebuilt meanwhile survives.
+                        if stat(&self.fs(uri))?.is_none() {
+                            self.index.delete_if_version(uri, *level, &v)?;
+                            rep.repaired += 1;
+                        }
+                    }
+                }
+                rep.problems.push(Problem::OrphanRecord {
+                    uri: uri.uri(),
+                    level: level.as_str().to_string(),
+                });
+            }
+        }
+        let mut jobs: Vec<NewJob> = Vec::new();
+        for f in &files {
+            let Some(meta) = stat(&self.fs(f))? else {
+                continue;
+            };
+            let current = source_version(&meta);
+            match self.index.version_of(f, Level::Content)? {
+                Some(v) if v == current => {}
+                other => {
+                    rep.problems.push(Problem::Unindexed {
+                        uri: f.uri(),
+                        stale: other.is_some(),
+                    });
+                    jobs.push(embed_job(f, None));
+                }
+            }
+        }
+        for d in &dirs {
+            // An empty directory (a fresh scope) has nothing to summarise yet.
+            let has_children = std::fs::read_dir(self.fs(d))
+                .map(|rd| {
+                    rd.flatten()
+                        .any(|e| super::is_source_name(&e.file_name().to_string_lossy()))
+                })
+                .unwrap_or(false);
+            if has_children && !have.contains_key(&(d.clone(), Level::Abstract)) {
+                rep.problems.push(Problem::MissingSummary { uri: d.uri() });
+                jobs.push(semantic_job(d, None));
+            }
+        }
+        if repair && !jobs.is_empty() {
+            self.queue.enqueue_many(&jobs)?;
+            rep.repaired += jobs.len();
+        }
+        Ok(())
+    }
+
+    fn check_locks(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        let lifecycles: HashSet<String> = self
+            .journal
+            .lifecycles()?
+            .into_iter()
+            .map(|l| l.handle)
+            .collect();
+        for l in self.locks.list()? {
+            if l.stale {
+                rep.problems.push(Problem::StaleLock {
+                    uri: l.uri.clone(),
+                    owner: l.owner.clone(),
+                    reason: l.stale_reason.clone().unwrap_or_default(),
+                });
+            } else if l.owner.is_empty() && l.stale_reason.is_some() {
+                rep.problems.push(Problem::CorruptLock {
+                    uri: l.uri.clone(),
+                    reason: l.stale_reason.clone().unwrap_or_default(),
+                });
+            } else if l.owner.starts_with("vfs-lifecycle-") && !lifecycles.contains(&l.owner) {
+                if repair {
+                    if let Ok(p) = self.ws.parse_uri(&l.uri) {
+                        if self.locks.release_owned(&p, &l.owner)? {
+                            rep.repaired += 1;
+                        }
+                    }
+                }
+                rep.problems.push(Problem::OrphanLifecycleLock {
+                    uri: l.uri.clone(),
+                    owner: l.owner.clone(),
+                });
+            }
+        }
+        if repair {
+            rep.repaired += self.locks.clear_stale()?;
+        }
+        Ok(())
+    }
+
+    fn check_jobs(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        for s in self.queue.stats()? {
+            for d in &s.dead_jobs {
+                rep.problems.push(Problem::DeadJob {
+                    queue: s.queue.clone(),
+                    key: d.key.clone(),
+                    error: d.error.clone(),
+                });
+            }
+            if s.expired > 0 {
+                rep.problems.push(Problem::ExpiredJobs {
+                    queue: s.queue.clone(),
+                    count: s.expired,
+                });
+            }
+        }
+        if repair {
+            rep.repaired += self.queue.retry_dead(None)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,460 @@
+//! The background jobs that derive the index and the summaries from the files, as
+//! [`JobHandler`] values for the worker pool: `embedding` (one file's content record) and
+//! `semantic` (a directory's `.abstract.md` / `.overview.md` and their records).
+//!
+//! Every job reads its source and computes outside any lock, then takes the EXACT lock of what
+//! it writes and checks, under it, that the job is still the current version of its key
+//! (`Queue::is_current`: coalescing) and that the source still has the version it read
+//! ([`super::source_version`]). So a job never writes a record for a file that rm removed or a
+//! name that mv left, and an old result never overwrites a newer one. Every job is idempotent.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{is_source_name, source_version, stat, write_atomic, Ops, OpsError};
+use crate::config::WorkerConfig;
+use crate::index::{Level, Record};
+use crate::lock::{LockGuard, LockKind};
+use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
+use crate::semantic::summary::{Child, DirInput};
+use crate::uri::VPath;
+
+/// How much of a file is embedded and shown as its snippet.
+const EMBED_BYTES: u64 = 32 * 1024;
+const SNIPPET_CHARS: usize = 200;
+/// How much of each child a directory summary reads.
+const CHILD_HEAD_BYTES: u64 = 8 * 1024;
+
+pub const ABSTRACT_FILE: &str = ".abstract.md";
+pub const OVERVIEW_FILE: &str = ".overview.md";
+
+/// `embed:{uri}`.
+pub fn embed_key(p: &VPath) -> String {
+    format!("embed:{}", p.uri())
+}
+
+/// `semantic:{uri}`.
+pub fn semantic_key(dir: &VPath) -> String {
+    format!("semantic:{}", dir.uri())
+}
+
+/// A job as `Queue::enqueue_many` takes it.
+pub type NewJob = (String, Option<String>, Value);
+
+pub fn embed_job(p: &VPath, lifecycle: Option<&str>) -> NewJob {
+    (
+        queue::EMBEDDING.to_string(),
+        Some(embed_key(p)),
+        json!({ "uri": p.uri(), "lifecycle": lifecycle }),
+    )
+}
+
+pub fn semantic_job(dir: &VPath, lifecycle: Option<&str>) -> NewJob {
+    (
+        queue::SEMANTIC.to_string(),
+        Some(semantic_key(dir)),
+        json!({ "dir": dir.uri(), "lifecycle": lifecycle }),
+    )
+}
+
+/// Does a directory get a summary? Every directory but the namespace root.
+pub(crate) fn has_summary(dir: &VPath) -> bool {
+    !dir.is_root()
+}
+
+fn retry(e: impl std::fmt::Display) -> JobError {
+    JobError::Retry(e.to_string())
+}
+
+impl From<OpsError> for JobError {
+    fn from(e: OpsError) -> Self {
+        match e {
+            OpsError::Uri(_) | OpsError::Derived(_) => JobError::Permanent(e.to_string()),
+            e => JobError::Retry(e.to_string()),
+        }
+    }
+}
+
+/// What a job's payload names.
+struct Target {
+    path: VPath,
+    lifecycle: Option<String>,
+}
+
+fn target(ops: &Ops, job: &Job, field: &str) -> Result<Target, JobError> {
+    let uri = job
+        .payload
+        .get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| JobError::Permanent(format!("payload has no {field:?}: {}", job.payload)))?;
+    let path = ops
+        .parse(uri)
+        .map_err(|e| JobError::Permanent(e.to_string()))?;
+    let lifecycle = job
+        .payload
+        .get("lifecycle")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(Target { path, lifecycle })
+}
+
+/// Read at most `max` bytes of a file as text, with the version of what was read.
+fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<(String, String, bool)> {
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if meta.is_dir() {
+        return Ok((String::new(), source_version(&meta), true));
+    }
+    let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
+    f.take(max).read_to_end(&mut buf)?;
+    Ok((
+        String::from_utf8_lossy(&buf).into_owned(),
+        source_version(&meta),
+        false,
+    ))
+}
+
+fn snippet(text: &str) -> String {
+    let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    t.chars().take(SNIPPET_CHARS).collect()
+}
+
+impl Ops {
+    /// The lock a job's write-back takes: EXACT on each path — as its lifecycle's owner while
+    /// the resource's lifecycle lock is held (an EXACT below one's own TREE), else as anyone.
+    /// A busy lock is a retryable job error.
+    fn job_lock(&self, paths: &[VPath], lifecycle: Option<&str>) -> Result<LockGuard, JobError> {
+        let reqs: Vec<(VPath, LockKind)> =
+            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+        if let Some(h) = lifecycle {
+            if self.lifecycle_keep(h)? {
+                return self
+                    .locks
+                    .acquire_as(h, &reqs, self.job_lock_wait)
+                    .map_err(retry);
+            }
+        }
+        self.locks.acquire(&reqs, self.job_lock_wait).map_err(retry)
+    }
+
+    fn job_finished(&self, job: &Job, lifecycle: Option<&str>) -> Result<(), JobError> {
+        if let (Some(h), Some(key)) = (lifecycle, job.key.as_deref()) {
+            self.lifecycle_job_done(h, key)?;
+        }
+        Ok(())
+    }
+
+    /// The `embedding` job: (re)build the content record of one file.
+    pub fn run_embedding(&self, job: &Job) -> Result<(), JobError> {
+        let t = target(self, job, "uri")?;
+        let lc = t.lifecycle.as_deref();
+        let p = &t.path;
+        if !is_source_name(p.name()) {
+            return self.job_finished(job, lc);
+        }
+        let fs = self.fs(p);
+        crate::crash_point!("job.embed.start");
+        let (text, version) = match read_head(&fs, EMBED_BYTES) {
+            Ok((_, _, true)) => return self.job_finished(job, lc),
+            Ok((text, v, false)) => (text, v),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                // Gone: whoever removed or moved it dealt with its record. Drop a leftover.
+                if let Some(v) = self.index.version_of(p, Level::Content).map_err(retry)? {
+                    if stat(&fs)?.is_none() {
+                        self.index
+                            .delete_if_version(p, Level::Content, &v)
+                            .map_err(retry)?;
+                    }
+                }
+                return self.job_finished(job, lc);
+            }
+            Err(e) => return Err(retry(format!("{}: {e}", fs.display()))),
+        };
+        if self
+            .index
+            .version_of(p, Level::Content)
+            .map_err(retry)?
+            .as_deref()
+            == Some(&version)
+        {
+            // Already built from this very source (a re-enqueue, or a moved file).
+            return self.job_finished(job, lc);
+        }
+        let vector = self
+            .embedder
+            .embed(&[&text])
+            .map_err(retry)?
+            .pop()
+            .ok_or_else(|| retry("embedder returned no vector"))?;
+        crate::crash_point!("job.embed.computed");
+        {
+            let _g = self.job_lock(std::slice::from_ref(p), lc)?;
+            if !self.queue.is_current(job).map_err(retry)? {
+                // A newer version of this key is queued (or our lease was handed on): it
+                // will write the record.
+                return Ok(());
+            }
+            match stat(&fs)? {
+                None => return self.job_finished(job, lc),
+                Some(m) if source_version(&m) != version => {
+                    return Err(retry("source changed while it was being embedded"));
+                }
+                Some(_) => {}
+            }
+            self.index
+                .upsert(&Record {
+                    uri: p.clone(),
+                    level: Level::Content,
+                    vector,
+                    snippet: snippet(&text),
+                    source_version: version,
+                })
+                .map_err(retry)?;
+            crate::crash_point!("job.embed.indexed");
+        }
+        self.job_finished(job, lc)
+    }
+
+    /// The children a directory summary is built from.
+    fn summary_input(&self, dir: &VPath) -> Result<DirInput, JobError> {
+        let fs = self.fs(dir);
+        let mut children = Vec::new();
+        let rd = std::fs::read_dir(&fs).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
+        for e in rd.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !is_source_name(&name) {
+                continue;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                let abs = std::fs::read_to_string(e.path().join(ABSTRACT_FILE)).unwrap_or_default();
+                children.push(Child::dir(name, abs));
+            } else if ft.is_file() {
+                let text = read_head(&e.path(), CHILD_HEAD_BYTES)
+                    .map(|r| r.0)
+                    .unwrap_or_default();
+                children.push(Child::file(name, text));
+            }
+        }
+        Ok(DirInput {
+            uri: dir.uri(),
+            children,
+        })
+    }
+
+    /// The `semantic` job: regenerate a directory's summaries, index them, and propagate to
+    /// the parent when the abstract changed.
+    pub fn run_semantic(&self, job: &Job) -> Result<(), JobError> {
+        let t = target(self, job, "dir")?;
+        let lc = t.lifecycle.as_deref();
+        let dir = &t.path;
+        let fs = self.fs(dir);
+        crate::crash_point!("job.semantic.start");
+        if !has_summary(dir) || !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+            // Gone (or never a directory): drop summary records built from it, by version, so
+            // a directory re-created meanwhile keeps its fresh ones.
+            for level in [Level::Abstract, Level::Overview] {
+                if let Some(v) = self.index.version_of(dir, level).map_err(retry)? {
+                    if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+                        self.index
+                            .delete_if_version(dir, level, &v)
+                            .map_err(retry)?;
+                    }
+                }
+            }
+            return self.job_finished(job, lc);
+        }
+        let input = self.summary_input(dir)?;
+        let summary = self.summarizer.summarize(&input).map_err(|e| {
+            if e.is_retryable() {
+                JobError::Retry(e.to_string())
+            } else {
+                JobError::Permanent(e.to_string())
+            }
+        })?;
+        let (abs, ov) = (summary.abstract_md, summary.overview_md);
+        let vectors = self.embedder.embed(&[&abs, &ov]).map_err(retry)?;
+        if vectors.len() != 2 {
+            return Err(retry("embedder returned the wrong number of vectors"));
+        }
+        crate::crash_point!("job.semantic.computed");
+        let abs_path = dir.join(ABSTRACT_FILE).map_err(OpsError::from)?;
+        let ov_path = dir.join(OVERVIEW_FILE).map_err(OpsError::from)?;
+        {
+            let _g = self.job_lock(&[abs_path.clone(), ov_path.clone()], lc)?;
+            if !self.queue.is_current(job).map_err(retry)? {
+                return Ok(());
+            }
+            if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+                return self.job_finished(job, lc);
+            }
+            let (abs_fs, ov_fs) = (self.fs(&abs_path), self.fs(&ov_path));
+            let old_abs = std::fs::read_to_string(&abs_fs).ok();
+            let old_ov = std::fs::read_to_string(&ov_fs).ok();
+            // Overview first: the abstract is what the parent reads, so it lands last.
+            if old_ov.as_deref() != Some(ov.as_str()) {
+                write_atomic(&ov_fs, ov.as_bytes())?;
+            }
+            let abs_changed = old_abs.as_deref() != Some(abs.as_str());
+            if abs_changed {
+                write_atomic(&abs_fs, abs.as_bytes())?;
+            }
+            crate::crash_point!("job.semantic.written");
+            let abs_v = stat(&abs_fs)?
+                .map(|m| source_version(&m))
+                .unwrap_or_default();
+            let ov_v = stat(&ov_fs)?
+                .map(|m| source_version(&m))
+                .unwrap_or_default();
+            let indexed = self.index.version_of(dir, Level::Abstract).map_err(retry)?
+                == Some(abs_v.clone())
+                && self.index.version_of(dir, Level::Overview).map_err(retry)?
+                    == Some(ov_v.clone());
+            // Propagate when the abstract changed — or when a previous run of this job died
+            // after writing it (its records are not up to date), which may have been before
+            // it propagated.
+            if abs_changed || !indexed {
+                self.propagate(dir, lc)?;
+            }
+            crate::crash_point!("job.semantic.propagated");
+            if !indexed {
+                let mut vs = vectors.into_iter();
+                let recs = [
+                    (Level::Abstract, vs.next(), abs, abs_v),
+                    (Level::Overview, vs.next(), ov, ov_v),
+                ];
+                for (level, vector, text, version) in recs {
+                    self.index
+                        .upsert(&Record {
+                            uri: dir.clone(),
+                            level,
+                            vector: vector.unwrap_or_default(),
+                            snippet: snippet(&text),
+                            source_version: version,
+                        })
+                        .map_err(retry)?;
+                }
+            }
+            crate::crash_point!("job.semantic.indexed");
+        }
+        self.job_finished(job, lc)
+    }
+
+    /// Enqueue the parent's summary; inside a resource whose lifecycle is open, as part of it.
+    fn propagate(&self, dir: &VPath, lifecycle: Option<&str>) -> Result<(), JobError> {
+        let Some(parent) = dir.parent().filter(has_summary) else {
+            return Ok(());
+        };
+        let mut lc = None;
+        if let Some(h) = lifecycle {
+            if let Some(l) = self.journal.lifecycle(h).map_err(retry)? {
+                if parent.starts_with(&l.target)
+                    && self
+                        .journal
+                        .lifecycle_add_key(h, &semantic_key(&parent))
+                        .map_err(retry)?
+                {
+                    lc = Some(h);
+                }
+            }
+        }
+        let (q, key, payload) = semantic_job(&parent, lc);
+        self.queue
+            .enqueue(&q, key.as_deref(), &payload)
+            .map_err(retry)?;
+        Ok(())
+    }
+
+    /// Rebuild everything derived from the files: enqueue every file's embedding and every
+    /// directory's summary.
+    pub fn reindex_all(&self) -> super::Result<usize> {
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        for scope in crate::uri::SCOPES {
+            let s = VPath::root().join(scope)?;
+            dirs.push(s.clone());
+            super::walk_tree(&self.ws, &s, &mut files, &mut dirs)?;
+        }
+        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        jobs.extend(dirs.iter().map(|d| semantic_job(d, None)));
+        self.queue.enqueue_many(&jobs)?;
+        Ok(jobs.len())
+    }
+
+    /// Work the queues in this process until they are drained or `timeout` passes (for
+    /// `--wait` commands and `vikingfs wait` when no daemon runs), then release lifecycles
+    /// that can no longer finish. Returns whether everything was drained.
+    pub fn drain(
+        self: &Arc<Self>,
+        workers: &WorkerConfig,
+        timeout: Duration,
+        progress: impl FnMut(&Progress),
+    ) -> super::Result<bool> {
+        let done = queue::drain_with(
+            &self.queue,
+            handlers(self, workers),
+            pool_options(),
+            timeout,
+            progress,
+        )?;
+        if done {
+            self.sweep_lifecycles()?;
+        }
+        Ok(done)
+    }
+}
+
+/// The worker pool's handler for the `embedding` queue.
+pub struct EmbeddingHandler(pub Arc<Ops>);
+/// The worker pool's handler for the `semantic` queue.
+pub struct SemanticHandler(pub Arc<Ops>);
+
+impl JobHandler for EmbeddingHandler {
+    fn handle(&self, job: &Job) -> Result<(), JobError> {
+        self.0.run_embedding(job)
+    }
+}
+
+impl JobHandler for SemanticHandler {
+    fn handle(&self, job: &Job) -> Result<(), JobError> {
+        self.0.run_semantic(job)
+    }
+}
+
+/// The handlers of this layer's queues, with the configured thread counts, for
+/// `WorkerPool::start` and `queue::drain`.
+pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
+    vec![
+        (
+            queue::EMBEDDING.to_string(),
+            Arc::new(EmbeddingHandler(ops.clone())) as Arc<dyn JobHandler>,
+            workers.embedding.max(1),
+        ),
+        (
+            queue::SEMANTIC.to_string(),
+            Arc::new(SemanticHandler(ops.clone())) as Arc<dyn JobHandler>,
+            workers.semantic.max(1),
+        ),
+    ]
+}
+
+/// Pool options; `VIKINGFS_JOB_LEASE_MS` shortens the lease (the crash tests use it so a job
+/// whose worker was killed is handed on quickly).
+pub fn pool_options() -> PoolOptions {
+    match std::env::var("VIKINGFS_JOB_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+    {
+        Some(ms) => PoolOptions::with_lease(Duration::from_millis(ms)),
+        None => PoolOptions::default(),
+    }
+}

@@ -1,0 +1,114 @@
+//! Resource lifecycle locks: the TREE (or, for a single-file resource, EXACT) lock that
+//! add-resource takes on its target at finalisation and that stays held until every summary
+//! and embedding of the resource is done (seed doc, "add_resource").
+//!
+//! The lock's owner is a persistent handle (`vfs-lifecycle-…`), not a process, so it outlives
+//! the CLI that added the resource. Process liveness never frees it; only its age does, so
+//! whichever worker runs one of its jobs refreshes it first — and re-acquires it after a
+//! restart when it went stale meanwhile ("Server restart recovery"). The job that finishes the
+//! last outstanding key releases it; [`Ops::sweep_lifecycles`] releases the ones whose jobs
+//! can no longer finish (dead jobs) once the queue is idle.
+
+use std::time::Duration;
+
+use super::{Ops, Result};
+use crate::lock::LockKind;
+use crate::uri::VPath;
+
+/// A fresh lifecycle handle. Not of the `vfs-{host}-{pid}-{start}-{n}` form, so the lock engine
+/// judges it by token age, never by a process.
+pub(crate) fn new_handle() -> String {
+    format!("vfs-lifecycle-{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Ops {
+    /// Take the lifecycle lock on `target` for `handle`, without waiting, and leave it on disk.
+    pub(crate) fn lifecycle_acquire(
+        &self,
+        handle: &str,
+        target: &VPath,
+        kind: LockKind,
+    ) -> Result<()> {
+        let guard = self
+            .locks
+            .acquire_as(handle, &[(target.clone(), kind)], Duration::ZERO)?;
+        guard.persist();
+        Ok(())
+    }
+
+    /// Before a job of lifecycle `handle` writes back: keep its lock fresh, re-acquiring it
+    /// when it went stale and was taken over or cleared. Returns `false` when the lifecycle is
+    /// over (the job then locks as anybody would).
+    pub(crate) fn lifecycle_keep(&self, handle: &str) -> Result<bool> {
+        let Some(lc) = self.journal.lifecycle(handle)? else {
+            return Ok(false);
+        };
+        if self.locks.refresh_owned(&lc.target, handle)? {
+            return Ok(true);
+        }
+        if super::stat(&self.fs(&lc.target))?.is_none() {
+            // The resource was removed (its lock had expired): nothing left to protect.
+            self.lifecycle_release(handle, &lc.target)?;
+            return Ok(false);
+        }
+        tracing::info!(handle, target = %lc.target, "re-acquiring lifecycle lock");
+        self.lifecycle_acquire(handle, &lc.target, lc.kind)?;
+        Ok(true)
+    }
+
+    /// A job of lifecycle `handle` is done with `key`; the last one releases the lock.
+    pub(crate) fn lifecycle_job_done(&self, handle: &str, key: &str) -> Result<()> {
+        if self.journal.lifecycle_done_key(handle, key)? > 0 {
+            return Ok(());
+        }
+        // No key left, but an add still syncing (its intent open) will register more.
+        if self
+            .journal
+            .intents()?
+            .iter()
+            .any(|(_, i, _)| matches!(i, super::Intent::Add { handle: h, .. } if h == handle))
+        {
+            return Ok(());
+        }
+        if let Some(lc) = self.journal.lifecycle(handle)? {
+            crate::crash_point!("lifecycle.before_release");
+            self.lifecycle_release(handle, &lc.target)?;
+        }
+        Ok(())
+    }
+
+    fn lifecycle_release(&self, handle: &str, target: &VPath) -> Result<()> {
+        self.locks.release_owned(target, handle)?;
+        self.journal.lifecycle_end(handle)?;
+        tracing::debug!(handle, %target, "lifecycle lock released");
+        Ok(())
+    }
+
+    /// Release every lifecycle that cannot make progress any more: when no job is pending or
+    /// running, the jobs it waits for are done or dead. Returns how many were released.
+    pub fn sweep_lifecycles(&self) -> Result<usize> {
+        if !self.queue.is_idle()? {
+            return Ok(0);
+        }
+        let open: Vec<String> = self
+            .journal
+            .intents()?
+            .into_iter()
+            .filter_map(|(_, i, _)| match i {
+                super::Intent::Add { handle, .. } => Some(handle),
+                _ => None,
+            })
+            .collect();
+        let mut n = 0;
+        for lc in self.journal.lifecycles()? {
+            if open.contains(&lc.handle) {
+                continue;
+            }
+            match self.lifecycle_release(&lc.handle, &lc.target) {
+                Ok(()) => n += 1,
+                Err(e) => tracing::warn!(handle = lc.handle, "releasing lifecycle: {e}"),
+            }
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,320 @@
+//! The locked operations: rm, mv, add-resource and single-file writes, each under the design's
+//! locks and in its crash-safe order, plus the background jobs that derive the index and the
+//! directory summaries from the files, and the repair (`fsck`) that rebuilds what is derived.
+//!
+//! Rules every operation here keeps (seed doc, "Consistency Issues and Solutions"):
+//! - the files are the truth; the index is derived, so an index change that would make a search
+//!   name a missing file happens *before* the file change (rm) or together with it (mv);
+//! - an operation that moves or removes several things records an *intent* in the journal
+//!   ([`journal`]) after taking its locks and clears it before releasing them, so a process that
+//!   dies half-way leaves a record that [`Ops::recover`] finishes forward under the same locks
+//!   (a dead owner's locks are free at once);
+//! - queue work is idempotent and a job never writes a record for a source that changed or
+//!   vanished since it read it (checked under the source's lock, [`jobs`]).
+//!
+//! Faces (CLI, FUSE mount, sessions) only call [`Ops`].
+
+mod add;
+pub mod fsck;
+pub mod jobs;
+pub mod journal;
+mod lifecycle;
+mod mv;
+mod recover;
+mod rm;
+mod write;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::config::Config;
+use crate::embed::{self, EmbedError, Embedder};
+use crate::index::{Index, IndexError};
+use crate::lock::{LockError, LockManager};
+use crate::queue::{Queue, QueueError};
+use crate::semantic::{self, Summarizer};
+use crate::uri::VPath;
+use crate::workspace::Workspace;
+
+pub use add::{AddOptions, AddReport};
+pub use fsck::{FsckReport, Problem};
+pub use journal::{Intent, Journal};
+pub use mv::RenameFlags;
+pub use rm::RmReport;
+
+/// Why an operation failed. Each message is one line naming the problem.
+#[derive(Debug, Error)]
+pub enum OpsError {
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    #[error("{0}: already exists")]
+    Exists(String),
+    #[error("{0} is a directory (use -r to remove a directory)")]
+    IsADirectory(String),
+    #[error("{0} is not a directory")]
+    NotADirectory(String),
+    #[error("{0} is not empty")]
+    NotEmpty(String),
+    #[error("cannot move {src} into itself ({dst})")]
+    IntoItself { src: String, dst: String },
+    #[error("{0} is a scope root and cannot be removed, moved or replaced")]
+    ScopeRoot(String),
+    #[error("{0} is a derived summary file, written only by vikingfs")]
+    Derived(String),
+    #[error("{path}: {msg}")]
+    BadSource { path: PathBuf, msg: String },
+    /// A lock stayed busy; the path and the lock error naming the holder.
+    #[error("{1}")]
+    Busy(String, LockError),
+    #[error(transparent)]
+    Lock(LockError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("summariser: {0}")]
+    Summarizer(String),
+    #[error("operations journal: {0}")]
+    Journal(#[from] rusqlite::Error),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Uri(#[from] crate::uri::UriError),
+}
+
+impl From<LockError> for OpsError {
+    fn from(e: LockError) -> Self {
+        match &e {
+            LockError::Busy { path, .. } => OpsError::Busy(path.clone(), e),
+            _ => OpsError::Lock(e),
+        }
+    }
+}
+
+impl OpsError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        OpsError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A lock stayed busy: the CLI exits 75, the mount answers EBUSY, a job retries.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, OpsError::Busy(..))
+    }
+
+    /// The errno a mount answers for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            OpsError::NotFound(_) => libc::ENOENT,
+            OpsError::Exists(_) => libc::EEXIST,
+            OpsError::IsADirectory(_) => libc::EISDIR,
+            OpsError::NotADirectory(_) => libc::ENOTDIR,
+            OpsError::NotEmpty(_) => libc::ENOTEMPTY,
+            OpsError::IntoItself { .. } => libc::EINVAL,
+            OpsError::ScopeRoot(_) | OpsError::Derived(_) => libc::EPERM,
+            OpsError::Busy(..) => libc::EBUSY,
+            OpsError::Lock(LockError::NotADirectory { .. }) => libc::ENOTDIR,
+            OpsError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            _ => libc::EIO,
+        }
+    }
+}
+
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+
+/// The operations engine of one process: the workspace and every store it keeps consistent.
+/// Cheap to share (`Arc<Ops>`); every method is safe to call from several threads.
+pub struct Ops {
+    ws: Workspace,
+    locks: Arc<LockManager>,
+    queue: Queue,
+    index: Index,
+    embedder: Arc<dyn Embedder>,
+    summarizer: Arc<dyn Summarizer>,
+    journal: Journal,
+    /// How long background jobs wait for a lock a foreground operation holds.
+    job_lock_wait: Duration,
+}
+
+impl Ops {
+    /// Open every store of `ws` as `config` says, and finish operations that a dead process
+    /// left half-done ([`Ops::recover`]; failures there are logged, never fatal).
+    pub fn open(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
+        let locks = LockManager::new(ws, config.lock.clone())?;
+        let embedder = embed::from_config(&config.embedding)?;
+        let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
+            .map_err(|e| OpsError::Summarizer(e.to_string()))?;
+        Self::with_parts(ws, locks, embedder, summarizer)
+    }
+
+    /// [`Ops::open`] with the parts given (tests, and a daemon that already has them).
+    pub fn with_parts(
+        ws: &Workspace,
+        locks: Arc<LockManager>,
+        embedder: Arc<dyn Embedder>,
+        summarizer: Arc<dyn Summarizer>,
+    ) -> Result<Arc<Ops>> {
+        let queue = Queue::open(&ws.queue_db())?;
+        let (index, reset) =
+            Index::open_or_reset(&ws.index_db(), embedder.dim(), &embedder.model_id())?;
+        let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
+        let ops = Arc::new(Ops {
+            ws: ws.clone(),
+            locks,
+            queue,
+            index,
+            embedder,
+            summarizer,
+            journal,
+            job_lock_wait: Duration::from_secs(2),
+        });
+        if reset {
+            // Another embedder built the old records: rebuild every record from the files.
+            tracing::warn!("index was built by another embedding model; re-indexing everything");
+            ops.reindex_all()?;
+        }
+        if let Err(e) = ops.recover() {
+            tracing::warn!("recovering interrupted operations: {e}");
+        }
+        Ok(ops)
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    pub fn locks(&self) -> &Arc<LockManager> {
+        &self.locks
+    }
+
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Parse a `viking://` URI in this workspace's user context.
+    pub fn parse(&self, uri: &str) -> Result<VPath> {
+        Ok(self.ws.parse_uri(uri)?)
+    }
+
+    fn fs(&self, p: &VPath) -> PathBuf {
+        self.ws.fs_path(p)
+    }
+
+    /// Search: the `limit` best live records for `query` (records of missing files are dropped
+    /// and deleted on the way).
+    pub fn find(
+        &self,
+        query: &str,
+        limit: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<crate::index::Hit>> {
+        let v = self.embedder.embed(&[query])?.pop().unwrap_or_default();
+        let found = self
+            .index
+            .search_live(&v, limit, under, |h| h.is_live_in(&self.ws))?;
+        Ok(found.hits)
+    }
+}
+
+/// What a source looked like when it was read: a record built from it carries this, and a
+/// job writes back only if the source still has it. rename(2) keeps all three, so an `mv`
+/// does not make moved records look stale.
+pub fn source_version(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
+    format!("{:x}-{:x}-{:x}", meta.ino(), meta.size(), mtime_ns)
+}
+
+/// The metadata of a path without following a final symlink; `None` when it does not exist.
+pub(crate) fn stat(path: &Path) -> Result<Option<std::fs::Metadata>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+        Err(e) => Err(OpsError::io(path, e)),
+    }
+}
+
+/// Replace `path` with `bytes` atomically: a temp file of an internal name (`.vikingfs.*`, never
+/// listed) in the same directory, then rename(2). A crash leaves the old or the new content,
+/// never a torn file; a leftover temp file is found and removed by `fsck --repair`.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple()));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(OpsError::io(path, e));
+    }
+    Ok(())
+}
+
+/// Whether a directory entry is a source file the index covers: not a lock, internal or
+/// sidecar name.
+pub(crate) fn is_source_name(name: &str) -> bool {
+    !crate::uri::is_internal_name(name) && !crate::uri::is_sidecar_name(name)
+}
+
+/// Every source file and directory below `dir` (itself excluded), as namespace paths.
+pub(crate) fn walk_tree(
+    ws: &Workspace,
+    dir: &VPath,
+    files: &mut Vec<VPath>,
+    dirs: &mut Vec<VPath>,
+) -> Result<()> {
+    let fs = ws.fs_path(dir);
+    let rd = match std::fs::read_dir(&fs) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(OpsError::io(&fs, e)),
+    };
+    for e in rd {
+        let e = e.map_err(|e| OpsError::io(&fs, e))?;
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !is_source_name(&name) {
+            continue;
+        }
+        let Ok(p) = dir.join(&name) else { continue };
+        let ft = e
+            .file_type()
+            .map_err(|e| OpsError::io(e_path(&fs, &name), e))?;
+        if ft.is_dir() {
+            dirs.push(p.clone());
+            walk_tree(ws, &p, files, dirs)?;
+        } else if ft.is_file() {
+            files.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn e_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

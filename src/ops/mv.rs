@@ -1,0 +1,161 @@
+//! mv: move the files, then their records, as one step that a crash cannot split for good
+//! (seed doc, "mv(old_uri, new_uri)").
+//!
+//! The design copies, updates the index, then deletes the source. Within one filesystem the
+//! copy and the delete are one rename(2), so a move costs one syscall however many bytes the
+//! tree holds. Locks: a directory takes TREE on the source and EXACT on the destination, a
+//! file EXACT on both. An intent is journalled before the rename; if the index update fails the
+//! rename is undone (source and its records as they were), and if the process dies after the
+//! rename, [`Ops::recover`] moves the records forward. Records keep their source versions, as
+//! rename(2) keeps inode, size and mtime: nothing is re-embedded.
+
+use super::journal::Intent;
+use super::rm::{check_user_path, is_empty_dir};
+use super::{stat, Ops, OpsError, Result};
+use crate::lock::LockGuard;
+use crate::uri::VPath;
+
+/// rename(2) flags the mount passes on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// RENAME_NOREPLACE: fail when the destination exists.
+    pub noreplace: bool,
+    /// RENAME_EXCHANGE: not supported (EINVAL).
+    pub exchange: bool,
+}
+
+impl Ops {
+    /// `vikingfs mv SRC DST`: move a file or tree to a name that does not exist yet.
+    pub fn mv(&self, src: &VPath, dst: &VPath) -> Result<()> {
+        self.move_path(src, dst, false)
+    }
+
+    /// rename(2) through the mount: like [`Ops::mv`], but an existing destination file or
+    /// empty directory is replaced unless `flags.noreplace`.
+    pub fn rename(&self, src: &VPath, dst: &VPath, flags: RenameFlags) -> Result<()> {
+        if flags.exchange {
+            return Err(OpsError::Io {
+                path: self.fs(src),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        self.move_path(src, dst, !flags.noreplace)
+    }
+
+    fn move_path(&self, src: &VPath, dst: &VPath, replace: bool) -> Result<()> {
+        check_user_path(src)?;
+        check_user_path(dst)?;
+        if src == dst {
+            return Ok(());
+        }
+        if dst.starts_with(src) {
+            return Err(OpsError::IntoItself {
+                src: src.uri(),
+                dst: dst.uri(),
+            });
+        }
+        let (src_fs, dst_fs) = (self.fs(src), self.fs(dst));
+        let src_dir = stat(&src_fs)?
+            .ok_or_else(|| OpsError::NotFound(src.uri()))?
+            .is_dir();
+        let parent = dst.parent().expect("depth checked");
+        match stat(&self.fs(&parent))? {
+            None => return Err(OpsError::NotFound(parent.uri())),
+            Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
+            Some(_) => {}
+        }
+        let guard = self.locks.mv(src, dst, src_dir)?;
+        // Look again under the locks.
+        if stat(&src_fs)?.map(|m| m.is_dir()) != Some(src_dir) {
+            return Err(OpsError::NotFound(src.uri()));
+        }
+        let replaced = match stat(&dst_fs)? {
+            None => false,
+            Some(_) if !replace => return Err(OpsError::Exists(dst.uri())),
+            Some(m) if m.is_dir() && !src_dir => return Err(OpsError::IsADirectory(dst.uri())),
+            Some(m) if !m.is_dir() && src_dir => return Err(OpsError::NotADirectory(dst.uri())),
+            Some(m) if m.is_dir() && !is_empty_dir(&dst_fs)? => {
+                return Err(OpsError::NotEmpty(dst.uri()))
+            }
+            Some(_) => true,
+        };
+        crate::crash_point!("mv.locked");
+        let id = self.journal.begin(
+            &Intent::Mv {
+                src: src.as_str().to_string(),
+                dst: dst.as_str().to_string(),
+                dir: src_dir,
+            },
+            guard.owner(),
+        )?;
+        crate::crash_point!("mv.intent");
+        if replaced {
+            // The replaced file's records go first: from the rename on they would name
+            // content that is gone.
+            self.index.delete_prefix(dst)?;
+            if src_dir {
+                // An empty directory being replaced may only hold lock files (ours).
+                for e in std::fs::read_dir(&dst_fs)
+                    .map_err(|e| OpsError::io(&dst_fs, e))?
+                    .flatten()
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        if let Err(e) = std::fs::rename(&src_fs, &dst_fs) {
+            self.journal.finish(id)?;
+            return Err(OpsError::io(&src_fs, e));
+        }
+        crate::crash_point!("mv.renamed");
+        if let Err(e) = self.move_records(src, dst) {
+            // Undo: the source and its records stay as they were.
+            match std::fs::rename(&dst_fs, &src_fs) {
+                Ok(()) => self.journal.finish(id)?,
+                Err(u) => {
+                    tracing::error!("undoing mv {src} -> {dst}: {u}; recovery will finish it")
+                }
+            }
+            return Err(e);
+        }
+        crate::crash_point!("mv.indexed");
+        self.finish_move(src, dst, src_dir, guard, id)
+    }
+
+    fn move_records(&self, src: &VPath, dst: &VPath) -> Result<()> {
+        self.index.rename_prefix(src, dst)?;
+        Ok(())
+    }
+
+    /// After the rename and the records: drop the source's TREE lock file that rename(2)
+    /// carried into the destination, close the intent, release, refresh both parents.
+    pub(crate) fn finish_move(
+        &self,
+        src: &VPath,
+        dst: &VPath,
+        src_dir: bool,
+        guard: LockGuard,
+        intent: i64,
+    ) -> Result<()> {
+        if src_dir {
+            self.locks.release_owned(dst, guard.owner())?;
+        }
+        self.journal.finish(intent)?;
+        // The source's lock file moved away with the tree: the release reports it, harmlessly.
+        let _ = guard.release();
+        self.enqueue_parent_summary(src)?;
+        if src.parent() != dst.parent() {
+            self.enqueue_parent_summary(dst)?;
+        }
+        Ok(())
+    }
+
+    /// The mount renamed `src` to `dst` itself (without [`Ops::rename`]): move the records
+    /// and refresh both parents.
+    pub fn renamed(&self, src: &VPath, dst: &VPath) -> Result<()> {
+        self.index.delete_prefix(dst)?;
+        self.move_records(src, dst)?;
+        self.enqueue_parent_summary(src)?;
+        self.enqueue_parent_summary(dst)
+    }
+}

@@ -1,0 +1,125 @@
+//! Finishing operations that a dead process left half-done.
+//!
+//! Each journalled intent names the process that runs it. When that process no longer runs,
+//! any vikingfs process may claim the intent (compare-and-swap in the journal, so only one
+//! does), take the operation's locks — free at once, as their owner is dead — and finish it
+//! forward: an rm removes what is left, an mv moves the records after the files, an add syncs
+//! the staging again and queues its jobs.
+
+use std::time::Duration;
+
+use super::add::process_owner;
+use super::journal::Intent;
+use super::{stat, Ops, Result};
+use crate::lock::codec::{liveness, Liveness};
+use crate::lock::LockKind;
+use crate::uri::VPath;
+
+impl Ops {
+    /// Finish every intent whose process died. Returns how many were finished; an intent
+    /// whose locks are busy is left for later.
+    pub fn recover(&self) -> Result<usize> {
+        let me = process_owner();
+        let mut done = 0;
+        for row in self.journal.intents_owned()? {
+            // Intents of live processes (this one included) are theirs to finish.
+            if !matches!(liveness(&row.owner), Liveness::Dead(_)) {
+                continue;
+            }
+            if !self.journal.claim(row.id, &row.owner, &me)? {
+                continue;
+            }
+            tracing::info!(
+                intent = row.intent.describe(),
+                "finishing an interrupted operation"
+            );
+            match self.recover_one(row.id, &row.intent) {
+                Ok(()) => done += 1,
+                Err(e) if e.is_busy() => {
+                    // Hand it back so that a later recovery (any process) tries again.
+                    self.journal.claim(row.id, &me, &row.owner)?;
+                    tracing::info!(intent = row.intent.describe(), "busy; left for later: {e}")
+                }
+                Err(e) => {
+                    tracing::warn!(intent = row.intent.describe(), "cannot finish: {e}")
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn recover_one(&self, id: i64, intent: &Intent) -> Result<()> {
+        match intent {
+            Intent::Rm { path, dir } => {
+                let p = VPath::from_rel(path)?;
+                let exists_dir = stat(&self.fs(&p))?.map(|m| m.is_dir());
+                let kind = if exists_dir == Some(true) {
+                    LockKind::Tree
+                } else {
+                    LockKind::Exact
+                };
+                let guard = self.locks.acquire(&[(p.clone(), kind)], Duration::ZERO)?;
+                self.remove_locked(&p, exists_dir.unwrap_or(*dir), guard, id)?;
+            }
+            Intent::Mv { src, dst, dir } => {
+                let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);
+                // EXACT on the source: a TREE on a missing path would create it.
+                let dst_kind = if *dir {
+                    LockKind::Tree
+                } else {
+                    LockKind::Exact
+                };
+                let guard = self.locks.acquire(
+                    &[(src.clone(), LockKind::Exact), (dst.clone(), dst_kind)],
+                    Duration::ZERO,
+                )?;
+                let src_there = stat(&self.fs(&src))?.is_some();
+                let dst_there = stat(&self.fs(&dst))?.is_some();
+                if !src_there && dst_there {
+                    // Renamed, records maybe not yet: move them now (idempotent).
+                    self.index.rename_prefix(&src, &dst)?;
+                }
+                // Otherwise the rename never happened: nothing changed but, when the
+                // destination was being replaced, its records may be gone — rebuild them.
+                if src_there && dst_there {
+                    self.reindex_under(&dst)?;
+                }
+                self.journal.finish(id)?;
+                drop(guard);
+                self.enqueue_parent_summary(&src)?;
+                self.enqueue_parent_summary(&dst)?;
+            }
+            Intent::Add {
+                temp,
+                target,
+                handle,
+                file,
+            } => {
+                let t = VPath::from_rel(target)?;
+                self.recover_add(id, temp, &t, handle, *file)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queue the embedding of every file and the summary of every directory at or below `p`.
+    pub(crate) fn reindex_under(&self, p: &VPath) -> Result<usize> {
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        match stat(&self.fs(p))? {
+            None => return Ok(0),
+            Some(m) if m.is_dir() => {
+                dirs.push(p.clone());
+                super::walk_tree(&self.ws, p, &mut files, &mut dirs)?;
+            }
+            Some(_) => files.push(p.clone()),
+        }
+        let mut jobs: Vec<super::jobs::NewJob> = files
+            .iter()
+            .map(|f| super::jobs::embed_job(f, None))
+            .collect();
+        jobs.extend(dirs.iter().map(|d| super::jobs::semantic_job(d, None)));
+        self.queue.enqueue_many(&jobs)?;
+        Ok(jobs.len())
+    }
+}

@@ -1,0 +1,177 @@
+//! rm: index records first, then the file or tree (seed doc, "rm(uri)").
+//!
+//! A directory is TREE-locked, a file EXACT-locked. The records go first, so from then on no
+//! search names the path; then the path leaves the namespace in one rename(2) into the
+//! workspace's scratch directory (so a crash never leaves half a tree behind under its name),
+//! and the scratch copy is deleted after the lock is released.
+
+use std::path::PathBuf;
+
+use super::jobs::semantic_job;
+use super::journal::Intent;
+use super::{stat, Ops, OpsError, Result};
+use crate::lock::LockGuard;
+use crate::uri::VPath;
+
+/// What an rm did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RmReport {
+    /// Index records deleted.
+    pub records: usize,
+}
+
+/// What may be removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `rm`: a file only.
+    File,
+    /// `rmdir`: an empty directory only.
+    EmptyDir,
+    /// `rm -r`: a file or a whole tree.
+    Any,
+}
+
+/// Refuse paths no user operation may remove or replace: the namespace root and the scopes,
+/// and the derived summary files.
+pub(crate) fn check_user_path(p: &VPath) -> Result<()> {
+    if p.depth() <= 1 {
+        return Err(OpsError::ScopeRoot(p.uri()));
+    }
+    if crate::uri::is_sidecar_name(p.name()) {
+        return Err(OpsError::Derived(p.uri()));
+    }
+    Ok(())
+}
+
+/// True when a directory holds nothing but internal files (locks, temp files).
+pub(crate) fn is_empty_dir(fs: &std::path::Path) -> Result<bool> {
+    let rd = std::fs::read_dir(fs).map_err(|e| OpsError::io(fs, e))?;
+    for e in rd {
+        let e = e.map_err(|e| OpsError::io(fs, e))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !crate::uri::is_internal_name(&name) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl Ops {
+    /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
+    pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
+        self.remove(p, if recursive { Mode::Any } else { Mode::File })
+    }
+
+    /// unlink(2) through the mount: a file.
+    pub fn unlink(&self, p: &VPath) -> Result<()> {
+        self.remove(p, Mode::File).map(drop)
+    }
+
+    /// rmdir(2) through the mount: an empty directory (its summaries and lock files go too).
+    pub fn rmdir(&self, p: &VPath) -> Result<()> {
+        self.remove(p, Mode::EmptyDir).map(drop)
+    }
+
+    fn remove(&self, p: &VPath, mode: Mode) -> Result<RmReport> {
+        check_user_path(p)?;
+        let fs = self.fs(p);
+        let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
+        let dir = meta.is_dir();
+        match mode {
+            Mode::File if dir => return Err(OpsError::IsADirectory(p.uri())),
+            Mode::EmptyDir if !dir => return Err(OpsError::NotADirectory(p.uri())),
+            _ => {}
+        }
+        let guard = if dir {
+            self.locks.tree(p)?
+        } else {
+            self.locks.exact(p)?
+        };
+        // Re-check under the lock: it may have changed between the look and the lock.
+        let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
+        if meta.is_dir() != dir {
+            return Err(OpsError::NotFound(p.uri()));
+        }
+        if mode == Mode::EmptyDir {
+            // Summaries and lock files do not make a directory non-empty.
+            let mut only_derived = true;
+            for e in std::fs::read_dir(&fs)
+                .map_err(|e| OpsError::io(&fs, e))?
+                .flatten()
+            {
+                if super::is_source_name(&e.file_name().to_string_lossy()) {
+                    only_derived = false;
+                    break;
+                }
+            }
+            if !only_derived {
+                return Err(OpsError::NotEmpty(p.uri()));
+            }
+        }
+        crate::crash_point!("rm.locked");
+        let id = self.journal.begin(
+            &Intent::Rm {
+                path: p.as_str().to_string(),
+                dir,
+            },
+            guard.owner(),
+        )?;
+        crate::crash_point!("rm.intent");
+        let report = self.remove_locked(p, dir, guard, id)?;
+        Ok(report)
+    }
+
+    /// The locked part of rm, shared with recovery: records, then the path, then the intent.
+    pub(crate) fn remove_locked(
+        &self,
+        p: &VPath,
+        dir: bool,
+        guard: LockGuard,
+        intent: i64,
+    ) -> Result<RmReport> {
+        let records = self.index.delete_prefix(p)?;
+        crate::crash_point!("rm.index_deleted");
+        let fs = self.fs(p);
+        let mut trash: Option<PathBuf> = None;
+        if stat(&fs)?.is_some() {
+            if dir {
+                let t = self
+                    .ws
+                    .tmp_dir()
+                    .join(format!("rm-{}", uuid::Uuid::new_v4().simple()));
+                std::fs::rename(&fs, &t).map_err(|e| OpsError::io(&fs, e))?;
+                trash = Some(t);
+            } else {
+                std::fs::remove_file(&fs).map_err(|e| OpsError::io(&fs, e))?;
+            }
+        }
+        crate::crash_point!("rm.removed");
+        self.journal.finish(intent)?;
+        // A directory's own lock file left with it; the release reports that, and it is fine.
+        let _ = guard.release();
+        if let Some(t) = trash {
+            if let Err(e) = std::fs::remove_dir_all(&t) {
+                tracing::warn!(path = %t.display(), "removing a removed tree: {e}");
+            }
+        }
+        self.enqueue_parent_summary(p)?;
+        Ok(RmReport { records })
+    }
+
+    /// The parent directory's summary must be regenerated after a child changed.
+    pub(crate) fn enqueue_parent_summary(&self, p: &VPath) -> Result<()> {
+        if let Some(parent) = p.parent().filter(super::jobs::has_summary) {
+            let (q, key, payload) = semantic_job(&parent, None);
+            self.queue.enqueue(&q, key.as_deref(), &payload)?;
+        }
+        Ok(())
+    }
+
+    /// The mount removed `p` itself (without [`Ops::rm`]): drop its records and refresh the
+    /// parent's summary.
+    pub fn removed(&self, p: &VPath) -> Result<()> {
+        self.index.delete_prefix(p)?;
+        self.enqueue_parent_summary(p)
+    }
+}

@@ -1,0 +1,60 @@
+//! Writes of one file (what the mount calls on close) and the notifications the mount sends
+//! for changes it made itself.
+//!
+//! Under the file's EXACT lock the embedding and the parent's summary are enqueued *before*
+//! the bytes are written: a crash after the write can then not leave a file without its job,
+//! and a job that runs early and reads the old bytes finds, under the same lock, that the
+//! version changed and retries (or a newer job of its key supersedes it).
+
+use super::jobs::{embed_job, semantic_job, NewJob};
+use super::rm::check_user_path;
+use super::{stat, write_atomic, Ops, OpsError, Result};
+use crate::uri::VPath;
+
+impl Ops {
+    /// Write `bytes` as the whole content of file `p` (created when missing; its directory
+    /// must exist), atomically, then have it re-indexed.
+    pub fn write_file(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
+        check_user_path(p)?;
+        let parent = p.parent().expect("depth checked");
+        match stat(&self.fs(&parent))? {
+            None => return Err(OpsError::NotFound(parent.uri())),
+            Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
+            Some(_) => {}
+        }
+        let fs = self.fs(p);
+        let _guard = self.locks.exact(p)?;
+        if stat(&fs)?.is_some_and(|m| m.is_dir()) {
+            return Err(OpsError::IsADirectory(p.uri()));
+        }
+        crate::crash_point!("write.locked");
+        self.queue.enqueue_many(&self.jobs_for_file(p))?;
+        crate::crash_point!("write.enqueued");
+        write_atomic(&fs, bytes)?;
+        crate::crash_point!("write.written");
+        Ok(())
+    }
+
+    fn jobs_for_file(&self, p: &VPath) -> Vec<NewJob> {
+        let mut jobs = vec![embed_job(p, None)];
+        if let Some(parent) = p.parent().filter(super::jobs::has_summary) {
+            jobs.push(semantic_job(&parent, None));
+        }
+        jobs
+    }
+
+    /// The mount finished writing `p` (closed after a write): re-index it and its directory.
+    /// Idempotent and cheap (one queue transaction; repeated calls coalesce).
+    pub fn file_written(&self, p: &VPath) -> Result<()> {
+        if !super::is_source_name(p.name()) {
+            return Ok(());
+        }
+        self.queue.enqueue_many(&self.jobs_for_file(p))?;
+        Ok(())
+    }
+
+    /// The mount created directory `p`: its parent's summary changes.
+    pub fn dir_created(&self, p: &VPath) -> Result<()> {
+        self.enqueue_parent_summary(p)
+    }
+}
