@@ -78,7 +78,7 @@ fn suffixed(name: &str, n: usize, is_file: bool) -> String {
 
 /// The lock-owner name of this process, for journal intents.
 pub(crate) fn process_owner() -> String {
-    crate::lock::codec::owner_for_handle(0)
+    crate::lock::codec::new_owner()
 }
 
 impl Ops {
