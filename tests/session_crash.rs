@@ -197,6 +197,23 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
         assert_eq!(st.dead, 0, "{point}: dead jobs in {}: {st:?}", st.queue);
     }
 
+    // What is derived agrees with the files (records, summaries, jobs, locks), and the
+    // memory is findable.
+    let out = ws.cmd().arg("fsck").output().unwrap();
+    session_util::assert_ok(&out, &["fsck", point]);
+    if !ws.archives("s").is_empty() {
+        let hits = ws.ok(&["find", "dark mode", "--json"]);
+        let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
+        assert!(
+            hits.as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["uri"]
+                    == "viking://user/default/memories/preferences/default/dark_mode.md"),
+            "{point}: find does not reach the memory: {hits}"
+        );
+    }
+
     // No lock blocks: the session and the memories can be locked at once.
     for uri in ["viking://session/s", "viking://user/default/memories"] {
         let out = ws

@@ -9,14 +9,12 @@ use clap::{Args, Subcommand};
 
 use super::{Ctx, EXIT_BUSY};
 use crate::lock::LockManager;
+use crate::ops::Ops;
 use crate::queue::{self, Queue};
 use crate::session::layout::{self, SessionPath, DONE, MEMORY_DIFF};
 use crate::session::messages::new_message;
 use crate::session::meta::Meta;
-use crate::session::{SessionCommitHandler, SessionError, Sessions};
-
-/// Lease of the jobs a `--wait` claims.
-const DRAIN_LEASE: Duration = Duration::from_secs(10);
+use crate::session::{self, SessionError, Sessions};
 
 #[derive(Subcommand, Debug)]
 pub enum SessionCmd {
@@ -74,6 +72,15 @@ pub struct SessionArgs {
     pub cmd: SessionCmd,
 }
 
+/// The operations engine (index, embedder, queue) and sessions on it, for commands that index.
+fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
+    let ws = ctx.workspace()?;
+    let ops = Ops::open(&ws, &ctx.config)?;
+    let sessions = Sessions::from_ops(&ops);
+    Ok((ops, sessions))
+}
+
+/// Sessions alone (locks and queue), for the commands that only append or read.
 fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
     let ws = ctx.workspace()?;
     let locks = LockManager::new(&ws, ctx.config.lock.clone()).context("lock manager")?;
@@ -223,12 +230,12 @@ fn commit(
     timeout: Duration,
     json: bool,
 ) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let (ops, sessions) = open_ops(ctx)?;
     let s = SessionPath::resolve(&sessions.ws, session)?;
     let report = sessions.commit(&s)?;
     let mut drained = None;
     if wait {
-        drained = Some(drain(ctx, &sessions, timeout)?);
+        drained = Some(drain(ctx, &ops, timeout)?);
     }
     let diff = report.archive.and_then(|n| {
         std::fs::read(sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
@@ -273,7 +280,7 @@ fn commit(
 }
 
 fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let (ops, sessions) = open_ops(ctx)?;
     let done = match &a.session {
         Some(sid) => {
             let s = SessionPath::resolve(&sessions.ws, sid)?;
@@ -284,7 +291,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     for (s, n) in &done {
         println!("finished interrupted commit of {}", s.archive(*n).uri());
     }
-    if a.wait && !drain(ctx, &sessions, Duration::from_secs(a.timeout))? {
+    if a.wait && !drain(ctx, &ops, Duration::from_secs(a.timeout))? {
         eprintln!(
             "vikingfs: session recover: background work not finished after {}s",
             a.timeout
@@ -294,16 +301,14 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Run the queues in this process until they are empty (for `--wait`).
-fn drain(ctx: &Ctx, sessions: &Sessions, timeout: Duration) -> anyhow::Result<bool> {
-    let handler = SessionCommitHandler::from_config(sessions.clone(), &ctx.config)?;
-    let specs: Vec<queue::HandlerSpec> =
-        vec![(queue::SESSION_COMMIT.to_string(), Arc::new(handler), 1)];
-    // A short lease: if this process dies mid-job, the next run takes the job over after
-    // DRAIN_LEASE rather than the daemon's longer default. Renewed every third of it.
-    let opts = queue::PoolOptions::with_lease(DRAIN_LEASE);
+/// Run every queue in this process until they are empty (for `--wait`): phase 2 and the
+/// embeddings and summaries it queues.
+fn drain(ctx: &Ctx, ops: &Arc<Ops>, timeout: Duration) -> anyhow::Result<bool> {
+    let mut specs = crate::ops::jobs::handlers(ops, &ctx.config.workers);
+    specs.push(session::handler_spec(ops.clone(), &ctx.config)?);
+    let opts = crate::ops::jobs::pool_options();
     Ok(queue::drain_with(
-        &sessions.queue,
+        ops.queue(),
         specs,
         opts,
         timeout,

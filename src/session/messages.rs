@@ -46,7 +46,7 @@ impl Sessions {
             if Meta::load(&self.ws, s)?.pending_commit.is_some() {
                 self.recover(s)?;
             }
-            let _guard = self
+            let guard = self
                 .locks
                 .acquire(&[(s.messages(), LockKind::Exact)], LOCK_WAIT)?;
             // A commit may have crashed between our check and our lock.
@@ -66,6 +66,8 @@ impl Sessions {
                 ));
             }
             f.sync_data().map_err(|e| SessionError::io(&path, e))?;
+            drop(guard);
+            self.notify_written(&[s.messages(), s.meta()])?;
             return Ok(());
         }
         Err(SessionError::Diverged {

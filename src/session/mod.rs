@@ -31,13 +31,15 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::lock::{LockError, LockGuard, LockKind, LockManager};
+use crate::ops::jobs::{embed_job, semantic_job, NewJob};
+use crate::ops::Ops;
 use crate::queue::{Queue, QueueError};
-use crate::uri::UriError;
+use crate::uri::{UriError, VPath};
 use crate::workspace::Workspace;
 
 pub use layout::SessionPath;
 pub use phase1::CommitReport;
-pub use phase2::SessionCommitHandler;
+pub use phase2::{handler_spec, SessionCommitHandler};
 
 /// How long a commit or an append waits for the session's lock (OpenViking waits 30 s).
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -91,6 +93,43 @@ pub struct Sessions {
 impl Sessions {
     pub fn new(ws: Workspace, locks: Arc<LockManager>, queue: Queue) -> Sessions {
         Sessions { ws, locks, queue }
+    }
+
+    /// Sessions sharing an operations engine's workspace, locks and queue.
+    pub fn from_ops(ops: &Ops) -> Sessions {
+        Sessions::new(
+            ops.workspace().clone(),
+            ops.locks().clone(),
+            ops.queue().clone(),
+        )
+    }
+
+    /// Files changed: queue their embeddings and their directories' summaries, as the
+    /// operations' write path does (one transaction; pending jobs of the same keys coalesce).
+    pub fn notify_written(&self, files: &[VPath]) -> Result<(), SessionError> {
+        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        let mut dirs: Vec<VPath> = files.iter().filter_map(VPath::parent).collect();
+        dirs.sort();
+        dirs.dedup();
+        jobs.extend(
+            dirs.iter()
+                .filter(|d| !d.is_root())
+                .map(|d| semantic_job(d, None)),
+        );
+        Ok(self.queue.enqueue_many(&jobs)?)
+    }
+
+    /// Files changed in a directory whose summary this module writes itself (an archive):
+    /// queue their embeddings only.
+    pub fn notify_written_quiet(&self, files: &[VPath]) -> Result<(), SessionError> {
+        let jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        Ok(self.queue.enqueue_many(&jobs)?)
+    }
+
+    /// Directories whose summaries must be regenerated.
+    pub fn notify_dirs(&self, dirs: &[VPath]) -> Result<(), SessionError> {
+        let jobs: Vec<NewJob> = dirs.iter().map(|d| semantic_job(d, None)).collect();
+        Ok(self.queue.enqueue_many(&jobs)?)
     }
 
     /// The session's TREE lock: excludes every append (EXACT on `messages.jsonl`) and every

@@ -180,6 +180,11 @@ impl Sessions {
             }
         };
         set(&mut meta, &rec);
+        // Both files exist and change from here on: queue their records and the session's
+        // summary now, so that no crash below leaves them without a job. A job that runs
+        // meanwhile cannot take its EXACT lock under our TREE; it retries and reads the end
+        // state.
+        self.notify_written(&[s.messages(), s.meta()])?;
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.marked_trimming");
         let live_path = self.ws.fs_path(&s.messages());

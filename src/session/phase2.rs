@@ -9,14 +9,22 @@
 //!    re-applies the same plan instead of extracting again (a chat model may answer otherwise);
 //! 4. each memory file under `viking://user/{uid}/memories/`, merged under its EXACT lock
 //!    (merging only appends fact lines that are absent, so re-applying is a no-op);
-//! 5. indexing of the archive and the memories;
-//! 6. `.done`, last: a job that finds it returns at once.
+//! 5. indexing: the archive's files get embedding jobs (the memories got theirs, with their
+//!    directories' summaries, as they were written);
+//! 6. `.done`, last: a job that finds it only re-queues the archive's embeddings (idempotent)
+//!    and returns.
+//!
+//! The archive's summary is the conversation's, not a generic directory summary: it is written
+//! and indexed here (the directory's L0/L1 records) under EXACT locks on the two sidecars, as
+//! the semantic job writes any directory's, and the parent `history/` is queued for its own.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::index::{Level, Record};
 use crate::lock::{LockError, LockKind};
+use crate::ops::{source_version, Ops, OpsError};
 use crate::queue::{Job, JobError, JobHandler};
 use crate::semantic::memory::{
     apply_diff_entry, parse_messages, plan_memory_writes, Date, ExtractContext, MemoryDiff,
@@ -51,6 +59,8 @@ pub enum Phase2Error {
     Payload(String),
     #[error("{0}: archive has no messages.jsonl")]
     NoArchive(String),
+    #[error("indexing: {0}")]
+    Ops(#[from] OpsError),
 }
 
 impl Phase2Error {
@@ -59,7 +69,7 @@ impl Phase2Error {
             Phase2Error::Payload(_) | Phase2Error::NoArchive(_) => true,
             Phase2Error::Semantic(e) => !e.is_retryable(),
             Phase2Error::Session(SessionError::Diverged { .. } | SessionError::Meta { .. }) => true,
-            Phase2Error::Session(_) => false,
+            Phase2Error::Session(_) | Phase2Error::Ops(_) => false,
         }
     }
 }
@@ -67,18 +77,21 @@ impl Phase2Error {
 /// The `session_commit` job handler.
 pub struct SessionCommitHandler {
     sessions: Sessions,
+    /// The index and embedder the archive's summary records go to.
+    ops: Arc<Ops>,
     extractor: Arc<dyn MemoryExtractor>,
     summarizer: Arc<dyn Summarizer>,
 }
 
 impl SessionCommitHandler {
     pub fn new(
-        sessions: Sessions,
+        ops: Arc<Ops>,
         extractor: Arc<dyn MemoryExtractor>,
         summarizer: Arc<dyn Summarizer>,
     ) -> SessionCommitHandler {
         SessionCommitHandler {
-            sessions,
+            sessions: Sessions::from_ops(&ops),
+            ops,
             extractor,
             summarizer,
         }
@@ -95,6 +108,8 @@ impl SessionCommitHandler {
             self.sessions.recover(s)?;
         }
         if ws.fs_path(&s.archive_file(n, DONE)).exists() {
+            // A run that died after `.done` may not have queued its embeddings.
+            self.index_archive(s, n)?;
             return Ok(Phase2Report {
                 already_done: true,
                 ..Default::default()
@@ -130,7 +145,6 @@ impl SessionCommitHandler {
         };
         crate::crash_point!("session.job.diff_written");
 
-        let mut written = Vec::new();
         for entry in diff.adds.iter().chain(&diff.updates) {
             let p = s
                 .memories()
@@ -146,12 +160,16 @@ impl SessionCommitHandler {
             if let Some(content) = apply_diff_entry(existing.as_deref(), entry) {
                 fsx::atomic_write(ws, &path, content.as_bytes())?;
             }
+            // Queued after the write and under the lock, so the embedding job reads the new
+            // content (a job that ran before the file existed would find nothing to index);
+            // queued even when the file was complete already, since a run that died here
+            // wrote the file but maybe not the job. Repeats coalesce.
+            self.sessions.notify_written(std::slice::from_ref(&p))?;
             drop(guard);
-            written.push(p);
             crate::crash_point!("session.job.memory_written");
         }
 
-        self.index(s, n, &written)?;
+        self.index_archive(s, n)?;
         crate::crash_point!("session.job.indexed");
 
         let done = json!({
@@ -166,6 +184,8 @@ impl SessionCommitHandler {
             &ws.fs_path(&s.archive_file(n, DONE)),
             format!("{done}\n").as_bytes(),
         )?;
+        self.sessions
+            .notify_written_quiet(&[s.archive_file(n, DONE)])?;
         crate::crash_point!("session.job.done");
         Ok(Phase2Report {
             already_done: false,
@@ -175,21 +195,72 @@ impl SessionCommitHandler {
         })
     }
 
-    /// The archive's summary sidecars, unless both exist (a resumed job keeps them).
+    /// The archive's summary sidecars and their index records, unless a previous run made
+    /// both already.
     fn summarize(&self, s: &SessionPath, n: u32, text: &str) -> Result<(), Phase2Error> {
         let ws = &self.sessions.ws;
-        let abs = ws.fs_path(&s.archive_file(n, ABSTRACT));
-        let ovw = ws.fs_path(&s.archive_file(n, OVERVIEW));
-        if abs.exists() && ovw.exists() {
+        let dir = s.archive(n);
+        let (abs_p, ovw_p) = (s.archive_file(n, ABSTRACT), s.archive_file(n, OVERVIEW));
+        let (abs, ovw) = (ws.fs_path(&abs_p), ws.fs_path(&ovw_p));
+        let _guard = self.sessions.locks.acquire(
+            &[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)],
+            LOCK_WAIT,
+        )?;
+        let current = |path: &std::path::Path, level| -> Result<bool, Phase2Error> {
+            let Ok(m) = std::fs::metadata(path) else {
+                return Ok(false);
+            };
+            let indexed = self
+                .ops
+                .index()
+                .version_of(&dir, level)
+                .map_err(OpsError::from)?;
+            Ok(indexed == Some(source_version(&m)))
+        };
+        if current(&abs, Level::Abstract)? && current(&ovw, Level::Overview)? {
             return Ok(());
         }
-        let input = DirInput {
-            uri: s.archive(n).uri(),
-            children: vec![Child::file(MESSAGES, conversation_text(text))],
-        };
-        let summary = self.summarizer.summarize(&input)?.enforce_limits();
-        fsx::atomic_write(ws, &ovw, summary.overview_md.as_bytes())?;
-        fsx::atomic_write(ws, &abs, summary.abstract_md.as_bytes())?;
+        let (abs_text, ovw_text) =
+            match (std::fs::read_to_string(&abs), std::fs::read_to_string(&ovw)) {
+                (Ok(a), Ok(o)) => (a, o),
+                _ => {
+                    let input = DirInput {
+                        uri: dir.uri(),
+                        children: vec![Child::file(MESSAGES, conversation_text(text))],
+                    };
+                    let sm = self.summarizer.summarize(&input)?.enforce_limits();
+                    // Overview first: the abstract is what the parent's summary reads.
+                    fsx::atomic_write(ws, &ovw, sm.overview_md.as_bytes())?;
+                    fsx::atomic_write(ws, &abs, sm.abstract_md.as_bytes())?;
+                    (sm.abstract_md, sm.overview_md)
+                }
+            };
+        let vectors = self
+            .ops
+            .embedder()
+            .embed(&[&abs_text, &ovw_text])
+            .map_err(OpsError::from)?;
+        for ((level, path, text), vector) in [
+            (Level::Abstract, &abs, &abs_text),
+            (Level::Overview, &ovw, &ovw_text),
+        ]
+        .into_iter()
+        .zip(vectors)
+        {
+            let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+            self.ops
+                .index()
+                .upsert(&Record {
+                    uri: dir.clone(),
+                    level,
+                    vector,
+                    snippet: snippet(text),
+                    source_version: source_version(&meta),
+                })
+                .map_err(OpsError::from)?;
+        }
+        // `history/` summarises its archives: queue its regeneration.
+        self.sessions.notify_dirs(&[s.history()])?;
         Ok(())
     }
 
@@ -203,8 +274,15 @@ impl SessionCommitHandler {
         }
     }
 
-    /// Make the archive and the memories written searchable.
-    fn index(&self, _s: &SessionPath, _n: u32, _memories: &[VPath]) -> Result<(), Phase2Error> {
+    /// Queue the embeddings of the archive's files (jobs are keyed, so repeats coalesce, and
+    /// an embedding job skips a file whose record is current).
+    fn index_archive(&self, s: &SessionPath, n: u32) -> Result<(), Phase2Error> {
+        let files: Vec<VPath> = [MESSAGES, MEMORY_DIFF, DONE]
+            .iter()
+            .map(|f| s.archive_file(n, f))
+            .filter(|p| self.sessions.ws.fs_path(p).exists())
+            .collect();
+        self.sessions.notify_written_quiet(&files)?;
         Ok(())
     }
 
@@ -284,6 +362,16 @@ fn conversation_text(jsonl: &str) -> String {
     out
 }
 
+/// A record's snippet: the text on one line, cut to 200 characters.
+fn snippet(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(200)
+        .collect()
+}
+
 /// The day the archive was written (its file's mtime, stable across resumed runs).
 fn archive_date(path: &std::path::Path) -> Option<Date> {
     let t = std::fs::metadata(path).ok()?.modified().ok()?;
@@ -301,7 +389,7 @@ impl SessionCommitHandler {
     /// The handler with the extractor and summariser the configuration selects (the chat ones
     /// when `vlm` is set, else the local rule-based ones).
     pub fn from_config(
-        sessions: Sessions,
+        ops: Arc<Ops>,
         config: &crate::config::Config,
     ) -> Result<SessionCommitHandler, Phase2Error> {
         let vlm = config.vlm.as_ref();
@@ -309,6 +397,20 @@ impl SessionCommitHandler {
             .map_err(|e| Phase2Error::Semantic(e.into()))?;
         let summarizer = crate::semantic::summarizer_from_config(vlm)
             .map_err(|e| Phase2Error::Semantic(e.into()))?;
-        Ok(SessionCommitHandler::new(sessions, extractor, summarizer))
+        Ok(SessionCommitHandler::new(ops, extractor, summarizer))
     }
+}
+
+/// The `session_commit` queue's entry for `WorkerPool::start` / `queue::drain`, with the
+/// configured number of threads.
+pub fn handler_spec(
+    ops: Arc<Ops>,
+    config: &crate::config::Config,
+) -> Result<crate::queue::HandlerSpec, Phase2Error> {
+    let h = SessionCommitHandler::from_config(ops, config)?;
+    Ok((
+        crate::queue::SESSION_COMMIT.to_string(),
+        Arc::new(h),
+        config.workers.session_commit.max(1),
+    ))
 }
