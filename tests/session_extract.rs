@@ -1,0 +1,258 @@
+//! Extraction end to end through the binary: a conversation becomes memory files laid out as
+//! OpenViking lays them out, recorded in `memory_diff.json`, and findable with `vikingfs find`;
+//! committing the same facts again writes nothing twice. With `vlm` configured, the chat
+//! extractor (against a stub on 127.0.0.1) decides the memories instead.
+
+mod session_util;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use session_util::Ws;
+
+fn diff_of(ws: &Ws, sid: &str, n: u32) -> Value {
+    let p = ws
+        .session_dir(sid)
+        .join(format!("history/archive_{n:03}/memory_diff.json"));
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn find(ws: &Ws, query: &str, under: &str) -> Vec<String> {
+    let out = ws.ok(&["find", query, "--json", "-n", "5", "--under", under]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["uri"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn local_extractor_writes_findable_memories_once() {
+    let ws = Ws::new();
+    for (role, text) in [
+        ("user", "Hi! My name is Ana Souza."),
+        ("assistant", "Nice to meet you, Ana. How can I help?"),
+        ("user", "I prefer dark mode in every editor."),
+        ("user", "On 2026-12-03 I have a dentist appointment."),
+        (
+            "assistant",
+            "Noted: dark mode, and the appointment on December 3.",
+        ),
+    ] {
+        ws.ok(&["session", "add", "chat", role, text]);
+    }
+    let out = ws.ok(&["session", "commit", "chat", "--wait"]);
+    assert!(
+        out.contains("archived 5 message(s) and 0 invalid line(s)"),
+        "{out}"
+    );
+
+    let mems = ws.memories();
+    let pref = mems
+        .get("preferences/default/dark_mode.md")
+        .unwrap_or_else(|| panic!("no preference memory in {:?}", mems.keys()));
+    assert!(pref.contains("dark mode"), "{pref}");
+    assert!(
+        mems.get("profile.md").is_some_and(|p| p.contains("Ana")),
+        "{mems:?}"
+    );
+    assert!(
+        mems.keys().any(|k| k.starts_with("events/2026/12/03/")),
+        "dated event under events/YYYY/MM/DD: {:?}",
+        mems.keys()
+    );
+
+    // memory_diff.json records every file written, and the archive is done.
+    let diff = diff_of(&ws, "chat", 1);
+    let added: Vec<&str> = diff["adds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["rel_path"].as_str().unwrap())
+        .collect();
+    for k in mems.keys() {
+        assert!(added.contains(&k.as_str()), "{k} missing from {diff}");
+    }
+    assert!(ws
+        .session_dir("chat")
+        .join("history/archive_001/.done")
+        .is_file());
+
+    // Findable: the preference memory is the best hit for what it says.
+    let hits = find(&ws, "dark mode", "viking://user/default");
+    assert_eq!(
+        hits.first().map(String::as_str),
+        Some("viking://user/default/memories/preferences/default/dark_mode.md"),
+        "{hits:?}"
+    );
+    // The archive itself is indexed too.
+    let hits = find(&ws, "dentist appointment", "viking://session/chat");
+    assert!(
+        hits.iter()
+            .any(|h| h.contains("/sessions/chat/history/archive_001")),
+        "{hits:?}"
+    );
+
+    // Saying it again changes nothing: no duplicate fact, the diff says unchanged.
+    ws.ok(&[
+        "session",
+        "add",
+        "chat",
+        "user",
+        "I prefer dark mode in every editor.",
+    ]);
+    ws.ok(&["session", "commit", "chat", "--wait"]);
+    let again = ws.memories();
+    assert_eq!(again["preferences/default/dark_mode.md"], *pref);
+    let diff = diff_of(&ws, "chat", 2);
+    assert_eq!(diff["summary"]["total_adds"], 0, "{diff}");
+    assert_eq!(diff["summary"]["total_updates"], 0, "{diff}");
+    assert!(
+        diff["summary"]["unchanged"].as_u64().unwrap() >= 1,
+        "{diff}"
+    );
+}
+
+#[test]
+fn invalid_lines_are_archived_verbatim_and_counted() {
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "s", "user", "first"]);
+    let live = ws.session_dir("s").join("messages.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&live)
+        .unwrap();
+    writeln!(f, "{{\"role\": \"user\"}}").unwrap(); // no content
+    writeln!(f, "half a line {{").unwrap();
+    drop(f);
+    ws.ok(&["session", "add", "s", "user", "last"]);
+    let out = ws.ok(&["session", "commit", "s", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["messages"], 2, "{v}");
+    assert_eq!(v["invalid_lines"], 2, "{v}");
+    let archived = ws.archives("s")[&1].clone();
+    assert_eq!(archived[1], "{\"role\": \"user\"}");
+    assert_eq!(archived[2], "half a line {");
+    assert!(ws.live("s").is_empty());
+}
+
+#[test]
+fn bad_input_is_one_line_and_changes_nothing() {
+    let ws = Ws::new();
+    for (args, want) in [
+        (
+            vec!["session", "add", "../x", "user", "hi"],
+            "names no session",
+        ),
+        (vec!["session", "add", "..", "user", "hi"], "'..'"),
+        (vec!["session", "add", "s", "", "hi"], "empty role"),
+        (vec!["session", "commit", "nope"], "does not exist"),
+        (
+            vec!["session", "show", "viking://resources/a"],
+            "names no session",
+        ),
+    ] {
+        let out = ws.cmd().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(!ws
+        .root()
+        .join("viking/default/user/default/sessions")
+        .exists());
+}
+
+/// An OpenAI-compatible stub: memory prompts get `memory_answer`, summary prompts a fixed
+/// summary. Counts the memory requests.
+fn start_stub(memory_answer: Value) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let memory_calls = Arc::new(AtomicUsize::new(0));
+    let calls = memory_calls.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let calls = calls.clone();
+            let answer = memory_answer.clone();
+            std::thread::spawn(move || serve(stream, &answer, &calls));
+        }
+    });
+    (format!("http://{addr}/v1"), memory_calls)
+}
+
+fn serve(stream: TcpStream, memory_answer: &Value, calls: &AtomicUsize) {
+    let mut r = BufReader::new(stream.try_clone().unwrap());
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).unwrap();
+    let req: Value = serde_json::from_slice(&body).unwrap();
+    let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+    let content = if system.contains("memories") {
+        calls.fetch_add(1, Ordering::SeqCst);
+        memory_answer.to_string()
+    } else {
+        json!({"abstract": "A directory.", "overview": "# Directory\n\nSomething."}).to_string()
+    };
+    let reply =
+        json!({"choices": [{"message": {"role": "assistant", "content": content}}]}).to_string();
+    let mut s = stream;
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        reply.len()
+    );
+}
+
+#[test]
+fn chat_extractor_is_used_when_vlm_is_configured() {
+    let (base, calls) = start_stub(json!({"memories": [
+        {"category": "preferences", "topic": "editor", "fact": "Uses Helix as the main editor"},
+        {"category": "entities", "entity_type": "people", "name": "Rui", "fact": "Rui is the user's manager"}
+    ]}));
+    let ws = Ws::with_config(
+        &json!({"vlm": {"provider": "openai", "api_base": base, "model": "stub", "api_key": "k"}})
+            .to_string(),
+    );
+    ws.ok(&[
+        "session",
+        "add",
+        "c",
+        "user",
+        "My manager Rui wants me on Helix.",
+    ]);
+    ws.ok(&["session", "commit", "c", "--wait"]);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "one extraction request");
+    let mems = ws.memories();
+    assert!(
+        mems.get("preferences/default/editor.md")
+            .is_some_and(|m| m.contains("Uses Helix as the main editor")),
+        "{mems:?}"
+    );
+    assert!(mems.contains_key("entities/people/rui.md"), "{mems:?}");
+    // Not the local rules: they would not have named a preference from this sentence.
+    assert_eq!(mems.len(), 2, "{mems:?}");
+    let archive = ws.session_dir("c").join("history/archive_001");
+    assert_eq!(
+        std::fs::read_to_string(archive.join(".abstract.md")).unwrap(),
+        "A directory."
+    );
+}
