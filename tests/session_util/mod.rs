@@ -15,8 +15,12 @@ pub struct Ws {
 }
 
 impl Ws {
+    /// Default settings, except a 5 s lock expiry: a process killed while another of its
+    /// threads was creating a lock file leaves an empty one, which counts as held until it
+    /// expires (OpenViking's rule); 5 s keeps crash recovery quick without changing anything
+    /// else (live holders refresh every expiry / 3).
     pub fn new() -> Ws {
-        Self::with_config("{}")
+        Self::with_config(r#"{"storage": {"agfs": {"pathlock": {"lock_expire_secs": 5}}}}"#)
     }
 
     pub fn with_config(json: &str) -> Ws {
