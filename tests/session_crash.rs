@@ -70,7 +70,21 @@ fn raw_append(ws: &Ws, line: &str) {
     session_util::assert_ok(&out, &["lock ... >> messages.jsonl"]);
 }
 
-fn run_point(point: &str) {
+/// Who finishes the interrupted work after the crash.
+#[derive(Debug, Clone, Copy)]
+enum Restart {
+    /// The next `session add` (it finishes a pending commit before appending).
+    Add,
+    /// The next `session commit` of the same session.
+    Commit,
+    /// `vikingfs session recover --wait` (what `vikingfs wait` does for sessions).
+    Wait,
+    /// The queued `session_commit` job, run by a drain that does no recovery pass of its own
+    /// (another session's `commit --wait`).
+    Job,
+}
+
+fn run_point(point: &str, restart: Restart) {
     let ws = Ws::new();
     for m in BEFORE {
         ws.ok(&["session", "add", "s", "user", m]);
@@ -226,11 +240,11 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
 }
 
 macro_rules! matrix {
-    ($($test:ident => $point:literal,)*) => {
+    ($($test:ident => $point:literal, $restart:ident;)*) => {
         $(
             #[test]
             fn $test() {
-                run_point($point);
+                run_point($point, Restart::$restart);
             }
         )*
 
@@ -239,6 +253,7 @@ macro_rules! matrix {
         fn matrix_covers_every_session_point() {
             let mut covered = vec![$($point),*];
             covered.sort();
+            covered.dedup();
             let mut all: Vec<&str> = vikingfs::failpoint::ALL
                 .iter()
                 .copied()
@@ -251,21 +266,48 @@ macro_rules! matrix {
 }
 
 matrix! {
-    add_before_write => "session.add.before_write",
-    commit_locked => "session.commit.locked",
-    commit_marked_preparing => "session.commit.marked_preparing",
-    commit_archive_written => "session.commit.archive_written",
-    commit_enqueued => "session.commit.enqueued",
-    commit_marked_trimming => "session.commit.marked_trimming",
-    commit_trim_copied => "session.commit.trim_copied",
-    commit_trimmed => "session.commit.trimmed",
-    commit_ready => "session.commit.ready",
-    job_started => "session.job.started",
-    job_summarized => "session.job.summarized",
-    job_diff_written => "session.job.diff_written",
-    job_memory_written => "session.job.memory_written",
-    job_indexed => "session.job.indexed",
-    job_done => "session.job.done",
+    add_before_write => "session.add.before_write", Wait;
+    commit_locked_then_add => "session.commit.locked", Add;
+    commit_locked_then_commit => "session.commit.locked", Commit;
+    commit_locked_then_wait => "session.commit.locked", Wait;
+    commit_marked_preparing_then_add => "session.commit.marked_preparing", Add;
+    commit_marked_preparing_then_commit => "session.commit.marked_preparing", Commit;
+    commit_marked_preparing_then_wait => "session.commit.marked_preparing", Wait;
+    commit_archive_written_then_add => "session.commit.archive_written", Add;
+    commit_archive_written_then_commit => "session.commit.archive_written", Commit;
+    commit_archive_written_then_wait => "session.commit.archive_written", Wait;
+    commit_enqueued_then_add => "session.commit.enqueued", Add;
+    commit_enqueued_then_commit => "session.commit.enqueued", Commit;
+    commit_enqueued_then_wait => "session.commit.enqueued", Wait;
+    commit_enqueued_then_job => "session.commit.enqueued", Job;
+    commit_marked_trimming_then_add => "session.commit.marked_trimming", Add;
+    commit_marked_trimming_then_commit => "session.commit.marked_trimming", Commit;
+    commit_marked_trimming_then_wait => "session.commit.marked_trimming", Wait;
+    commit_marked_trimming_then_job => "session.commit.marked_trimming", Job;
+    commit_trim_copied_then_add => "session.commit.trim_copied", Add;
+    commit_trim_copied_then_commit => "session.commit.trim_copied", Commit;
+    commit_trim_copied_then_wait => "session.commit.trim_copied", Wait;
+    commit_trim_copied_then_job => "session.commit.trim_copied", Job;
+    commit_trimmed_then_add => "session.commit.trimmed", Add;
+    commit_trimmed_then_commit => "session.commit.trimmed", Commit;
+    commit_trimmed_then_wait => "session.commit.trimmed", Wait;
+    commit_trimmed_then_job => "session.commit.trimmed", Job;
+    commit_ready_then_add => "session.commit.ready", Add;
+    commit_ready_then_commit => "session.commit.ready", Commit;
+    commit_ready_then_wait => "session.commit.ready", Wait;
+    commit_ready_then_job => "session.commit.ready", Job;
+    job_started_then_wait => "session.job.started", Wait;
+    job_started_then_commit => "session.job.started", Commit;
+    job_summarized_then_wait => "session.job.summarized", Wait;
+    job_summarized_then_commit => "session.job.summarized", Commit;
+    job_diff_written_then_wait => "session.job.diff_written", Wait;
+    job_diff_written_then_commit => "session.job.diff_written", Commit;
+    job_memory_written_then_wait => "session.job.memory_written", Wait;
+    job_memory_written_then_commit => "session.job.memory_written", Commit;
+    job_indexed_then_wait => "session.job.indexed", Wait;
+    job_indexed_then_commit => "session.job.indexed", Commit;
+    job_done_then_wait => "session.job.done", Wait;
+    job_done_then_commit => "session.job.done", Commit;
 }
 
 #[test]
