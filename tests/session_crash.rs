@@ -105,13 +105,28 @@ fn run_point(point: &str, restart: Restart) {
     }
 
     // Appends after the crash: first a writer that knows nothing of sessions (it must not be
-    // swallowed by the recovery of the interrupted trim), then the CLI (which recovers first).
+    // swallowed by the recovery of the interrupted trim), then the restart, then the CLI.
     raw_append(&ws, r#"{"role":"user","content":"after crash, raw"}"#);
+    expected.push("after crash, raw".to_string());
+    match restart {
+        Restart::Add => {}
+        Restart::Commit => {
+            ws.ok(&["session", "commit", "s", "--wait"]);
+        }
+        Restart::Wait => recover(&ws),
+        Restart::Job => {
+            ws.ok(&["session", "add", "other", "user", "unrelated"]);
+            ws.ok(&["session", "commit", "other", "--wait"]);
+            // The job of the interrupted commit finished its phase 1 before its phase 2.
+            let meta: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(ws.session_dir("s").join(".meta.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(meta.get("pending_commit").is_none(), "{point}: {meta}");
+        }
+    }
     ws.ok(&["session", "add", "s", "user", "after crash, cli"]);
-    expected.extend([
-        "after crash, raw".to_string(),
-        "after crash, cli".to_string(),
-    ]);
+    expected.push("after crash, cli".to_string());
 
     recover(&ws);
     check(&ws, point, &expected);
