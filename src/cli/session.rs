@@ -281,15 +281,22 @@ fn commit(
 
 fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     let (ops, sessions) = open_ops(ctx)?;
-    let done = match &a.session {
+    let all = match &a.session {
         Some(sid) => {
             let s = SessionPath::resolve(&sessions.ws, sid)?;
-            sessions.recover(&s)?.map(|n| (s, n)).into_iter().collect()
+            let n = sessions.recover(&s)?;
+            session::RecoverAll {
+                recovered: n.map(|n| (s, n)).into_iter().collect(),
+                failed: Vec::new(),
+            }
         }
         None => sessions.recover_all(sessions.ws.user())?,
     };
-    for (s, n) in &done {
+    for (s, n) in &all.recovered {
         println!("finished interrupted commit of {}", s.archive(*n).uri());
+    }
+    for (_, e) in &all.failed {
+        eprintln!("vikingfs: {e}");
     }
     if a.wait && !drain(ctx, &ops, Duration::from_secs(a.timeout))? {
         eprintln!(
@@ -298,7 +305,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
         );
         return Ok(EXIT_BUSY);
     }
-    Ok(0)
+    Ok(if all.failed.is_empty() { 0 } else { 1 })
 }
 
 /// Run every queue in this process until they are empty (for `--wait`): phase 2 and the

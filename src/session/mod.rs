@@ -38,7 +38,7 @@ use crate::uri::{UriError, VPath};
 use crate::workspace::Workspace;
 
 pub use layout::SessionPath;
-pub use phase1::CommitReport;
+pub use phase1::{CommitReport, RecoverAll};
 pub use phase2::{handler_spec, SessionCommitHandler};
 
 /// How long a commit or an append waits for the session's lock (OpenViking waits 30 s).

@@ -43,6 +43,14 @@ pub struct CommitReport {
     pub recovered: Vec<u32>,
 }
 
+/// What [`Sessions::recover_all`] did.
+#[derive(Debug, Default)]
+pub struct RecoverAll {
+    /// Sessions whose interrupted commit was finished, with the archive.
+    pub recovered: Vec<(SessionPath, u32)>,
+    pub failed: Vec<(SessionPath, SessionError)>,
+}
+
 impl Sessions {
     /// Phase 1 of `session.commit`: archive every line of the live file and queue phase 2.
     pub fn commit(&self, s: &SessionPath) -> Result<CommitReport, SessionError> {
@@ -104,12 +112,15 @@ impl Sessions {
         self.recover_locked(s)
     }
 
-    /// Recover every session of `user`; for `vikingfs wait` and the daemon's start.
-    pub fn recover_all(&self, user: &str) -> Result<Vec<(SessionPath, u32)>, SessionError> {
-        let mut out = Vec::new();
+    /// Recover every session of `user` (for `vikingfs wait` and a daemon's start). One session
+    /// that cannot be recovered does not stop the others: its error is returned beside them.
+    pub fn recover_all(&self, user: &str) -> Result<RecoverAll, SessionError> {
+        let mut out = RecoverAll::default();
         for s in super::layout::list_sessions(&self.ws, user)? {
-            if let Some(n) = self.recover(&s)? {
-                out.push((s, n));
+            match self.recover(&s) {
+                Ok(Some(n)) => out.recovered.push((s, n)),
+                Ok(None) => {}
+                Err(e) => out.failed.push((s, e)),
             }
         }
         Ok(out)

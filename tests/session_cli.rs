@@ -1,0 +1,106 @@
+//! The session commands' faces: listing and showing, bad input answered with one line, and a
+//! pending commit whose record no longer matches the files refused without touching a byte.
+
+mod session_util;
+
+use serde_json::Value;
+use session_util::Ws;
+
+#[test]
+fn bad_input_is_one_line_and_changes_nothing() {
+    let ws = Ws::new();
+    for (args, want) in [
+        (
+            vec!["session", "add", "../x", "user", "hi"],
+            "names no session",
+        ),
+        (vec!["session", "add", "..", "user", "hi"], "'..'"),
+        (vec!["session", "add", "s", "", "hi"], "empty role"),
+        (vec!["session", "commit", "nope"], "does not exist"),
+        (
+            vec!["session", "show", "viking://resources/a"],
+            "names no session",
+        ),
+    ] {
+        let out = ws.cmd().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(!ws
+        .root()
+        .join("viking/default/user/default/sessions")
+        .exists());
+}
+
+#[test]
+fn list_and_show_report_live_messages_and_archives() {
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "a", "user", "one"]);
+    ws.ok(&["session", "add", "a", "assistant", "two"]);
+    ws.ok(&["session", "commit", "a", "--wait"]);
+    ws.ok(&["session", "add", "a", "user", "three"]);
+    ws.ok(&[
+        "session",
+        "add",
+        "viking://user/default/sessions/b",
+        "user",
+        "x",
+    ]);
+
+    let list: Value = serde_json::from_str(&ws.ok(&["session", "list", "--json"])).unwrap();
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{list}");
+    assert_eq!(rows[0]["session"], "a");
+    assert_eq!(rows[0]["live_messages"], 1);
+    assert_eq!(rows[0]["archives"], 1);
+    assert_eq!(rows[1]["session"], "b");
+    assert_eq!(rows[1]["archives"], 0);
+
+    let show: Value =
+        serde_json::from_str(&ws.ok(&["session", "show", "viking://session/a", "--json"])).unwrap();
+    assert_eq!(show["messages"][0]["content"], "three");
+    assert_eq!(show["messages"][0]["role"], "user");
+    assert!(show["messages"][0]["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("msg_"));
+    assert_eq!(show["archives"][0]["archive"], "archive_001");
+    assert_eq!(show["archives"][0]["done"], true);
+
+    let text = ws.ok(&["session", "show", "a"]);
+    assert!(text.contains("user: three"), "{text}");
+    assert!(text.contains("archive_001 done"), "{text}");
+}
+
+#[test]
+fn a_pending_commit_that_no_longer_matches_is_refused_and_nothing_moves() {
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "s", "user", "kept"]);
+    let dir = ws.session_dir("s");
+    // A pending commit claiming bytes the live file does not start with (someone rewrote the
+    // file by hand after a crash).
+    let mut meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".meta.json")).unwrap()).unwrap();
+    meta["pending_commit"] = serde_json::json!({
+        "archive": 1, "state": "preparing", "prefix_len": 5,
+        "prefix_sha256": "00", "started_at": "2026-11-29T00:00:00.000Z"
+    });
+    std::fs::write(dir.join(".meta.json"), meta.to_string()).unwrap();
+    let before = std::fs::read(dir.join("messages.jsonl")).unwrap();
+
+    for args in [
+        vec!["session", "commit", "s"],
+        vec!["session", "add", "s", "user", "more"],
+        vec!["session", "recover"],
+    ] {
+        let out = ws.cmd().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("left untouched"), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(dir.join("messages.jsonl")).unwrap(), before);
+    assert!(!dir.join("history").exists());
+}
