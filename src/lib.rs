@@ -13,5 +13,7 @@ pub mod ops;
 pub mod queue;
 pub mod semantic;
 pub mod session;
+pub mod fs;
+pub mod fuse;
 pub mod uri;
 pub mod workspace;

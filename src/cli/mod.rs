@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 pub mod lock;
 pub mod session;
+pub mod mount;
 
 use crate::config::Config;
 use crate::workspace::Workspace;
@@ -61,6 +62,10 @@ pub enum Command {
     Debug(debug::DebugCmd),
     /// Sessions: add messages, list, show, commit into archives and memories.
     Session(session::SessionArgs),
+    /// Mount a workspace (returns once the mount is live).
+    Mount(mount::MountArgs),
+    /// Unmount a vikingfs mount.
+    Umount(mount::UmountArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -159,6 +164,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Fsck(a) => ops::fsck(&ctx, a),
         Command::Debug(c) => debug::run(&ctx, c),
         Command::Session(args) => session::run(&ctx, args),
+        Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
+        Command::Umount(args) => mount::umount(args),
     }
 }
 

@@ -1,0 +1,218 @@
+//! `vikingfs mount` and `vikingfs umount`.
+//!
+//! `mount` re-executes itself with `--foreground` in a new session and waits on a readiness
+//! pipe, so it returns exactly when the mount is live (or prints the daemon's one-line error).
+//! The daemon blocks SIGTERM/SIGINT/SIGHUP in every thread and waits for them in its main
+//! thread; on one it unmounts (lazily if files are open), lets in-flight requests finish and
+//! exits.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+
+use crate::cli::Ctx;
+use crate::fs::{sys, VikingFs};
+use crate::fuse::mount::{self, Mounted};
+use crate::workspace::Workspace;
+
+/// Environment variable naming the readiness pipe's write end in the daemon.
+const READY_FD: &str = "VIKINGFS_READY_FD";
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Stay in the foreground (don't daemonise).
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Mount options, comma separated (generic ones like rw,nosuid,_netdev are accepted).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+    /// Write the daemon's pid to this file.
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// The workspace directory.
+    pub workspace_dir: PathBuf,
+    /// Where to mount it.
+    pub mountpoint: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct UmountArgs {
+    pub mountpoint: PathBuf,
+}
+
+pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
+    mount::unmount(&args.mountpoint)?;
+    Ok(0)
+}
+
+pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow::Result<i32> {
+    let opts = mount::parse_options(&args.options)?;
+    let mp = args
+        .mountpoint
+        .canonicalize()
+        .or_else(|e| {
+            // A stale mount point answers ENOTCONN: clear it, then resolve again.
+            if e.raw_os_error() == Some(libc::ENOTCONN) {
+                mount::detach(&args.mountpoint)?;
+                args.mountpoint.canonicalize()
+            } else {
+                Err(e)
+            }
+        })
+        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    mount::clear_stale(&mp)?;
+    if !mp.is_dir() {
+        bail!("mount point {} is not a directory", mp.display());
+    }
+    let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
+        .map_err(|e| anyhow!("workspace {}: {e}", args.workspace_dir.display()))?;
+    if args.foreground {
+        return serve(ws, &mp, &opts, args.pid_file.as_deref());
+    }
+    daemonise(&ws, &mp, config_path, args)
+}
+
+fn daemonise(
+    ws: &Workspace,
+    mp: &Path,
+    config_path: Option<&Path>,
+    args: &MountArgs,
+) -> anyhow::Result<i32> {
+    let (rd, wr) = nix::unistd::pipe().context("pipe")?;
+    // The daemon must inherit the write end.
+    let fl = unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_GETFD) };
+    unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETFD, fl & !libc::FD_CLOEXEC) };
+    let log_path = ws.internal_dir().join("mount.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("log file {}", log_path.display()))?;
+    let mut cmd = Command::new(std::env::current_exe().context("current_exe")?);
+    if let Some(c) = config_path {
+        cmd.arg("--config").arg(c.canonicalize()?);
+    }
+    cmd.arg("mount").arg("--foreground");
+    for o in &args.options {
+        cmd.arg("-o").arg(o);
+    }
+    if let Some(p) = &args.pid_file {
+        let abs = std::path::absolute(p)?;
+        cmd.arg("--pid-file").arg(abs);
+    }
+    cmd.arg(ws.root()).arg(mp);
+    cmd.env(READY_FD, wr.as_raw_fd().to_string())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().context("start the mount daemon")?;
+    drop(wr);
+    let mut msg = String::new();
+    std::fs::File::from(rd).read_to_string(&mut msg)?;
+    match msg.strip_prefix("ok") {
+        Some(_) => Ok(0),
+        None if msg.is_empty() => bail!(
+            "the mount daemon (pid {}) exited before the mount was live; see {}",
+            child.id(),
+            log_path.display()
+        ),
+        None => bail!("{}", msg.trim()),
+    }
+}
+
+/// Tell the waiting `vikingfs mount` how it went (no-op in a plain foreground run).
+fn report_ready(result: Result<(), String>) {
+    let Some(fd) = std::env::var(READY_FD)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
+        return;
+    };
+    std::env::remove_var(READY_FD);
+    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let _ = match result {
+        Ok(()) => f.write_all(b"ok\n"),
+        Err(e) => f.write_all(e.as_bytes()),
+    };
+}
+
+fn signal_set() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+/// The daemon: mount, report readiness, wait for a signal or an external unmount, unmount.
+fn serve(
+    ws: Workspace,
+    mp: &Path,
+    opts: &mount::MountOptions,
+    pid_file: Option<&Path>,
+) -> anyhow::Result<i32> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VIKINGFS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
+    // Modes arrive already masked by the caller's umask.
+    unsafe { libc::umask(0) };
+    sys::raise_nofile_limit();
+    // Every thread spawned from here on inherits the mask; only sigwait below sees them.
+    let set = signal_set();
+    set.thread_block().context("block signals")?;
+
+    let started = (|| -> anyhow::Result<Mounted> {
+        // Hook: the locked operations replace DirectMutations here, and the job worker pool
+        // starts here (and hands back its claimed jobs after `stop` below).
+        let core = Arc::new(VikingFs::direct(&ws).map_err(|e| anyhow!("{e}"))?);
+        let pid = std::process::id() as i32;
+        let mounted = Mounted::start(core, ws.root(), mp, opts, move || {
+            // An external unmount ended the session: wake the main thread.
+            unsafe { libc::kill(pid, libc::SIGUSR1) };
+        })?;
+        if let Some(p) = pid_file {
+            std::fs::write(p, format!("{pid}\n"))
+                .with_context(|| format!("pid file {}", p.display()))?;
+        }
+        Ok(mounted)
+    })();
+    let mounted = match started {
+        Ok(m) => {
+            report_ready(Ok(()));
+            m
+        }
+        Err(e) => {
+            report_ready(Err(format!("{e:#}")));
+            return Err(e);
+        }
+    };
+    let sig = set.wait().context("sigwait")?;
+    tracing::info!(signal = ?sig, "stopping");
+    mounted.stop().context("unmount")?;
+    if let Some(p) = pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(0)
+}

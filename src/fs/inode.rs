@@ -1,0 +1,201 @@
+//! The inode table: one entry per backing file the kernel currently knows, keyed by the
+//! backing (dev, ino) so hard links share one inode (libfuse passthrough_hp's discipline).
+//!
+//! Each entry holds an O_PATH descriptor of the backing file, which pins the backing inode (its
+//! number can't be reused while we know it) and lets every later call work on the object rather
+//! than on a name that may have moved. An entry lives while the kernel's lookup count is above
+//! zero: each reply that hands the kernel an entry (lookup, create, mkdir, link, readdirplus)
+//! adds one; FORGET takes them away, and at zero the entry and its descriptor go.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::fs::error::{FsError, FsResult};
+
+/// The kernel's number for the root directory.
+pub const ROOT_INO: u64 = 1;
+
+/// One backing file known to the kernel.
+#[derive(Debug)]
+pub struct Inode {
+    pub ino: u64,
+    pub key: (u64, u64),
+    pub fd: OwnedFd,
+    /// (parent inode, name) pairs this inode was last reached by. The O_PATH descriptor
+    /// names the file by the dentry it was opened through, which may be a hard link that is
+    /// gone since; these let the core find a name that still exists.
+    names: Mutex<Vec<(u64, String)>>,
+    /// Reached as `.abstract.md`/`.overview.md`: read-only to users.
+    sidecar: std::sync::atomic::AtomicBool,
+}
+
+/// How many names of one inode are remembered (hard links beyond that are rare).
+const MAX_NAMES: usize = 8;
+
+impl Inode {
+    fn new(ino: u64, key: (u64, u64), fd: OwnedFd) -> Self {
+        Inode {
+            ino,
+            key,
+            fd,
+            names: Mutex::new(Vec::new()),
+            sidecar: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Record that the kernel reached this inode as `name` in `parent` (most recent first).
+    pub fn is_sidecar(&self) -> bool {
+        self.sidecar.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn add_name(&self, parent: u64, name: &str) {
+        if crate::uri::is_sidecar_name(name) {
+            self.sidecar
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut n = self.names.lock();
+        n.retain(|(p, s)| !(*p == parent && s == name));
+        n.insert(0, (parent, name.to_string()));
+        n.truncate(MAX_NAMES);
+    }
+
+    /// The names recorded, most recent first.
+    pub fn names(&self) -> Vec<(u64, String)> {
+        self.names.lock().clone()
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    inode: Arc<Inode>,
+    nlookup: u64,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    by_ino: HashMap<u64, Entry>,
+    by_key: HashMap<(u64, u64), u64>,
+    root_dev: u64,
+    next: u64,
+}
+
+/// Numbers handed out for files whose backing inode number can't serve (another device, or
+/// the number 1 that FUSE reserves for the root).
+const SYNTHETIC_BASE: u64 = 1 << 62;
+
+/// The kernel's inode number (FUSE nodeid, also `st_ino`) of a backing file is its backing
+/// inode number, so `d_ino` in listings, `st_ino` and hard links all agree; the O_PATH
+/// descriptor pins the backing inode, so its number can't be reused while we know it.
+#[derive(Debug)]
+pub struct InodeTable {
+    t: Mutex<Tables>,
+}
+
+impl InodeTable {
+    /// A table holding the root, which is never forgotten.
+    pub fn new(root_fd: OwnedFd, root_key: (u64, u64)) -> Self {
+        let mut t = Tables {
+            next: SYNTHETIC_BASE,
+            root_dev: root_key.0,
+            ..Default::default()
+        };
+        t.by_key.insert(root_key, ROOT_INO);
+        t.by_ino.insert(
+            ROOT_INO,
+            Entry {
+                inode: Arc::new(Inode::new(ROOT_INO, root_key, root_fd)),
+                nlookup: 1,
+            },
+        );
+        InodeTable { t: Mutex::new(t) }
+    }
+
+    pub fn get(&self, ino: u64) -> FsResult<Arc<Inode>> {
+        self.t
+            .lock()
+            .by_ino
+            .get(&ino)
+            .map(|e| e.inode.clone())
+            .ok_or(FsError::UnknownInode(ino))
+    }
+
+    /// Count one more kernel reference to the backing file `key`, opened as `fd`. Returns the
+    /// inode; `fd` is dropped when the file was already known (a hard link, or a second lookup).
+    pub fn remember(&self, key: (u64, u64), fd: OwnedFd) -> Arc<Inode> {
+        let mut t = self.t.lock();
+        if let Some(&ino) = t.by_key.get(&key) {
+            let e = t.by_ino.get_mut(&ino).expect("by_key and by_ino agree");
+            if ino != ROOT_INO {
+                e.nlookup += 1;
+            }
+            return e.inode.clone();
+        }
+        let ino = if key.0 == t.root_dev && key.1 != ROOT_INO && key.1 < SYNTHETIC_BASE {
+            key.1
+        } else {
+            t.next += 1;
+            t.next
+        };
+        let inode = Arc::new(Inode::new(ino, key, fd));
+        t.by_key.insert(key, ino);
+        t.by_ino.insert(
+            ino,
+            Entry {
+                inode: inode.clone(),
+                nlookup: 1,
+            },
+        );
+        inode
+    }
+
+    /// The kernel dropped `n` references. Returns true when the inode is gone.
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
+        if ino == ROOT_INO {
+            return false;
+        }
+        let mut t = self.t.lock();
+        let Some(e) = t.by_ino.get_mut(&ino) else {
+            return true;
+        };
+        e.nlookup = e.nlookup.saturating_sub(n);
+        if e.nlookup > 0 {
+            return false;
+        }
+        let key = e.inode.key;
+        t.by_ino.remove(&ino);
+        if t.by_key.get(&key) == Some(&ino) {
+            t.by_key.remove(&key);
+        }
+        true
+    }
+
+    /// The kernel's current lookup count (tests and diagnostics).
+    pub fn lookup_count(&self, ino: u64) -> u64 {
+        self.t.lock().by_ino.get(&ino).map_or(0, |e| e.nlookup)
+    }
+
+    /// How many inodes the kernel holds (root included).
+    pub fn len(&self) -> usize {
+        self.t.lock().by_ino.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number a listing shows for a backing entry: its inode number when it serves.
+    pub fn listing_ino(&self, dev: u64, backing_ino: u64) -> u64 {
+        let t = self.t.lock();
+        if let Some(&ino) = t.by_key.get(&(dev, backing_ino)) {
+            return ino;
+        }
+        backing_ino
+    }
+}

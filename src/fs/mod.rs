@@ -1,0 +1,749 @@
+//! The filesystem core: the Viking namespace as inodes, file handles and directory handles
+//! over the workspace's files, with no FUSE in it (the adapter in `crate::fuse` only converts
+//! types), so it is tested by calling it directly.
+//!
+//! Reads go straight to the backing files. Every change goes through the [`Mutations`] seam
+//! with a validated [`VPath`]; the core itself enforces what the namespace shows: internal
+//! names are invisible and can't be created, sidecars are read-only, and the root holds only
+//! the scopes.
+
+pub mod error;
+pub mod handles;
+pub mod inode;
+pub mod mutations;
+pub mod sys;
+
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+pub use error::{FsError, FsResult};
+pub use handles::DirEntry;
+pub use inode::ROOT_INO;
+pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
+pub use sys::TimeSpec;
+
+use handles::{DirHandle, FileHandle, Handles};
+use inode::{Inode, InodeTable};
+
+use crate::uri::{is_internal_name, is_sidecar_name, VPath, SCOPES};
+use crate::workspace::Workspace;
+
+/// A file's attributes as the kernel sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    pub ino: u64,
+    pub st: libc::stat,
+}
+
+/// What `statfs` reports.
+pub type StatFs = libc::statvfs;
+
+/// The filesystem core. Cheap to share (`Arc`) between worker threads: every method takes
+/// `&self`.
+pub struct VikingFs {
+    data_root: PathBuf,
+    inodes: InodeTable,
+    handles: Handles,
+    mutations: Arc<dyn Mutations>,
+}
+
+/// A name a program asked for, checked against what the namespace allows.
+enum Name<'a> {
+    /// An ordinary name.
+    Plain(&'a str),
+    /// `.abstract.md` / `.overview.md`: readable, never changed by users.
+    Sidecar(&'a str),
+}
+
+impl VikingFs {
+    /// Serve `ws`'s namespace, changing it through `mutations`.
+    pub fn new(ws: &Workspace, mutations: Arc<dyn Mutations>) -> FsResult<Self> {
+        let data_root = ws.data_root();
+        let fd = sys::openat(
+            libc::AT_FDCWD,
+            data_root.as_os_str(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .map_err(|e| FsError::io("open data root", e))?;
+        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("stat data root", e))?;
+        Ok(VikingFs {
+            data_root,
+            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
+            handles: Handles::default(),
+            mutations,
+        })
+    }
+
+    /// The core with plain system calls behind its mutation seam.
+    pub fn direct(ws: &Workspace) -> FsResult<Self> {
+        let m = DirectMutations::new(ws).map_err(|e| FsError::io("open data root", e))?;
+        Self::new(ws, Arc::new(m))
+    }
+
+    pub fn inodes(&self) -> &InodeTable {
+        &self.inodes
+    }
+
+    pub fn open_file_handles(&self) -> usize {
+        self.handles.open_files()
+    }
+
+    // ---- names and paths -------------------------------------------------------------
+
+    /// Check a name looked up or created under `parent`. Internal names don't exist.
+    fn name<'a>(&self, parent: u64, name: &'a OsStr) -> FsResult<Name<'a>> {
+        let s = name.to_str().ok_or(FsError::Invalid("name is not UTF-8"))?;
+        if s.len() > crate::uri::NAME_MAX {
+            return Err(FsError::Name(crate::uri::UriError::NameTooLong(
+                s.to_string(),
+            )));
+        }
+        if is_internal_name(s) {
+            return Err(FsError::Hidden(s.to_string()));
+        }
+        if parent == ROOT_INO && !SCOPES.contains(&s) {
+            return Err(FsError::Hidden(s.to_string()));
+        }
+        Ok(if is_sidecar_name(s) {
+            Name::Sidecar(s)
+        } else {
+            Name::Plain(s)
+        })
+    }
+
+    /// Check a name a program wants to create (or rename onto) under `parent`.
+    fn new_name<'a>(&self, parent: u64, name: &'a OsStr) -> FsResult<&'a str> {
+        match self.name(parent, name) {
+            Ok(Name::Plain(s)) => Ok(s),
+            Ok(Name::Sidecar(s)) => Err(FsError::ReadOnlySidecar(s.to_string())),
+            Err(FsError::Hidden(s)) if parent == ROOT_INO && !is_internal_name(&s) => {
+                Err(FsError::RootIsFixed)
+            }
+            Err(FsError::Hidden(s)) => Err(FsError::InternalName(s)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The namespace path of an inode now, or None when it has no name left (unlinked).
+    fn vpath(&self, inode: &Inode) -> FsResult<Option<VPath>> {
+        if inode.ino == ROOT_INO {
+            return Ok(Some(VPath::root()));
+        }
+        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("stat", e))?;
+        if st.st_nlink == 0 {
+            return Ok(None);
+        }
+        // The name the descriptor was opened through, if it still names this file...
+        if let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", inode.raw_fd())) {
+            let p = link
+                .strip_prefix(&self.data_root)
+                .ok()
+                .and_then(|r| r.to_str())
+                .and_then(|r| VPath::from_rel(r).ok());
+            // A directory has one name: the descriptor's is it. A file may have several.
+            if let Some(p) = p.filter(|p| sys::is_dir(&st) || self.names_inode(p, inode)) {
+                return Ok(Some(p));
+            }
+        }
+        // ...else another name the kernel reached it by (a hard link, after the first went).
+        for (parent, name) in inode.names() {
+            let Ok(dir) = self.inodes.get(parent) else {
+                continue;
+            };
+            if let Ok(Some(dp)) = self.vpath(&dir) {
+                if let Ok(p) = dp.join(&name) {
+                    if self.names_inode(&p, inode) {
+                        return Ok(Some(p));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `p` currently names the backing file of `inode`.
+    fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
+        let Ok(root) = self.inodes.get(ROOT_INO) else {
+            return false;
+        };
+        sys::statat(root.raw_fd(), OsStr::new(p.as_str()))
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == inode.key)
+    }
+
+    /// The path of `name` under directory `parent`.
+    fn child(&self, parent: u64, name: &str) -> FsResult<VPath> {
+        let dir = self.inodes.get(parent)?;
+        let p = self
+            .vpath(&dir)?
+            .ok_or_else(|| FsError::io("parent", io::Error::from_raw_os_error(libc::ENOENT)))?;
+        Ok(p.join(name)?)
+    }
+
+    fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
+        let mut st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("getattr", e))?;
+        if self.is_sidecar_inode(inode) {
+            st.st_mode &= !0o222;
+        }
+        if inode.ino == ROOT_INO {
+            st.st_ino = ROOT_INO;
+        } else {
+            st.st_ino = inode.ino;
+        }
+        Ok(Attr { ino: inode.ino, st })
+    }
+
+    fn is_sidecar_inode(&self, inode: &Inode) -> bool {
+        inode.is_sidecar()
+    }
+
+    // ---- lookup and attributes ---------------------------------------------------------
+
+    /// Look `name` up under `parent`; the kernel now holds one more reference to the result.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        let n = match self.name(parent, name)? {
+            Name::Plain(s) | Name::Sidecar(s) => s,
+        };
+        let dir = self.inodes.get(parent)?;
+        let fd = sys::openat(
+            dir.raw_fd(),
+            OsStr::new(n),
+            libc::O_PATH | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(|e| FsError::io("lookup", e))?;
+        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("lookup", e))?;
+        let inode = self.inodes.remember((st.st_dev, st.st_ino), fd);
+        inode.add_name(parent, n);
+        self.attr_of(&inode)
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        let inode = self.inodes.get(ino)?;
+        self.attr_of(&inode)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn setattr(&self, ino: u64, change: &AttrChange) -> FsResult<Attr> {
+        let inode = self.inodes.get(ino)?;
+        if self.is_sidecar_inode(&inode) {
+            return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        }
+        match self.vpath(&inode)? {
+            Some(p) if !p.is_root() => self.mutations.setattr(&p, change)?,
+            _ => {
+                let path = sys::proc_fd(inode.raw_fd());
+                mutations::apply_attr_change(libc::AT_FDCWD, &path, change)
+                    .map_err(|e| FsError::io("setattr", e))?
+            }
+        }
+        self.attr_of(&inode)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        let inode = self.inodes.get(ino)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        let n = sys::cvt(unsafe {
+            libc::readlinkat(
+                inode.raw_fd(),
+                c"".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            ) as i32
+        })
+        .map_err(|e| FsError::io("readlink", e))?;
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    pub fn statfs(&self) -> FsResult<StatFs> {
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let c = sys::cpath(&self.data_root).map_err(|e| FsError::io("statfs", e))?;
+        sys::cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })
+            .map_err(|e| FsError::io("statfs", e))?;
+        Ok(s)
+    }
+
+    /// access(2) for the FUSE `access` call (default_permissions does the real checks).
+    pub fn access(&self, ino: u64, mask: i32) -> FsResult<()> {
+        let inode = self.inodes.get(ino)?;
+        if mask & libc::W_OK != 0 && self.is_sidecar_inode(&inode) {
+            return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        }
+        let c = sys::proc_fd(inode.raw_fd());
+        sys::cvt(unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mask, 0) })
+            .map(drop)
+            .map_err(|e| FsError::io("access", e))
+    }
+
+    // ---- namespace changes -------------------------------------------------------------
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, owner: Owner) -> FsResult<Attr> {
+        let n = self.new_name(parent, name)?;
+        let p = self.child(parent, n)?;
+        self.mutations.mkdir(&p, mode, owner)?;
+        self.lookup(parent, name)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        rdev: u64,
+        owner: Owner,
+    ) -> FsResult<Attr> {
+        let n = self.new_name(parent, name)?;
+        let p = self.child(parent, n)?;
+        self.mutations.mknod(&p, mode, rdev, owner)?;
+        self.lookup(parent, name)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &Path,
+        owner: Owner,
+    ) -> FsResult<Attr> {
+        let n = self.new_name(parent, name)?;
+        let p = self.child(parent, n)?;
+        self.mutations.symlink(target.as_os_str(), &p, owner)?;
+        self.lookup(parent, name)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn link(&self, ino: u64, newparent: u64, newname: &OsStr) -> FsResult<Attr> {
+        let inode = self.inodes.get(ino)?;
+        if self.is_sidecar_inode(&inode) {
+            return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        }
+        let src = self
+            .vpath(&inode)?
+            .ok_or_else(|| FsError::io("link", io::Error::from_raw_os_error(libc::ENOENT)))?;
+        let n = self.new_name(newparent, newname)?;
+        let dst = self.child(newparent, n)?;
+        self.mutations.link(&src, &dst)?;
+        self.lookup(newparent, newname)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        let n = match self.name(parent, name)? {
+            // A sidecar goes only with its directory: when nothing else is left in it (listings
+            // put sidecars last, so `rm -rf` reaches them once the rest is gone).
+            Name::Sidecar(s) if !self.has_user_entries(parent)? => s,
+            _ => self.existing_name(parent, name)?,
+        };
+        let p = self.child(parent, n)?;
+        Ok(self.mutations.unlink(&p)?)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        let n = self.existing_name(parent, name)?;
+        if parent == ROOT_INO {
+            return Err(FsError::RootIsFixed);
+        }
+        let p = self.child(parent, n)?;
+        Ok(self.mutations.rmdir(&p)?)
+    }
+
+    /// Whether directory `ino` holds anything a user made (not a sidecar, not internal).
+    fn has_user_entries(&self, ino: u64) -> FsResult<bool> {
+        let inode = self.inodes.get(ino)?;
+        let rd = std::fs::read_dir(format!("/proc/self/fd/{}", inode.raw_fd()))
+            .map_err(|e| FsError::io("readdir", e))?;
+        for e in rd {
+            let e = e.map_err(|e| FsError::io("readdir", e))?;
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            if !is_internal_name(&n) && !is_sidecar_name(&n) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A name a program wants to remove or rename away: hidden names don't exist, sidecars
+    /// and scopes stay.
+    fn existing_name<'a>(&self, parent: u64, name: &'a OsStr) -> FsResult<&'a str> {
+        match self.name(parent, name)? {
+            Name::Sidecar(s) => Err(FsError::ReadOnlySidecar(s.to_string())),
+            Name::Plain(_) if parent == ROOT_INO => Err(FsError::RootIsFixed),
+            Name::Plain(s) => Ok(s),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        mode: RenameMode,
+    ) -> FsResult<()> {
+        let n = self.existing_name(parent, name)?;
+        let nn = match mode {
+            RenameMode::Exchange => self.existing_name(newparent, newname)?,
+            _ => self.new_name(newparent, newname)?,
+        };
+        let src = self.child(parent, n)?;
+        let dst = self.child(newparent, nn)?;
+        Ok(self.mutations.rename(&src, &dst, mode)?)
+    }
+
+    // ---- files -------------------------------------------------------------------------
+
+    fn stamp(file: &File) -> (i64, i64, i64, i64, i64) {
+        match sys::fstat(file.as_fd()) {
+            Ok(st) => (
+                st.st_mtime,
+                st.st_mtime_nsec,
+                st.st_ctime,
+                st.st_ctime_nsec,
+                st.st_size,
+            ),
+            Err(_) => (0, 0, 0, 0, -1),
+        }
+    }
+
+    fn add_handle(&self, ino: u64, file: File, writable: bool, fresh: bool) -> u64 {
+        let stamp = Self::stamp(&file);
+        self.handles.add_file(FileHandle {
+            ino,
+            file,
+            writable,
+            fresh,
+            wrote: AtomicBool::new(false),
+            stamp,
+        })
+    }
+
+    /// Create and open `name`; returns its attributes (one more kernel reference) and handle.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        owner: Owner,
+    ) -> FsResult<(Attr, u64)> {
+        let n = self.new_name(parent, name)?;
+        let p = self.child(parent, n)?;
+        let file = self.mutations.create(&p, mode, flags, owner)?;
+        let attr = self.lookup(parent, name)?;
+        let fh = self.add_handle(attr.ino, file, true, true);
+        Ok((attr, fh))
+    }
+
+    /// Open a file; writing goes through the mutation seam.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn open(&self, ino: u64, flags: i32) -> FsResult<u64> {
+        let inode = self.inodes.get(ino)?;
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW);
+        let file = if writable {
+            if self.is_sidecar_inode(&inode) {
+                return Err(FsError::ReadOnlySidecar(ino.to_string()));
+            }
+            match self.vpath(&inode)? {
+                Some(p) => self.mutations.open_write(&p, flags)?,
+                None => self.reopen(&inode, flags)?,
+            }
+        } else {
+            self.reopen(&inode, flags)?
+        };
+        Ok(self.add_handle(ino, file, writable, flags & libc::O_TRUNC != 0))
+    }
+
+    fn reopen(&self, inode: &Inode, flags: i32) -> FsResult<File> {
+        let c = sys::proc_fd(inode.raw_fd());
+        let fd = sys::cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })
+            .map_err(|e| FsError::io("open", e))?;
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// The backing file of an open handle (the FUSE adapter hands it to the kernel for
+    /// passthrough I/O).
+    pub fn backing_fd(&self, fh: u64) -> FsResult<OwnedFd> {
+        let h = self.handles.file(fh)?;
+        h.file
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| FsError::io("dup", e))
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let h = self.handles.file(fh)?;
+        let mut buf = vec![0u8; size as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            match h.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(FsError::io("read", e)),
+            }
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        let h = self.handles.file(fh)?;
+        h.mark_written();
+        h.file
+            .write_all_at(data, offset)
+            .map_err(|e| FsError::io("write", e))?;
+        Ok(data.len() as u32)
+    }
+
+    /// Copy between two open files inside the backing filesystem (reflink or in-kernel copy).
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let (i, o) = (self.handles.file(fh_in)?, self.handles.file(fh_out)?);
+        o.mark_written();
+        let (mut oi, mut oo) = (off_in as i64, off_out as i64);
+        let n = unsafe {
+            libc::copy_file_range(
+                i.file.as_raw_fd(),
+                &mut oi,
+                o.file.as_raw_fd(),
+                &mut oo,
+                len.min(u32::MAX as u64 / 2) as usize,
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(FsError::io("copy_file_range", io::Error::last_os_error()));
+        }
+        Ok(n as u32)
+    }
+
+    pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
+        let h = self.handles.file(fh)?;
+        let r = if datasync {
+            h.file.sync_data()
+        } else {
+            h.file.sync_all()
+        };
+        r.map_err(|e| FsError::io("fsync", e))
+    }
+
+    /// Close a handle; a handle that changed its file reports it through the seam.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn release(&self, fh: u64) -> FsResult<()> {
+        let h = self.handles.remove_file(fh)?;
+        if h.writable && (h.fresh || h.wrote() || Self::stamp(&h.file) != h.stamp) {
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", h.file.as_raw_fd()));
+            let path = link.ok().and_then(|l| {
+                let rel = l.strip_prefix(&self.data_root).ok()?;
+                VPath::from_rel(rel.to_str()?).ok()
+            });
+            // Unlinked while open: nothing left in the namespace to report.
+            if let Some(p) = path {
+                self.mutations.file_written(&p);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- directories -------------------------------------------------------------------
+
+    /// Open a directory: snapshot its visible entries.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let inode = self.inodes.get(ino)?;
+        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
+        if !sys::is_dir(&st) {
+            return Err(FsError::io(
+                "opendir",
+                io::Error::from_raw_os_error(libc::ENOTDIR),
+            ));
+        }
+        let mut entries = vec![
+            DirEntry {
+                name: ".".into(),
+                ino,
+                kind: libc::DT_DIR,
+            },
+            DirEntry {
+                name: "..".into(),
+                ino: ROOT_INO,
+                kind: libc::DT_DIR,
+            },
+        ];
+        let path = format!("/proc/self/fd/{}", inode.raw_fd());
+        let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
+        for e in rd {
+            let e = e.map_err(|e| FsError::io("readdir", e))?;
+            let name = e.file_name();
+            let visible = match name.to_str() {
+                Some(s) if ino == ROOT_INO => SCOPES.contains(&s),
+                Some(s) => !is_internal_name(s),
+                None => true,
+            };
+            if !visible {
+                continue;
+            }
+            use std::os::unix::fs::DirEntryExt;
+            let kind = match e.file_type() {
+                Ok(t) => dtype(t),
+                Err(_) => libc::DT_UNKNOWN,
+            };
+            entries.push(DirEntry {
+                ino: self.inodes.listing_ino(st.st_dev, e.ino()),
+                name,
+                kind,
+            });
+        }
+        // Sidecars last: `rm -rf` removes the user's entries first, then may remove them.
+        entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
+        Ok(self.handles.add_dir(DirHandle {
+            ino,
+            entries: parking_lot::Mutex::new(entries),
+        }))
+    }
+
+    /// Entries from `offset` on (offset i+1 follows entry i).
+    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<(u64, DirEntry)>> {
+        let d = self.handles.dir(fh)?;
+        let entries = d.entries.lock();
+        Ok(entries
+            .iter()
+            .enumerate()
+            .skip(offset as usize)
+            .map(|(i, e)| (i as u64 + 1, e.clone()))
+            .collect())
+    }
+
+    /// The directory a handle lists.
+    pub fn dir_ino(&self, fh: u64) -> FsResult<u64> {
+        Ok(self.handles.dir(fh)?.ino)
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove_dir(fh);
+    }
+
+    // ---- extended attributes -----------------------------------------------------------
+
+    fn xattr_path(&self, ino: u64) -> FsResult<(Arc<Inode>, std::ffi::CString)> {
+        let inode = self.inodes.get(ino)?;
+        let c = sys::proc_fd(inode.raw_fd());
+        Ok((inode, c))
+    }
+
+    /// getxattr; `size` 0 asks for the length only.
+    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<Vec<u8>> {
+        let (_i, c) = self.xattr_path(ino)?;
+        let n = sys::cstr(name).map_err(|e| FsError::io("getxattr", e))?;
+        let mut buf = vec![0u8; size as usize];
+        let r =
+            unsafe { libc::getxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            return Err(FsError::io("getxattr", io::Error::last_os_error()));
+        }
+        if size == 0 {
+            return Ok(vec![0u8; r as usize]);
+        }
+        buf.truncate(r as usize);
+        Ok(buf)
+    }
+
+    pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<Vec<u8>> {
+        let (_i, c) = self.xattr_path(ino)?;
+        let mut buf = vec![0u8; size as usize];
+        let r = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            return Err(FsError::io("listxattr", io::Error::last_os_error()));
+        }
+        if size == 0 {
+            return Ok(vec![0u8; r as usize]);
+        }
+        buf.truncate(r as usize);
+        Ok(buf)
+    }
+
+    /// Extended attributes are metadata of the file, not content: set directly (sidecars
+    /// excepted), like chmod's times they carry no namespace change.
+    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> FsResult<()> {
+        let (i, c) = self.xattr_path(ino)?;
+        if self.is_sidecar_inode(&i) {
+            return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        }
+        let n = sys::cstr(name).map_err(|e| FsError::io("setxattr", e))?;
+        sys::cvt(unsafe {
+            libc::setxattr(
+                c.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        })
+        .map(drop)
+        .map_err(|e| FsError::io("setxattr", e))
+    }
+
+    pub fn removexattr(&self, ino: u64, name: &OsStr) -> FsResult<()> {
+        let (i, c) = self.xattr_path(ino)?;
+        if self.is_sidecar_inode(&i) {
+            return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        }
+        let n = sys::cstr(name).map_err(|e| FsError::io("removexattr", e))?;
+        sys::cvt(unsafe { libc::removexattr(c.as_ptr(), n.as_ptr()) })
+            .map(drop)
+            .map_err(|e| FsError::io("removexattr", e))
+    }
+}
+
+fn dtype(t: std::fs::FileType) -> u8 {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        libc::DT_DIR
+    } else if t.is_file() {
+        libc::DT_REG
+    } else if t.is_symlink() {
+        libc::DT_LNK
+    } else if t.is_fifo() {
+        libc::DT_FIFO
+    } else if t.is_socket() {
+        libc::DT_SOCK
+    } else if t.is_char_device() {
+        libc::DT_CHR
+    } else if t.is_block_device() {
+        libc::DT_BLK
+    } else {
+        libc::DT_UNKNOWN
+    }
+}

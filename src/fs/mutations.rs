@@ -1,0 +1,351 @@
+//! The mutation seam: every change the mount makes to the namespace goes through
+//! [`Mutations`], named after the operation a program asked for.
+//!
+//! The FUSE side only decides *what* to change (a validated [`VPath`], never a lock file or a
+//! database); the implementation decides *how*. [`DirectMutations`] applies each change with
+//! plain system calls on the workspace. The locked operations (EXACT/TREE path locks, index
+//! first on rm, index move on mv, enqueue on write-close) plug in behind this same trait and may
+//! answer [`MutationError::Busy`], which the mount turns into EBUSY.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use thiserror::Error;
+
+use crate::fs::sys::{self, TimeSpec};
+use crate::uri::{is_internal_name, is_sidecar_name, VPath};
+use crate::workspace::Workspace;
+
+/// Why a mutation failed.
+#[derive(Debug, Error)]
+pub enum MutationError {
+    /// A lock on the path stayed busy past the lock timeout; nothing was changed.
+    #[error("{path}: lock busy")]
+    Busy { path: String },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+pub type MResult<T> = Result<T, MutationError>;
+
+impl MutationError {
+    pub fn io(op: &'static str, path: &VPath, source: io::Error) -> Self {
+        MutationError::Io {
+            op,
+            path: path.as_str().to_string(),
+            source,
+        }
+    }
+}
+
+/// Who a new file belongs to: the calling process's fsuid/fsgid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// How rename treats an existing destination (renameat2 flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameMode {
+    /// Plain rename(2): atomically replace the destination.
+    Replace,
+    /// RENAME_NOREPLACE: fail with EEXIST when the destination exists.
+    NoReplace,
+    /// RENAME_EXCHANGE: swap source and destination.
+    Exchange,
+}
+
+/// A setattr request: each `None` leaves that attribute as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttrChange {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSpec>,
+    pub mtime: Option<TimeSpec>,
+}
+
+/// Every change the mount makes. Paths are validated namespace paths (never an internal name);
+/// sidecars are already refused by the caller.
+pub trait Mutations: Send + Sync + 'static {
+    /// Create and open a regular file (`flags` as open(2), O_CREAT included).
+    fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File>;
+    /// Open an existing file for writing (O_WRONLY/O_RDWR, maybe O_TRUNC or O_APPEND).
+    fn open_write(&self, path: &VPath, flags: i32) -> MResult<File>;
+    /// A handle that wrote to (or created) `path` was released: the file's content changed.
+    fn file_written(&self, path: &VPath);
+    fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()>;
+    /// A special file (FIFO, socket, device) or empty regular file.
+    fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()>;
+    fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()>;
+    fn link(&self, existing: &VPath, new: &VPath) -> MResult<()>;
+    fn unlink(&self, path: &VPath) -> MResult<()>;
+    /// Remove a directory that holds nothing but derived sidecars and internal files.
+    fn rmdir(&self, path: &VPath) -> MResult<()>;
+    fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()>;
+    /// Change mode, owner, size or times of `path` (never following a final symlink).
+    fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()>;
+}
+
+/// Plain system calls on the workspace's files: the mutation seam without locks or index.
+/// Every call is relative to a descriptor of the data root (`*at` calls), so a deep path
+/// that would overflow PATH_MAX as an absolute backing path still works.
+#[derive(Debug)]
+pub struct DirectMutations {
+    root: OwnedFd,
+}
+
+/// A path relative to the data root, as the `*at` calls take it.
+fn rel(p: &VPath) -> io::Result<CString> {
+    let s = if p.is_root() { "." } else { p.as_str() };
+    CString::new(s).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+impl DirectMutations {
+    pub fn new(ws: &Workspace) -> io::Result<Self> {
+        let root = sys::openat(
+            libc::AT_FDCWD,
+            ws.data_root().as_os_str(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )?;
+        Ok(DirectMutations { root })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.root.as_raw_fd()
+    }
+
+    /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.
+    fn give_to(&self, p: &VPath, owner: Owner, mode: u32) -> io::Result<()> {
+        // Created by its own caller: the kernel already chose owner and group (set-GID
+        // parents included).
+        if owner.uid == unsafe { libc::geteuid() } && owner.gid == unsafe { libc::getegid() } {
+            return Ok(());
+        }
+        let parent = p.parent().unwrap_or_else(VPath::root);
+        let prel = rel(&parent)?;
+        let pst = sys::statat(self.fd(), OsStr::from_bytes(prel.to_bytes()))?;
+        // BSD semantics: a set-group-ID directory passes its group on.
+        let gid = if pst.st_mode & libc::S_ISGID != 0 {
+            pst.st_gid
+        } else {
+            owner.gid
+        };
+        let c = rel(p)?;
+        let st = sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes()))?;
+        if st.st_uid != owner.uid || st.st_gid != gid {
+            sys::cvt(unsafe {
+                libc::fchownat(
+                    self.fd(),
+                    c.as_ptr(),
+                    owner.uid,
+                    gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })?;
+            if mode & 0o7000 != 0 && !sys::is_lnk(&st) {
+                sys::cvt(unsafe { libc::fchmodat(self.fd(), c.as_ptr(), mode & 0o7777, 0) })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove what a user can't see or remove (sidecars, lock files) so the directory can go.
+    /// Fails with ENOTEMPTY when anything else is left.
+    fn clear_hidden(&self, p: &VPath) -> io::Result<()> {
+        let c = rel(p)?;
+        let dir = sys::openat(
+            self.fd(),
+            OsStr::from_bytes(c.to_bytes()),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let mut hidden = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
+            let name = e?.file_name();
+            let n = name.to_string_lossy();
+            if is_internal_name(&n) || is_sidecar_name(&n) {
+                hidden.push(sys::cstr(&name)?);
+            } else {
+                return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+            }
+        }
+        for h in hidden {
+            if unsafe { libc::unlinkat(dir.as_raw_fd(), h.as_ptr(), 0) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Mutations for DirectMutations {
+    fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
+        let e = |e| MutationError::io("create", path, e);
+        let c = rel(path).map_err(e)?;
+        let excl = flags | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), excl, mode) };
+        if fd >= 0 {
+            let f = unsafe { File::from_raw_fd(fd) };
+            self.give_to(path, owner, mode).map_err(e)?;
+            return Ok(f);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EEXIST) || flags & libc::O_EXCL != 0 {
+            return Err(e(err));
+        }
+        // Someone created it between the kernel's lookup and here: open what is there.
+        self.open_write(path, flags & !libc::O_CREAT)
+    }
+
+    fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
+        let c = rel(path).map_err(|e| MutationError::io("open", path, e))?;
+        let flags = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW;
+        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(MutationError::io("open", path, io::Error::last_os_error()));
+        }
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    fn file_written(&self, path: &VPath) {
+        tracing::debug!(path = path.as_str(), "file written");
+    }
+
+    fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::mkdirat(self.fd(), c.as_ptr(), mode) })?;
+            self.give_to(path, owner, mode)
+        };
+        run().map_err(|e| MutationError::io("mkdir", path, e))
+    }
+
+    fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::mknodat(self.fd(), c.as_ptr(), mode, rdev) })?;
+            self.give_to(path, owner, mode)
+        };
+        run().map_err(|e| MutationError::io("mknod", path, e))
+    }
+
+    fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let (t, c) = (sys::cstr(target)?, rel(link)?);
+            sys::cvt(unsafe { libc::symlinkat(t.as_ptr(), self.fd(), c.as_ptr()) })?;
+            self.give_to(link, owner, 0o777)
+        };
+        run().map_err(|e| MutationError::io("symlink", link, e))
+    }
+
+    fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let (a, b) = (rel(existing)?, rel(new)?);
+            sys::cvt(unsafe { libc::linkat(self.fd(), a.as_ptr(), self.fd(), b.as_ptr(), 0) })
+                .map(drop)
+        };
+        run().map_err(|e| MutationError::io("link", new, e))
+    }
+
+    fn unlink(&self, path: &VPath) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let c = rel(path)?;
+            sys::cvt(unsafe { libc::unlinkat(self.fd(), c.as_ptr(), 0) }).map(drop)
+        };
+        run().map_err(|e| MutationError::io("unlink", path, e))
+    }
+
+    fn rmdir(&self, path: &VPath) -> MResult<()> {
+        let run = || -> io::Result<()> {
+            let c = rel(path)?;
+            let call = || unsafe { libc::unlinkat(self.fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+            if call() == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if !matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) {
+                return Err(err);
+            }
+            self.clear_hidden(path)?;
+            sys::cvt(call()).map(drop)
+        };
+        run().map_err(|e| MutationError::io("rmdir", path, e))
+    }
+
+    fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()> {
+        let flags = match mode {
+            RenameMode::Replace => 0,
+            RenameMode::NoReplace => libc::RENAME_NOREPLACE,
+            RenameMode::Exchange => libc::RENAME_EXCHANGE,
+        };
+        let run = || -> io::Result<()> {
+            let (cs, cd) = (rel(src)?, rel(dst)?);
+            let call = || unsafe {
+                libc::renameat2(self.fd(), cs.as_ptr(), self.fd(), cd.as_ptr(), flags)
+            };
+            if call() == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            // A directory holding only sidecars looks empty to the user: replace it anyway.
+            if mode == RenameMode::Replace
+                && matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST))
+            {
+                self.clear_hidden(dst)?;
+                return sys::cvt(call()).map(drop);
+            }
+            Err(err)
+        };
+        run().map_err(|e| MutationError::io("rename", src, e))
+    }
+
+    fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
+        let run = || apply_attr_change(self.fd(), &rel(path)?, change);
+        run().map_err(|e| MutationError::io("setattr", path, e))
+    }
+}
+
+/// Apply `change` to `rel` under directory `dir` (or to `/proc/self/fd/N` with AT_FDCWD, for
+/// a file no longer in the namespace). Owner first: chown clears set-ID bits a following
+/// chmod may set again. Never follows a final symlink.
+pub fn apply_attr_change(dir: RawFd, rel: &CStr, change: &AttrChange) -> io::Result<()> {
+    let name = OsStr::from_bytes(rel.to_bytes());
+    if change.uid.is_some() || change.gid.is_some() {
+        let (u, g) = (
+            change.uid.unwrap_or(u32::MAX),
+            change.gid.unwrap_or(u32::MAX),
+        );
+        sys::cvt(unsafe { libc::fchownat(dir, rel.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) })?;
+    }
+    if let Some(mode) = change.mode {
+        // Linux has no mode on symlinks.
+        if !sys::is_lnk(&sys::statat(dir, name)?) {
+            sys::cvt(unsafe { libc::fchmodat(dir, rel.as_ptr(), mode & 0o7777, 0) })?;
+        }
+    }
+    if let Some(size) = change.size {
+        let fd = sys::openat(dir, name, libc::O_WRONLY, 0)?;
+        sys::cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) })?;
+    }
+    if change.atime.is_some() || change.mtime.is_some() {
+        sys::utimens(dir, rel, change.atime, change.mtime)?;
+    }
+    Ok(())
+}

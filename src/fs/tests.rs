@@ -1,0 +1,246 @@
+//! The core without FUSE: inode discipline, visibility rules and the mutation seam.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::fs::mutations::MResult;
+
+/// The real direct mutations, recording each call and refusing (Busy) one path, as the
+/// locked operations will when a lock stays taken.
+struct Recording {
+    inner: DirectMutations,
+    calls: Mutex<Vec<String>>,
+    busy: Option<String>,
+}
+
+impl Recording {
+    fn check(&self, op: &str, p: &VPath) -> MResult<()> {
+        self.calls.lock().push(format!("{op} {}", p.as_str()));
+        if self.busy.as_deref() == Some(p.as_str()) {
+            return Err(mutations::MutationError::Busy {
+                path: p.as_str().into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Mutations for Recording {
+    fn create(&self, p: &VPath, mode: u32, flags: i32, o: Owner) -> MResult<File> {
+        self.check("create", p)?;
+        self.inner.create(p, mode, flags, o)
+    }
+    fn open_write(&self, p: &VPath, flags: i32) -> MResult<File> {
+        self.check("open_write", p)?;
+        self.inner.open_write(p, flags)
+    }
+    fn file_written(&self, p: &VPath) {
+        let _ = self.check("file_written", p);
+    }
+    fn mkdir(&self, p: &VPath, mode: u32, o: Owner) -> MResult<()> {
+        self.check("mkdir", p)?;
+        self.inner.mkdir(p, mode, o)
+    }
+    fn mknod(&self, p: &VPath, mode: u32, rdev: u64, o: Owner) -> MResult<()> {
+        self.check("mknod", p)?;
+        self.inner.mknod(p, mode, rdev, o)
+    }
+    fn symlink(&self, t: &OsStr, p: &VPath, o: Owner) -> MResult<()> {
+        self.check("symlink", p)?;
+        self.inner.symlink(t, p, o)
+    }
+    fn link(&self, a: &VPath, b: &VPath) -> MResult<()> {
+        self.check("link", b)?;
+        self.inner.link(a, b)
+    }
+    fn unlink(&self, p: &VPath) -> MResult<()> {
+        self.check("unlink", p)?;
+        self.inner.unlink(p)
+    }
+    fn rmdir(&self, p: &VPath) -> MResult<()> {
+        self.check("rmdir", p)?;
+        self.inner.rmdir(p)
+    }
+    fn rename(&self, a: &VPath, b: &VPath, m: RenameMode) -> MResult<()> {
+        self.check("rename", a)?;
+        self.inner.rename(a, b, m)
+    }
+    fn setattr(&self, p: &VPath, c: &AttrChange) -> MResult<()> {
+        self.check("setattr", p)?;
+        self.inner.setattr(p, c)
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ws: Workspace,
+    rec: Arc<Recording>,
+    fs: VikingFs,
+    res: u64,
+}
+
+fn fixture(busy: Option<&str>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let rec = Arc::new(Recording {
+        inner: DirectMutations::new(&ws).unwrap(),
+        calls: Mutex::new(Vec::new()),
+        busy: busy.map(String::from),
+    });
+    let fs = VikingFs::new(&ws, rec.clone()).unwrap();
+    let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
+    Fixture {
+        _dir: dir,
+        ws,
+        rec,
+        fs,
+        res,
+    }
+}
+
+const ME: Owner = Owner { uid: 0, gid: 0 };
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+#[test]
+fn lookups_are_counted_and_forget_drops_the_inode() {
+    let f = fixture(None);
+    let (a, fh) =
+        f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME)
+            .unwrap();
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.fs.inodes().lookup_count(a.ino), 1);
+    let again = f.fs.lookup(f.res, os("x")).unwrap();
+    assert_eq!(again.ino, a.ino);
+    assert_eq!(f.fs.inodes().lookup_count(a.ino), 2);
+    let before = f.fs.inodes().len();
+    f.fs.forget(a.ino, 1);
+    assert_eq!(f.fs.inodes().len(), before);
+    f.fs.forget(a.ino, 1);
+    assert_eq!(f.fs.inodes().len(), before - 1);
+    assert_eq!(f.fs.getattr(a.ino).unwrap_err().errno(), libc::ESTALE);
+    // The root is never forgotten.
+    f.fs.forget(ROOT_INO, 100);
+    assert!(f.fs.getattr(ROOT_INO).is_ok());
+}
+
+#[test]
+fn hard_links_share_one_inode_with_the_right_nlink() {
+    let f = fixture(None);
+    let (a, fh) =
+        f.fs.create(f.res, os("x"), 0o644, libc::O_WRONLY, ME)
+            .unwrap();
+    f.fs.release(fh).unwrap();
+    let l = f.fs.link(a.ino, f.res, os("y")).unwrap();
+    assert_eq!(l.ino, a.ino);
+    assert_eq!(l.st.st_nlink, 2);
+    assert_eq!(f.fs.lookup(f.res, os("y")).unwrap().ino, a.ino);
+    assert_eq!(f.fs.inodes().lookup_count(a.ino), 3);
+    // The first name goes; the inode is still reachable (and writable) by the other.
+    f.fs.unlink(f.res, os("x")).unwrap();
+    assert_eq!(f.fs.getattr(a.ino).unwrap().st.st_nlink, 1);
+    let fh = f.fs.open(a.ino, libc::O_WRONLY).unwrap();
+    f.fs.write(fh, 0, b"hi").unwrap();
+    f.fs.release(fh).unwrap();
+    assert!(f
+        .rec
+        .calls
+        .lock()
+        .contains(&"file_written resources/y".to_string()));
+}
+
+#[test]
+fn internal_names_are_hidden_and_cannot_be_created() {
+    let f = fixture(None);
+    let d = f.ws.data_root().join("resources");
+    std::fs::write(d.join(".path.ovlock"), "").unwrap();
+    std::fs::write(d.join(".abstract.md"), "sum").unwrap();
+    std::fs::write(d.join("plain.md"), "p").unwrap();
+    assert_eq!(
+        f.fs.lookup(f.res, os(".path.ovlock")).unwrap_err().errno(),
+        libc::ENOENT
+    );
+    let e =
+        f.fs.create(f.res, os(".vikingfs.x"), 0o644, libc::O_WRONLY, ME);
+    assert_eq!(e.unwrap_err().errno(), libc::EPERM);
+    let dh = f.fs.opendir(f.res).unwrap();
+    let names: Vec<_> =
+        f.fs.readdir(dh, 0)
+            .unwrap()
+            .into_iter()
+            .map(|(_, e)| e.name.to_string_lossy().into_owned())
+            .collect();
+    f.fs.releasedir(dh);
+    assert_eq!(names, [".", "..", "plain.md", ".abstract.md"]);
+    // Sidecars read, never written, and look read-only.
+    let s = f.fs.lookup(f.res, os(".abstract.md")).unwrap();
+    assert_eq!(s.st.st_mode & 0o222, 0);
+    let fh = f.fs.open(s.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(f.fs.read(fh, 0, 100).unwrap(), b"sum");
+    f.fs.release(fh).unwrap();
+    assert_eq!(
+        f.fs.open(s.ino, libc::O_WRONLY).unwrap_err().errno(),
+        libc::EACCES
+    );
+    assert_eq!(
+        f.fs.unlink(f.res, os(".abstract.md")).unwrap_err().errno(),
+        libc::EACCES
+    );
+    assert_eq!(f.fs.open_file_handles(), 0);
+}
+
+#[test]
+fn root_holds_only_the_scopes() {
+    let f = fixture(None);
+    assert_eq!(
+        f.fs.mkdir(ROOT_INO, os("other"), 0o755, ME)
+            .unwrap_err()
+            .errno(),
+        libc::EPERM
+    );
+    assert_eq!(
+        f.fs.lookup(ROOT_INO, os("other")).unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        f.fs.rmdir(ROOT_INO, os("agent")).unwrap_err().errno(),
+        libc::EPERM
+    );
+}
+
+#[test]
+fn rename_modes_and_busy_from_the_seam() {
+    let f = fixture(Some("resources/locked"));
+    for n in ["a", "b"] {
+        let (_, fh) =
+            f.fs.create(f.res, os(n), 0o644, libc::O_WRONLY, ME)
+                .unwrap();
+        f.fs.write(fh, 0, n.as_bytes()).unwrap();
+        f.fs.release(fh).unwrap();
+    }
+    let e = f.fs.create(f.res, os("locked"), 0o644, libc::O_WRONLY, ME);
+    assert_eq!(e.unwrap_err().errno(), libc::EBUSY);
+    std::fs::write(f.ws.data_root().join("resources/locked"), "").unwrap();
+    let e =
+        f.fs.rename(f.res, os("a"), f.res, os("b"), RenameMode::NoReplace);
+    assert_eq!(e.unwrap_err().errno(), libc::EEXIST);
+    f.fs.rename(f.res, os("a"), f.res, os("b"), RenameMode::Exchange)
+        .unwrap();
+    let d = f.ws.data_root().join("resources");
+    assert_eq!(std::fs::read(d.join("a")).unwrap(), b"b");
+    assert_eq!(std::fs::read(d.join("b")).unwrap(), b"a");
+    let e = f.fs.unlink(f.res, os("locked"));
+    assert_eq!(e.unwrap_err().errno(), libc::EBUSY);
+    assert!(f.ws.data_root().join("resources/locked").exists());
+    let calls = f.rec.calls.lock().clone();
+    assert!(
+        calls.contains(&"rename resources/a".to_string()),
+        "{calls:?}"
+    );
+    assert!(calls.contains(&"unlink resources/locked".to_string()));
+}

@@ -1,0 +1,302 @@
+//! Mounting and unmounting: mount options, stale mounts, the live session.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use fuser::{Config, SessionACL};
+use thiserror::Error;
+
+use crate::fs::VikingFs;
+use crate::fuse::{FuseFs, FuseOptions};
+
+#[derive(Debug, Error)]
+pub enum MountError {
+    #[error("unknown mount option {0:?}")]
+    UnknownOption(String),
+    #[error("{0} is already mounted (vikingfs umount {0} first)")]
+    AlreadyMounted(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0} is busy (a file is open on it); close it or use umount -l")]
+    Busy(String),
+    #[error("{0} is not a mount point")]
+    NotMounted(String),
+}
+
+fn io_err(path: &Path, source: io::Error) -> MountError {
+    MountError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Threads reading /dev/fuse.
+const SESSION_THREADS: usize = 2;
+
+/// What `-o` asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOptions {
+    pub read_only: bool,
+    /// `nopassthrough` turns FUSE passthrough off (benchmarks, old kernels).
+    pub passthrough: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            read_only: false,
+            passthrough: true,
+        }
+    }
+}
+
+/// Options mount.fuse3 and fstab pass that change nothing for vikingfs: access checks are
+/// always the kernel's (default_permissions) and every user may use the mount (allow_other).
+const IGNORED: &[&str] = &[
+    "rw",
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nodiratime",
+    "diratime",
+    "lazytime",
+    "nolazytime",
+    "_netdev",
+    "nofail",
+    "defaults",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "allow_other",
+    "allow_root",
+    "default_permissions",
+    "async",
+    "passthrough",
+];
+
+/// Parse `-o` values (each comma separated).
+pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountError> {
+    let mut o = MountOptions::default();
+    for v in values {
+        for opt in v.as_ref().split(',').filter(|s| !s.is_empty()) {
+            match opt {
+                "ro" => o.read_only = true,
+                "nopassthrough" => o.passthrough = false,
+                x if IGNORED.contains(&x) => {}
+                x if x.starts_with("x-") || x.starts_with("comment=") => {}
+                x => return Err(MountError::UnknownOption(x.to_string())),
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// Clear a mount left by a killed daemon (it answers ENOTCONN) with a lazy unmount.
+/// Refuses a live mount.
+pub fn clear_stale(mp: &Path) -> Result<(), MountError> {
+    match std::fs::metadata(mp) {
+        Ok(_) => {
+            if is_mount_point(mp) && mounted_fs_type(mp).as_deref() == Some("fuse.vikingfs") {
+                return Err(MountError::AlreadyMounted(mp.display().to_string()));
+            }
+            Ok(())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            tracing::info!(mountpoint = %mp.display(), "clearing a stale mount");
+            detach(mp).map_err(|e| io_err(mp, e))
+        }
+        Err(e) => Err(io_err(mp, e)),
+    }
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Lazy unmount (MNT_DETACH).
+pub fn detach(mp: &Path) -> io::Result<()> {
+    let c = cpath(mp)?;
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Unmount `mp` now; EBUSY when a file is open on it.
+pub fn unmount(mp: &Path) -> Result<(), MountError> {
+    let c = cpath(mp).map_err(|e| io_err(mp, e))?;
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        Some(libc::EBUSY) => MountError::Busy(mp.display().to_string()),
+        Some(libc::EINVAL) => MountError::NotMounted(mp.display().to_string()),
+        _ => io_err(mp, e),
+    })
+}
+
+fn mount_entry(mp: &Path) -> Option<(String, String)> {
+    let want = mp.canonicalize().unwrap_or_else(|_| mp.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().rev().find_map(|l| {
+        let mut f = l.split(' ');
+        let (src, target, ty) = (f.next()?, f.next()?, f.next()?);
+        let target = target.replace("\\040", " ");
+        (Path::new(&target) == want).then(|| (src.to_string(), ty.to_string()))
+    })
+}
+
+/// Whether something is mounted exactly at `mp`.
+pub fn is_mount_point(mp: &Path) -> bool {
+    mount_entry(mp).is_some()
+}
+
+/// The type /proc/self/mounts shows for the mount at `mp`.
+pub fn mounted_fs_type(mp: &Path) -> Option<String> {
+    mount_entry(mp).map(|(_, t)| t)
+}
+
+/// Open /dev/fuse and mount it at `mp` ourselves (fuser would name the type plain "fuse"):
+/// type `fuse.vikingfs`, the workspace as source, the kernel checking permissions, every
+/// user allowed in.
+fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, MountError> {
+    let dev = Path::new("/dev/fuse");
+    let fd: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .map_err(|e| io_err(dev, e))?
+        .into();
+    let data = format!(
+        "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
+        fd.as_raw_fd(),
+        unsafe { libc::getuid() },
+        unsafe { libc::getgid() }
+    );
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if opts.read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    let src = CString::new(source.as_os_str().as_bytes().to_vec())
+        .map_err(|_| io_err(source, io::Error::from_raw_os_error(libc::EINVAL)))?;
+    let target = cpath(mp).map_err(|e| io_err(mp, e))?;
+    let data = CString::new(data).expect("no NUL");
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            c"fuse.vikingfs".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(io_err(mp, io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+/// A live vikingfs mount served by a background thread.
+pub struct Mounted {
+    pub mountpoint: PathBuf,
+    thread: JoinHandle<io::Result<()>>,
+}
+
+impl Mounted {
+    /// Mount `core` at `mountpoint`; returns once the kernel has completed the handshake (the
+    /// mount is live).
+    pub fn start(
+        core: Arc<VikingFs>,
+        source: &Path,
+        mountpoint: &Path,
+        opts: &MountOptions,
+        on_exit: impl FnOnce() + Send + 'static,
+    ) -> Result<Mounted, MountError> {
+        let fuse_fd = mount_fuse(source, mountpoint, opts)?;
+        let mut config = Config::default();
+        config.acl = SessionACL::All;
+        // Several session threads, each with its own /dev/fuse clone, for the calls answered
+        // inline; everything that may wait goes to the worker pool anyway.
+        config.n_threads = Some(SESSION_THREADS);
+        config.clone_fd = true;
+        let fs = FuseFs::new(
+            core,
+            FuseOptions {
+                passthrough: opts.passthrough,
+                ..FuseOptions::default()
+            },
+        );
+        // On any failure from here on the kernel mount must go again.
+        let session = fuser::Session::from_fd(fs, fuse_fd, SessionACL::All, config)
+            .inspect_err(|_| {
+                let _ = detach(mountpoint);
+            })
+            .map_err(|e| io_err(mountpoint, e))?;
+        let thread = std::thread::Builder::new()
+            .name("vikingfs-fuse".into())
+            .spawn(move || {
+                let r = session.run();
+                on_exit();
+                r
+            })
+            .map_err(|e| io_err(mountpoint, e))?;
+        Ok(Mounted {
+            mountpoint: mountpoint.to_path_buf(),
+            thread,
+        })
+    }
+
+    /// Unmount (lazily when files are still open: in-flight requests finish and the session
+    /// ends when the last one closes) and wait for the session to end.
+    pub fn stop(self) -> io::Result<()> {
+        match unmount(&self.mountpoint) {
+            Ok(()) | Err(MountError::NotMounted(_)) => {}
+            Err(MountError::Busy(_)) => detach(&self.mountpoint)?,
+            Err(e) => tracing::warn!(error = %e, "unmount failed"),
+        }
+        self.join()
+    }
+
+    /// Wait until the session ends (someone unmounted it).
+    pub fn join(self) -> io::Result<()> {
+        self.thread
+            .join()
+            .map_err(|_| io::Error::other("FUSE session thread panicked"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_options_are_accepted_and_unknown_refused() {
+        let o = parse_options(&["rw,nosuid,nodev,relatime,allow_other", "_netdev"]).unwrap();
+        assert_eq!(o, MountOptions::default());
+        assert!(parse_options(&["ro,nopassthrough"]).unwrap().read_only);
+        assert!(!parse_options(&["nopassthrough"]).unwrap().passthrough);
+        let e = parse_options(&["rw,bogus=1"]).unwrap_err();
+        assert_eq!(e.to_string(), "unknown mount option \"bogus=1\"");
+    }
+}

@@ -1,0 +1,209 @@
+//! Helpers for tests through real mount points: a [`Mount`] fixture that mounts a fresh
+//! workspace with the `vikingfs` binary and always unmounts (lazily if it must) on drop.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+
+/// A vikingfs mount of a fresh workspace in its own temp dir.
+pub struct Mount {
+    pub dir: tempfile::TempDir,
+    pub ws: PathBuf,
+    pub mp: PathBuf,
+    pub options: Vec<String>,
+}
+
+/// `vikingfs ARGS` with an isolated HOME (no user config leaks in).
+pub fn vikingfs(home: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env("HOME", home).env_remove("VIKINGFS_CONFIG");
+    c
+}
+
+impl Mount {
+    pub fn new() -> Mount {
+        Self::with_options(&[])
+    }
+
+    pub fn with_options(options: &[&str]) -> Mount {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        let mp = dir.path().join("mnt");
+        std::fs::create_dir_all(&mp).unwrap();
+        let m = Mount {
+            dir,
+            ws,
+            mp,
+            options: options.iter().map(|s| s.to_string()).collect(),
+        };
+        m.mount();
+        m
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.path().join("daemon.pid")
+    }
+
+    /// Start the daemon; returns once the mount is live.
+    pub fn mount(&self) {
+        let mut c = vikingfs(self.dir.path());
+        c.arg("mount").arg("--pid-file").arg(self.pid_file());
+        for o in &self.options {
+            c.arg("-o").arg(o);
+        }
+        let out = c
+            .arg(&self.ws)
+            .arg(&self.mp)
+            .output()
+            .expect("run vikingfs");
+        assert!(
+            out.status.success(),
+            "vikingfs mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn pid(&self) -> i32 {
+        std::fs::read_to_string(self.pid_file())
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    /// `MOUNT/resources`: where user files go.
+    pub fn res(&self) -> PathBuf {
+        self.mp.join("resources")
+    }
+
+    /// The backing directory of `resources/`.
+    pub fn backing(&self) -> PathBuf {
+        self.ws.join("viking/default/resources")
+    }
+
+    /// kill -9 the daemon and wait until it is gone (the mount stays, answering ENOTCONN).
+    pub fn kill9(&self) {
+        let pid = self.pid();
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        wait_gone(pid);
+        // The leader turns zombie before its other threads have closed /dev/fuse: wait for
+        // the kernel to see the connection gone.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::metadata(&self.mp)
+            .err()
+            .and_then(|e| e.raw_os_error())
+            != Some(libc::ENOTCONN)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "mount still answers after kill -9"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn unmount(&self) {
+        let pid = std::fs::read_to_string(self.pid_file())
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        let out = vikingfs(self.dir.path())
+            .arg("umount")
+            .arg(&self.mp)
+            .output();
+        if !out.map(|o| o.status.success()).unwrap_or(false) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mp).status();
+        }
+        if let Some(pid) = pid {
+            wait_gone(pid);
+        }
+    }
+}
+
+/// Wait (generously) until process `pid` has exited.
+pub fn wait_gone(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // SAFETY: signal 0 only checks for existence.
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Running (a zombie waiting for its reaper counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// Run a shell command line in `dir`; returns its output.
+pub fn sh(dir: &Path, script: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("run sh")
+}
+
+/// Run a shell command line in `dir` and insist it succeeds; returns stdout.
+pub fn ok(dir: &Path, script: &str) -> String {
+    let out = sh(dir, script);
+    assert!(
+        out.status.success(),
+        "`{script}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Run a shell command line and insist it fails; returns stderr.
+pub fn fails(dir: &Path, script: &str) -> String {
+    let out = sh(dir, script);
+    assert!(!out.status.success(), "`{script}` should have failed");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Every path under `root` (relative, sorted) with its kind and, for files, content.
+pub fn tree(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let rel = p.strip_prefix(root).unwrap().display().to_string();
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        if md.is_dir() {
+            out.push((rel, "dir".into()));
+            walk(root, &p, out);
+        } else if md.file_type().is_symlink() {
+            out.push((
+                rel,
+                format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+            ));
+        } else {
+            let data = std::fs::read(&p).unwrap();
+            out.push((rel, format!("file {}", String::from_utf8_lossy(&data))));
+        }
+    }
+}
