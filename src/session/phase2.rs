@@ -115,6 +115,11 @@ impl SessionCommitHandler {
                 ..Default::default()
             });
         }
+        if !ws.fs_path(&s.archive(n)).is_dir() {
+            // The session (or this archive) was removed since: nothing left to process.
+            tracing::info!(archive = %s.archive(n).uri(), "archive gone; phase 2 skipped");
+            return Ok(Phase2Report::default());
+        }
         let archive_path = ws.fs_path(&s.archive_file(n, MESSAGES));
         let bytes = fsx::read_opt(&archive_path)?
             .ok_or_else(|| Phase2Error::NoArchive(s.archive(n).uri()))?;
@@ -196,43 +201,38 @@ impl SessionCommitHandler {
     }
 
     /// The archive's summary sidecars and their index records, unless a previous run made
-    /// both already.
+    /// both already. The summariser (maybe a chat model) and the embedder run before any lock
+    /// is taken; the write-back holds EXACT on the two sidecars, as a directory summary's does.
     fn summarize(&self, s: &SessionPath, n: u32, text: &str) -> Result<(), Phase2Error> {
         let ws = &self.sessions.ws;
         let dir = s.archive(n);
         let (abs_p, ovw_p) = (s.archive_file(n, ABSTRACT), s.archive_file(n, OVERVIEW));
         let (abs, ovw) = (ws.fs_path(&abs_p), ws.fs_path(&ovw_p));
-        let _guard = self.sessions.locks.acquire(
-            &[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)],
-            LOCK_WAIT,
-        )?;
-        let current = |path: &std::path::Path, level| -> Result<bool, Phase2Error> {
+        let indexed = |path: &std::path::Path, level| -> Result<bool, Phase2Error> {
             let Ok(m) = std::fs::metadata(path) else {
                 return Ok(false);
             };
-            let indexed = self
+            let v = self
                 .ops
                 .index()
                 .version_of(&dir, level)
                 .map_err(OpsError::from)?;
-            Ok(indexed == Some(source_version(&m)))
+            Ok(v == Some(source_version(&m)))
         };
-        if current(&abs, Level::Abstract)? && current(&ovw, Level::Overview)? {
+        if indexed(&abs, Level::Abstract)? && indexed(&ovw, Level::Overview)? {
             return Ok(());
         }
-        let (abs_text, ovw_text) =
+        // A run that died after writing the sidecars keeps them; otherwise summarise.
+        let (abs_text, ovw_text, write) =
             match (std::fs::read_to_string(&abs), std::fs::read_to_string(&ovw)) {
-                (Ok(a), Ok(o)) => (a, o),
+                (Ok(a), Ok(o)) => (a, o, false),
                 _ => {
                     let input = DirInput {
                         uri: dir.uri(),
                         children: vec![Child::file(MESSAGES, conversation_text(text))],
                     };
                     let sm = self.summarizer.summarize(&input)?.enforce_limits();
-                    // Overview first: the abstract is what the parent's summary reads.
-                    fsx::atomic_write(ws, &ovw, sm.overview_md.as_bytes())?;
-                    fsx::atomic_write(ws, &abs, sm.abstract_md.as_bytes())?;
-                    (sm.abstract_md, sm.overview_md)
+                    (sm.abstract_md, sm.overview_md, true)
                 }
             };
         let vectors = self
@@ -240,6 +240,16 @@ impl SessionCommitHandler {
             .embedder()
             .embed(&[&abs_text, &ovw_text])
             .map_err(OpsError::from)?;
+
+        let _guard = self.sessions.locks.acquire(
+            &[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)],
+            LOCK_WAIT,
+        )?;
+        if write {
+            // Overview first: the abstract is what the parent's summary reads.
+            fsx::atomic_write(ws, &ovw, ovw_text.as_bytes())?;
+            fsx::atomic_write(ws, &abs, abs_text.as_bytes())?;
+        }
         for ((level, path, text), vector) in [
             (Level::Abstract, &abs, &abs_text),
             (Level::Overview, &ovw, &ovw_text),
