@@ -128,6 +128,13 @@ fn conflict_table_in_every_shape() {
 }
 
 #[test]
+fn guards_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<vikingfs::lock::LockGuard>();
+    send::<Arc<LockManager>>();
+}
+
+#[test]
 fn files_are_named_as_openviking_names_them() {
     let (_d, ws, m) = setup(Duration::from_secs(30));
     let root = ws.data_root();
@@ -166,14 +173,13 @@ fn files_are_named_as_openviking_names_them() {
 fn exact_checks_both_candidate_files() {
     let (_d, ws, m) = setup(Duration::from_secs(30));
     let p = vp(&ws, "resources/d");
-    // A foreign peer holds the directory form while the path does not exist as a directory
-    // for us any more (it was a directory when it locked; now only its lock file's dir is left).
+    // A foreign peer holds the directory form ({d}/.path.ovlock) of the path.
     make(&ws, "resources/d", Shape::Dir);
     let dl = ws.data_root().join("resources/d/.path.ovlock");
     std::fs::write(&dl, format!("peer-rust-1:{}:E", codec::now_ns())).unwrap();
     assert!(matches!(m.exact(&p), Err(LockError::Busy { owner, .. }) if owner == "peer-rust-1"));
     std::fs::remove_file(&dl).unwrap();
-    // And the sidecar form, while the path is a directory.
+    // And the sidecar form (left from when the path was a file), while it is a directory.
     let side = ws
         .data_root()
         .join("resources")

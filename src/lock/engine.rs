@@ -1,9 +1,9 @@
 //! The on-disk protocol for one path: check, write, double-check, roll back.
 //!
-//! Taking `(path, kind)`: look for conflicting tokens on the path's two candidate files and on
-//! every ancestor's `.path.ovlock` (TREE tokens only); create the directory the lock file needs;
-//! create the token with `O_EXCL`; then check again — the ancestors, the other candidate and,
-//! for TREE, every lock file of the subtree. Two contenders each write before they look, so at
+//! Taking `(path, kind)`: when the path is missing, first look for conflicting tokens on its
+//! other candidate file and on every ancestor's `.path.ovlock` (TREE tokens only), and only then
+//! create the directory the lock file needs; create the token with `O_EXCL`; then check — the
+//! ancestors, the other candidate and, for TREE, every lock file of the subtree. Two contenders each write before they look, so at
 //! least one sees the other and removes its own token; that post-write check is what makes the
 //! protocol safe, so a TREE walks its subtree only once, after writing.
 //!
@@ -21,9 +21,11 @@ use super::{walk, LockError, LockKind};
 use crate::uri::VPath;
 
 /// A lock file this process wrote and must refresh and remove.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Held {
     pub file: PathBuf,
+    /// Kept open from its creation (or takeover) so release needs no open.
+    pub fd: Option<std::fs::File>,
     pub token: String,
     pub kind: LockKind,
     pub lost: bool,
@@ -143,31 +145,43 @@ impl Engine<'_> {
         self.judge(file, buf, me, filter, default_kind).map(Some)
     }
 
-    /// Fail with Busy if `file` holds a conflicting live token; remove it if stale.
+    /// Fail with Busy if `file` holds a conflicting live token; remove it if stale. A missing
+    /// directory on the way means no lock file (`ENOTDIR`: a regular file where the directory
+    /// would be).
     fn check_file(
         &self,
         file: &Path,
-        uri: &VPath,
+        uri: &dyn Fn() -> String,
+        me: &str,
+        filter: Filter,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), LockError> {
+        match self.check_file_strict(file, uri, me, filter, buf) {
+            Err(LockError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// `check_file`, passing `ENOTDIR` up.
+    fn check_file_strict(
+        &self,
+        file: &Path,
+        uri: &dyn Fn() -> String,
         me: &str,
         filter: Filter,
         buf: &mut Vec<u8>,
     ) -> Result<(), LockError> {
         loop {
-            let v = match self.read_judge(file, buf, me, filter, LockKind::Tree) {
-                Ok(Some(v)) => v,
-                Ok(None) => return Ok(()),
-                Err(LockError::Io { source, .. })
-                    if source.raw_os_error() == Some(libc::ENOTDIR) =>
-                {
-                    return Ok(())
-                }
-                Err(e) => return Err(e),
+            let Some(v) = self.read_judge(file, buf, me, filter, LockKind::Tree)? else {
+                return Ok(());
             };
             match v {
                 Verdict::Free => return Ok(()),
                 Verdict::Held { owner, kind } => {
                     return Err(LockError::Busy {
-                        path: uri.uri(),
+                        path: uri(),
                         kind,
                         owner,
                     })
@@ -181,48 +195,38 @@ impl Engine<'_> {
     }
 
     /// TREE tokens on the ancestors' `.path.ovlock`; a file among the ancestors is an error.
+    /// Runs on every acquire: one path buffer is cut back per ancestor, no per-ancestor
+    /// allocation; a VPath is only built for an error.
     fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
-        for a in Resolver::ancestors(p) {
-            let f = self.res.dir_lock(&a);
-            match self.check_file_strict(&f, &a, me, buf) {
+        let rel = p.as_str();
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let mut f = self.res.fs_path(&VPath::root()).into_os_string().into_vec();
+        let base = f.len();
+        // Ancestors from the root down: "", then every prefix of `rel` ending before a '/'.
+        let ends = std::iter::once(0).chain(rel.match_indices('/').map(|(i, _)| i));
+        let ends = ends.take(if p.is_root() { 0 } else { p.depth() });
+        for end in ends {
+            f.truncate(base);
+            if end > 0 {
+                f.push(b'/');
+                f.extend_from_slice(&rel.as_bytes()[..end]);
+            }
+            f.push(b'/');
+            f.extend_from_slice(PATH_LOCK.as_bytes());
+            let ancestor = || VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
+            let file = Path::new(std::ffi::OsStr::from_bytes(&f));
+            match self.check_file_strict(file, &|| ancestor().uri(), me, Filter::TreeOnly, buf) {
                 Err(LockError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::ENOTDIR) =>
                 {
-                    return Err(LockError::NotADirectory { path: a.uri() })
+                    return Err(LockError::NotADirectory {
+                        path: ancestor().uri(),
+                    })
                 }
                 r => r?,
             }
         }
         Ok(())
-    }
-
-    /// Like `check_file` with TreeOnly, but passing `ENOTDIR` up.
-    fn check_file_strict(
-        &self,
-        file: &Path,
-        uri: &VPath,
-        me: &str,
-        buf: &mut Vec<u8>,
-    ) -> Result<(), LockError> {
-        loop {
-            let Some(v) = self.read_judge(file, buf, me, Filter::TreeOnly, LockKind::Tree)? else {
-                return Ok(());
-            };
-            match v {
-                Verdict::Free => return Ok(()),
-                Verdict::Held { owner, kind } => {
-                    return Err(LockError::Busy {
-                        path: uri.uri(),
-                        kind,
-                        owner,
-                    })
-                }
-                Verdict::Stale(why) => {
-                    tracing::info!(file = %file.display(), %why, "removing stale lock");
-                    provider::cas_remove(file, buf).map_err(|e| LockError::io(file, e))?;
-                }
-            }
-        }
     }
 
     /// Every lock file in the subtree of `p` except `p`'s own `.path.ovlock`.
@@ -252,9 +256,7 @@ impl Engine<'_> {
             let quick = codec::parse(&buf).map(|_| ());
             if quick.is_none() {
                 // Maybe torn by a CAS writer: settle it the careful way.
-                return self
-                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
-                    .map_err(|e| rename_busy(e, uri()));
+                return self.check_file(&file, &uri, me, Filter::Any, &mut buf);
             }
             match self.judge(&file, &buf, me, Filter::Any, LockKind::Exact)? {
                 Verdict::Free => Ok(()),
@@ -263,9 +265,7 @@ impl Engine<'_> {
                     kind,
                     owner,
                 }),
-                Verdict::Stale(_) => self
-                    .check_file(&file, &dir, me, Filter::Any, &mut buf)
-                    .map_err(|e| rename_busy(e, uri())),
+                Verdict::Stale(_) => self.check_file(&file, &uri, me, Filter::Any, &mut buf),
             }
         })
     }
@@ -274,11 +274,16 @@ impl Engine<'_> {
     /// the very file its parent guard holds), so there is nothing more to hold.
     pub fn take(&self, p: &VPath, kind: LockKind, me: &str) -> Result<Option<Held>, LockError> {
         let mut buf = Vec::with_capacity(128);
-        self.check_ancestors(p, me, &mut buf)?;
         let fs = self.res.fs_path(p);
         let meta = std::fs::symlink_metadata(&fs);
         let is_dir = matches!(&meta, Ok(m) if m.is_dir());
         let exists = meta.is_ok();
+        // Checking before writing only spares a busy path a write and its roll-back; the
+        // check after writing is what excludes. So it is done only where a busy path would
+        // otherwise leave directories behind: before creating missing ones.
+        if !exists {
+            self.check_ancestors(p, me, &mut buf)?;
+        }
         let dir_lock = self.res.dir_lock(p);
         let sidecar = self.res.sidecar(p);
         // The file we write, and the other candidate of the same path we must check.
@@ -289,17 +294,17 @@ impl Engine<'_> {
         } else {
             (sidecar.expect("non-root path has a parent"), Some(dir_lock))
         };
-        if let Some(o) = &other {
-            self.check_file(o, p, me, Filter::Any, &mut buf)?;
-        }
         let dir = target.parent().expect("lock file has a directory");
         if !exists {
+            if let Some(o) = &other {
+                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
+            }
             create_dirs(dir, p)?;
         }
         let token = codec::format(me, codec::now_ns(), kind);
-        loop {
+        let fd = loop {
             match provider::create_excl(&target, token.as_bytes()) {
-                Ok(()) => break,
+                Ok(f) => break Some(f),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let Some(v) = self.read_judge(&target, &mut buf, "", Filter::Any, kind)? else {
                         continue;
@@ -323,7 +328,7 @@ impl Engine<'_> {
                             match provider::cas_replace(&target, &buf, token.as_bytes())
                                 .map_err(|e| LockError::io(&target, e))?
                             {
-                                Cas::Done => break,
+                                Cas::Done => break None,
                                 Cas::Changed => continue,
                             }
                         }
@@ -335,8 +340,9 @@ impl Engine<'_> {
                 }
                 Err(e) => return Err(LockError::io(&target, e)),
             }
-        }
+        };
         let held = Held {
+            fd,
             file: target,
             token,
             kind,
@@ -345,7 +351,7 @@ impl Engine<'_> {
         let recheck = (|| {
             self.check_ancestors(p, me, &mut buf)?;
             if let Some(o) = &other {
-                self.check_file(o, p, me, Filter::Any, &mut buf)?;
+                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
             if kind == LockKind::Tree {
                 self.check_descendants(p, me)?;
@@ -363,7 +369,11 @@ impl Engine<'_> {
 
     /// Remove our token (CAS); `false` when it was no longer ours.
     pub fn remove(&self, h: &Held) -> bool {
-        match provider::cas_remove(&h.file, h.token.as_bytes()) {
+        let r = match &h.fd {
+            Some(f) => provider::cas_remove_open(f, &h.file, h.token.as_bytes()),
+            None => provider::cas_remove(&h.file, h.token.as_bytes()),
+        };
+        match r {
             Ok(Cas::Done) => true,
             Ok(Cas::Changed) => false,
             Err(e) => {
@@ -371,17 +381,6 @@ impl Engine<'_> {
                 false
             }
         }
-    }
-}
-
-fn rename_busy(e: LockError, uri: String) -> LockError {
-    match e {
-        LockError::Busy { kind, owner, .. } => LockError::Busy {
-            path: uri,
-            kind,
-            owner,
-        },
-        e => e,
     }
 }
 

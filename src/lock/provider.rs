@@ -7,10 +7,28 @@
 //! and a stale takeover can never both win (OpenViking #4943).
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+
+/// Read a whole (small) file: one `read` into a stack buffer for a token, without the
+/// `fstat` and the second `read` of `read_to_end`; longer content falls back to it.
+pub fn read_small(f: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 256];
+    let n = loop {
+        match f.read(&mut chunk) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    buf.extend_from_slice(&chunk[..n]);
+    if n == chunk.len() {
+        f.read_to_end(buf)?;
+    }
+    Ok(())
+}
 
 /// Read a lock file. `Ok(None)` when it does not exist; `ENOTDIR` is returned as an error
 /// (the caller decides whether a file in the way is an error).
@@ -18,7 +36,7 @@ pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
     buf.clear();
     match File::open(path) {
         Ok(mut f) => {
-            f.read_to_end(buf)?;
+            read_small(&mut f, buf)?;
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -27,18 +45,20 @@ pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
 }
 
 /// Create a lock file holding `token`; fails with `AlreadyExists` when any lock file is there.
-pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
+/// The open file is returned so the holder can release it later without opening it again.
+pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(0o644)
         .custom_flags(libc::O_CLOEXEC)
         .open(path)?;
-    if let Err(e) = f.write_all(token) {
+    if let Err(e) = f.write_all_at(token, 0) {
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
-    Ok(())
+    Ok(f)
 }
 
 /// The outcome of a compare-and-swap.
@@ -51,7 +71,7 @@ pub enum Cas {
 
 /// Open `path`, flock it and check it still holds `expected` at the same inode.
 fn lock_expect(path: &Path, expected: &[u8]) -> io::Result<Option<File>> {
-    let mut f = match OpenOptions::new()
+    let f = match OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
@@ -61,21 +81,36 @@ fn lock_expect(path: &Path, expected: &[u8]) -> io::Result<Option<File>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
+    Ok(lock_expect_fd(&f, expected)?.then_some(f))
+}
+
+/// Flock an open lock file and check it still holds `expected` and is still linked. Lock
+/// files are never renamed or hard-linked, so a file that still has a link is still the one
+/// its path names: one `fstat` instead of comparing inodes of the fd and of the path.
+fn lock_expect_fd(f: &File, expected: &[u8]) -> io::Result<bool> {
     // SAFETY: flock on a file descriptor we own; released when `f` is closed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut buf = Vec::with_capacity(expected.len() + 8);
-    f.read_to_end(&mut buf)?;
-    if buf != expected {
-        return Ok(None);
+    let mut chunk = [0u8; 256];
+    let n = f.read_at(&mut chunk, 0)?;
+    if n == chunk.len() || &chunk[..n] != expected {
+        return Ok(false);
     }
-    let same_inode = match std::fs::symlink_metadata(path) {
-        Ok(m) => m.ino() == f.metadata()?.ino(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(e),
-    };
-    Ok(same_inode.then_some(f))
+    Ok(f.metadata()?.nlink() > 0)
+}
+
+/// Release a lock file this process created and kept open: remove it if it still holds
+/// `expected`.
+pub fn cas_remove_open(f: &File, path: &Path, expected: &[u8]) -> io::Result<Cas> {
+    if !lock_expect_fd(f, expected)? {
+        return Ok(Cas::Changed);
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(Cas::Done),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cas::Changed),
+        Err(e) => Err(e),
+    }
 }
 
 /// Replace `expected` by `new` in place (refresh, stale takeover).
@@ -100,8 +135,11 @@ pub fn cas_remove(path: &Path, expected: &[u8]) -> io::Result<Cas> {
     let Some(_f) = lock_expect(path, expected)? else {
         return Ok(Cas::Changed);
     };
-    std::fs::remove_file(path)?;
-    Ok(Cas::Done)
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(Cas::Done),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cas::Changed),
+        Err(e) => Err(e),
+    }
 }
 
 /// Read a lock file under a shared flock, so no CAS writer is midway (used before reporting a
@@ -135,7 +173,7 @@ mod tests {
     fn create_is_exclusive_and_cas_checks_content() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join(".path.ovlock");
-        create_excl(&p, b"a:1:E").unwrap();
+        let held = create_excl(&p, b"a:1:E").unwrap();
         let e = create_excl(&p, b"b:1:E").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(cas_replace(&p, b"b:1:E", b"b:2:E").unwrap(), Cas::Changed);
@@ -145,7 +183,8 @@ mod tests {
         assert_eq!(buf, b"a:22:E");
         assert_eq!(cas_remove(&p, b"a:1:E").unwrap(), Cas::Changed);
         assert!(p.exists());
-        assert_eq!(cas_remove(&p, b"a:22:E").unwrap(), Cas::Done);
+        assert_eq!(cas_remove_open(&held, &p, b"a:1:E").unwrap(), Cas::Changed);
+        assert_eq!(cas_remove_open(&held, &p, b"a:22:E").unwrap(), Cas::Done);
         assert!(!read(&p, &mut buf).unwrap());
         assert_eq!(cas_remove(&p, b"a:22:E").unwrap(), Cas::Changed);
     }

@@ -152,7 +152,6 @@ fn is_dir_at(dir: RawFd, name: &CStr) -> io::Result<bool> {
 
 /// Read a file relative to a directory fd; `Ok(false)` when it is gone.
 pub fn read_at(dir: RawFd, name: &CStr, out: &mut Vec<u8>) -> io::Result<bool> {
-    use std::io::Read;
     out.clear();
     // SAFETY: plain openat on a NUL-terminated name.
     let fd = unsafe { libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -166,6 +165,6 @@ pub fn read_at(dir: RawFd, name: &CStr, out: &mut Vec<u8>) -> io::Result<bool> {
     }
     // SAFETY: fd was just opened and is owned by nobody else.
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    file.read_to_end(out)?;
+    super::provider::read_small(&mut file, out)?;
     Ok(true)
 }
