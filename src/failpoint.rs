@@ -7,6 +7,9 @@
 
 /// Every crash point in the code base, grouped by operation. Keep sorted within a group.
 pub const ALL: &[&str] = &[
+    // index (one SQLite transaction per write: a crash leaves the old state whole)
+    "index.rename.between_passes",
+    "index.write.before_commit",
     // ops::add
     "add.enqueued",
     "add.locked",

@@ -134,11 +134,13 @@ fn wrong_dimension_is_an_error() {
     let stub = Stub::start(|b| (200, vectors(b, 7)));
     let e = embed::from_config(&config(&stub.base, 8)).unwrap();
     match e.embed(&["x"]) {
-        Err(EmbedError::Dimension {
-            expected: 8,
-            got: 7,
-            ..
-        }) => {}
+        Err(
+            e @ EmbedError::Dimension {
+                expected: 8,
+                got: 7,
+                ..
+            },
+        ) => assert!(!e.is_transient()),
         other => panic!("expected a dimension error, got {other:?}"),
     }
 }
@@ -157,6 +159,16 @@ fn http_500_is_an_error_carrying_the_body() {
         msg.contains("500") && msg.contains("model overloaded"),
         "{msg}"
     );
+    assert!(err.is_transient());
+    let stub = Stub::start(|_| (401, r#"{"error":"bad key"}"#.into()));
+    let err = HttpEmbedder::new(&stub.base, "m", None, 8)
+        .embed(&["x"])
+        .unwrap_err();
+    assert!(
+        matches!(err, EmbedError::Status { status: 401, .. }),
+        "{err:?}"
+    );
+    assert!(!err.is_transient());
 }
 
 #[test]
@@ -184,6 +196,7 @@ fn connection_refused_is_an_error() {
     let e = HttpEmbedder::new(&format!("http://127.0.0.1:{port}/v1"), "m", None, 4);
     let err = e.embed(&["x"]).unwrap_err();
     assert!(matches!(err, EmbedError::Transport { .. }), "{err:?}");
+    assert!(err.is_transient());
     assert!(err.to_string().contains(&port.to_string()), "{err}");
 }
 

@@ -248,6 +248,32 @@ fn another_model_or_dimension_is_refused_or_reset() {
 }
 
 #[test]
+fn another_format_version_is_refused_or_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.db");
+    let ix = Index::open(&path, DIM, "m").unwrap();
+    ix.upsert(&rec("resources/a.md", Level::Content, axis(0), "v"))
+        .unwrap();
+    drop(ix);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema'", [])
+        .unwrap();
+    drop(conn);
+    match Index::open(&path, DIM, "m") {
+        Err(e @ IndexError::Schema { .. }) => assert!(e.to_string().contains("rebuilt"), "{e}"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("opened an index of another format"),
+    }
+    let (ix, reset) = Index::open_or_reset(&path, DIM, "m").unwrap();
+    assert!(reset);
+    assert_eq!(ix.count().unwrap(), 0);
+    ix.upsert(&rec("resources/a.md", Level::Content, axis(0), "v"))
+        .unwrap();
+    drop(ix);
+    assert_eq!(Index::open(&path, DIM, "m").unwrap().count().unwrap(), 1);
+}
+
+#[test]
 fn search_matches_brute_force_across_many_chunks_with_slot_reuse() {
     let dir = tempfile::tempdir().unwrap();
     let ix = open(&dir);

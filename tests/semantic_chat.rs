@@ -163,6 +163,30 @@ fn chat_summarizer_returns_the_model_summary() {
 }
 
 #[test]
+fn chat_summarizer_summarises_an_archive_through_the_trait() {
+    let answer = r##"{"abstract": "Trip planning.", "overview": "# Trip\n- book hotel"}"##;
+    let stub = Stub::start(vec![(200, completion(answer))]);
+    let s = summarizer_from_config(Some(&stub.config())).unwrap();
+    assert_eq!(s.name(), "chat");
+    let mut m = Message::new("user", "Plan my trip to Lisbon.");
+    m.time = Some("2026-11-29T10:00:00Z".into());
+    let out = s
+        .summarize_messages("viking://user/a/sessions/s/history/archive_001", &[m])
+        .unwrap();
+    assert_eq!(out.abstract_md, "Trip planning.");
+    assert_eq!(out.overview_md, "# Trip\n- book hotel\n");
+    let prompt = stub.next_request().body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("archive_001"), "{prompt}");
+    assert!(
+        prompt.contains("user (2026-11-29T10:00:00Z): Plan my trip to Lisbon."),
+        "{prompt}"
+    );
+}
+
+#[test]
 fn http_500_is_a_retryable_error_and_401_is_not() {
     let stub = Stub::start(vec![
         (500, r#"{"error":"overloaded"}"#.into()),
@@ -371,4 +395,25 @@ fn chat_extractor_rejects_invalid_items() {
         assert!(matches!(e, ChatError::BadAnswer(_)), "{e:?}");
         assert!(e.to_string().contains(want), "{e} lacks {want}");
     }
+}
+
+#[test]
+fn chat_extractor_cuts_over_long_facts_and_skips_empty_archives() {
+    let answer = json!({"memories": [
+        {"category": "profile", "fact": format!("Bio: {}", "很长".repeat(2000))},
+    ]})
+    .to_string();
+    let stub = Stub::start(vec![(200, completion(&answer))]);
+    let x = ChatExtractor::new(ChatClient::new(&stub.config()).unwrap());
+    assert!(
+        x.extract(&ctx(), &[]).unwrap().is_empty(),
+        "no request for no messages"
+    );
+    let ms = x
+        .extract(&ctx(), &[Message::new("user", "about me")])
+        .unwrap();
+    let fact = ms[0].facts().next().unwrap();
+    // "- " plus at most 500 characters of fact.
+    assert_eq!(fact.chars().count(), 502, "{fact}");
+    assert!(fact.ends_with('…'));
 }

@@ -216,6 +216,19 @@ fn relative_days_follow_the_message_time_then_the_archive_date() {
         RuleExtractor.extract(&undated, &no_time).is_empty(),
         "a relative day with no reference date is not guessed"
     );
+    // 2026-11-29 is a Sunday.
+    let weekday = [
+        user("The design review meeting is on Friday."),
+        user("On Sunday I rest."),
+    ];
+    let ms = RuleExtractor.extract(&ctx(), &weekday);
+    assert_eq!(
+        paths(&ms),
+        vec![
+            "events/2026/12/04/design_review_meeting.md",
+            "events/2026/12/06/rest.md",
+        ]
+    );
     let named = [user("My sister's wedding is on 14 February 2027.")];
     let ms = RuleExtractor.extract(&undated, &named);
     assert_eq!(paths(&ms), vec!["events/2027/02/14/sister_s_wedding.md"]);

@@ -152,3 +152,65 @@ proptest! {
         prop_assert_eq!(s, LocalSummarizer.summarize(&input));
     }
 }
+
+mod conversation {
+    use super::*;
+    use vikingfs::semantic::memory::Message;
+
+    fn talk() -> Vec<Message> {
+        vec![
+            Message::new(
+                "user",
+                "Can you help me plan the Lisbon trip? I fly on Friday.",
+            ),
+            Message::new(
+                "assistant",
+                "Sure. The Lisbon trip needs a hotel and a flight.",
+            ),
+            Message::new("user", "Book the hotel near the river.\nThanks!"),
+        ]
+    }
+
+    #[test]
+    fn archive_summary_names_counts_topic_and_messages() {
+        let uri = "viking://user/alice/sessions/s1/history/archive_001";
+        let s = LocalSummarizer.summarize_messages(uri, &talk());
+        assert!(
+            s.abstract_md
+                .starts_with("archive_001: a conversation of 3 messages (2 from the user)"),
+            "{}",
+            s.abstract_md
+        );
+        assert!(s.abstract_md.contains("lisbon"), "{}", s.abstract_md);
+        assert!(s
+            .abstract_md
+            .contains("It opens: Can you help me plan the Lisbon trip?"));
+        assert!(s.overview_md.contains("- **assistant**: Sure.\n"));
+        assert!(s
+            .overview_md
+            .contains("- **user**: Book the hotel near the river.\n"));
+        assert_eq!(s, LocalSummarizer.summarize_messages(uri, &talk()));
+    }
+
+    #[test]
+    fn a_long_multibyte_archive_stays_within_limits() {
+        let msgs: Vec<Message> = (0..2000)
+            .map(|i| {
+                Message::new(
+                    ["user", "assistant"][i % 2],
+                    "会话内容很长没有空格。".repeat(50),
+                )
+            })
+            .collect();
+        let s = LocalSummarizer
+            .summarize_messages("viking://user/u/sessions/s/history/archive_002", &msgs);
+        assert!(s.abstract_md.chars().count() <= ABSTRACT_MAX_CHARS);
+        assert!(s.overview_md.chars().count() <= OVERVIEW_MAX_CHARS);
+        assert!(s.overview_md.contains("more\n"));
+        let empty = LocalSummarizer.summarize_messages("viking://x/archive_003", &[]);
+        assert_eq!(
+            empty.abstract_md,
+            "archive_003: a conversation of 0 messages (0 from the user)."
+        );
+    }
+}

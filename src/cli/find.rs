@@ -1,7 +1,7 @@
 //! `vikingfs find QUERY [--limit N] [--under URI] [--json]`: semantic search over the derived
 //! index that never names a missing file (records whose source is gone are deleted on the way).
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
 }
 
 fn print_hits(hits: &[Hit], json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = BufWriter::new(std::io::stdout().lock());
     if json {
         let rows: Vec<JsonHit> = hits
             .iter()
@@ -104,5 +104,6 @@ fn print_hits(hits: &[Hit], json: bool) -> anyhow::Result<()> {
             writeln!(out, "{:.4}\t{}\t{}\t{}", h.score, h.uri, h.level, snippet)?;
         }
     }
+    out.flush()?;
     Ok(())
 }

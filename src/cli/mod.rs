@@ -1,9 +1,16 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
 //! the library and prints one line naming the problem when it fails.
 
+pub mod add;
 pub mod debug;
 pub mod find;
+pub mod fsck;
+pub mod mv;
 pub mod ops;
+pub mod rm;
+pub mod status;
+pub mod wait;
+pub mod write;
 
 use std::path::PathBuf;
 
@@ -48,18 +55,22 @@ pub enum Command {
     /// Search the index; never names a file that is gone.
     Find(find::FindArgs),
     /// Remove a file, or with -r a directory tree (index records first, then the files).
-    Rm(ops::RmArgs),
+    Rm(rm::RmArgs),
     /// Move a file or directory (rename(2), then its index records; crash-safe).
-    Mv(ops::MvArgs),
+    Mv(mv::MvArgs),
     /// Write a file's whole content from standard input (as the mount does on close).
-    Write(ops::WriteArgs),
+    Write(write::WriteArgs),
     /// Add a local file or directory as a resource (or update an existing one).
-    AddResource(ops::AddArgs),
+    AddResource(add::AddArgs),
     /// Check what is derived (index, summaries, jobs, locks) against the files.
-    Fsck(ops::FsckArgs),
+    Fsck(fsck::FsckArgs),
     /// Developer tools.
     #[command(subcommand)]
     Debug(debug::DebugCmd),
+    /// Wait until the job queues are drained (exit 124 on --timeout).
+    Wait(wait::WaitArgs),
+    /// Show the state of the job queues.
+    Status(status::StatusArgs),
     /// Sessions: add messages, list, show, commit into archives and memories.
     Session(session::SessionArgs),
     /// Mount a workspace (returns once the mount is live).
@@ -157,12 +168,15 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Lock(a) => lock::lock(&ctx, a),
         Command::Locks(a) => lock::locks(&ctx, a),
         Command::Find(args) => find::run(&ctx, args),
-        Command::Rm(a) => ops::rm(&ctx, a),
-        Command::Mv(a) => ops::mv(&ctx, a),
-        Command::Write(a) => ops::write(&ctx, a),
-        Command::AddResource(a) => ops::add(&ctx, a),
-        Command::Fsck(a) => ops::fsck(&ctx, a),
-        Command::Debug(c) => debug::run(&ctx, c),
+        Command::Rm(a) => rm::rm(&ctx, a),
+        Command::Mv(a) => mv::mv(&ctx, a),
+        Command::Write(a) => write::write(&ctx, a),
+        Command::AddResource(a) => add::add(&ctx, a),
+        Command::Fsck(a) => fsck::fsck(&ctx, a),
+        Command::Debug(c) => debug::run(c),
+        Command::Wait(args) if args.watch => wait::run(&ctx, args),
+        Command::Wait(args) => ops::wait(&ctx, args),
+        Command::Status(args) => status::run(&ctx, args),
         Command::Session(args) => session::run(&ctx, args),
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),

@@ -42,6 +42,22 @@ pub enum EmbedError {
     },
 }
 
+impl EmbedError {
+    /// Whether retrying the same request may succeed (network trouble, timeouts, HTTP 408,
+    /// 429 and 5xx). The job layer retries every error up to its limit; this lets it give up
+    /// early on the rest (bad key, bad model, wrong dimension), which only a configuration
+    /// change fixes.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EmbedError::Transport { .. } => true,
+            EmbedError::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
+            EmbedError::BadResponse { .. }
+            | EmbedError::Dimension { .. }
+            | EmbedError::Config(_) => false,
+        }
+    }
+}
+
 /// Text in, unit-or-not vectors out. The index normalises, so providers need not.
 pub trait Embedder: Send + Sync {
     /// Length of every vector this embedder returns.

@@ -13,9 +13,11 @@
 //! The model id and dimension are stored in `meta`; opening with a different embedder is
 //! [`IndexError::ModelMismatch`], never a silent mix of vector spaces.
 
+mod chunk;
 mod quant;
 mod search;
 mod store;
+mod verify;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -56,6 +58,11 @@ pub enum IndexError {
         model: String,
         dim: usize,
     },
+    #[error(
+        "index {path} has format version {found:?}, this vikingfs writes {SCHEMA_VERSION:?}; \
+         the index must be rebuilt"
+    )]
+    Schema { path: PathBuf, found: String },
     #[error("vector of dimension {got} for an index of dimension {expected}")]
     Dimension { expected: usize, got: usize },
     #[error("index {path} is corrupt: {msg}")]
@@ -144,6 +151,8 @@ pub struct Index {
     dim: usize,
     model_id: String,
     conn: Mutex<Connection>,
+    /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
+    id_set_max: usize,
 }
 
 impl Index {
@@ -154,8 +163,9 @@ impl Index {
         Ok(index)
     }
 
-    /// Open the index at `path` and drop every record when it was built by another model or
-    /// dimension, so it can be rebuilt from the files. Returns whether it was reset.
+    /// Open the index at `path` and drop every record when it was built by another model,
+    /// dimension or format version, so it can be rebuilt from the files. Returns whether it
+    /// was reset.
     pub fn open_or_reset(
         path: &Path,
         dim: usize,
@@ -190,64 +200,72 @@ impl Index {
             dim,
             model_id: model_id.to_string(),
             conn: Mutex::new(conn),
+            id_set_max: search::ID_SET_MAX,
         })
     }
 
-    /// Create the schema when missing and check (or, with `reset`, enforce) the model.
+    /// Create the schema when missing and check (or, with `reset`, enforce) schema and model.
     fn init(&self, reset: bool) -> Result<bool, IndexError> {
         let mut conn = self.conn.lock();
-        let meta = read_meta(&conn).map_err(|e| self.sql(e))?;
-        if let Some((model, dim)) = &meta {
-            if *model == self.model_id && *dim == self.dim {
-                return Ok(false); // The common case: no write lock taken.
-            }
+        let wanted = Meta {
+            schema: SCHEMA_VERSION.to_string(),
+            model: self.model_id.clone(),
+            dim: self.dim,
+        };
+        if read_meta(&conn).map_err(|e| self.sql(e))?.as_ref() == Some(&wanted) {
+            return Ok(false); // The common case: no write lock taken.
         }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sql(e))?;
-        tx.execute_batch(&format!(
-            "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS records(
-                 id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
-                 version TEXT NOT NULL, chunk INTEGER NOT NULL, slot INTEGER NOT NULL,
-                 snippet TEXT NOT NULL, vec BLOB NOT NULL, UNIQUE(uri, level));
-             CREATE TABLE IF NOT EXISTS chunks(
-                 id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
-             CREATE INDEX IF NOT EXISTS chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};"
-        ))
-        .map_err(|e| self.sql(e))?;
         // Re-read inside the write transaction: another process may have initialised it.
-        let mut was_reset = false;
-        match read_meta(&tx).map_err(|e| self.sql(e))? {
-            Some((model, dim)) if model == self.model_id && dim == self.dim => {}
-            Some((stored_model, stored_dim)) if !reset => {
+        let stored = read_meta(&tx).map_err(|e| self.sql(e))?;
+        match stored {
+            Some(m) if m == wanted => return Ok(false),
+            Some(m) if !reset && m.schema != wanted.schema => {
+                return Err(IndexError::Schema {
+                    path: self.path.clone(),
+                    found: m.schema,
+                })
+            }
+            Some(m) if !reset => {
                 return Err(IndexError::ModelMismatch {
                     path: self.path.clone(),
-                    stored_model,
-                    stored_dim,
+                    stored_model: m.model,
+                    stored_dim: m.dim,
                     model: self.model_id.clone(),
                     dim: self.dim,
                 })
             }
-            stored => {
-                was_reset = stored.is_some();
-                tx.execute_batch("DELETE FROM records; DELETE FROM chunks;")
-                    .map_err(|e| self.sql(e))?;
-                for (k, v) in [
-                    ("schema", SCHEMA_VERSION.to_string()),
-                    ("model", self.model_id.clone()),
-                    ("dim", self.dim.to_string()),
-                ] {
-                    tx.execute(
-                        "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-                        params![k, v],
-                    )
-                    .map_err(|e| self.sql(e))?;
-                }
-            }
+            _ => {}
+        }
+        // New, or reset: the records are derived, so starting empty loses nothing.
+        tx.execute_batch(&format!(
+            "DROP TABLE IF EXISTS records;
+             DROP TABLE IF EXISTS chunks;
+             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE records(
+                 id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
+                 version TEXT NOT NULL, chunk INTEGER NOT NULL, slot INTEGER NOT NULL,
+                 snippet TEXT NOT NULL, vec BLOB NOT NULL, UNIQUE(uri, level));
+             CREATE TABLE chunks(
+                 id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
+             CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};"
+        ))
+        .map_err(|e| self.sql(e))?;
+        for (k, v) in [
+            ("schema", wanted.schema),
+            ("model", wanted.model),
+            ("dim", wanted.dim.to_string()),
+        ] {
+            tx.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                params![k, v],
+            )
+            .map_err(|e| self.sql(e))?;
         }
         tx.commit().map_err(|e| self.sql(e))?;
-        Ok(was_reset)
+        Ok(stored.is_some())
     }
 
     pub fn path(&self) -> &Path {
@@ -331,8 +349,16 @@ impl Index {
     }
 }
 
-/// `(model, dim)` from `meta`, or `None` on a new database.
-fn read_meta(conn: &Connection) -> rusqlite::Result<Option<(String, usize)>> {
+/// What an index was built for, as stored in its `meta` table.
+#[derive(Debug, PartialEq)]
+struct Meta {
+    schema: String,
+    model: String,
+    dim: usize,
+}
+
+/// The stored [`Meta`], or `None` on a new database.
+fn read_meta(conn: &Connection) -> rusqlite::Result<Option<Meta>> {
     let exists: bool = conn.query_row(
         "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
         [],
@@ -345,8 +371,12 @@ fn read_meta(conn: &Connection) -> rusqlite::Result<Option<(String, usize)>> {
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| r.get(0))
             .optional()
     };
-    match (get("model")?, get("dim")?) {
-        (Some(m), Some(d)) => Ok(Some((m, d.parse().unwrap_or(0)))),
+    match (get("schema")?, get("model")?, get("dim")?) {
+        (Some(schema), Some(model), Some(d)) => Ok(Some(Meta {
+            schema,
+            model,
+            dim: d.parse().unwrap_or(0),
+        })),
         _ => Ok(None),
     }
 }

@@ -6,9 +6,9 @@ use std::collections::{BinaryHeap, HashSet};
 
 use rusqlite::params;
 
-use super::quant::{bytes_to_f32, dot_f32, dot_i8, normalised, quantise};
-use super::store::Layout;
-use super::{under_params, Hit, Index, IndexError, CHUNK_SLOTS, UNDER_SQL};
+use super::chunk::Layout;
+use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
+use super::{under_params, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 
 /// How many int8 candidates are re-ranked exactly for a top-k: enough that quantisation error
@@ -47,6 +47,25 @@ impl Ord for Cand {
     }
 }
 
+/// How `under` is applied. A small subtree is turned into its set of record ids and filtered
+/// during the scan; a large one would cost more to list than to scan, so it is filtered at the
+/// re-rank, over-fetching until enough results fall inside it.
+enum Filter {
+    All,
+    Ids(HashSet<i64>),
+    Prefix(VPath),
+}
+
+/// Subtrees with more records than this are filtered at the re-rank instead of by id set.
+pub(super) const ID_SET_MAX: usize = 4096;
+
+/// The query in the two forms the scan and re-rank need.
+struct Query {
+    unit: Vec<f32>,
+    codes: Vec<u8>,
+    scale: f32,
+}
+
 impl Index {
     /// The `k` records most similar to `query` (cosine), best first; only records at or below
     /// `under` when given. A query of all zeros matches nothing.
@@ -57,22 +76,24 @@ impl Index {
         under: Option<&VPath>,
     ) -> Result<Vec<Hit>, IndexError> {
         self.check_dim(query.len())?;
-        let q = normalised(query);
-        if k == 0 || q.iter().all(|&x| x == 0.0) {
+        let unit = normalised(query);
+        if k == 0 || unit.iter().all(|&x| x == 0.0) {
             return Ok(Vec::new());
         }
-        let mut qcodes = vec![0u8; self.dim];
-        let qscale = quantise(&q, &mut qcodes);
-        let layout = Layout { dim: self.dim };
-        let want = candidates_for(k);
+        let mut codes = vec![0u8; self.dim];
+        let scale = quantise(&unit, &mut codes);
+        let q = Query { unit, codes, scale };
 
         let conn = self.conn.lock();
         // One read transaction: the chunk scan and the re-rank see the same snapshot.
         let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
-        let allowed: Option<HashSet<i64>> = match under {
+        let filter = match under {
             Some(p) if !p.is_root() => {
                 let mut stmt = tx
-                    .prepare_cached(&format!("SELECT id FROM records WHERE {UNDER_SQL}"))
+                    .prepare_cached(&format!(
+                        "SELECT id FROM records WHERE {UNDER_SQL} LIMIT {}",
+                        self.id_set_max + 1
+                    ))
                     .map_err(|e| self.sql(e))?;
                 let ids = stmt
                     .query_map(under_params(p), |r| r.get::<_, i64>(0))
@@ -81,12 +102,38 @@ impl Index {
                 if ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                Some(ids)
+                if ids.len() > self.id_set_max {
+                    Filter::Prefix(p.clone())
+                } else {
+                    Filter::Ids(ids)
+                }
             }
-            _ => None,
+            _ => Filter::All,
         };
+        let mut want = candidates_for(k);
+        loop {
+            let cands = self.scan(&tx, &q, want, &filter)?;
+            let pool_full = cands.len() == want;
+            let mut hits = self.rerank(&tx, &q, cands, &filter)?;
+            if hits.len() >= k || !pool_full || !matches!(filter, Filter::Prefix(_)) {
+                hits.truncate(k);
+                return Ok(hits);
+            }
+            want = want.saturating_mul(8);
+        }
+    }
 
-        let mut heap: BinaryHeap<Cand> = BinaryHeap::with_capacity(want + 1);
+    /// The `want` best record ids by int8 score.
+    fn scan(
+        &self,
+        tx: &rusqlite::Transaction,
+        q: &Query,
+        want: usize,
+        filter: &Filter,
+    ) -> Result<Vec<i64>, IndexError> {
+        let layout = Layout { dim: self.dim };
+        let mut heap: BinaryHeap<Cand> = BinaryHeap::with_capacity(want.min(1 << 16) + 1);
+        let mut dots = [0i32; CHUNK_SLOTS];
         let mut stmt = tx
             .prepare_cached("SELECT data FROM chunks")
             .map_err(|e| self.sql(e))?;
@@ -99,14 +146,13 @@ impl Index {
             if data.len() != layout.len() {
                 return Err(self.corrupt("chunk has a bad size"));
             }
-            for slot in 0..CHUNK_SLOTS {
+            dots_i8(&q.codes, layout.all_codes(data), &mut dots);
+            for (slot, &dot) in dots.iter().enumerate() {
                 let rid = layout.rid(data, slot);
-                if rid == 0 || allowed.as_ref().is_some_and(|a| !a.contains(&rid)) {
+                if rid == 0 || matches!(filter, Filter::Ids(ids) if !ids.contains(&rid)) {
                     continue;
                 }
-                let score = dot_i8(&qcodes, layout.codes(data, slot)) as f32
-                    * qscale
-                    * layout.scale(data, slot);
+                let score = dot as f32 * q.scale * layout.scale(data, slot);
                 if heap.len() < want {
                     heap.push(Cand(score, rid));
                 } else if heap.peek().is_some_and(|worst| score > worst.0) {
@@ -115,15 +161,22 @@ impl Index {
                 }
             }
         }
-        drop(rows);
-        drop(stmt);
+        Ok(heap.into_iter().map(|c| c.1).collect())
+    }
 
-        // Exact re-rank from the f32 vectors.
-        let mut hits = Vec::with_capacity(heap.len());
+    /// Exact scores from the f32 vectors, best first, only hits the filter lets through.
+    fn rerank(
+        &self,
+        tx: &rusqlite::Transaction,
+        q: &Query,
+        cands: Vec<i64>,
+        filter: &Filter,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let mut hits = Vec::with_capacity(cands.len());
         let mut get = tx
             .prepare_cached("SELECT uri, level, version, snippet, vec FROM records WHERE id = ?1")
             .map_err(|e| self.sql(e))?;
-        for Cand(_, rid) in heap.into_vec() {
+        for rid in cands {
             let row = get
                 .query_row(params![rid], |r| {
                     Ok((
@@ -136,13 +189,17 @@ impl Index {
                 })
                 .map_err(|e| self.sql(e))?;
             let (uri, level, version, snippet, vec) = row;
+            let uri = self.vpath(&uri)?;
+            if matches!(filter, Filter::Prefix(p) if !uri.starts_with(p)) {
+                continue;
+            }
             let vec = bytes_to_f32(&vec)
                 .filter(|v| v.len() == self.dim)
                 .ok_or_else(|| self.corrupt(format!("record {uri} has a bad vector")))?;
             hits.push(Hit {
-                uri: self.vpath(&uri)?,
+                uri,
                 level: self.level(level)?,
-                score: dot_f32(&q, &vec),
+                score: dot_f32(&q.unit, &vec),
                 snippet,
                 source_version: version,
             });
@@ -153,7 +210,6 @@ impl Index {
                 .then_with(|| a.uri.cmp(&b.uri))
                 .then(a.level.cmp(&b.level))
         });
-        hits.truncate(k);
         Ok(hits)
     }
 
@@ -173,14 +229,12 @@ impl Index {
         loop {
             let hits = self.search(query, k, under)?;
             let exhausted = hits.len() < k;
-            let mut live = Vec::with_capacity(limit);
-            for hit in hits {
-                if is_live(&hit) {
-                    live.push(hit);
-                } else if self.delete_if_version(&hit.uri, hit.level, &hit.source_version)? {
-                    found.orphans_removed += 1;
-                }
-            }
+            let (mut live, dead): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(&is_live);
+            let dead: Vec<(&VPath, Level, &str)> = dead
+                .iter()
+                .map(|h| (&h.uri, h.level, h.source_version.as_str()))
+                .collect();
+            found.orphans_removed += self.delete_if_versions(&dead)?;
             // The orphans seen are deleted, so a larger fetch makes progress.
             if live.len() >= limit || exhausted {
                 live.truncate(limit);
@@ -188,6 +242,42 @@ impl Index {
                 return Ok(found);
             }
             k = k.saturating_mul(4);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::index::{Index, Level, Record};
+    use crate::uri::VPath;
+
+    /// Both `under` strategies (id set, and prefix filter at re-rank with over-fetch) give the
+    /// same answers, including for a subtree whose records rank below everything else.
+    #[test]
+    fn under_by_id_set_and_by_prefix_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ix = Index::open(&dir.path().join("i.db"), 4, "m").unwrap();
+        let recs: Vec<Record> = (0..600)
+            .map(|i| Record {
+                uri: VPath::from_rel(&format!("resources/d{}/f{i}", i % 3)).unwrap(),
+                level: Level::Content,
+                // Subtree d2 points away from the query, so it needs deep over-fetching.
+                vector: vec![1.0, (i % 3) as f32 * 2.0, (i % 17) as f32 / 17.0, 0.1],
+                snippet: String::new(),
+                source_version: String::new(),
+            })
+            .collect();
+        ix.upsert_many(&recs).unwrap();
+        let q = [1.0, 0.0, 0.5, 0.0];
+        for sub in ["resources/d0", "resources/d2", "resources"] {
+            let under = VPath::from_rel(sub).unwrap();
+            ix.id_set_max = super::ID_SET_MAX;
+            let by_ids = ix.search(&q, 7, Some(&under)).unwrap();
+            ix.id_set_max = 5;
+            let by_prefix = ix.search(&q, 7, Some(&under)).unwrap();
+            assert_eq!(by_ids.len(), 7);
+            assert_eq!(by_ids, by_prefix, "{sub}");
+            assert!(by_ids.iter().all(|h| h.uri.starts_with(&under)));
         }
     }
 }

@@ -5,40 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::quant::{f32_to_bytes, normalised, quantise};
+use super::chunk::Layout;
+use super::quant::{f32_to_bytes, normalised};
 use super::{under_params, Index, IndexError, Level, Record, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
-
-/// Byte layout of a chunk blob: record ids (i64, 0 = free slot), scales (f32), then the codes.
-#[derive(Clone, Copy)]
-pub(super) struct Layout {
-    pub dim: usize,
-}
-
-impl Layout {
-    pub fn len(&self) -> usize {
-        CHUNK_SLOTS * (8 + 4 + self.dim)
-    }
-    pub fn rid(&self, data: &[u8], slot: usize) -> i64 {
-        let o = slot * 8;
-        i64::from_le_bytes(data[o..o + 8].try_into().expect("8 bytes"))
-    }
-    pub fn scale(&self, data: &[u8], slot: usize) -> f32 {
-        let o = CHUNK_SLOTS * 8 + slot * 4;
-        f32::from_le_bytes(data[o..o + 4].try_into().expect("4 bytes"))
-    }
-    pub fn codes<'a>(&self, data: &'a [u8], slot: usize) -> &'a [u8] {
-        let o = CHUNK_SLOTS * 12 + slot * self.dim;
-        &data[o..o + self.dim]
-    }
-    fn set(&self, data: &mut [u8], slot: usize, rid: i64, unit: &[f32]) {
-        data[slot * 8..slot * 8 + 8].copy_from_slice(&rid.to_le_bytes());
-        let o = CHUNK_SLOTS * 12 + slot * self.dim;
-        let scale = quantise(unit, &mut data[o..o + self.dim]);
-        let s = CHUNK_SLOTS * 8 + slot * 4;
-        data[s..s + 4].copy_from_slice(&scale.to_le_bytes());
-    }
-}
 
 struct ChunkBuf {
     used: usize,
@@ -142,7 +112,7 @@ impl<'t> Batch<'t> {
         let c = self.chunk(chunk)?;
         if slot < CHUNK_SLOTS && c.data[slot * 8..slot * 8 + 8] != [0; 8] {
             c.data[slot * 8..slot * 8 + 8].fill(0);
-            c.used -= 1;
+            c.used = c.used.saturating_sub(1);
         }
         Ok(())
     }
@@ -266,6 +236,7 @@ impl Index {
         };
         let out = f(&mut batch)?;
         batch.flush()?;
+        crate::crash_point!("index.write.before_commit");
         tx.commit().map_err(|e| self.sql(e))?;
         Ok(out)
     }
@@ -307,12 +278,25 @@ impl Index {
         level: Level,
         version: &str,
     ) -> Result<bool, IndexError> {
+        Ok(self.delete_if_versions(&[(uri, level, version)])? > 0)
+    }
+
+    /// [`Index::delete_if_version`] for many records in one transaction. Returns how many
+    /// were deleted.
+    pub fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize, IndexError> {
+        if which.is_empty() {
+            return Ok(0);
+        }
         self.write(|b| {
-            let rows = b.placed(
-                "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
-                params![uri.as_str(), level as i64, version],
-            )?;
-            Ok(b.remove(&rows)? > 0)
+            let mut n = 0;
+            for (uri, level, version) in which {
+                let rows = b.placed(
+                    "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                    params![uri.as_str(), *level as i64, version],
+                )?;
+                n += b.remove(&rows)?;
+            }
+            Ok(n)
         })
     }
 
@@ -377,6 +361,7 @@ impl Index {
             for (id, _, _) in &renamed {
                 set_uri(*id, &format!("\u{1}{id}"))?;
             }
+            crate::crash_point!("index.rename.between_passes");
             for (id, new, _) in &renamed {
                 set_uri(*id, new.as_str())?;
             }

@@ -76,9 +76,9 @@ fn suffixed(name: &str, n: usize, is_file: bool) -> String {
     }
 }
 
-/// The lock-owner name of this process, for journal intents.
+/// The lock-owner name of this process, for journal intents (handle 0: never a lock's).
 pub(crate) fn process_owner() -> String {
-    crate::lock::codec::new_owner()
+    format!("{}0", crate::lock::codec::process_owner_prefix())
 }
 
 impl Ops {

@@ -276,15 +276,20 @@ impl Ops {
                 }
             }
         }
+        // Directories with a source file somewhere below have summaries; empty ones (a fresh
+        // scope) have nothing to summarise yet.
+        let mut needs: HashSet<VPath> = HashSet::new();
+        for f in &files {
+            let mut cur = f.parent();
+            while let Some(d) = cur.filter(super::jobs::has_summary) {
+                if !needs.insert(d.clone()) {
+                    break;
+                }
+                cur = d.parent();
+            }
+        }
         for d in &dirs {
-            // An empty directory (a fresh scope) has nothing to summarise yet.
-            let has_children = std::fs::read_dir(self.fs(d))
-                .map(|rd| {
-                    rd.flatten()
-                        .any(|e| super::is_source_name(&e.file_name().to_string_lossy()))
-                })
-                .unwrap_or(false);
-            if has_children && !have.contains_key(&(d.clone(), Level::Abstract)) {
+            if needs.contains(d) && !have.contains_key(&(d.clone(), Level::Abstract)) {
                 rep.problems.push(Problem::MissingSummary { uri: d.uri() });
                 jobs.push(semantic_job(d, None));
             }

@@ -123,21 +123,26 @@ fn snippet(text: &str) -> String {
 }
 
 impl Ops {
-    /// The lock a job's write-back takes: EXACT on each path — as its lifecycle's owner while
-    /// the resource's lifecycle lock is held (an EXACT below one's own TREE), else as anyone.
-    /// A busy lock is a retryable job error.
-    fn job_lock(&self, paths: &[VPath], lifecycle: Option<&str>) -> Result<LockGuard, JobError> {
-        let reqs: Vec<(VPath, LockKind)> =
-            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+    /// The lock a job's write-back takes: EXACT on each path — or nothing more while the
+    /// resource's lifecycle lock is held for the job's lifecycle: that TREE already keeps every
+    /// other writer (rm, mv, writes) out of the whole resource, and a worker dying under it
+    /// then leaves no lock file of its own behind. A busy lock is a retryable job error.
+    fn job_lock(
+        &self,
+        paths: &[VPath],
+        lifecycle: Option<&str>,
+    ) -> Result<Option<LockGuard>, JobError> {
         if let Some(h) = lifecycle {
             if self.lifecycle_keep(h)? {
-                return self
-                    .locks
-                    .acquire_as(h, &reqs, self.job_lock_wait)
-                    .map_err(retry);
+                return Ok(None);
             }
         }
-        self.locks.acquire(&reqs, self.job_lock_wait).map_err(retry)
+        let reqs: Vec<(VPath, LockKind)> =
+            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+        self.locks
+            .acquire(&reqs, self.job_lock_wait)
+            .map(Some)
+            .map_err(retry)
     }
 
     fn job_finished(&self, job: &Job, lifecycle: Option<&str>) -> Result<(), JobError> {
@@ -148,6 +153,11 @@ impl Ops {
     }
 
     /// The `embedding` job: (re)build the content record of one file.
+    ///
+    /// Read and embed outside the lock; then, under the file's lock, write back only if this
+    /// job is still current and the file is exactly what was read. A file that is gone is
+    /// only concluded gone under the lock too (a writer may be between its enqueue and its
+    /// write). When the file changed in between, go round again with what it holds now.
     pub fn run_embedding(&self, job: &Job) -> Result<(), JobError> {
         let t = target(self, job, "uri")?;
         let lc = t.lifecycle.as_deref();
@@ -157,68 +167,72 @@ impl Ops {
         }
         let fs = self.fs(p);
         crate::crash_point!("job.embed.start");
-        let (text, version) = match read_head(&fs, EMBED_BYTES) {
-            Ok((_, _, true)) => return self.job_finished(job, lc),
-            Ok((text, v, false)) => (text, v),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
-            {
-                // Gone: whoever removed or moved it dealt with its record. Drop a leftover.
-                if let Some(v) = self.index.version_of(p, Level::Content).map_err(retry)? {
-                    if stat(&fs)?.is_none() {
-                        self.index
-                            .delete_if_version(p, Level::Content, &v)
-                            .map_err(retry)?;
-                    }
+        for _round in 0..3 {
+            // What the file is now: None when gone, else (text, version) — no text for a
+            // directory or when the index already holds this very version.
+            let seen: Option<(Option<String>, String)> = match read_head(&fs, EMBED_BYTES) {
+                Ok((_, v, true)) => Some((None, v)),
+                Ok((text, v, false)) => {
+                    let indexed = self.index.version_of(p, Level::Content).map_err(retry)?;
+                    Some(((indexed.as_deref() != Some(&v)).then_some(text), v))
                 }
-                return self.job_finished(job, lc);
-            }
-            Err(e) => return Err(retry(format!("{}: {e}", fs.display()))),
-        };
-        if self
-            .index
-            .version_of(p, Level::Content)
-            .map_err(retry)?
-            .as_deref()
-            == Some(&version)
-        {
-            // Already built from this very source (a re-enqueue, or a moved file).
-            return self.job_finished(job, lc);
-        }
-        let vector = self
-            .embedder
-            .embed(&[&text])
-            .map_err(retry)?
-            .pop()
-            .ok_or_else(|| retry("embedder returned no vector"))?;
-        crate::crash_point!("job.embed.computed");
-        {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
+                {
+                    None
+                }
+                Err(e) => return Err(retry(format!("{}: {e}", fs.display()))),
+            };
+            let vector = match &seen {
+                Some((Some(text), _)) => Some(
+                    self.embedder
+                        .embed(&[text])
+                        .map_err(retry)?
+                        .pop()
+                        .ok_or_else(|| retry("embedder returned no vector"))?,
+                ),
+                _ => None,
+            };
+            crate::crash_point!("job.embed.computed");
             let _g = self.job_lock(std::slice::from_ref(p), lc)?;
             if !self.queue.is_current(job).map_err(retry)? {
                 // A newer version of this key is queued (or our lease was handed on): it
                 // will write the record.
                 return Ok(());
             }
-            match stat(&fs)? {
-                None => return self.job_finished(job, lc),
-                Some(m) if source_version(&m) != version => {
-                    return Err(retry("source changed while it was being embedded"));
+            let now = stat(&fs)?;
+            match (seen, now) {
+                (None, None) => {
+                    // Gone for good: whoever removed or moved it dealt with its record; drop
+                    // a leftover one (by version, so a record rebuilt meanwhile survives).
+                    if let Some(v) = self.index.version_of(p, Level::Content).map_err(retry)? {
+                        self.index
+                            .delete_if_version(p, Level::Content, &v)
+                            .map_err(retry)?;
+                    }
+                    return self.job_finished(job, lc);
                 }
-                Some(_) => {}
+                (Some((text, v)), Some(m)) if source_version(&m) == v => {
+                    if let (Some(text), Some(vector)) = (text, vector) {
+                        self.index
+                            .upsert(&Record {
+                                uri: p.clone(),
+                                level: Level::Content,
+                                vector,
+                                snippet: snippet(&text),
+                                source_version: v,
+                            })
+                            .map_err(retry)?;
+                        crate::crash_point!("job.embed.indexed");
+                    }
+                    return self.job_finished(job, lc);
+                }
+                // Changed between the read and the lock: read again.
+                _ => continue,
             }
-            self.index
-                .upsert(&Record {
-                    uri: p.clone(),
-                    level: Level::Content,
-                    vector,
-                    snippet: snippet(&text),
-                    source_version: version,
-                })
-                .map_err(retry)?;
-            crate::crash_point!("job.embed.indexed");
         }
-        self.job_finished(job, lc)
+        Err(retry("source kept changing while it was being embedded"))
     }
 
     /// The children a directory summary is built from.

@@ -34,7 +34,7 @@ use thiserror::Error;
 use crate::config::Config;
 use crate::embed::{self, EmbedError, Embedder};
 use crate::index::{Index, IndexError};
-use crate::lock::{LockError, LockManager};
+use crate::lock::{LockError, LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
 use crate::uri::VPath;
@@ -142,7 +142,14 @@ pub struct Ops {
     journal: Journal,
     /// How long background jobs wait for a lock a foreground operation holds.
     job_lock_wait: Duration,
+    /// How long a foreground operation waits for a busy lock: the configured lock_timeout, but
+    /// at least long enough to outwait a background job's write-back (milliseconds), so a
+    /// user's rm never fails just because a worker was indexing the file.
+    fg_wait: Duration,
 }
+
+/// The least a foreground operation waits for a lock (see `Ops::fg_wait`).
+const FOREGROUND_MIN_WAIT: Duration = Duration::from_secs(1);
 
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
@@ -162,10 +169,10 @@ impl Ops {
         embedder: Arc<dyn Embedder>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
-        let queue = Queue::open(&ws.queue_db())?;
-        let (index, reset) =
-            Index::open_or_reset(&ws.index_db(), embedder.dim(), &embedder.model_id())?;
+        let queue = open_queue(&ws.queue_db())?;
+        let (index, reset) = open_index(&ws.index_db(), embedder.as_ref())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
+        let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let ops = Arc::new(Ops {
             ws: ws.clone(),
             locks,
@@ -175,6 +182,7 @@ impl Ops {
             summarizer,
             journal,
             job_lock_wait: Duration::from_secs(2),
+            fg_wait,
         });
         if reset {
             // Another embedder built the old records: rebuild every record from the files.
@@ -216,6 +224,11 @@ impl Ops {
         Ok(self.ws.parse_uri(uri)?)
     }
 
+    /// Take locks for a foreground operation (see `fg_wait`).
+    fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
+        Ok(self.locks.acquire(reqs, self.fg_wait)?)
+    }
+
     fn fs(&self, p: &VPath) -> PathBuf {
         self.ws.fs_path(p)
     }
@@ -233,6 +246,39 @@ impl Ops {
             .index
             .search_live(&v, limit, under, |h| h.is_live_in(&self.ws))?;
         Ok(found.hits)
+    }
+}
+
+/// Open the queue, retrying while a fresh database is being switched to WAL by another
+/// process (see [`journal::retry_busy`]).
+fn open_queue(path: &Path) -> Result<Queue> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Queue::open(path) {
+            Err(QueueError::Open { source, .. })
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// Open the index (dropping records of another model), retrying like [`open_queue`].
+fn open_index(path: &Path, embedder: &dyn Embedder) -> Result<(Index, bool)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Index::open_or_reset(path, embedder.dim(), &embedder.model_id()) {
+            Err(IndexError::Sqlite { source, .. })
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
+        }
     }
 }
 

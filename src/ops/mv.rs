@@ -10,9 +10,9 @@
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::journal::Intent;
-use super::rm::{check_user_path, is_empty_dir};
+use super::rm::{check_user_path, has_sources};
 use super::{stat, Ops, OpsError, Result};
-use crate::lock::LockGuard;
+use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
 /// rename(2) flags the mount passes on.
@@ -64,7 +64,14 @@ impl Ops {
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
-        let guard = self.locks.mv(src, dst, src_dir)?;
+        // The design's mv mode: a directory takes TREE on the source, a file EXACT; the
+        // destination EXACT (never a TREE on the parent: OpenViking #4718).
+        let src_kind = if src_dir {
+            LockKind::Tree
+        } else {
+            LockKind::Exact
+        };
+        let guard = self.lock(&[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)])?;
         // Look again under the locks.
         if stat(&src_fs)?.map(|m| m.is_dir()) != Some(src_dir) {
             return Err(OpsError::NotFound(src.uri()));
@@ -74,7 +81,8 @@ impl Ops {
             Some(_) if !replace => return Err(OpsError::Exists(dst.uri())),
             Some(m) if m.is_dir() && !src_dir => return Err(OpsError::IsADirectory(dst.uri())),
             Some(m) if !m.is_dir() && src_dir => return Err(OpsError::NotADirectory(dst.uri())),
-            Some(m) if m.is_dir() && !is_empty_dir(&dst_fs)? => {
+            // A directory holding only summaries and lock files looks empty to its user.
+            Some(m) if m.is_dir() && has_sources(&dst_fs)? => {
                 return Err(OpsError::NotEmpty(dst.uri()))
             }
             Some(_) => true,
@@ -94,7 +102,8 @@ impl Ops {
             // content that is gone.
             self.index.delete_prefix(dst)?;
             if src_dir {
-                // An empty directory being replaced may only hold lock files (ours).
+                // An empty directory being replaced holds only its summaries (whose records
+                // just went) and lock files (ours).
                 for e in std::fs::read_dir(&dst_fs)
                     .map_err(|e| OpsError::io(&dst_fs, e))?
                     .flatten()
@@ -147,6 +156,9 @@ impl Ops {
         if src.parent() != dst.parent() {
             self.enqueue_parent_summary(dst)?;
         }
+        // Jobs queued for the old names find nothing there: queue them again for what has
+        // no current record under the new name (usually nothing).
+        self.refresh_under(dst)?;
         Ok(())
     }
 
@@ -156,6 +168,7 @@ impl Ops {
         self.index.delete_prefix(dst)?;
         self.move_records(src, dst)?;
         self.enqueue_parent_summary(src)?;
-        self.enqueue_parent_summary(dst)
+        self.enqueue_parent_summary(dst)?;
+        self.refresh_under(dst).map(drop)
     }
 }

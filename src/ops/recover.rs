@@ -63,8 +63,9 @@ impl Ops {
             }
             Intent::Mv { src, dst, dir } => {
                 let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);
-                // EXACT on the source: a TREE on a missing path would create it.
-                let dst_kind = if *dir {
+                // A TREE on a missing path would create it: EXACT on the source, and TREE on
+                // the destination only when the renamed tree is there.
+                let dst_kind = if *dir && stat(&self.fs(&dst))?.is_some_and(|m| m.is_dir()) {
                     LockKind::Tree
                 } else {
                     LockKind::Exact
@@ -78,6 +79,7 @@ impl Ops {
                 if !src_there && dst_there {
                     // Renamed, records maybe not yet: move them now (idempotent).
                     self.index.rename_prefix(&src, &dst)?;
+                    self.refresh_under(&dst)?;
                 }
                 // Otherwise the rename never happened: nothing changed but, when the
                 // destination was being replaced, its records may be gone — rebuild them.
@@ -100,6 +102,42 @@ impl Ops {
             }
         }
         Ok(())
+    }
+
+    /// Queue the jobs of what at or below `p` has no current record: files whose content
+    /// record is missing or older than the file, directories whose summary records do not
+    /// match their `.abstract.md`. A moved tree whose jobs had not run yet (they looked for
+    /// the old names) gets them again; one already indexed costs a lookup per entry.
+    pub(crate) fn refresh_under(&self, p: &VPath) -> Result<usize> {
+        use crate::index::Level;
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        match stat(&self.fs(p))? {
+            None => return Ok(0),
+            Some(m) if m.is_dir() => {
+                dirs.push(p.clone());
+                super::walk_tree(&self.ws, p, &mut files, &mut dirs)?;
+            }
+            Some(_) => files.push(p.clone()),
+        }
+        let mut jobs = Vec::new();
+        for f in &files {
+            let current = stat(&self.fs(f))?.map(|m| super::source_version(&m));
+            if current.is_some() && self.index.version_of(f, Level::Content)? != current {
+                jobs.push(super::jobs::embed_job(f, None));
+            }
+        }
+        for d in &dirs {
+            let abs = self.fs(d).join(super::jobs::ABSTRACT_FILE);
+            let current = stat(&abs)?.map(|m| super::source_version(&m));
+            if current.is_none() || self.index.version_of(d, Level::Abstract)? != current {
+                jobs.push(super::jobs::semantic_job(d, None));
+            }
+        }
+        if !jobs.is_empty() {
+            self.queue.enqueue_many(&jobs)?;
+        }
+        Ok(jobs.len())
     }
 
     /// Queue the embedding of every file and the summary of every directory at or below `p`.

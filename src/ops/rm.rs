@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use super::jobs::semantic_job;
 use super::journal::Intent;
 use super::{stat, Ops, OpsError, Result};
-use crate::lock::LockGuard;
+use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
 /// What an rm did.
@@ -57,6 +57,17 @@ pub(crate) fn is_empty_dir(fs: &std::path::Path) -> Result<bool> {
     Ok(true)
 }
 
+/// True when a directory holds a source entry (anything but summaries and internal files).
+pub(crate) fn has_sources(fs: &std::path::Path) -> Result<bool> {
+    for e in std::fs::read_dir(fs).map_err(|e| OpsError::io(fs, e))? {
+        let e = e.map_err(|e| OpsError::io(fs, e))?;
+        if super::is_source_name(&e.file_name().to_string_lossy()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 impl Ops {
     /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
     pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
@@ -83,11 +94,8 @@ impl Ops {
             Mode::EmptyDir if !dir => return Err(OpsError::NotADirectory(p.uri())),
             _ => {}
         }
-        let guard = if dir {
-            self.locks.tree(p)?
-        } else {
-            self.locks.exact(p)?
-        };
+        let kind = if dir { LockKind::Tree } else { LockKind::Exact };
+        let guard = self.lock(&[(p.clone(), kind)])?;
         // Re-check under the lock: it may have changed between the look and the lock.
         let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
         if meta.is_dir() != dir {

@@ -23,7 +23,7 @@ impl Ops {
             Some(_) => {}
         }
         let fs = self.fs(p);
-        let _guard = self.locks.exact(p)?;
+        let _guard = self.lock(&[(p.clone(), crate::lock::LockKind::Exact)])?;
         if stat(&fs)?.is_some_and(|m| m.is_dir()) {
             return Err(OpsError::IsADirectory(p.uri()));
         }

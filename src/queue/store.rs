@@ -446,6 +446,7 @@ impl Queue {
                 // make it a poison job rather than a reason to crash workers forever.
                 if superseded(tx, queue, key.as_deref(), version)? {
                     tx.execute("DELETE FROM jobs WHERE id = ?1", [id])?;
+                    prune_key(tx, queue, key.as_deref())?;
                     continue;
                 }
                 if attempts >= max_attempts {
@@ -523,6 +524,7 @@ impl Queue {
             }
             if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
                 tx.execute("DELETE FROM jobs WHERE id = ?1", [job.id])?;
+                prune_key(tx, &job.queue, job.key.as_deref())?;
                 return Ok(());
             }
             let dead = matches!(err, JobError::Permanent(_)) || job.attempts >= opts.max_attempts;
@@ -555,6 +557,7 @@ impl Queue {
             }
             if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
                 tx.execute("DELETE FROM jobs WHERE id = ?1", [job.id])?;
+                prune_key(tx, &job.queue, job.key.as_deref())?;
             } else {
                 tx.execute(
                     "UPDATE jobs SET state = 0, worker = NULL, due = ?2, attempts = attempts - 1, updated = ?2

@@ -1,4 +1,5 @@
-//! An OpenAI-compatible chat client (OpenViking's `vlm` provider) and the summariser built on it.
+//! An OpenAI-compatible chat client (OpenViking's `vlm` provider), and the summariser and memory
+//! extractor built on it (in `summarizer` and `extractor`).
 //!
 //! One request shape: `POST {api_base}/chat/completions` with a Bearer key and a JSON body of
 //! `model` and `messages`; the answer is `choices[0].message.content`. Every failure is a
@@ -11,12 +12,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
-use super::memory::{
-    entity_path, event_path, group_facts, preference_path, Date, ExtractContext, Fact, Memory,
-    MemoryCategory, Message, PROFILE_PATH,
-};
-use super::summary::{truncate_chars, DirInput, Summary, ABSTRACT_MAX_CHARS, OVERVIEW_MAX_CHARS};
+use super::memory::Message;
+use super::summary::truncate_chars;
 use crate::config::ChatConfig;
+
+mod extractor;
+mod summarizer;
+
+pub use extractor::ChatExtractor;
+pub use summarizer::ChatSummarizer;
 
 /// Whole-request timeout: models take 5 s to 60 s+ (seed, "session.commit()").
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -240,211 +244,30 @@ pub fn answer_json(answer: &str) -> Result<Value, ChatError> {
     serde_json::from_str(slice).map_err(|e| ChatError::BadAnswer(format!("invalid JSON: {e}")))
 }
 
-/// Directory summaries written by the chat model, cut to the same limits as the local ones.
-#[derive(Debug, Clone)]
-pub struct ChatSummarizer {
-    client: ChatClient,
-}
-
-#[derive(Deserialize)]
-struct SummaryAnswer {
-    #[serde(rename = "abstract")]
-    abstract_md: String,
-    overview: String,
-}
-
-/// Per-child text sent to the model: enough for a gist, bounded so a large directory fits.
-const PROMPT_CHILD_CHARS: usize = 600;
-const PROMPT_MAX_CHILDREN: usize = 200;
-
-impl ChatSummarizer {
-    pub fn new(client: ChatClient) -> Self {
-        ChatSummarizer { client }
-    }
-
-    pub fn prompt(input: &DirInput) -> Vec<ChatMessage> {
-        let system = format!(
-            "You summarise one directory of a knowledge base. Answer with one JSON object \
-             {{\"abstract\": string, \"overview\": string}} and nothing else. \"abstract\": one or \
-             two sentences, at most {ABSTRACT_MAX_CHARS} characters, saying what the directory \
-             holds. \"overview\": markdown, at most {OVERVIEW_MAX_CHARS} characters: a heading, \
-             what the directory holds, then a list with one line per child giving its gist."
-        );
-        let mut user = format!("Directory: {}\n", input.uri);
-        let children = input.content_children();
-        for c in children.iter().take(PROMPT_MAX_CHILDREN) {
-            let kind = if c.is_dir { "directory" } else { "file" };
-            let text = truncate_chars(&c.text, PROMPT_CHILD_CHARS);
-            user.push_str(&format!("\n--- {kind} {}\n{text}\n", c.name));
-        }
-        if children.len() > PROMPT_MAX_CHILDREN {
-            user.push_str(&format!(
-                "\n... and {} more children\n",
-                children.len() - PROMPT_MAX_CHILDREN
-            ));
-        }
-        vec![ChatMessage::system(system), ChatMessage::user(user)]
-    }
-
-    pub fn summarize(&self, input: &DirInput) -> Result<Summary, ChatError> {
-        let answer = self.client.complete(&Self::prompt(input))?;
-        let v = answer_json(&answer)?;
-        let a: SummaryAnswer = serde_json::from_value(v)
-            .map_err(|e| ChatError::BadAnswer(format!("summary answer: {e}")))?;
-        if a.abstract_md.trim().is_empty() || a.overview.trim().is_empty() {
-            return Err(ChatError::BadAnswer("empty abstract or overview".into()));
-        }
-        let mut overview = a.overview.trim().to_string();
-        overview.push('\n');
-        Ok(Summary {
-            abstract_md: a.abstract_md,
-            overview_md: overview,
-        }
-        .enforce_limits())
-    }
-}
-
-/// Memories extracted by the chat model. The model only names facts; the paths are built here
-/// with the same layout functions as the rule extractor, so a model can never write outside
-/// `memories/` or invent a layout.
-#[derive(Debug, Clone)]
-pub struct ChatExtractor {
-    client: ChatClient,
-}
-
-#[derive(Deserialize)]
-struct MemoryAnswer {
-    memories: Vec<MemoryItem>,
-}
-
-#[derive(Deserialize)]
-struct MemoryItem {
-    category: String,
-    #[serde(default)]
-    topic: Option<String>,
-    #[serde(default)]
-    entity_type: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    date: Option<String>,
-    fact: String,
-}
-
 /// Per-message and total text sent to the model.
 const PROMPT_MESSAGE_CHARS: usize = 2000;
 const PROMPT_TOTAL_CHARS: usize = 60_000;
-/// The longest fact line kept.
-const FACT_MAX_CHARS: usize = 500;
 
-impl ChatExtractor {
-    pub fn new(client: ChatClient) -> Self {
-        ChatExtractor { client }
-    }
-
-    pub fn prompt(ctx: &ExtractContext, messages: &[Message]) -> Vec<ChatMessage> {
-        let date = ctx
-            .archive_date
-            .map_or_else(|| "unknown".to_string(), |d| d.to_string());
-        let system = format!(
-            "You extract long-term memories about the user from a conversation. Answer with one \
-             JSON object {{\"memories\": [...]}} and nothing else. Each item: \"category\" one of \
-             \"preferences\" (needs \"topic\"), \"entities\" (needs \"name\", optional \
-             \"entity_type\" such as people or organizations), \"events\" (needs \"date\" as \
-             YYYY-MM-DD and \"name\"), \"profile\"; and \"fact\": one sentence. Only facts the \
-             user stated; none from questions or hypotheticals. Today is {date}. An empty list \
-             is a valid answer."
+/// Messages as `role (time): content` lines, bounded per message and in total.
+pub(crate) fn transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    let mut total = 0;
+    for m in messages {
+        let line = format!(
+            "{}{}: {}\n",
+            m.role,
+            m.time
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            truncate_chars(&m.content, PROMPT_MESSAGE_CHARS)
         );
-        let mut user = String::new();
-        for m in messages {
-            let line = format!(
-                "{}{}: {}\n",
-                m.role,
-                m.time
-                    .as_deref()
-                    .map(|t| format!(" ({t})"))
-                    .unwrap_or_default(),
-                truncate_chars(&m.content, PROMPT_MESSAGE_CHARS)
-            );
-            if user.chars().count() + line.chars().count() > PROMPT_TOTAL_CHARS {
-                break;
-            }
-            user.push_str(&line);
+        total += line.chars().count();
+        if total > PROMPT_TOTAL_CHARS {
+            out.push_str("[... later messages left out]\n");
+            break;
         }
-        vec![ChatMessage::system(system), ChatMessage::user(user)]
+        out.push_str(&line);
     }
-
-    pub fn extract(
-        &self,
-        ctx: &ExtractContext,
-        messages: &[Message],
-    ) -> Result<Vec<Memory>, ChatError> {
-        if messages.is_empty() {
-            return Ok(Vec::new());
-        }
-        let answer = self.client.complete(&Self::prompt(ctx, messages))?;
-        let parsed: MemoryAnswer = serde_json::from_value(answer_json(&answer)?)
-            .map_err(|e| ChatError::BadAnswer(format!("memory answer: {e}")))?;
-        let facts = parsed
-            .memories
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| {
-                item_fact(ctx, item)
-                    .map_err(|e| ChatError::BadAnswer(format!("memory answer item {i}: {e}")))
-            })
-            .collect::<Result<Vec<Fact>, ChatError>>()?;
-        Ok(group_facts(facts))
-    }
-}
-
-/// Validate one model item into a fact. A whole answer with one bad item is rejected (and is
-/// retryable): half-applying a model answer would make reruns write different memories.
-fn item_fact(ctx: &ExtractContext, item: MemoryItem) -> Result<Fact, String> {
-    let fact = truncate_chars(
-        &item.fact.split_whitespace().collect::<Vec<_>>().join(" "),
-        FACT_MAX_CHARS,
-    );
-    if fact.is_empty() {
-        return Err("empty fact".into());
-    }
-    let need = |v: Option<String>, key: &str| -> Result<String, String> {
-        v.filter(|s| !s.trim().is_empty())
-            .ok_or_else(|| format!("{key:?} is required for {:?}", item.category))
-    };
-    let (category, rel_path, title) = match item.category.as_str() {
-        "preferences" => {
-            let topic = need(item.topic.clone(), "topic")?;
-            (
-                MemoryCategory::Preferences,
-                preference_path(&ctx.user, &topic),
-                format!("Preference: {topic}"),
-            )
-        }
-        "entities" => {
-            let name = need(item.name.clone(), "name")?;
-            let kind = item.entity_type.clone().unwrap_or_else(|| "general".into());
-            (MemoryCategory::Entities, entity_path(&kind, &name), name)
-        }
-        "events" => {
-            let date = need(item.date.clone(), "date")?;
-            let date = Date::parse_iso(date.trim())
-                .ok_or_else(|| format!("date {date:?} is not YYYY-MM-DD"))?;
-            let name = need(item.name.clone(), "name")?;
-            let title = format!("{date}: {name}");
-            (MemoryCategory::Events, event_path(date, &name), title)
-        }
-        "profile" => (
-            MemoryCategory::Profile,
-            PROFILE_PATH.to_string(),
-            "Profile".to_string(),
-        ),
-        other => return Err(format!("unknown category {other:?}")),
-    };
-    Ok(Fact {
-        category,
-        rel_path,
-        title,
-        text: fact,
-    })
+    out
 }

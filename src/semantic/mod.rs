@@ -40,6 +40,9 @@ impl SemanticError {
 /// [`summary::ABSTRACT_MAX_CHARS`] and [`summary::OVERVIEW_MAX_CHARS`].
 pub trait Summarizer: Send + Sync {
     fn summarize(&self, input: &DirInput) -> Result<Summary, SemanticError>;
+    /// The sidecars of a session archive at `uri`, from its messages.
+    fn summarize_messages(&self, uri: &str, messages: &[Message])
+        -> Result<Summary, SemanticError>;
     /// A short name for logs (`local`, `chat`).
     fn name(&self) -> &'static str;
 }
@@ -58,6 +61,13 @@ impl Summarizer for LocalSummarizer {
     fn summarize(&self, input: &DirInput) -> Result<Summary, SemanticError> {
         Ok(LocalSummarizer::summarize(self, input))
     }
+    fn summarize_messages(
+        &self,
+        uri: &str,
+        messages: &[Message],
+    ) -> Result<Summary, SemanticError> {
+        Ok(LocalSummarizer::summarize_messages(self, uri, messages))
+    }
     fn name(&self) -> &'static str {
         "local"
     }
@@ -66,6 +76,13 @@ impl Summarizer for LocalSummarizer {
 impl Summarizer for ChatSummarizer {
     fn summarize(&self, input: &DirInput) -> Result<Summary, SemanticError> {
         Ok(ChatSummarizer::summarize(self, input)?)
+    }
+    fn summarize_messages(
+        &self,
+        uri: &str,
+        messages: &[Message],
+    ) -> Result<Summary, SemanticError> {
+        Ok(ChatSummarizer::summarize_messages(self, uri, messages)?)
     }
     fn name(&self) -> &'static str {
         "chat"

@@ -11,7 +11,8 @@
 //!   (and `entities/organizations/{o}.md` for the employer)
 //! - entities: "N is my colleague", "my colleague N" -> `entities/people/{n}.md`
 //! - events: a sentence with a date (ISO `2026-11-29`, "December 3", "3 December 2026", "today",
-//!   "tomorrow", "yesterday" relative to the message time or the archive date) and a first-person
+//!   "tomorrow", "yesterday", "on Monday" relative to the message time or the archive date) and a
+//!   first-person
 //!   or event word -> `events/YYYY/MM/DD/{name}.md`
 
 use super::memory::{
@@ -105,23 +106,17 @@ fn push_sentence(out: &mut Vec<Sentence>, raw: &str) {
 }
 
 /// Words that make a sentence hypothetical or a question rather than a statement.
-const HEDGES: &[&str] = &[
-    "if", "whether", "maybe", "perhaps", "might", "wonder", "suppose", "imagine", "pretend",
-    "unsure", "doubt",
-];
+const HEDGES: &str = "if whether maybe perhaps might wonder suppose imagine pretend unsure doubt";
 /// Two-word hedges.
 const HEDGE_PAIRS: &[[&str; 2]] = &[["not", "sure"], ["don't", "know"], ["no", "idea"]];
-const QUESTION_STARTS: &[&str] = &[
-    "do", "does", "did", "would", "could", "should", "can", "what", "which", "who", "why", "how",
-    "is", "are",
-];
+const QUESTION_STARTS: &str = "do does did would could should can what which who why how is are";
 
 fn extract_sentence(s: &Sentence, user: &str, base: Option<Date>, out: &mut Vec<Fact>) {
     let t = &s.toks;
-    if s.question || t.is_empty() || QUESTION_STARTS.contains(&t[0].low.as_str()) {
+    if s.question || t.is_empty() || listed(QUESTION_STARTS, &t[0].low) {
         return;
     }
-    if t.iter().any(|w| HEDGES.contains(&w.low.as_str()))
+    if t.iter().any(|w| listed(HEDGES, &w.low))
         || (0..t.len()).any(|i| HEDGE_PAIRS.iter().any(|p| at(t, i, p)))
     {
         return;
@@ -129,6 +124,11 @@ fn extract_sentence(s: &Sentence, user: &str, base: Option<Date>, out: &mut Vec<
     preferences(t, user, out);
     profile_and_entities(t, out);
     events(s, base, out);
+}
+
+/// Whether `w` is one of the space-separated words of `list`.
+fn listed(list: &str, w: &str) -> bool {
+    list.split_ascii_whitespace().any(|x| x == w)
 }
 
 fn at(t: &[Tok], i: usize, words: &[&str]) -> bool {
@@ -154,21 +154,13 @@ const LIKES: &[(&[&str], &str)] = &[
 ];
 
 /// Words that end the object of a preference: what follows is a reason or another clause.
-const CLAUSE_ENDS: &[&str] = &[
-    "because", "since", "but", "when", "so", "although", "though", "while", "as", "and",
-];
+const CLAUSE_ENDS: &str = "because since but when so although though while as and";
 /// An object that is only one of these refers to something we cannot see.
-const PRONOUNS: &[&str] = &[
-    "it", "that", "this", "them", "those", "these", "you", "him", "her",
-];
+const PRONOUNS: &str = "it that this them those these you him her";
 /// Leading words dropped from a topic.
-const TOPIC_SKIP: &[&str] = &[
-    "the", "a", "an", "my", "to", "using", "use", "working", "with", "having", "being", "it",
-];
+const TOPIC_SKIP: &str = "the a an my to using use working with having being it";
 /// Words that end a topic: an alternative ("X over Y") or a circumstance ("hiking in the Alps").
-const TOPIC_ENDS: &[&str] = &[
-    "over", "to", "than", "instead", "rather", "in", "on", "at", "for", "during", "from", "with",
-];
+const TOPIC_ENDS: &str = "over to than instead rather in on at for during from with";
 
 fn preferences(t: &[Tok], user: &str, out: &mut Vec<Fact>) {
     for i in 0..t.len() {
@@ -177,7 +169,7 @@ fn preferences(t: &[Tok], user: &str, out: &mut Vec<Fact>) {
                 continue;
             }
             let obj = object(&t[i + pat.len()..]);
-            if obj.is_empty() || (obj.len() == 1 && PRONOUNS.contains(&obj[0].low.as_str())) {
+            if obj.is_empty() || (obj.len() == 1 && listed(PRONOUNS, &obj[0].low)) {
                 continue;
             }
             let topic = topic_of(obj);
@@ -217,7 +209,7 @@ fn preferences(t: &[Tok], user: &str, out: &mut Vec<Fact>) {
 fn object(t: &[Tok]) -> &[Tok] {
     let mut n = 0;
     for (k, w) in t.iter().enumerate().take(8) {
-        if CLAUSE_ENDS.contains(&w.low.as_str()) || w.low == "i" {
+        if listed(CLAUSE_ENDS, &w.low) || w.low == "i" {
             break;
         }
         n = k + 1;
@@ -233,8 +225,8 @@ fn object(t: &[Tok]) -> &[Tok] {
 fn topic_of(obj: &[Tok]) -> String {
     let head: Vec<&Tok> = obj
         .iter()
-        .skip_while(|w| TOPIC_SKIP.contains(&w.low.as_str()))
-        .take_while(|w| !TOPIC_ENDS.contains(&w.low.as_str()))
+        .skip_while(|w| listed(TOPIC_SKIP, &w.low))
+        .take_while(|w| !listed(TOPIC_ENDS, &w.low))
         .take(3)
         .collect();
     head.iter()
@@ -259,64 +251,16 @@ fn join_low(t: &[Tok]) -> String {
 
 // ---- profile and entities
 
-const RELATIONS: &[&str] = &[
-    "colleague",
-    "coworker",
-    "co-worker",
-    "manager",
-    "boss",
-    "friend",
-    "wife",
-    "husband",
-    "partner",
-    "brother",
-    "sister",
-    "mother",
-    "father",
-    "mom",
-    "dad",
-    "son",
-    "daughter",
-    "teammate",
-    "mentor",
-    "doctor",
-    "neighbour",
-    "neighbor",
-    "cousin",
-    "roommate",
-    "cofounder",
-    "co-founder",
-];
+const RELATIONS: &str = concat!(
+    "colleague coworker co-worker manager boss friend wife husband partner brother sister ",
+    "mother father mom dad son daughter teammate mentor doctor neighbour neighbor cousin ",
+    "roommate cofounder co-founder",
+);
 /// Capitalised words that are not names.
-const NOT_NAMES: &[&str] = &[
-    "i",
-    "this",
-    "that",
-    "it",
-    "he",
-    "she",
-    "they",
-    "there",
-    "here",
-    "today",
-    "tomorrow",
-    "yesterday",
-    "what",
-    "who",
-    "the",
-    "a",
-    "an",
-    "my",
-    "our",
-    "his",
-    "her",
-    "their",
-    "which",
-    "someone",
-    "nobody",
-    "everyone",
-    "not",
-];
+const NOT_NAMES: &str = concat!(
+    "i this that it he she they there here today tomorrow yesterday what who the a an my ",
+    "our his her their which someone nobody everyone not",
+);
 
 /// A proper name: up to three capitalised words starting at `t[0]`.
 fn name_at(t: &[Tok]) -> Option<&[Tok]> {
@@ -327,7 +271,7 @@ fn name_at(t: &[Tok]) -> Option<&[Tok]> {
 }
 
 fn is_name_word(w: &Tok) -> bool {
-    w.orig.chars().next().is_some_and(char::is_uppercase) && !NOT_NAMES.contains(&w.low.as_str())
+    w.orig.chars().next().is_some_and(char::is_uppercase) && !listed(NOT_NAMES, &w.low)
 }
 
 fn profile_and_entities(t: &[Tok], out: &mut Vec<Fact>) {
@@ -372,7 +316,7 @@ fn profile_and_entities(t: &[Tok], out: &mut Vec<Fact>) {
         }
         // "Anna is my colleague"
         if at(t, i, &["is", "my"]) && i > 0 {
-            if let Some(rel) = t.get(i + 2).filter(|w| RELATIONS.contains(&w.low.as_str())) {
+            if let Some(rel) = t.get(i + 2).filter(|w| listed(RELATIONS, &w.low)) {
                 let start = (0..i)
                     .rev()
                     .take_while(|&k| is_name_word(&t[k]) && i - k <= 3)
@@ -384,7 +328,7 @@ fn profile_and_entities(t: &[Tok], out: &mut Vec<Fact>) {
         }
         // "my colleague Anna"
         if at(t, i, &["my"]) {
-            if let Some(rel) = t.get(i + 1).filter(|w| RELATIONS.contains(&w.low.as_str())) {
+            if let Some(rel) = t.get(i + 1).filter(|w| listed(RELATIONS, &w.low)) {
                 if let Some(n) = t.get(i + 2..).and_then(name_at) {
                     person(n, &rel.low, out);
                 }
@@ -405,94 +349,28 @@ fn person(name: &[Tok], rel: &str, out: &mut Vec<Fact>) {
 
 // ---- events
 
-const FIRST_PERSON: &[&str] = &[
-    "i", "we", "my", "our", "i'm", "i'll", "i've", "i'd", "we're", "we'll", "we've", "me", "us",
-];
-const EVENT_WORDS: &[&str] = &[
-    "meeting",
-    "appointment",
-    "call",
-    "deadline",
-    "interview",
-    "flight",
-    "trip",
-    "birthday",
-    "conference",
-    "party",
-    "dinner",
-    "lunch",
-    "release",
-    "launch",
-    "demo",
-    "exam",
-    "wedding",
-    "holiday",
-    "vacation",
-    "standup",
-    "review",
+const FIRST_PERSON: &str = "i we my our i'm i'll i've i'd we're we'll we've me us";
+const EVENT_WORDS: &str = concat!(
+    "meeting appointment call deadline interview flight trip birthday conference party ",
+    "dinner lunch release launch demo exam wedding holiday vacation standup review ",
     "workshop",
-];
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
+);
+const MONTHS: &str = concat!(
+    "january february march april may june july august september october november ",
     "december",
-];
+);
+const WEEKDAYS: &str = "monday tuesday wednesday thursday friday saturday sunday";
 /// Words left out of an event's file name.
-const NAME_SKIP: &[&str] = &[
-    "on",
-    "at",
-    "in",
-    "the",
-    "a",
-    "an",
-    "is",
-    "was",
-    "will",
-    "be",
-    "have",
-    "has",
-    "had",
-    "to",
-    "of",
-    "and",
-    "for",
-    "with",
-    "we",
-    "i",
-    "my",
-    "our",
-    "i'm",
-    "i'll",
-    "i've",
-    "we're",
-    "we'll",
-    "me",
-    "us",
-    "am",
-    "are",
-    "today",
-    "tomorrow",
-    "yesterday",
-    "st",
-    "nd",
-    "rd",
-    "th",
-];
+const NAME_SKIP: &str = concat!(
+    "on at in the a an is was will be have has had to of and for with we i my our i'm ",
+    "i'll i've we're we'll me us am are today tomorrow yesterday st nd rd th",
+);
 
 fn events(s: &Sentence, base: Option<Date>, out: &mut Vec<Fact>) {
     let t = &s.toks;
     let cue = t
         .iter()
-        .any(|w| FIRST_PERSON.contains(&w.low.as_str()) || EVENT_WORDS.contains(&w.low.as_str()));
+        .any(|w| listed(FIRST_PERSON, &w.low) || listed(EVENT_WORDS, &w.low));
     if !cue {
         return;
     }
@@ -504,7 +382,7 @@ fn events(s: &Sentence, base: Option<Date>, out: &mut Vec<Fact>) {
         .enumerate()
         .filter(|(k, w)| {
             !used.contains(k)
-                && !NAME_SKIP.contains(&w.low.as_str())
+                && !listed(NAME_SKIP, &w.low)
                 && !w.low.chars().all(|c| c.is_ascii_digit())
         })
         .map(|(_, w)| w.low.as_str())
@@ -538,6 +416,14 @@ fn find_date(t: &[Tok], base: Option<Date>) -> Option<(Date, Vec<usize>)> {
         if let Some(n) = rel {
             // Without a message time or archive date a relative day cannot be placed.
             return base.map(|b| (b.add_days(n), vec![i]));
+        }
+        // "on Monday", "next Friday": the next such day after the reference date.
+        let after_on = i > 0 && matches!(t[i - 1].low.as_str(), "on" | "next" | "this");
+        if let Some(wd) = weekday_of(&w.low).filter(|_| after_on) {
+            let b = base?;
+            let ahead = (wd - b.weekday()).rem_euclid(7);
+            let ahead = if ahead == 0 { 7 } else { ahead };
+            return Some((b.add_days(ahead), vec![i - 1, i]));
         }
         if let Some(m) = month_of(&w.low) {
             // "December 3[rd][, 2026]"
@@ -577,9 +463,17 @@ fn month_of(w: &str) -> Option<u32> {
     // "may" is also a verb: only its capitalised use would be a month, and tokens are lowercase
     // here, so require the full name and leave "may" out.
     (w != "may")
-        .then(|| MONTHS.iter().position(|m| *m == w))
+        .then(|| MONTHS.split_ascii_whitespace().position(|m| m == w))
         .flatten()
         .map(|p| p as u32 + 1)
+}
+
+/// Monday = 0.
+fn weekday_of(w: &str) -> Option<i64> {
+    WEEKDAYS
+        .split_ascii_whitespace()
+        .position(|d| d == w)
+        .map(|p| p as i64)
 }
 
 fn day_of(w: &str) -> Option<u32> {

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::memory::Message;
 use crate::uri::{is_internal_name, is_sidecar_name};
 
 /// The most characters `.abstract.md` may hold.
@@ -70,13 +71,17 @@ impl DirInput {
 
     /// The last component of the URI (`viking://resources/docs` -> `docs`).
     pub fn dir_name(&self) -> &str {
-        let t = self.uri.trim_end_matches('/');
-        let name = t.rsplit('/').next().unwrap_or(t);
-        if name.is_empty() || name.ends_with(':') {
-            t
-        } else {
-            name
-        }
+        uri_name(&self.uri)
+    }
+}
+
+fn uri_name(uri: &str) -> &str {
+    let t = uri.trim_end_matches('/');
+    let name = t.rsplit('/').next().unwrap_or(t);
+    if name.is_empty() || name.ends_with(':') {
+        t
+    } else {
+        name
     }
 }
 
@@ -113,6 +118,73 @@ impl LocalSummarizer {
             overview_md,
         }
         .enforce_limits()
+    }
+
+    /// The summary of an archived conversation (a session archive's sidecars): how many
+    /// messages, what they are mostly about, the first thing the user said, and a line per
+    /// message with its gist.
+    pub fn summarize_messages(&self, uri: &str, messages: &[Message]) -> Summary {
+        let name = uri_name(uri);
+        // Messages as nameless children, so salience works as for files.
+        let children: Vec<Child> = messages
+            .iter()
+            .map(|m| Child::file(String::new(), m.content.clone()))
+            .collect();
+        let refs: Vec<&Child> = children.iter().collect();
+        let keywords = salient_keywords(&refs, KEYWORDS);
+        let from_user = messages.iter().filter(|m| m.role == "user").count();
+        let mut first = format!(
+            "{name}: a conversation of {} ({from_user} from the user)",
+            counted(messages.len(), "message", "messages")
+        );
+        if !keywords.is_empty() {
+            first.push_str(&format!(", mostly about {}", keywords.join(", ")));
+        }
+        first.push('.');
+        let opening = messages
+            .iter()
+            .find(|m| m.role == "user")
+            .map(|m| gist(&m.content))
+            .filter(|g| !g.is_empty());
+        let abstract_md = match opening {
+            Some(g) => truncate_words(
+                &format!("{first} It opens: {}", sentence(&g)),
+                ABSTRACT_MAX_CHARS,
+            ),
+            None => truncate_words(&first, ABSTRACT_MAX_CHARS),
+        };
+        let mut overview = format!("# {name}\n\n{abstract_md}\n\n## Messages\n\n");
+        let lines: Vec<String> = messages
+            .iter()
+            .map(|m| format!("- **{}**: {}\n", one_line(&m.role), gist(&m.content)))
+            .collect();
+        push_lines_within(&mut overview, &lines);
+        Summary {
+            abstract_md,
+            overview_md: overview,
+        }
+        .enforce_limits()
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Append list lines while they fit in the overview limit, then say how many were left out.
+fn push_lines_within(out: &mut String, lines: &[String]) {
+    let mut budget = OVERVIEW_MAX_CHARS.saturating_sub(out.chars().count());
+    for (i, line) in lines.iter().enumerate() {
+        let n = line.chars().count();
+        let rest = lines.len() - i - 1;
+        // Keep room for the "and N more" line unless this is the last entry.
+        let reserve = if rest > 0 { 40 } else { 0 };
+        if n + reserve > budget {
+            out.push_str(&format!("- … and {} more\n", lines.len() - i));
+            break;
+        }
+        out.push_str(line);
+        budget -= n;
     }
 }
 
@@ -163,20 +235,7 @@ fn make_overview(dir: &str, abstract_md: &str, children: &[&Child], gists: &[Str
             }
         })
         .collect();
-    let used = out.chars().count();
-    let mut budget = OVERVIEW_MAX_CHARS.saturating_sub(used);
-    for (i, line) in lines.iter().enumerate() {
-        let n = line.chars().count();
-        let rest = lines.len() - i - 1;
-        // Keep room for the "and N more" line unless this is the last entry.
-        let reserve = if rest > 0 { 40 } else { 0 };
-        if n + reserve > budget {
-            out.push_str(&format!("- … and {} more\n", lines.len() - i));
-            break;
-        }
-        out.push_str(line);
-        budget -= n;
-    }
+    push_lines_within(&mut out, &lines);
     out
 }
 

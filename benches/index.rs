@@ -1,0 +1,409 @@
+//! Find latency over a large index, against a naive baseline in the same run.
+//!
+//! Builds a workspace of N synthetic documents (files on disk + index records from the local
+//! embedder), then times the same queries three ways:
+//! - `packed`: in-process `Index::search_live` (int8 chunk scan + f32 re-rank + existence checks);
+//! - `naive`:  in-process row-by-row SQLite scan of every record's f32 blob (the baseline);
+//! - `e2e`:    a fresh `vikingfs find --json` process per query, beside the bare process
+//!   start-up floor (`vikingfs config show`).
+//!
+//! Each query is three of one document's ten rarest words; `recall@10` is the share of queries
+//! whose document is in the top 10. It measures the embedder (the same for packed and naive,
+//! which shows the int8 scan loses nothing), not the index: feature hashing into 256 dimensions
+//! blurs at 100k documents (try `--dim 1024`).
+//!
+//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q] [--keep DIR]`
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use vikingfs::embed::{Embedder, LocalEmbedder};
+use vikingfs::index::{Hit, Index, Level, Record};
+use vikingfs::uri::VPath;
+use vikingfs::workspace::Workspace;
+
+const K: usize = 10;
+
+struct Args {
+    docs: usize,
+    dim: usize,
+    queries: usize,
+    e2e_queries: usize,
+    /// Keep (and reuse) the corpus in this directory instead of a temporary one.
+    keep: Option<std::path::PathBuf>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        docs: 100_000,
+        dim: 256,
+        queries: 200,
+        e2e_queries: 50,
+        keep: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{flag} needs a number"))
+        };
+        match flag.as_str() {
+            "--docs" => a.docs = val(),
+            "--dim" => a.dim = val(),
+            "--queries" => a.queries = val(),
+            "--e2e-queries" => a.e2e_queries = val(),
+            "--keep" => a.keep = Some(it.next().expect("--keep needs a directory").into()),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+/// Pronounceable synthetic words, drawn Zipf-like so documents share common words and differ
+/// in rare ones, like real text.
+struct Vocab {
+    words: Vec<String>,
+    cdf: Vec<f64>,
+}
+
+impl Vocab {
+    fn new(n: usize, rng: &mut StdRng) -> Vocab {
+        const SYL: [&str; 16] = [
+            "ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "an", "el", "dor", "qua", "zen", "pi",
+            "ur", "bex",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        let mut words = Vec::with_capacity(n);
+        while words.len() < n {
+            let len = rng.random_range(2..5);
+            let w: String = (0..len)
+                .map(|_| SYL[rng.random_range(0..SYL.len())])
+                .collect();
+            if seen.insert(w.clone()) {
+                words.push(w);
+            }
+        }
+        let mut acc = 0.0;
+        let cdf = (1..=n)
+            .map(|r| {
+                acc += 1.0 / r as f64;
+                acc
+            })
+            .collect();
+        Vocab { words, cdf }
+    }
+
+    fn word(&self, rng: &mut StdRng) -> &str {
+        let x = rng.random_range(0.0..*self.cdf.last().unwrap());
+        let i = self.cdf.partition_point(|&c| c < x);
+        &self.words[i.min(self.words.len() - 1)]
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+struct Timing {
+    name: &'static str,
+    p50: Duration,
+    p99: Duration,
+    recall: Option<f64>,
+}
+
+fn time(
+    name: &'static str,
+    queries: &[(String, VPath)],
+    mut f: impl FnMut(&str, &VPath) -> Vec<String>,
+) -> Timing {
+    let mut times = Vec::with_capacity(queries.len());
+    let mut found = 0;
+    for (q, want) in queries {
+        let t = Instant::now();
+        let uris = f(q, want);
+        times.push(t.elapsed());
+        found += uris.iter().any(|u| *u == want.uri()) as usize;
+    }
+    times.sort();
+    Timing {
+        name,
+        p50: percentile(&times, 0.5),
+        p99: percentile(&times, 0.99),
+        recall: Some(found as f64 / queries.len() as f64),
+    }
+}
+
+/// The baseline: every record's f32 blob read through one SQLite row step each.
+fn naive_search(conn: &rusqlite::Connection, q: &[f32], ws: &Workspace) -> Vec<String> {
+    let mut stmt = conn
+        .prepare_cached("SELECT uri, level, vec FROM records")
+        .unwrap();
+    let mut rows = stmt.query([]).unwrap();
+    let mut heap: BinaryHeap<Reverse<(u32, String, i64)>> = BinaryHeap::new();
+    while let Some(row) = rows.next().unwrap() {
+        let blob = row.get_ref(2).unwrap().as_blob().unwrap();
+        let score: f32 = blob
+            .chunks_exact(4)
+            .zip(q)
+            .map(|(b, x)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * x)
+            .sum();
+        // Order-preserving key for a non-negative-first float sort.
+        let key = (score + 2.0).to_bits();
+        if heap.len() < K || heap.peek().is_some_and(|Reverse(w)| key > w.0) {
+            heap.push(Reverse((key, row.get(0).unwrap(), row.get(1).unwrap())));
+            if heap.len() > K {
+                heap.pop();
+            }
+        }
+    }
+    let mut out: Vec<_> = heap.into_iter().map(|Reverse(x)| x).collect();
+    out.sort_by_key(|x| Reverse(x.0));
+    out.into_iter()
+        .filter_map(|(_, uri, level)| {
+            let hit = Hit {
+                uri: VPath::from_rel(&uri).unwrap(),
+                level: Level::from_i64(level).unwrap(),
+                score: 0.0,
+                snippet: String::new(),
+                source_version: String::new(),
+            };
+            hit.is_live_in(ws).then(|| hit.uri.uri())
+        })
+        .collect()
+}
+
+fn build(
+    ws: &Workspace,
+    docs: usize,
+    dim: usize,
+    rng: &mut StdRng,
+    write: bool,
+) -> (Vec<String>, Vocab, Duration) {
+    let vocab = Vocab::new(20_000, rng);
+    let e = LocalEmbedder::new(dim);
+    let index = Index::open(&ws.index_db(), dim, &e.model_id()).unwrap();
+    let t = Instant::now();
+    let mut texts = Vec::with_capacity(docs);
+    let mut batch = Vec::with_capacity(1000);
+    for i in 0..docs {
+        let n = rng.random_range(40..120);
+        let text: Vec<&str> = (0..n).map(|_| vocab.word(rng)).collect();
+        let text = text.join(" ");
+        let uri =
+            VPath::from_rel(&format!("resources/bench/d{:03}/doc{i:06}.md", i / 1000)).unwrap();
+        if !write {
+            texts.push(text);
+            continue;
+        }
+        let path = ws.fs_path(&uri);
+        if i % 1000 == 0 {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        }
+        std::fs::write(&path, &text).unwrap();
+        batch.push(Record {
+            uri,
+            level: Level::Content,
+            vector: e.embed_one(&text),
+            snippet: text.chars().take(120).collect(),
+            source_version: format!("{:016x}", i * 7919),
+        });
+        if batch.len() == 1000 {
+            index.upsert_many(&batch).unwrap();
+            batch.clear();
+        }
+        texts.push(text);
+    }
+    index.upsert_many(&batch).unwrap();
+    let took = t.elapsed();
+    (texts, vocab, took)
+}
+
+fn size_mb(p: &Path) -> f64 {
+    let wal = p.with_extension("db-wal");
+    let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    (len(p) + len(&wal)) as f64 / 1e6
+}
+
+fn main() {
+    let a = args();
+    let tmp = tempfile::Builder::new()
+        .prefix("vikingfs-bench-index")
+        .tempdir()
+        .unwrap();
+    let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    // The corpus is a function of (seed, docs, dim): a kept one is reused as is.
+    let marker = dir.join(format!("built-{}-{}", a.docs, a.dim));
+    let reuse = marker.exists();
+    if a.keep.is_some() && !reuse && dir.join("ws").exists() {
+        std::fs::remove_dir_all(dir.join("ws")).unwrap();
+    }
+    let ws = Workspace::open(dir.join("ws"), "default", "default").unwrap();
+    let mut rng = StdRng::seed_from_u64(42);
+    eprintln!(
+        "{} {} documents...",
+        if reuse { "reusing" } else { "building" },
+        a.docs
+    );
+    let (texts, vocab, build_time) = build(&ws, a.docs, a.dim, &mut rng, !reuse);
+    std::fs::write(&marker, "").unwrap();
+    let rank: std::collections::HashMap<&str, usize> = vocab
+        .words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.as_str(), i))
+        .collect();
+    let queries: Vec<(String, VPath)> = (0..a.queries.max(a.e2e_queries))
+        .map(|_| {
+            let i = rng.random_range(0..texts.len());
+            // Three of the document's ten rarest words: a query of a few distinctive words.
+            let mut words: Vec<&str> = texts[i].split(' ').collect();
+            words.sort_by_key(|w| std::cmp::Reverse(rank[w]));
+            words.dedup();
+            let q: Vec<&str> = (0..3)
+                .map(|_| words[rng.random_range(0..words.len().min(10))])
+                .collect();
+            let uri =
+                VPath::from_rel(&format!("resources/bench/d{:03}/doc{i:06}.md", i / 1000)).unwrap();
+            (q.join(" "), uri)
+        })
+        .collect();
+
+    let e = LocalEmbedder::new(a.dim);
+    let index = Index::open(&ws.index_db(), a.dim, &e.model_id()).unwrap();
+    let conn = rusqlite::Connection::open(ws.index_db()).unwrap();
+    let inproc = &queries[..a.queries];
+    // Warm the page cache for both, so neither pays the other's first read.
+    for (q, _) in inproc.iter().take(5) {
+        let v = e.embed_one(q);
+        index
+            .search_live(&v, K, None, |h| h.is_live_in(&ws))
+            .unwrap();
+        naive_search(&conn, &v, &ws);
+    }
+    let packed = time("in-process packed int8 + f32 re-rank", inproc, |q, _| {
+        let v = e.embed_one(q);
+        let found = index
+            .search_live(&v, K, None, |h| h.is_live_in(&ws))
+            .unwrap();
+        found.hits.iter().map(|h| h.uri.uri()).collect()
+    });
+    let naive = time("in-process naive row-by-row f32 scan", inproc, |q, _| {
+        naive_search(&conn, &e.embed_one(q), &ws)
+    });
+    let scope = VPath::from_rel("resources").unwrap();
+    let under_scope = time(
+        "  same, --under viking://resources (all)",
+        inproc,
+        |q, _| {
+            let v = e.embed_one(q);
+            let found = index
+                .search_live(&v, K, Some(&scope), |h| h.is_live_in(&ws))
+                .unwrap();
+            found.hits.iter().map(|h| h.uri.uri()).collect()
+        },
+    );
+    let under_dir = time(
+        "  same, --under the target's dir (1000 docs)",
+        inproc,
+        |q, want| {
+            let v = e.embed_one(q);
+            let dir = want.parent().unwrap();
+            let found = index
+                .search_live(&v, K, Some(&dir), |h| h.is_live_in(&ws))
+                .unwrap();
+            found.hits.iter().map(|h| h.uri.uri()).collect()
+        },
+    );
+
+    let exe = env!("CARGO_BIN_EXE_vikingfs");
+    let config = dir.join("config.json");
+    let dense = serde_json::json!({"embedding": {"dense": {"dimension": a.dim}}});
+    std::fs::write(&config, dense.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(exe)
+            .arg("--workspace")
+            .arg(ws.root())
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let e2e_q = &queries[..a.e2e_queries];
+    let e2e = time(
+        "end-to-end `vikingfs find --json` process",
+        e2e_q,
+        |q, _| {
+            let out = run(&["find", "--json", "--limit", "10", q]);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["uri"].as_str().unwrap().to_string())
+                .collect()
+        },
+    );
+    let mut floor = time("process floor `vikingfs config show`", e2e_q, |_, _| {
+        run(&["config", "show"]);
+        Vec::new()
+    });
+    floor.recall = None;
+
+    let built = if reuse {
+        "reused".to_string()
+    } else {
+        format!(
+            "built in {:.1} s ({:.0} docs/s incl. files)",
+            build_time.as_secs_f64(),
+            a.docs as f64 / build_time.as_secs_f64()
+        )
+    };
+    println!(
+        "index: {} documents, dim {}, {built}, {:.0} MB",
+        a.docs,
+        a.dim,
+        size_mb(&ws.index_db())
+    );
+    println!(
+        "find latency, top-{K}, {} in-process / {} end-to-end queries:",
+        a.queries, a.e2e_queries
+    );
+    println!(
+        "{:<46} {:>9} {:>9} {:>10}",
+        "", "p50 ms", "p99 ms", "recall@10"
+    );
+    for t in [&packed, &under_scope, &under_dir, &naive, &e2e, &floor] {
+        let recall = t.recall.map_or("-".to_string(), |r| format!("{:.2}", r));
+        println!(
+            "{:<46} {:>9.2} {:>9.2} {:>10}",
+            t.name,
+            ms(t.p50),
+            ms(t.p99),
+            recall
+        );
+    }
+    println!(
+        "speed-up of packed over naive: p50 {:.1}x, p99 {:.1}x; target find p50 <= 20 ms: end-to-end {}",
+        ms(naive.p50) / ms(packed.p50),
+        ms(naive.p99) / ms(packed.p99),
+        if ms(e2e.p50) <= 20.0 { "met" } else { "NOT met" }
+    );
+}

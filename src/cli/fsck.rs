@@ -1,0 +1,47 @@
+//! `vikingfs fsck [--repair] [--json]`: derived state against the files.
+
+use clap::Args;
+
+use super::ops::{done, open};
+use super::Ctx;
+
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    /// Rebuild what is derived from the files (records, summaries, jobs, locks) and remove
+    /// leftover scratch. Never deletes a source file.
+    #[arg(long)]
+    pub repair: bool,
+    /// Print a JSON object {problems: [...], repaired: N}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
+    let ops = open(ctx)?;
+    let rep = ops.fsck(a.repair)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        for p in &rep.problems {
+            println!("{p}");
+        }
+        if a.repair {
+            println!(
+                "{} problem(s), {} repair action(s)",
+                rep.problems.len(),
+                rep.repaired
+            );
+        } else {
+            println!("{} problem(s)", rep.problems.len());
+        }
+    }
+    // fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected.
+    done(
+        ops,
+        match (rep.problems.is_empty(), a.repair) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => 4,
+        },
+    )
+}

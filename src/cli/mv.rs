@@ -1,0 +1,27 @@
+//! `vikingfs mv SRC DST`: rename(2) and the records with it, crash-safe.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::ops::{done, open, outcome};
+use super::Ctx;
+
+#[derive(Args, Debug)]
+pub struct MvArgs {
+    /// Source viking:// URI.
+    pub src: String,
+    /// Destination viking:// URI; an existing directory receives SRC under its own name.
+    pub dst: String,
+}
+
+pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
+    let ops = open(ctx)?;
+    let what = format!("mv {} {}", a.src, a.dst);
+    let src = ops.parse(&a.src).with_context(|| what.clone())?;
+    let mut dst = ops.parse(&a.dst).with_context(|| what.clone())?;
+    if ops.workspace().fs_path(&dst).is_dir() && !src.is_root() {
+        dst = dst.join(src.name()).with_context(|| what.clone())?;
+    }
+    let code = outcome(&what, ops.mv(&src, &dst))?;
+    done(ops, code)
+}

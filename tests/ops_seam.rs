@@ -1,0 +1,253 @@
+//! The entry points the FUSE mount calls (unlink, rmdir, rename, file_written, removed,
+//! renamed), summary coalescing, and the lifecycle lock across a "restart" — through the
+//! library, with the real stores and the real job handlers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use vikingfs::config::{Config, WorkerConfig};
+use vikingfs::index::Level;
+use vikingfs::ops::{jobs, source_version, Ops, OpsError, RenameFlags};
+use vikingfs::queue::{self, Job, JobError, JobHandler};
+use vikingfs::uri::VPath;
+use vikingfs::workspace::Workspace;
+
+fn setup() -> (tempfile::TempDir, Arc<Ops>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let ops = Ops::open(&ws, &Config::default()).unwrap();
+    (dir, ops)
+}
+
+fn p(s: &str) -> VPath {
+    VPath::from_rel(s).unwrap()
+}
+
+fn drain(ops: &Arc<Ops>) {
+    let w = WorkerConfig::default();
+    assert!(ops.drain(&w, Duration::from_secs(120), |_| {}).unwrap());
+}
+
+fn mkdir(ops: &Ops, rel: &str) {
+    std::fs::create_dir_all(ops.workspace().fs_path(&p(rel))).unwrap();
+    ops.dir_created(&p(rel)).unwrap();
+}
+
+/// The content record of `rel` is current.
+fn indexed(ops: &Ops, rel: &str) -> bool {
+    let fs = ops.workspace().fs_path(&p(rel));
+    let Ok(m) = std::fs::metadata(fs) else {
+        return false;
+    };
+    ops.index().version_of(&p(rel), Level::Content).unwrap() == Some(source_version(&m))
+}
+
+#[test]
+fn seam_unlink_rmdir_and_rename() {
+    let (_d, ops) = setup();
+    mkdir(&ops, "resources/d");
+    for f in ["a.md", "b.md"] {
+        ops.write_file(&p(&format!("resources/d/{f}")), f.as_bytes())
+            .unwrap();
+    }
+    drain(&ops);
+    assert!(indexed(&ops, "resources/d/a.md"));
+    assert!(ops
+        .workspace()
+        .fs_path(&p("resources/d/.abstract.md"))
+        .exists());
+
+    // rename replaces by default, refuses with noreplace, and EXCHANGE is not supported.
+    let e = ops
+        .rename(
+            &p("resources/d/a.md"),
+            &p("resources/d/b.md"),
+            RenameFlags {
+                noreplace: true,
+                exchange: false,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EEXIST);
+    let e = ops
+        .rename(
+            &p("resources/d/a.md"),
+            &p("resources/d/b.md"),
+            RenameFlags {
+                noreplace: false,
+                exchange: true,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    ops.rename(
+        &p("resources/d/a.md"),
+        &p("resources/d/b.md"),
+        RenameFlags::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ops.workspace().fs_path(&p("resources/d/b.md"))).unwrap(),
+        "a.md"
+    );
+    assert!(
+        indexed(&ops, "resources/d/b.md"),
+        "the record moved with the file"
+    );
+    assert_eq!(
+        ops.index()
+            .version_of(&p("resources/d/a.md"), Level::Content)
+            .unwrap(),
+        None
+    );
+
+    // rmdir: a directory with summaries only is empty; with a file it is not.
+    assert_eq!(
+        ops.rmdir(&p("resources/d")).unwrap_err().errno(),
+        libc::ENOTEMPTY
+    );
+    assert_eq!(
+        ops.unlink(&p("resources/d")).unwrap_err().errno(),
+        libc::EISDIR
+    );
+    ops.unlink(&p("resources/d/b.md")).unwrap();
+    drain(&ops);
+    assert!(ops
+        .workspace()
+        .fs_path(&p("resources/d/.overview.md"))
+        .exists());
+    ops.rmdir(&p("resources/d")).unwrap();
+    assert!(!ops.workspace().fs_path(&p("resources/d")).exists());
+    assert!(ops
+        .index()
+        .all_uris()
+        .unwrap()
+        .iter()
+        .all(|(u, _)| !u.starts_with(&p("resources/d"))));
+    assert_eq!(
+        ops.unlink(&p("resources/d/zz.md")).unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(ops.rmdir(&p("resources")).unwrap_err().errno(), libc::EPERM);
+}
+
+#[test]
+fn seam_notifications_for_changes_the_mount_made_itself() {
+    let (_d, ops) = setup();
+    mkdir(&ops, "agent/notes");
+    let fs = |r: &str| ops.workspace().fs_path(&p(r));
+    std::fs::write(fs("agent/notes/x.md"), "xenon").unwrap();
+    ops.file_written(&p("agent/notes/x.md")).unwrap();
+    drain(&ops);
+    assert!(indexed(&ops, "agent/notes/x.md"));
+
+    std::fs::rename(fs("agent/notes/x.md"), fs("agent/notes/y.md")).unwrap();
+    ops.renamed(&p("agent/notes/x.md"), &p("agent/notes/y.md"))
+        .unwrap();
+    assert!(
+        indexed(&ops, "agent/notes/y.md"),
+        "moved with the rename, no job needed"
+    );
+
+    std::fs::remove_file(fs("agent/notes/y.md")).unwrap();
+    ops.removed(&p("agent/notes/y.md")).unwrap();
+    assert_eq!(
+        ops.index()
+            .version_of(&p("agent/notes/y.md"), Level::Content)
+            .unwrap(),
+        None
+    );
+    drain(&ops);
+    let ov = std::fs::read_to_string(fs("agent/notes/.overview.md")).unwrap();
+    assert!(
+        !ov.contains("y.md"),
+        "summary regenerated after the removal: {ov}"
+    );
+}
+
+/// Counts the semantic jobs that run, delegating to the real handler.
+struct Counting(jobs::SemanticHandler, Arc<AtomicUsize>);
+
+impl JobHandler for Counting {
+    fn handle(&self, job: &Job) -> Result<(), JobError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.handle(job)
+    }
+}
+
+#[test]
+fn many_changes_to_one_directory_coalesce_into_one_summary() {
+    let (_d, ops) = setup();
+    mkdir(&ops, "resources/many");
+    drain(&ops);
+    for i in 0..40 {
+        ops.write_file(
+            &p(&format!("resources/many/f{i}.md")),
+            format!("file {i}").as_bytes(),
+        )
+        .unwrap();
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handlers: Vec<queue::HandlerSpec> = vec![
+        (
+            queue::SEMANTIC.into(),
+            Arc::new(Counting(jobs::SemanticHandler(ops.clone()), runs.clone())),
+            1,
+        ),
+        (
+            queue::EMBEDDING.into(),
+            Arc::new(jobs::EmbeddingHandler(ops.clone())),
+            2,
+        ),
+    ];
+    assert!(queue::drain(ops.queue(), handlers, Duration::from_secs(120), |_| {}).unwrap());
+    // One regeneration of resources/many, then one of its parent `resources`.
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "40 changes were not coalesced"
+    );
+    let ov = std::fs::read_to_string(ops.workspace().fs_path(&p("resources/many/.overview.md")))
+        .unwrap();
+    assert!(ov.contains("f39.md"), "the latest version wrote back: {ov}");
+}
+
+#[test]
+fn lifecycle_lock_goes_stale_without_workers_and_is_reacquired_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let mut cfg = Config::default();
+    cfg.lock.expire = Duration::from_secs(3);
+    let local = dir.path().join("res");
+    std::fs::create_dir_all(local.join("sub")).unwrap();
+    std::fs::write(local.join("a.md"), "alpha").unwrap();
+    std::fs::write(local.join("sub/b.md"), "bravo").unwrap();
+    let report = {
+        // The "CLI": adds and goes away without working the queue.
+        let ops = Ops::open(&ws, &cfg).unwrap();
+        ops.add_resource(&local, &Default::default(), &mut |_, _| {})
+            .unwrap()
+    };
+    let target = report.target.clone();
+    let ops = Ops::open(&ws, &cfg).unwrap();
+    match ops.rm(&target, true) {
+        Err(e @ OpsError::Busy(..)) => assert!(e.to_string().contains("vfs-lifecycle-")),
+        other => panic!("rm during the lifecycle: {other:?}"),
+    }
+    // Nobody refreshes it: it goes stale after lock_expire (polled, as another host would).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ops.locks().list().unwrap().iter().all(|l| l.stale) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lifecycle lock never went stale"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A worker starting now takes it back over and finishes the work under it.
+    drain(&ops);
+    assert!(indexed(&ops, "resources/res/a.md") && indexed(&ops, "resources/res/sub/b.md"));
+    assert!(ops.journal().lifecycles().unwrap().is_empty());
+    assert!(ops.locks().list().unwrap().is_empty(), "released when done");
+    ops.rm(&target, true).unwrap();
+}

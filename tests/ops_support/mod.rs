@@ -1,0 +1,212 @@
+//! Helpers of the ops tests: a workspace in a temp dir driven through the real `vikingfs`
+//! binary, and the consistency checks every test ends with.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+
+/// A workspace and a place for local sources, both in one temp dir.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// `WORKSPACE/viking/default/` + rel.
+    pub fn data(&self, rel: &str) -> PathBuf {
+        self.ws().join("viking/default").join(rel)
+    }
+
+    /// A local directory `name` with `files` (relative path, content).
+    pub fn local(&self, name: &str, files: &[(&str, String)]) -> PathBuf {
+        let root = self.dir.path().join("local").join(name);
+        for (rel, text) in files {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        std::fs::create_dir_all(&root).unwrap();
+        root
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env_remove("VIKINGFS_CONFIG")
+            .env_remove("VIKINGFS_WORKSPACE")
+            .env_remove("VIKINGFS_CRASH_AT")
+            // A job whose worker was killed is handed on after this.
+            .env("VIKINGFS_JOB_LEASE_MS", "1500")
+            .env("RUST_LOG", "warn");
+        c
+    }
+
+    /// Run and return the output (any status).
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Run, expecting success.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "vikingfs {args:?} failed ({:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Work the queues until drained.
+    pub fn drain(&self) {
+        self.ok(&["wait", "--timeout", "120"]);
+    }
+
+    /// `find --json` results as (uri, level).
+    pub fn find(&self, query: &str, limit: usize) -> Vec<(String, u64)> {
+        let out = self.ok(&["find", query, "--json", "--limit", &limit.to_string()]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["uri"].as_str().unwrap().to_string(),
+                    h["level"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// The file or directory on disk a viking:// URI names.
+    pub fn fs_of(&self, uri: &str) -> PathBuf {
+        let rel = uri.strip_prefix("viking://").unwrap();
+        self.data(rel)
+    }
+
+    /// The checks every operation must leave true, for `files` (URI, unique token) that must
+    /// exist: each holds its token and is what `find TOKEN` names first among file results;
+    /// every result of every such search names something that exists; no lock blocks; fsck
+    /// finds nothing derived missing or orphaned.
+    pub fn check(&self, files: &[(String, String)]) {
+        for (uri, token) in files {
+            let fs = self.fs_of(uri);
+            let text = std::fs::read_to_string(&fs)
+                .unwrap_or_else(|e| panic!("source file {uri} lost: {e}"));
+            assert!(text.contains(token.as_str()), "{uri} lost its content");
+            let hits = self.find(token, 5);
+            for (u, _) in &hits {
+                assert!(self.fs_of(u).exists(), "find {token} named missing {u}");
+            }
+            let first_file = hits
+                .iter()
+                .find(|(_, level)| *level == 2)
+                .unwrap_or_else(|| panic!("find {token}: no file result ({hits:?})"));
+            assert_eq!(&first_file.0, uri, "find {token}: {hits:?}");
+            let holder = std::fs::read_to_string(self.fs_of(&first_file.0)).unwrap();
+            assert!(holder.contains(token.as_str()));
+        }
+        self.check_no_lock_blocks();
+        self.check_fsck_clean();
+    }
+
+    pub fn check_no_lock_blocks(&self) {
+        let out = self.ok(&["locks", "--json"]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        for l in v.as_array().unwrap() {
+            assert!(
+                l["stale"].as_bool().unwrap(),
+                "a live lock is left behind: {l}"
+            );
+        }
+        let out = self.run(&["lock", "--tree", "viking://resources", "--", "true"]);
+        assert!(
+            out.status.success(),
+            "a fresh TREE lock on viking://resources failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// fsck reports no index or job problem (leftover scratch and stale locks are fine before
+    /// a repair; they are checked by `check_repair`).
+    pub fn check_fsck_clean(&self) {
+        let out = self.run(&["fsck", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        for p in v["problems"].as_array().unwrap() {
+            let kind = p["kind"].as_str().unwrap();
+            assert!(
+                matches!(kind, "leftover" | "stale_lock"),
+                "fsck found a problem: {p}"
+            );
+        }
+    }
+
+    /// After `fsck --repair`, fsck finds nothing at all.
+    pub fn check_repair(&self) {
+        let out = self.run(&["fsck", "--repair"]);
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)),
+            "fsck --repair: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.drain();
+        let out = self.run(&["fsck"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "fsck after repair: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// Every regular file below `root` (relative path -> content), sidecars and internal files
+/// excluded.
+pub fn tree_files(root: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// A word no other file shares, so `find` must name exactly its file.
+pub fn token(tag: &str) -> String {
+    format!("zq{tag}{}", tag.len() * 7919 % 1000)
+}

@@ -1,0 +1,143 @@
+//! Helpers shared by the queue tests: re-executing the test binary as a child process with a
+//! role, waiting on conditions, and append-only logs that children write and parents check.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vikingfs::queue::{Queue, QueueOptions};
+
+/// Environment variable that turns the test binary into a child with that role.
+pub const ROLE: &str = "VQ_CHILD_ROLE";
+/// Directory the parent and its children share.
+pub const DIR: &str = "VQ_DIR";
+
+/// Generous: the machine is small and shared.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Start this test binary again, running only its `child` test, as `role`.
+pub fn spawn_child(dir: &Path, role: &str, extra: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env(DIR, dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawning a child test process")
+}
+
+/// In a child: its role and shared directory, or `None` in a normal test run.
+pub fn child_role() -> Option<(String, PathBuf)> {
+    let role = std::env::var(ROLE).ok()?;
+    Some((role, PathBuf::from(std::env::var(DIR).unwrap())))
+}
+
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The database every process of a test opens.
+pub fn open_queue(dir: &Path, max_attempts: u32, backoff: Duration) -> Queue {
+    Queue::open_with(
+        &dir.join("queue.db"),
+        QueueOptions {
+            max_attempts,
+            backoff_base: backoff,
+            ..QueueOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Poll `cond` until it holds; panic naming `what` after [`DEADLINE`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Append one line with O_APPEND (one write(2), so lines of several processes never mix).
+pub fn log_line(path: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+pub fn read_lines(path: &Path) -> Vec<String> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => s.lines().map(str::to_string).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+/// Wait for a child's exit with a deadline; its status.
+pub fn wait_child(child: &mut Child) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until("a child process to exit", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.unwrap()
+}
+
+pub fn kill9(child: &mut Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+/// Block until the parent closes our stdin (its way of saying "stop now").
+pub fn wait_for_stdin_eof() {
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+}
+
+/// Read a child's stdout until it prints `word` (see [`say`]), failing after [`DEADLINE`].
+/// Takes the child's stdout; a thread keeps draining it so the child never blocks on it.
+pub fn wait_child_says(child: &mut Child, word: &str) {
+    use std::io::BufRead;
+    let out = std::io::BufReader::new(child.stdout.take().expect("stdout not taken yet"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let want = format!("VQ:{word}");
+    let start = Instant::now();
+    loop {
+        let left = DEADLINE.saturating_sub(start.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.trim() == want => return,
+            Ok(_) => {}
+            Err(e) => panic!("child did not say {word:?}: {e}"),
+        }
+    }
+}
+
+/// In a child: tell the parent `word` (see [`wait_child_says`]).
+pub fn say(word: &str) {
+    let mut out = std::io::stdout().lock();
+    // libtest may have left "test child ... " unterminated on this stream: start a new line.
+    writeln!(out, "\nVQ:{word}").unwrap();
+    out.flush().unwrap();
+}
