@@ -78,6 +78,30 @@ fn vikingfs_single(dir: &std::path::Path, n: usize) -> Figures {
     }
 }
 
+/// Like FUSE threads: `threads` threads enqueue one job per transaction at once.
+fn vikingfs_threads(dir: &std::path::Path, n: usize, threads: usize) -> Figures {
+    let q = Queue::open(&dir.join(format!("threads{threads}.db"))).unwrap();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for k in 0..threads {
+            let q = q.clone();
+            s.spawn(move || {
+                for i in (k..n).step_by(threads) {
+                    q.enqueue("embedding", None, &payload(i)).unwrap();
+                }
+            });
+        }
+    });
+    let enqueue = t.elapsed();
+    let work = claim_complete_all(&q, n);
+    Figures {
+        name: format!("vikingfs enqueue from {threads} threads + claim/complete"),
+        jobs: n,
+        enqueue,
+        work,
+    }
+}
+
 fn vikingfs_keyed(dir: &std::path::Path, n: usize) -> Figures {
     let q = Queue::open(&dir.join("keyed.db")).unwrap();
     let t = Instant::now();
@@ -225,6 +249,7 @@ fn main() {
     baseline.print(None);
     for f in [
         vikingfs_single(dir.path(), n),
+        vikingfs_threads(dir.path(), n, 4),
         vikingfs_keyed(dir.path(), n),
         vikingfs_batched(dir.path(), n),
         vikingfs_pool(dir.path(), n, 1),

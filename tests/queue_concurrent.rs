@@ -84,19 +84,21 @@ fn child() {
 #[test]
 fn concurrent_enqueuers_and_workers_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 5, Duration::from_millis(10));
+    // Everyone starts at once on a database that does not exist yet: creation and schema
+    // setup race too.
     let mut workers: Vec<_> = (0..WORKERS)
         .map(|_| spawn_child(dir.path(), "worker", &[]))
+        .collect();
+    let mut enqueuers: Vec<_> = (0..ENQUEUERS)
+        .map(|i| spawn_child(dir.path(), "enqueuer", &[("VQ_INDEX", i.to_string())]))
         .collect();
     for w in &mut workers {
         wait_child_says(w, "ready");
     }
-    let mut enqueuers: Vec<_> = (0..ENQUEUERS)
-        .map(|i| spawn_child(dir.path(), "enqueuer", &[("VQ_INDEX", i.to_string())]))
-        .collect();
     for e in &mut enqueuers {
         assert!(wait_child(e).success());
     }
+    let q = open_queue(dir.path(), 5, Duration::from_millis(10));
     wait_until("the workers to drain the embedding queue", || {
         q.outstanding(Some(&["embedding"])).unwrap() == 0
     });

@@ -11,7 +11,7 @@ use queue_support::*;
 use serde_json::json;
 use vikingfs::queue::{drain_with, Job, JobError, JobHandler, PoolOptions, WorkerPool};
 
-const LEASE: Duration = Duration::from_secs(4);
+const LEASE: Duration = Duration::from_secs(6);
 
 /// Child roles (see `spawn_child`); a plain test run passes trivially.
 #[test]

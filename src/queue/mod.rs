@@ -14,11 +14,14 @@
 
 mod error;
 mod pool;
+mod schema;
+mod stats;
 mod store;
 
 pub use error::{JobError, QueueError};
 pub use pool::{drain, drain_with, HandlerSpec, PoolOptions, Progress, WorkerPool};
-pub use store::{DeadJob, Job, Queue, QueueOptions, QueueStats};
+pub use stats::{DeadJob, QueueStats};
+pub use store::{Job, Queue, QueueOptions};
 
 /// Directory summaries (`.abstract.md` / `.overview.md`).
 pub const SEMANTIC: &str = "semantic";

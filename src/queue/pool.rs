@@ -75,7 +75,8 @@ struct Shared {
 /// and hands back any claimed but unstarted job.
 pub struct WorkerPool {
     shared: Arc<Shared>,
-    stop_tx: Option<Sender<()>>,
+    /// Dropped to stop: wakes the dispatchers and the heartbeat at once.
+    stop_tx: Mutex<Option<Sender<()>>>,
     dispatchers: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
     heartbeat: Option<JoinHandle<()>>,
@@ -97,7 +98,7 @@ impl WorkerPool {
         let (stop_tx, stop_rx) = unbounded::<()>();
         let mut pool = WorkerPool {
             shared: shared.clone(),
-            stop_tx: Some(stop_tx),
+            stop_tx: Mutex::new(Some(stop_tx)),
             dispatchers: Vec::new(),
             workers: Vec::new(),
             heartbeat: None,
@@ -151,10 +152,16 @@ impl WorkerPool {
         self.shutdown();
     }
 
-    fn shutdown(&mut self) {
+    /// Stop claiming new jobs, without waiting (e.g. from a signal handler's thread); the
+    /// jobs in flight go on until [`stop`](Self::stop) or drop joins them.
+    pub fn begin_stop(&self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        self.stop_tx.take();
+        self.stop_tx.lock().take();
         self.shared.queue.wake_all();
+    }
+
+    fn shutdown(&mut self) {
+        self.begin_stop();
         for t in self.dispatchers.drain(..).chain(self.workers.drain(..)) {
             let _ = t.join();
         }

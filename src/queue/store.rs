@@ -1,4 +1,5 @@
-//! The queue database: schema, migrations and every state change as one SQLite transaction.
+//! The queue's state changes, each one SQLite transaction: enqueue (with coalescing), claim,
+//! renew, complete, fail, release, repair.
 //!
 //! A job row is `pending` (0), `running` (1) or `dead` (2). One column, `due`, says when a row is
 //! next claimable: for a pending row the end of its back-off, for a running row the end of its
@@ -18,21 +19,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::schema::{migrate, open_connection};
 use super::{JobError, QueueError};
-
-/// The schema version this code writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
 
 /// `state` of a claimed row (0 is pending, 2 dead; SQL below spells those inline).
 const RUNNING: i64 = 1;
 
 /// Connections kept open for reuse per `Queue` (more may be open while busy).
 const MAX_IDLE_CONNECTIONS: usize = 8;
-/// Dead jobs listed per queue by [`Queue::stats`].
-const DEAD_JOBS_SHOWN: usize = 5;
-
 /// Retry policy and database settings.
 #[derive(Debug, Clone)]
 pub struct QueueOptions {
@@ -71,43 +67,6 @@ pub struct Job {
     pub attempts: u32,
 }
 
-/// A dead job as `status` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeadJob {
-    pub id: i64,
-    pub key: Option<String>,
-    pub attempts: u32,
-    pub error: String,
-    /// When it died.
-    pub age: Duration,
-}
-
-/// Counts for one named queue.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueueStats {
-    pub queue: String,
-    /// Waiting to be claimed (including jobs backing off before a retry).
-    pub pending: u64,
-    /// Of `pending`, jobs that failed before and wait for a retry.
-    pub retrying: u64,
-    /// Claimed, lease alive.
-    pub running: u64,
-    /// Claimed, lease ran out (worker died or hung): the next claim takes it.
-    pub expired: u64,
-    pub dead: u64,
-    /// Age of the oldest job not yet done (pending or claimed).
-    pub oldest_age: Option<Duration>,
-    /// The most recently dead jobs with their last error, newest first.
-    pub dead_jobs: Vec<DeadJob>,
-}
-
-impl QueueStats {
-    /// Jobs not finished yet (dead ones are finished: they wait for a repair).
-    pub fn outstanding(&self) -> u64 {
-        self.pending + self.running + self.expired
-    }
-}
-
 /// A handle on the queue database; cheap to clone, shareable between threads.
 #[derive(Clone)]
 pub struct Queue {
@@ -132,7 +91,7 @@ impl std::fmt::Debug for Queue {
 }
 
 /// A pooled connection, handed back on drop.
-struct PooledConn<'a> {
+pub(super) struct PooledConn<'a> {
     inner: &'a Inner,
     conn: Option<Connection>,
 }
@@ -161,7 +120,7 @@ impl Drop for PooledConn<'_> {
     }
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -171,7 +130,7 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
-fn age(now: i64, then: i64) -> Duration {
+pub(super) fn age(now: i64, then: i64) -> Duration {
     Duration::from_millis(now.saturating_sub(then).max(0) as u64)
 }
 
@@ -186,71 +145,6 @@ fn check_name(queue: &str) -> Result<(), QueueError> {
     } else {
         Err(QueueError::BadQueueName(queue.to_string()))
     }
-}
-
-fn open_connection(path: &Path, opts: &QueueOptions) -> Result<Connection, rusqlite::Error> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(opts.busy_timeout)?;
-    // journal_mode answers with a row; WAL persists in the file once set.
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::InvalidParameterName(format!(
-            "cannot switch to WAL journal (got {mode})"
-        )));
-    }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    Ok(conn)
-}
-
-/// Bring the schema to [`SCHEMA_VERSION`], one step per version, in one write transaction so
-/// that several processes opening a fresh database at once do not race.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), QueueError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if found > SCHEMA_VERSION {
-        return Err(QueueError::SchemaTooNew {
-            path: path.to_path_buf(),
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found < 1 {
-        tx.execute_batch(
-            "CREATE TABLE jobs (
-                id       INTEGER PRIMARY KEY AUTOINCREMENT,
-                queue    TEXT NOT NULL,
-                key      TEXT,
-                version  INTEGER NOT NULL DEFAULT 0,
-                payload  TEXT NOT NULL,
-                state    INTEGER NOT NULL DEFAULT 0,
-                due      INTEGER NOT NULL,
-                attempts INTEGER NOT NULL DEFAULT 0,
-                worker   TEXT,
-                last_error TEXT,
-                created  INTEGER NOT NULL,
-                updated  INTEGER NOT NULL
-            );
-            CREATE INDEX jobs_due ON jobs(queue, due) WHERE state < 2;
-            CREATE UNIQUE INDEX jobs_pending_key ON jobs(queue, key)
-                WHERE state = 0 AND key IS NOT NULL;
-            CREATE INDEX jobs_key ON jobs(queue, key) WHERE key IS NOT NULL;
-            CREATE TABLE key_versions (
-                queue   TEXT NOT NULL,
-                key     TEXT NOT NULL,
-                version INTEGER NOT NULL,
-                PRIMARY KEY (queue, key)
-            ) WITHOUT ROWID;",
-        )?;
-    }
-    // Future migrations: `if found < 2 { ... }`.
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()?;
-    Ok(())
 }
 
 /// True when the job's key has been enqueued again since this job's version.
@@ -327,7 +221,7 @@ impl Queue {
         &self.inner.opts
     }
 
-    fn conn(&self) -> Result<PooledConn<'_>, QueueError> {
+    pub(super) fn conn(&self) -> Result<PooledConn<'_>, QueueError> {
         let cached = self.inner.idle.lock().pop();
         let conn = match cached {
             Some(c) => c,
@@ -419,12 +313,23 @@ impl Queue {
         worker: &str,
         lease: Duration,
     ) -> Result<Option<Job>, QueueError> {
+        // Idle workers poll: look with a read first, so an empty queue never takes the write
+        // lock that enqueuers on the FUSE path need.
+        let due: bool = self
+            .conn()?
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND state < 2 AND due <= ?2)",
+            )?
+            .query_row(params![queue, now_ms()], |r| r.get(0))?;
+        if !due {
+            return Ok(None);
+        }
         let max_attempts = i64::from(self.inner.opts.max_attempts);
         self.write(|tx, now| loop {
             let row = tx
                 .prepare_cached(
                     "SELECT id, key, version, payload, attempts, state, last_error FROM jobs
-                     WHERE queue = ?1 AND state < 2 AND due <= ?2 ORDER BY due LIMIT 1",
+                     WHERE queue = ?1 AND state < 2 AND due <= ?2 ORDER BY due, id LIMIT 1",
                 )?
                 .query_row(params![queue, now], |r| {
                     Ok((
@@ -584,6 +489,15 @@ impl Queue {
         Ok(ok)
     }
 
+    /// [`is_current`](Self::is_current) by key alone, for code that holds a key and version
+    /// but not the claim: true when no newer version of `key` was enqueued.
+    pub fn is_key_current(&self, queue: &str, key: &str, version: i64) -> Result<bool, QueueError> {
+        Ok(match self.key_version(queue, key)? {
+            Some(current) => current <= version,
+            None => true,
+        })
+    }
+
     /// Current version of a key (None when no job for it exists).
     pub fn key_version(&self, queue: &str, key: &str) -> Result<Option<i64>, QueueError> {
         let conn = self.conn()?;
@@ -594,77 +508,6 @@ impl Queue {
                 |r| r.get(0),
             )
             .optional()?)
-    }
-
-    /// Counts per queue that has or had jobs, sorted by name.
-    pub fn stats(&self) -> Result<Vec<QueueStats>, QueueError> {
-        let conn = self.conn()?;
-        let now = now_ms();
-        let mut out: Vec<QueueStats> = conn
-            .prepare_cached(
-                "SELECT queue,
-                        SUM(state = 0), SUM(state = 0 AND attempts > 0),
-                        SUM(state = 1 AND due > ?1), SUM(state = 1 AND due <= ?1),
-                        SUM(state = 2), MIN(CASE WHEN state < 2 THEN created END)
-                 FROM jobs GROUP BY queue ORDER BY queue",
-            )?
-            .query_map([now], |r| {
-                Ok(QueueStats {
-                    queue: r.get(0)?,
-                    pending: r.get::<_, i64>(1)? as u64,
-                    retrying: r.get::<_, i64>(2)? as u64,
-                    running: r.get::<_, i64>(3)? as u64,
-                    expired: r.get::<_, i64>(4)? as u64,
-                    dead: r.get::<_, i64>(5)? as u64,
-                    oldest_age: r.get::<_, Option<i64>>(6)?.map(|t| age(now, t)),
-                    dead_jobs: Vec::new(),
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut dead = conn.prepare_cached(
-            "SELECT id, key, attempts, last_error, updated FROM jobs
-             WHERE queue = ?1 AND state = 2 ORDER BY updated DESC, id DESC LIMIT ?2",
-        )?;
-        for s in out.iter_mut().filter(|s| s.dead > 0) {
-            s.dead_jobs = dead
-                .query_map(params![s.queue, DEAD_JOBS_SHOWN as i64], |r| {
-                    Ok(DeadJob {
-                        id: r.get(0)?,
-                        key: r.get(1)?,
-                        attempts: r.get::<_, i64>(2)? as u32,
-                        error: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                        age: age(now, r.get(4)?),
-                    })
-                })?
-                .collect::<Result<_, _>>()?;
-        }
-        Ok(out)
-    }
-
-    /// Jobs not finished (pending or claimed) in `queues`, or in all queues for `None`.
-    pub fn outstanding(&self, queues: Option<&[&str]>) -> Result<u64, QueueError> {
-        let conn = self.conn()?;
-        let n: i64 = match queues {
-            None => conn.query_row("SELECT COUNT(*) FROM jobs WHERE state < 2", [], |r| {
-                r.get(0)
-            })?,
-            Some(qs) => {
-                let mut stmt = conn
-                    .prepare_cached("SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND state < 2")?;
-                let mut sum = 0i64;
-                for q in qs {
-                    sum += stmt.query_row([q], |r| r.get::<_, i64>(0))?;
-                }
-                sum
-            }
-        };
-        Ok(n as u64)
-    }
-
-    /// No job is pending or claimed in any queue (dead jobs do not count: they wait for a
-    /// repair, not for time).
-    pub fn is_idle(&self) -> Result<bool, QueueError> {
-        Ok(self.outstanding(None)? == 0)
     }
 
     /// Make dead jobs pending again with fresh attempts (`fsck --repair`). Returns how many.
@@ -768,6 +611,8 @@ mod tests {
         let c = q.enqueue("semantic", Some("k"), &json!(3)).unwrap();
         assert_ne!(c, job.id, "a claimed job is not rewritten under its worker");
         assert!(!q.is_current(&job).unwrap());
+        assert!(!q.is_key_current("semantic", "k", 2).unwrap());
+        assert!(q.is_key_current("semantic", "k", 3).unwrap());
         q.complete(&job).unwrap();
         let next = q
             .claim("semantic", "w", Duration::from_secs(60))
