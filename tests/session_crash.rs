@@ -47,9 +47,9 @@ fn crash(ws: &Ws, point: &str, args: &[&str]) {
     );
 }
 
-/// Recovery after a crash: what `vikingfs wait` does for sessions.
+/// Recovery after a crash: `vikingfs wait` finishes interrupted commits and drains every queue.
 fn recover(ws: &Ws) {
-    ws.ok(&["session", "recover", "--wait", "--timeout", "300"]);
+    ws.ok(&["wait", "--timeout", "300"]);
 }
 
 fn raw_append(ws: &Ws, line: &str) {
@@ -77,7 +77,7 @@ enum Restart {
     Add,
     /// The next `session commit` of the same session.
     Commit,
-    /// `vikingfs session recover --wait` (what `vikingfs wait` does for sessions).
+    /// `vikingfs wait`.
     Wait,
     /// The queued `session_commit` job, run by a drain that does no recovery pass of its own
     /// (another session's `commit --wait`).

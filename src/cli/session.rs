@@ -308,17 +308,24 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     Ok(if all.failed.is_empty() { 0 } else { 1 })
 }
 
+/// What `vikingfs wait` adds for sessions: every interrupted commit of the configured user is
+/// finished (one line per session that cannot be), and the `session_commit` handler is
+/// returned for the pool that drains the queues.
+pub fn wait_hook(ctx: &Ctx, ops: &Arc<Ops>) -> anyhow::Result<Vec<queue::HandlerSpec>> {
+    let sessions = Sessions::from_ops(ops);
+    let all = sessions.recover_all(sessions.ws.user())?;
+    for (s, n) in &all.recovered {
+        eprintln!("vikingfs: finished interrupted commit of {}", s.archive(*n).uri());
+    }
+    for (_, e) in &all.failed {
+        eprintln!("vikingfs: {e}");
+    }
+    Ok(vec![session::handler_spec(ops.clone(), &ctx.config)?])
+}
+
 /// Run every queue in this process until they are empty (for `--wait`): phase 2 and the
 /// embeddings and summaries it queues.
 fn drain(ctx: &Ctx, ops: &Arc<Ops>, timeout: Duration) -> anyhow::Result<bool> {
-    let mut specs = crate::ops::jobs::handlers(ops, &ctx.config.workers);
-    specs.push(session::handler_spec(ops.clone(), &ctx.config)?);
-    let opts = crate::ops::jobs::pool_options();
-    Ok(queue::drain_with(
-        ops.queue(),
-        specs,
-        opts,
-        timeout,
-        |_| {},
-    )?)
+    let extra = vec![session::handler_spec(ops.clone(), &ctx.config)?];
+    Ok(ops.drain_with_extra(&ctx.config.workers, extra, timeout, |_| {})?)
 }
