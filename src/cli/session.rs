@@ -315,7 +315,10 @@ pub fn wait_hook(ctx: &Ctx, ops: &Arc<Ops>) -> anyhow::Result<Vec<queue::Handler
     let sessions = Sessions::from_ops(ops);
     let all = sessions.recover_all(sessions.ws.user())?;
     for (s, n) in &all.recovered {
-        eprintln!("vikingfs: finished interrupted commit of {}", s.archive(*n).uri());
+        eprintln!(
+            "vikingfs: finished interrupted commit of {}",
+            s.archive(*n).uri()
+        );
     }
     for (_, e) in &all.failed {
         eprintln!("vikingfs: {e}");
