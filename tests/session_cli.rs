@@ -69,6 +69,24 @@ fn list_and_show_report_live_messages_and_archives() {
     assert_eq!(show["archives"][0]["archive"], "archive_001");
     assert_eq!(show["archives"][0]["done"], true);
 
+    // OpenViking's metadata and `.done`: counts, and the first and last message archived.
+    let sdir = ws.session_dir("a");
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(sdir.join(".meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["session_id"], "a", "{meta}");
+    assert_eq!(meta["created_by_user_id"], "default", "{meta}");
+    assert_eq!(meta["message_count"], 1, "{meta}");
+    assert_eq!(meta["total_message_count"], 3, "{meta}");
+    assert_eq!(meta["commit_count"], 1, "{meta}");
+    assert!(meta["last_commit_at"].as_str().is_some(), "{meta}");
+    let archived = ws.archives("a")[&1].clone();
+    let id = |l: &str| serde_json::from_str::<Value>(l).unwrap()["id"].clone();
+    let done: Value =
+        serde_json::from_slice(&std::fs::read(sdir.join("history/archive_001/.done")).unwrap())
+            .unwrap();
+    assert_eq!(done["starting_message_id"], id(&archived[0]), "{done}");
+    assert_eq!(done["ending_message_id"], id(&archived[1]), "{done}");
+
     let text = ws.ok(&["session", "show", "a"]);
     assert!(text.contains("user: three"), "{text}");
     assert!(text.contains("archive_001 done"), "{text}");

@@ -14,6 +14,17 @@ use super::SessionError;
 /// filesystem), fsync, rename over `dest`, fsync the directory. Readers see the old or the new
 /// content, never a part. Creates missing parent directories.
 pub fn atomic_write(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
+    replace(ws, dest, data)?;
+    sync_dir(dest.parent().expect("replace checked the parent"))
+}
+
+/// [`atomic_write`] without the directory fsync, for advisory content: after a power loss the
+/// file may be the old one, but never empty or torn (its data was synced before the rename).
+pub fn atomic_write_advisory(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
+    replace(ws, dest, data)
+}
+
+fn replace(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
     let parent = dest
         .parent()
         .ok_or_else(|| SessionError::io(dest, io::Error::other("no parent directory")))?;
@@ -29,7 +40,7 @@ pub fn atomic_write(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), Sess
     .map_err(|e| SessionError::io(tmp.path(), e))?;
     tmp.persist(dest)
         .map_err(|e| SessionError::io(dest, e.error))?;
-    sync_dir(parent)
+    Ok(())
 }
 
 /// fsync a directory, so a rename or create inside it is durable.

@@ -46,9 +46,11 @@ impl Sessions {
             if Meta::load(&self.ws, s)?.pending_commit.is_some() {
                 self.recover(s)?;
             }
-            let guard = self
-                .locks
-                .acquire(&[(s.messages(), LockKind::Exact)], LOCK_WAIT)?;
+            // EXACT on `.meta.json` too: the append counts itself in the metadata.
+            let guard = self.locks.acquire(
+                &[(s.messages(), LockKind::Exact), (s.meta(), LockKind::Exact)],
+                LOCK_WAIT,
+            )?;
             // A commit may have crashed between our check and our lock.
             if Meta::load(&self.ws, s)?.pending_commit.is_some() {
                 continue;
@@ -66,6 +68,12 @@ impl Sessions {
                 ));
             }
             f.sync_data().map_err(|e| SessionError::io(&path, e))?;
+            // The line is durable; the counters are advisory (a crash here leaves them one
+            // short, and the next commit recounts `message_count`).
+            let mut meta = Meta::load(&self.ws, s)?;
+            meta.message_count += 1;
+            meta.total_message_count = meta.total_message_count.map(|n| n + 1);
+            meta.store_counts(&self.ws, s)?;
             drop(guard);
             self.notify_written(&[s.messages(), s.meta()])?;
             return Ok(());

@@ -1,10 +1,15 @@
 //! `.meta.json`: OpenViking's session metadata, plus the record of a commit in progress.
 //!
-//! Fields vikingfs does not know are kept as they were read, so a workspace shared with
+//! OpenViking's fields (`session_id`, `created_at`, `updated_at`, `created_by_user_id`,
+//! `message_count`, `total_message_count`, `commit_count`, `last_commit_at`) keep its names and
+//! meanings; fields vikingfs does not know are kept as they were read, so a workspace shared with
 //! OpenViking keeps its metadata. The pending commit (`pending_commit`) is what makes phase 1
 //! recoverable: it names the archive and the exact bytes of the live file being archived
 //! (length and SHA-256 of that prefix), and, once trimming of the live file starts, the
-//! [`TrimRecord`] that lets a later run finish it. It is only written under the session's TREE lock.
+//! [`TrimRecord`] that lets a later run finish it.
+//!
+//! Writers: a commit under the session's TREE lock, an append under the EXACT lock of
+//! `.meta.json` (beside the one of `messages.jsonl`); the two exclude each other.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -25,9 +30,20 @@ pub struct Meta {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by_user_id: Option<String>,
+    /// Messages in the live file as of the last append or commit by vikingfs or OpenViking
+    /// (lines appended by other writers are only counted at the next commit).
+    #[serde(default)]
+    pub message_count: u64,
+    /// Messages ever added (OpenViking leaves it out for sessions older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_message_count: Option<u64>,
     /// Commits whose phase 1 finished.
     #[serde(default)]
     pub commit_count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit_at: Option<String>,
     /// The newest archive whose phase 1 finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archive: Option<u32>,
@@ -74,13 +90,23 @@ impl Meta {
         }
     }
 
-    /// Replace `.meta.json` atomically. Callers hold the session's TREE lock.
+    /// Replace `.meta.json` atomically. Callers hold the session's TREE lock or the EXACT
+    /// lock of `.meta.json`.
     pub fn store(&mut self, ws: &Workspace, s: &SessionPath) -> Result<(), SessionError> {
         self.session_id.get_or_insert_with(|| s.sid.clone());
         self.updated_at = Some(now_rfc3339());
         let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
         text.push(b'\n');
         fsx::atomic_write(ws, &ws.fs_path(&s.meta()), &text)
+    }
+
+    /// [`store`](Self::store) for a change only counters depend on (an append): no directory
+    /// fsync, so a power loss may bring back the previous counts, never a broken file.
+    pub fn store_counts(&mut self, ws: &Workspace, s: &SessionPath) -> Result<(), SessionError> {
+        self.updated_at = Some(now_rfc3339());
+        let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
+        text.push(b'\n');
+        fsx::atomic_write_advisory(ws, &ws.fs_path(&s.meta()), &text)
     }
 
     /// Create `.meta.json` for a new session unless it exists: link(2) of a complete temp file
@@ -95,6 +121,8 @@ impl Meta {
             session_id: Some(s.sid.clone()),
             created_at: Some(now.clone()),
             updated_at: Some(now),
+            created_by_user_id: Some(s.user().to_string()),
+            total_message_count: Some(0),
             ..Meta::default()
         };
         let mut text = serde_json::to_vec_pretty(&meta).expect("Meta always serialises");

@@ -213,6 +213,8 @@ impl Sessions {
         crate::crash_point!("session.commit.trimmed");
         meta.pending_commit = None;
         meta.commit_count += 1;
+        meta.last_commit_at = Some(now_rfc3339());
+        meta.message_count = live_message_count(&live_path)?;
         meta.last_archive = Some(meta.last_archive.unwrap_or(0).max(n));
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.ready");
@@ -241,4 +243,11 @@ impl Sessions {
             .queue
             .enqueue(SESSION_COMMIT, Some(s.archive(n).as_str()), &payload)?)
     }
+}
+
+/// Messages (valid or not) left in the live file.
+fn live_message_count(path: &std::path::Path) -> Result<u64, SessionError> {
+    let bytes = fsx::read_opt(path)?.unwrap_or_default();
+    let parsed = parse_messages(&String::from_utf8_lossy(&bytes));
+    Ok((parsed.messages.len() + parsed.invalid.len()) as u64)
 }

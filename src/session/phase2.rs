@@ -177,7 +177,13 @@ impl SessionCommitHandler {
         self.index_archive(s, n)?;
         crate::crash_point!("session.job.indexed");
 
+        // OpenViking's `.done` names the first and last message archived.
+        let id_of = |m: Option<&crate::semantic::memory::Message>| {
+            m.and_then(|m| m.id.clone()).unwrap_or_default()
+        };
         let done = json!({
+            "starting_message_id": id_of(parsed.messages.first()),
+            "ending_message_id": id_of(parsed.messages.last()),
             "archive": n,
             "completed_at": now_rfc3339(),
             "adds": diff.summary.total_adds,
@@ -302,7 +308,11 @@ impl SessionCommitHandler {
         if !ws.fs_path(&s.archive(n)).is_dir() {
             return;
         }
-        let body = json!({ "error": err.to_string(), "failed_at": now_rfc3339() });
+        let body = json!({
+            "stage": "memory_extraction",
+            "error": err.to_string(),
+            "failed_at": now_rfc3339(),
+        });
         let _ = fsx::atomic_write(
             ws,
             &ws.fs_path(&s.archive_file(n, FAILED)),
