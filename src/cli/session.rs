@@ -267,6 +267,8 @@ fn commit(
                 d["summary"]["total_updates"],
                 d["summary"]["unchanged"]
             );
+        } else if report.archive.is_some() && !wait {
+            println!("memory extraction queued (a daemon or `vikingfs wait` runs it)");
         }
     }
     if drained == Some(false) {
