@@ -140,9 +140,10 @@ fn invalid_lines_are_archived_verbatim_and_counted() {
     assert!(ws.live("s").is_empty());
 }
 
-/// An OpenAI-compatible stub: memory prompts get `memory_answer`, summary prompts a fixed
-/// summary. Counts the memory requests.
-fn start_stub(memory_answer: Value) -> (String, Arc<AtomicUsize>) {
+/// An OpenAI-compatible stub: memory prompts get `memory_answer` (the i-th one with status
+/// `statuses[i]` instead when given), summary prompts a fixed summary. Counts the memory
+/// requests.
+fn start_stub(memory_answer: Value, statuses: Vec<u16>) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let memory_calls = Arc::new(AtomicUsize::new(0));
@@ -152,13 +153,14 @@ fn start_stub(memory_answer: Value) -> (String, Arc<AtomicUsize>) {
             let Ok(stream) = stream else { continue };
             let calls = calls.clone();
             let answer = memory_answer.clone();
-            std::thread::spawn(move || serve(stream, &answer, &calls));
+            let statuses = statuses.clone();
+            std::thread::spawn(move || serve(stream, &answer, &statuses, &calls));
         }
     });
     (format!("http://{addr}/v1"), memory_calls)
 }
 
-fn serve(stream: TcpStream, memory_answer: &Value, calls: &AtomicUsize) {
+fn serve(stream: TcpStream, memory_answer: &Value, statuses: &[u16], calls: &AtomicUsize) {
     let mut r = BufReader::new(stream.try_clone().unwrap());
     let mut len = 0;
     loop {
@@ -178,8 +180,10 @@ fn serve(stream: TcpStream, memory_answer: &Value, calls: &AtomicUsize) {
     r.read_exact(&mut body).unwrap();
     let req: Value = serde_json::from_slice(&body).unwrap();
     let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+    let mut status = 200;
     let content = if system.contains("memories") {
-        calls.fetch_add(1, Ordering::SeqCst);
+        let i = calls.fetch_add(1, Ordering::SeqCst);
+        status = statuses.get(i).copied().unwrap_or(200);
         memory_answer.to_string()
     } else {
         json!({"abstract": "A directory.", "overview": "# Directory\n\nSomething."}).to_string()
@@ -189,17 +193,20 @@ fn serve(stream: TcpStream, memory_answer: &Value, calls: &AtomicUsize) {
     let mut s = stream;
     let _ = write!(
         s,
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
         reply.len()
     );
 }
 
 #[test]
 fn chat_extractor_is_used_when_vlm_is_configured() {
-    let (base, calls) = start_stub(json!({"memories": [
-        {"category": "preferences", "topic": "editor", "fact": "Uses Helix as the main editor"},
-        {"category": "entities", "entity_type": "people", "name": "Rui", "fact": "Rui is the user's manager"}
-    ]}));
+    let (base, calls) = start_stub(
+        json!({"memories": [
+            {"category": "preferences", "topic": "editor", "fact": "Uses Helix as the main editor"},
+            {"category": "entities", "entity_type": "people", "name": "Rui", "fact": "Rui is the user's manager"}
+        ]}),
+        vec![],
+    );
     let ws = Ws::with_config(
         &json!({"vlm": {"provider": "openai", "api_base": base, "model": "stub", "api_key": "k"}})
             .to_string(),
@@ -227,4 +234,79 @@ fn chat_extractor_is_used_when_vlm_is_configured() {
         std::fs::read_to_string(archive.join(".abstract.md")).unwrap(),
         "A directory."
     );
+}
+
+fn vlm_ws(base: &str) -> Ws {
+    Ws::with_config(
+        &json!({"vlm": {"provider": "openai", "api_base": base, "model": "stub", "api_key": "k"}})
+            .to_string(),
+    )
+}
+
+#[test]
+fn a_transient_model_failure_is_retried_and_memories_are_written_once() {
+    let answer = json!({"memories": [
+        {"category": "preferences", "topic": "theme", "fact": "Prefers dark mode"}
+    ]});
+    let (base, calls) = start_stub(answer, vec![503]);
+    let ws = vlm_ws(&base);
+    ws.ok(&["session", "add", "t", "user", "Dark mode, always."]);
+    ws.ok(&["session", "commit", "t", "--wait"]);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "one failed request, one retry"
+    );
+    let mems = ws.memories();
+    assert_eq!(
+        mems["preferences/default/theme.md"]
+            .matches("- Prefers dark mode")
+            .count(),
+        1,
+        "{mems:?}"
+    );
+    let archive = ws.session_dir("t").join("history/archive_001");
+    assert!(archive.join(".done").is_file());
+    assert!(!archive.join(".failed.json").exists());
+}
+
+#[test]
+fn a_permanent_model_failure_is_recorded_and_nothing_is_lost() {
+    let (base, calls) = start_stub(json!({"memories": []}), vec![401; 10]);
+    let ws = vlm_ws(&base);
+    ws.ok(&["session", "add", "p", "user", "Remember this."]);
+    let out = ws
+        .cmd()
+        .args(["session", "commit", "p", "--wait"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("phase 2 of archive_001 failed"), "{err}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "a permanent error is not retried"
+    );
+    let archive = ws.session_dir("p").join("history/archive_001");
+    let failed: Value =
+        serde_json::from_slice(&std::fs::read(archive.join(".failed.json")).unwrap()).unwrap();
+    assert_eq!(failed["stage"], "memory_extraction", "{failed}");
+    assert!(!archive.join(".done").exists());
+    // The conversation is safe in the archive, the job is dead (not retried forever).
+    assert_eq!(
+        session_util::content_of(&ws.archives("p")[&1][0]),
+        "Remember this."
+    );
+    let status: Value = serde_json::from_str(&ws.ok(&["status", "--json"])).unwrap();
+    let text = status.to_string();
+    assert!(text.contains("session_commit"), "{text}");
+    let q = vikingfs::queue::Queue::open(&ws.root().join(".vikingfs/queue.db")).unwrap();
+    let st = q
+        .stats()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.queue == "session_commit")
+        .unwrap();
+    assert_eq!((st.dead, st.outstanding()), (1, 0), "{st:?}");
 }

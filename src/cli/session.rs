@@ -271,6 +271,19 @@ fn commit(
             println!("memory extraction queued (a daemon or `vikingfs wait` runs it)");
         }
     }
+    if let Some(n) = report.archive.filter(|_| wait) {
+        let failed = sessions.ws.fs_path(&s.archive_file(n, layout::FAILED));
+        if let Ok(b) = std::fs::read(&failed) {
+            let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
+            eprintln!(
+                "vikingfs: session commit: phase 2 of {} failed: {} (messages are archived; see {})",
+                layout::archive_name(n),
+                v["error"].as_str().unwrap_or("unknown error"),
+                failed.display()
+            );
+            return Ok(1);
+        }
+    }
     if drained == Some(false) {
         eprintln!(
             "vikingfs: session commit: background work not finished after {}s",
