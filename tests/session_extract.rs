@@ -309,4 +309,35 @@ fn a_permanent_model_failure_is_recorded_and_nothing_is_lost() {
         .find(|s| s.queue == "session_commit")
         .unwrap();
     assert_eq!((st.dead, st.outstanding()), (1, 0), "{st:?}");
+
+    // Once the model works again, a requeue finishes the archive and clears the failure.
+    let (good, _) = start_stub(
+        json!({"memories": [{"category": "profile", "fact": "Asked to remember something"}]}),
+        vec![],
+    );
+    std::fs::write(
+        &ws.config,
+        json!({"vlm": {"provider": "openai", "api_base": good, "model": "stub", "api_key": "k"}})
+            .to_string(),
+    )
+    .unwrap();
+    let out = ws.ok(&["session", "recover", "p", "--requeue", "--wait"]);
+    assert!(
+        out.contains("queued phase 2 of viking://user/default/sessions/p/history/archive_001"),
+        "{out}"
+    );
+    assert!(archive.join(".done").is_file());
+    assert!(!archive.join(".failed.json").exists());
+    assert!(ws.memories()["profile.md"].contains("Asked to remember something"));
+    let left = q
+        .stats()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.queue == "session_commit")
+        .map_or((0, 0), |s| (s.dead, s.outstanding()));
+    assert_eq!(
+        left,
+        (0, 0),
+        "no dead or pending session_commit job is left"
+    );
 }

@@ -58,6 +58,11 @@ pub enum SessionCmd {
 pub struct RecoverArgs {
     /// Only this session (default: every session of the configured user).
     pub session: Option<String>,
+    /// Also queue phase 2 again for every archive without .done, and retry every dead
+    /// session_commit job (after fixing what made them fail: a dead job is not retried by
+    /// itself).
+    #[arg(long)]
+    pub requeue: bool,
     /// Also run the queued phase 2 jobs before returning.
     #[arg(long)]
     pub wait: bool,
@@ -312,6 +317,19 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     }
     for (_, e) in &all.failed {
         eprintln!("vikingfs: {e}");
+    }
+    if a.requeue {
+        let targets = match &a.session {
+            Some(sid) => vec![SessionPath::resolve(&sessions.ws, sid)?],
+            None => layout::list_sessions(&sessions.ws, sessions.ws.user())?,
+        };
+        for s in targets {
+            for n in sessions.requeue_undone(&s)? {
+                println!("queued phase 2 of {}", s.archive(n).uri());
+            }
+        }
+        // Dead rows superseded by the jobs just queued go; any other comes back to life.
+        sessions.queue.retry_dead(Some(queue::SESSION_COMMIT))?;
     }
     if a.wait && !drain(ctx, &ops, Duration::from_secs(a.timeout))? {
         eprintln!(

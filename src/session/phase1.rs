@@ -126,6 +126,23 @@ impl Sessions {
         Ok(out)
     }
 
+    /// Queue phase 2 again for every archive of `s` without `.done` (after the cause of a
+    /// failure was fixed, or when the queue lost its job). Returns the archives queued.
+    pub fn requeue_undone(&self, s: &SessionPath) -> Result<Vec<u32>, SessionError> {
+        let mut out = Vec::new();
+        for n in super::layout::archives_on_disk(&self.ws, s)? {
+            if !self
+                .ws
+                .fs_path(&s.archive_file(n, super::layout::DONE))
+                .exists()
+            {
+                self.enqueue_phase2(s, n)?;
+                out.push(n);
+            }
+        }
+        Ok(out)
+    }
+
     /// [`recover`](Self::recover) with the TREE lock already held.
     pub(crate) fn recover_locked(&self, s: &SessionPath) -> Result<Option<u32>, SessionError> {
         let mut meta = Meta::load(&self.ws, s)?;

@@ -190,6 +190,11 @@ impl SessionCommitHandler {
             "updates": diff.summary.total_updates,
             "invalid_lines": diff.summary.invalid_lines,
         });
+        // A failure recorded by an earlier run is resolved now.
+        let failed = ws.fs_path(&s.archive_file(n, FAILED));
+        if failed.exists() {
+            std::fs::remove_file(&failed).map_err(|e| SessionError::io(&failed, e))?;
+        }
         fsx::atomic_write(
             ws,
             &ws.fs_path(&s.archive_file(n, DONE)),
