@@ -406,3 +406,46 @@ fn fsck_finds_and_repairs_derived_state_only() {
         ),
     ]);
 }
+
+#[test]
+fn concurrent_adds_of_one_name_get_distinct_targets() {
+    let env = Env::new();
+    let local = env.local(
+        "same",
+        &[("s.md", note("sierra")), ("t/u.md", note("uniform"))],
+    );
+    env.ok(&["config", "show"]);
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            env.cmd(&["add-resource", local.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut targets: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", stderr_of(&out));
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    targets.sort();
+    assert_eq!(
+        targets,
+        [
+            "viking://resources/same",
+            "viking://resources/same_1",
+            "viking://resources/same_2",
+            "viking://resources/same_3",
+        ]
+    );
+    for t in &targets {
+        assert_eq!(tree_files(&env.fs_of(t)), tree_files(&local), "{t}");
+    }
+    env.drain();
+    env.check_no_lock_blocks();
+    env.check_fsck_clean();
+}

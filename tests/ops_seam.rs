@@ -251,3 +251,111 @@ fn lifecycle_lock_goes_stale_without_workers_and_is_reacquired_by_one() {
     assert!(ops.locks().list().unwrap().is_empty(), "released when done");
     ops.rm(&target, true).unwrap();
 }
+
+#[test]
+fn symlinks_and_fifos_are_never_read_or_indexed() {
+    let (d, ops) = setup();
+    mkdir(&ops, "resources/odd");
+    let fs = |r: &str| ops.workspace().fs_path(&p(r));
+    let secret = d.path().join("outside.txt");
+    std::fs::write(&secret, "outside the workspace").unwrap();
+    std::os::unix::fs::symlink(&secret, fs("resources/odd/link.md")).unwrap();
+    let fifo = std::ffi::CString::new(fs("resources/odd/pipe.md").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    std::fs::write(fs("resources/odd/real.md"), "real").unwrap();
+    for f in ["link.md", "pipe.md", "real.md"] {
+        ops.file_written(&p(&format!("resources/odd/{f}"))).unwrap();
+    }
+    // A reader opening the FIFO would block here forever.
+    drain(&ops);
+    assert!(indexed(&ops, "resources/odd/real.md"));
+    for f in ["link.md", "pipe.md"] {
+        let uri = p(&format!("resources/odd/{f}"));
+        assert_eq!(
+            ops.index().version_of(&uri, Level::Content).unwrap(),
+            None,
+            "{f}"
+        );
+    }
+    let hits = ops.find("outside the workspace", 10, None).unwrap();
+    assert!(
+        hits.iter().all(|h| h.snippet.find("outside").is_none()),
+        "{hits:?}"
+    );
+}
+
+/// A summariser that takes `work` per directory (a slow chat model), reporting each start.
+struct Slow {
+    work: Duration,
+    started: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+impl vikingfs::semantic::Summarizer for Slow {
+    fn summarize(
+        &self,
+        input: &vikingfs::semantic::summary::DirInput,
+    ) -> Result<vikingfs::semantic::summary::Summary, vikingfs::semantic::SemanticError> {
+        let _ = self.started.lock().unwrap().send(());
+        std::thread::sleep(self.work);
+        Ok(vikingfs::semantic::summary::LocalSummarizer.summarize(input))
+    }
+    fn summarize_messages(
+        &self,
+        uri: &str,
+        messages: &[vikingfs::semantic::memory::Message],
+    ) -> Result<vikingfs::semantic::summary::Summary, vikingfs::semantic::SemanticError> {
+        Ok(vikingfs::semantic::summary::LocalSummarizer.summarize_messages(uri, messages))
+    }
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+}
+
+#[test]
+fn lifecycle_lock_stays_fresh_through_a_job_longer_than_lock_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let mut cfg = Config::default();
+    cfg.lock.expire = Duration::from_secs(1);
+    let (tx, started) = std::sync::mpsc::channel();
+    let slow = Arc::new(Slow {
+        work: Duration::from_millis(2500),
+        started: std::sync::Mutex::new(tx),
+    });
+    let ops = Ops::with_parts(
+        &ws,
+        vikingfs::lock::LockManager::new(&ws, cfg.lock.clone()).unwrap(),
+        vikingfs::embed::from_config(&cfg.embedding).unwrap(),
+        slow,
+    )
+    .unwrap();
+    let local = dir.path().join("res");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::write(local.join("a.md"), "alpha").unwrap();
+    let target = ops
+        .add_resource(&local, &Default::default(), &mut |_, _| {})
+        .unwrap()
+        .target;
+    let worker = {
+        let ops = ops.clone();
+        std::thread::spawn(move || drain(&ops))
+    };
+    // The summary of the resource is being computed, for longer than lock_expire.
+    started.recv_timeout(Duration::from_secs(60)).unwrap();
+    let other = Ops::open(&ws, &cfg).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut refused = 0;
+    while t0.elapsed() < Duration::from_secs(2) {
+        for l in other.locks().list().unwrap() {
+            assert!(!l.stale, "lifecycle lock went stale during the job: {l:?}");
+        }
+        match other.rm(&target, true) {
+            Err(e) if e.is_busy() => refused += 1,
+            r => panic!("rm while the resource is processed: {r:?}"),
+        }
+    }
+    assert!(refused > 0);
+    worker.join().unwrap();
+    assert!(other.locks().list().unwrap().is_empty());
+    other.rm(&target, true).unwrap();
+}

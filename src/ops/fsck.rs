@@ -20,6 +20,9 @@ use crate::uri::VPath;
 /// A temp file in the data tree this old is a leftover of a dead writer, not a write in flight.
 const TEMP_GRACE: Duration = Duration::from_secs(60);
 
+/// A lifecycle lock this old without a lifecycle in the journal is an orphan.
+const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -28,8 +31,9 @@ pub enum Problem {
     OrphanRecord { uri: String, level: String },
     /// A file without a content record, or whose record was built from an older version.
     Unindexed { uri: String, stale: bool },
-    /// A directory without summary records.
-    MissingSummary { uri: String },
+    /// A directory without its summaries or their records, or whose records are older than
+    /// its `.abstract.md`.
+    MissingSummary { uri: String, stale: bool },
     /// A job that failed for good.
     DeadJob {
         queue: String,
@@ -66,7 +70,12 @@ impl std::fmt::Display for Problem {
             Problem::Unindexed { uri, stale: true } => {
                 write!(f, "record older than its file: {uri}")
             }
-            Problem::MissingSummary { uri } => write!(f, "directory without summaries: {uri}"),
+            Problem::MissingSummary { uri, stale: false } => {
+                write!(f, "directory without summaries: {uri}")
+            }
+            Problem::MissingSummary { uri, stale: true } => {
+                write!(f, "summary records older than the summary: {uri}")
+            }
             Problem::DeadJob { queue, key, error } => write!(
                 f,
                 "dead {queue} job {}: {error}",
@@ -289,8 +298,17 @@ impl Ops {
             }
         }
         for d in &dirs {
-            if needs.contains(d) && !have.contains_key(&(d.clone(), Level::Abstract)) {
-                rep.problems.push(Problem::MissingSummary { uri: d.uri() });
+            if !needs.contains(d) {
+                continue;
+            }
+            let abs = stat(&self.fs(d).join(super::jobs::ABSTRACT_FILE))?;
+            let current = abs.map(|m| source_version(&m));
+            let missing = current.is_none() || !have.contains_key(&(d.clone(), Level::Abstract));
+            if missing || self.index.version_of(d, Level::Abstract)? != current {
+                rep.problems.push(Problem::MissingSummary {
+                    uri: d.uri(),
+                    stale: !missing,
+                });
                 jobs.push(semantic_job(d, None));
             }
         }
@@ -320,7 +338,11 @@ impl Ops {
                     uri: l.uri.clone(),
                     reason: l.stale_reason.clone().unwrap_or_default(),
                 });
-            } else if l.owner.starts_with("vfs-lifecycle-") && !lifecycles.contains(&l.owner) {
+            } else if l.owner.starts_with("vfs-lifecycle-")
+                && !lifecycles.contains(&l.owner)
+                // An add journals its lifecycle microseconds after locking: not that one.
+                && l.age_secs > ORPHAN_GRACE.as_secs_f64()
+            {
                 if repair {
                     if let Ok(p) = self.ws.parse_uri(&l.uri) {
                         if self.locks.release_owned(&p, &l.owner)? {

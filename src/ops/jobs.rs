@@ -101,19 +101,45 @@ fn target(ops: &Ops, job: &Job, field: &str) -> Result<Target, JobError> {
     Ok(Target { path, lifecycle })
 }
 
-/// Read at most `max` bytes of a file as text, with the version of what was read.
-fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<(String, String, bool)> {
-    let f = std::fs::File::open(path)?;
+/// What a job found at a source path.
+enum Head {
+    /// A regular file's leading text and the version it was read at.
+    Text(String, String),
+    /// A directory (its summaries are another job's).
+    Dir,
+    /// A symlink or special file: never indexed (a FIFO would block a reader, a symlink may
+    /// point outside the workspace).
+    Other,
+    Gone,
+}
+
+/// Read at most `max` bytes of `path` as text, with the version of what was read. Opened
+/// with O_NOFOLLOW | O_NONBLOCK and judged by fstat, so what is read is what is versioned.
+fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::Gone),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(Head::Gone),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Head::Other),
+        Err(e) => return Err(e),
+    };
     let meta = f.metadata()?;
     if meta.is_dir() {
-        return Ok((String::new(), source_version(&meta), true));
+        return Ok(Head::Dir);
+    }
+    if !meta.is_file() {
+        return Ok(Head::Other);
     }
     let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
     f.take(max).read_to_end(&mut buf)?;
-    Ok((
+    Ok(Head::Text(
         String::from_utf8_lossy(&buf).into_owned(),
         source_version(&meta),
-        false,
     ))
 }
 
@@ -123,17 +149,29 @@ fn snippet(text: &str) -> String {
 }
 
 impl Ops {
-    /// The lock a job's write-back takes: EXACT on each path — or nothing more while the
-    /// resource's lifecycle lock is held for the job's lifecycle: that TREE already keeps every
-    /// other writer (rm, mv, writes) out of the whole resource, and a worker dying under it
-    /// then leaves no lock file of its own behind. A busy lock is a retryable job error.
+    /// The lock a job's write-back takes: EXACT on each path — or nothing more while a
+    /// resource lifecycle lock covering them is held (the job's own, or that of the resource
+    /// the paths lie in: derived work is what a lifecycle waits for, so it proceeds under it).
+    /// That TREE already keeps every other writer (rm, mv, writes) out of the resource, and a
+    /// worker dying under it leaves no lock file of its own behind. A busy lock is a retryable
+    /// job error.
     fn job_lock(
         &self,
         paths: &[VPath],
         lifecycle: Option<&str>,
     ) -> Result<Option<LockGuard>, JobError> {
-        if let Some(h) = lifecycle {
-            if self.lifecycle_keep(h)? {
+        let covering = match lifecycle {
+            Some(h) => Some(h.to_string()),
+            None => self
+                .journal
+                .lifecycles()
+                .map_err(retry)?
+                .into_iter()
+                .find(|l| paths.iter().all(|p| p.starts_with(&l.target)))
+                .map(|l| l.handle),
+        };
+        if let Some(h) = covering {
+            if self.lifecycle_keep(&h)? {
                 return Ok(None);
             }
         }
@@ -166,32 +204,29 @@ impl Ops {
             return self.job_finished(job, lc);
         }
         let fs = self.fs(p);
+        let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
-            // What the file is now: None when gone, else (text, version) — no text for a
-            // directory or when the index already holds this very version.
-            let seen: Option<(Option<String>, String)> = match read_head(&fs, EMBED_BYTES) {
-                Ok((_, v, true)) => Some((None, v)),
-                Ok((text, v, false)) => {
-                    let indexed = self.index.version_of(p, Level::Content).map_err(retry)?;
-                    Some(((indexed.as_deref() != Some(&v)).then_some(text), v))
-                }
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::NotFound
-                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
-                {
-                    None
-                }
-                Err(e) => return Err(retry(format!("{}: {e}", fs.display()))),
-            };
-            let vector = match &seen {
-                Some((Some(text), _)) => Some(
-                    self.embedder
-                        .embed(&[text])
+            let head =
+                read_head(&fs, EMBED_BYTES).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
+            // Embed only what the index does not hold yet.
+            let vector = match &head {
+                Head::Text(text, v)
+                    if self
+                        .index
+                        .version_of(p, Level::Content)
                         .map_err(retry)?
-                        .pop()
-                        .ok_or_else(|| retry("embedder returned no vector"))?,
-                ),
+                        .as_deref()
+                        != Some(v.as_str()) =>
+                {
+                    Some(
+                        self.embedder
+                            .embed(&[text])
+                            .map_err(retry)?
+                            .pop()
+                            .ok_or_else(|| retry("embedder returned no vector"))?,
+                    )
+                }
                 _ => None,
             };
             crate::crash_point!("job.embed.computed");
@@ -202,10 +237,11 @@ impl Ops {
                 return Ok(());
             }
             let now = stat(&fs)?;
-            match (seen, now) {
-                (None, None) => {
-                    // Gone for good: whoever removed or moved it dealt with its record; drop
-                    // a leftover one (by version, so a record rebuilt meanwhile survives).
+            match (head, now) {
+                (Head::Gone, None) | (Head::Other, Some(_)) => {
+                    // Gone for good (whoever removed or moved it dealt with its record), or
+                    // never indexable: drop a leftover record — by version, so a record
+                    // rebuilt meanwhile survives.
                     if let Some(v) = self.index.version_of(p, Level::Content).map_err(retry)? {
                         self.index
                             .delete_if_version(p, Level::Content, &v)
@@ -213,8 +249,9 @@ impl Ops {
                     }
                     return self.job_finished(job, lc);
                 }
-                (Some((text, v)), Some(m)) if source_version(&m) == v => {
-                    if let (Some(text), Some(vector)) = (text, vector) {
+                (Head::Dir, Some(m)) if m.is_dir() => return self.job_finished(job, lc),
+                (Head::Text(text, v), Some(m)) if source_version(&m) == v => {
+                    if let Some(vector) = vector {
                         self.index
                             .upsert(&Record {
                                 uri: p.clone(),
@@ -252,9 +289,10 @@ impl Ops {
                 let abs = std::fs::read_to_string(e.path().join(ABSTRACT_FILE)).unwrap_or_default();
                 children.push(Child::dir(name, abs));
             } else if ft.is_file() {
-                let text = read_head(&e.path(), CHILD_HEAD_BYTES)
-                    .map(|r| r.0)
-                    .unwrap_or_default();
+                let text = match read_head(&e.path(), CHILD_HEAD_BYTES) {
+                    Ok(Head::Text(t, _)) => t,
+                    _ => String::new(),
+                };
                 children.push(Child::file(name, text));
             }
         }
@@ -271,6 +309,7 @@ impl Ops {
         let lc = t.lifecycle.as_deref();
         let dir = &t.path;
         let fs = self.fs(dir);
+        let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.semantic.start");
         if !has_summary(dir) || !stat(&fs)?.is_some_and(|m| m.is_dir()) {
             // Gone (or never a directory): drop summary records built from it, by version, so
@@ -294,6 +333,8 @@ impl Ops {
                 JobError::Permanent(e.to_string())
             }
         })?;
+        // Whatever the summariser (a chat model may not listen), the sidecars keep their limits.
+        let summary = summary.enforce_limits();
         let (abs, ov) = (summary.abstract_md, summary.overview_md);
         let vectors = self.embedder.embed(&[&abs, &ov]).map_err(retry)?;
         if vectors.len() != 2 {

@@ -146,6 +146,10 @@ pub struct Ops {
     /// at least long enough to outwait a background job's write-back (milliseconds), so a
     /// user's rm never fails just because a worker was indexing the file.
     fg_wait: Duration,
+    /// Lifecycles a job of this process is working for right now, with how many jobs: the
+    /// refresher thread keeps their locks fresh however long a job runs (a chat model may
+    /// take a minute; OpenViking #1165, #3273).
+    working: Arc<parking_lot::Mutex<std::collections::HashMap<String, usize>>>,
 }
 
 /// The least a foreground operation waits for a lock (see `Ops::fg_wait`).
@@ -182,8 +186,10 @@ impl Ops {
             summarizer,
             journal,
             job_lock_wait: Duration::from_secs(2),
+            working: Default::default(),
             fg_wait,
         });
+        lifecycle::start_refresher(&ops);
         if reset {
             // Another embedder built the old records: rebuild every record from the files.
             tracing::warn!("index was built by another embedding model; re-indexing everything");
