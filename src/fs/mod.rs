@@ -7,11 +7,13 @@
 //! names are invisible and can't be created, sidecars are read-only, and the root holds only
 //! the scopes.
 
+mod dir;
 pub mod error;
 pub mod handles;
 pub mod inode;
 pub mod mutations;
 pub mod sys;
+mod xattr;
 
 #[cfg(test)]
 mod tests;
@@ -31,7 +33,7 @@ pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
 pub use sys::TimeSpec;
 
-use handles::{DirHandle, FileHandle, Handles};
+use handles::{FileHandle, Handles};
 use inode::{Inode, InodeTable};
 
 use crate::uri::{is_internal_name, is_sidecar_name, VPath, SCOPES};
@@ -549,6 +551,33 @@ impl VikingFs {
         Ok(n as u32)
     }
 
+    /// fallocate(2) on an open file: changes its size or blocks, so the handle counts as
+    /// having written.
+    pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> FsResult<()> {
+        let h = self.handles.file(fh)?;
+        h.mark_written();
+        sys::cvt(unsafe {
+            libc::fallocate(
+                h.file.as_raw_fd(),
+                mode,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        })
+        .map(drop)
+        .map_err(|e| FsError::io("fallocate", e))
+    }
+
+    /// lseek(2) with SEEK_DATA / SEEK_HOLE on the backing file.
+    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
+        let h = self.handles.file(fh)?;
+        let r = unsafe { libc::lseek(h.file.as_raw_fd(), offset as libc::off_t, whence) };
+        if r < 0 {
+            return Err(FsError::io("lseek", io::Error::last_os_error()));
+        }
+        Ok(r as i64)
+    }
+
     pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
         let h = self.handles.file(fh)?;
         let r = if datasync {
@@ -575,175 +604,5 @@ impl VikingFs {
             }
         }
         Ok(())
-    }
-
-    // ---- directories -------------------------------------------------------------------
-
-    /// Open a directory: snapshot its visible entries.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
-        let inode = self.inodes.get(ino)?;
-        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
-        if !sys::is_dir(&st) {
-            return Err(FsError::io(
-                "opendir",
-                io::Error::from_raw_os_error(libc::ENOTDIR),
-            ));
-        }
-        let mut entries = vec![
-            DirEntry {
-                name: ".".into(),
-                ino,
-                kind: libc::DT_DIR,
-            },
-            DirEntry {
-                name: "..".into(),
-                ino: ROOT_INO,
-                kind: libc::DT_DIR,
-            },
-        ];
-        let path = format!("/proc/self/fd/{}", inode.raw_fd());
-        let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
-        for e in rd {
-            let e = e.map_err(|e| FsError::io("readdir", e))?;
-            let name = e.file_name();
-            let visible = match name.to_str() {
-                Some(s) if ino == ROOT_INO => SCOPES.contains(&s),
-                Some(s) => !is_internal_name(s),
-                None => true,
-            };
-            if !visible {
-                continue;
-            }
-            use std::os::unix::fs::DirEntryExt;
-            let kind = match e.file_type() {
-                Ok(t) => dtype(t),
-                Err(_) => libc::DT_UNKNOWN,
-            };
-            entries.push(DirEntry {
-                ino: self.inodes.listing_ino(st.st_dev, e.ino()),
-                name,
-                kind,
-            });
-        }
-        // Sidecars last: `rm -rf` removes the user's entries first, then may remove them.
-        entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
-        Ok(self.handles.add_dir(DirHandle {
-            ino,
-            entries: parking_lot::Mutex::new(entries),
-        }))
-    }
-
-    /// Entries from `offset` on (offset i+1 follows entry i).
-    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<(u64, DirEntry)>> {
-        let d = self.handles.dir(fh)?;
-        let entries = d.entries.lock();
-        Ok(entries
-            .iter()
-            .enumerate()
-            .skip(offset as usize)
-            .map(|(i, e)| (i as u64 + 1, e.clone()))
-            .collect())
-    }
-
-    /// The directory a handle lists.
-    pub fn dir_ino(&self, fh: u64) -> FsResult<u64> {
-        Ok(self.handles.dir(fh)?.ino)
-    }
-
-    pub fn releasedir(&self, fh: u64) {
-        self.handles.remove_dir(fh);
-    }
-
-    // ---- extended attributes -----------------------------------------------------------
-
-    fn xattr_path(&self, ino: u64) -> FsResult<(Arc<Inode>, std::ffi::CString)> {
-        let inode = self.inodes.get(ino)?;
-        let c = sys::proc_fd(inode.raw_fd());
-        Ok((inode, c))
-    }
-
-    /// getxattr; `size` 0 asks for the length only.
-    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<Vec<u8>> {
-        let (_i, c) = self.xattr_path(ino)?;
-        let n = sys::cstr(name).map_err(|e| FsError::io("getxattr", e))?;
-        let mut buf = vec![0u8; size as usize];
-        let r =
-            unsafe { libc::getxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if r < 0 {
-            return Err(FsError::io("getxattr", io::Error::last_os_error()));
-        }
-        if size == 0 {
-            return Ok(vec![0u8; r as usize]);
-        }
-        buf.truncate(r as usize);
-        Ok(buf)
-    }
-
-    pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<Vec<u8>> {
-        let (_i, c) = self.xattr_path(ino)?;
-        let mut buf = vec![0u8; size as usize];
-        let r = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if r < 0 {
-            return Err(FsError::io("listxattr", io::Error::last_os_error()));
-        }
-        if size == 0 {
-            return Ok(vec![0u8; r as usize]);
-        }
-        buf.truncate(r as usize);
-        Ok(buf)
-    }
-
-    /// Extended attributes are metadata of the file, not content: set directly (sidecars
-    /// excepted), like chmod's times they carry no namespace change.
-    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> FsResult<()> {
-        let (i, c) = self.xattr_path(ino)?;
-        if self.is_sidecar_inode(&i) {
-            return Err(FsError::ReadOnlySidecar(ino.to_string()));
-        }
-        let n = sys::cstr(name).map_err(|e| FsError::io("setxattr", e))?;
-        sys::cvt(unsafe {
-            libc::setxattr(
-                c.as_ptr(),
-                n.as_ptr(),
-                value.as_ptr().cast(),
-                value.len(),
-                flags,
-            )
-        })
-        .map(drop)
-        .map_err(|e| FsError::io("setxattr", e))
-    }
-
-    pub fn removexattr(&self, ino: u64, name: &OsStr) -> FsResult<()> {
-        let (i, c) = self.xattr_path(ino)?;
-        if self.is_sidecar_inode(&i) {
-            return Err(FsError::ReadOnlySidecar(ino.to_string()));
-        }
-        let n = sys::cstr(name).map_err(|e| FsError::io("removexattr", e))?;
-        sys::cvt(unsafe { libc::removexattr(c.as_ptr(), n.as_ptr()) })
-            .map(drop)
-            .map_err(|e| FsError::io("removexattr", e))
-    }
-}
-
-fn dtype(t: std::fs::FileType) -> u8 {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        libc::DT_DIR
-    } else if t.is_file() {
-        libc::DT_REG
-    } else if t.is_symlink() {
-        libc::DT_LNK
-    } else if t.is_fifo() {
-        libc::DT_FIFO
-    } else if t.is_socket() {
-        libc::DT_SOCK
-    } else if t.is_char_device() {
-        libc::DT_CHR
-    } else if t.is_block_device() {
-        libc::DT_BLK
-    } else {
-        libc::DT_UNKNOWN
     }
 }

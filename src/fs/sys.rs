@@ -43,10 +43,6 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     statat(fd.as_raw_fd(), OsStr::new(""))
 }
 
-pub fn lstat(p: &Path) -> io::Result<libc::stat> {
-    statat(libc::AT_FDCWD, p.as_os_str())
-}
-
 /// `/proc/self/fd/N`: reopens an O_PATH descriptor, or names it for path-based calls.
 pub fn proc_fd(fd: RawFd) -> CString {
     CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL")

@@ -5,6 +5,7 @@
 //! passthrough when the kernel offers it (reads and writes go straight to the backing file);
 //! otherwise data flows through `read`/`write` here.
 
+mod convert;
 pub mod mount;
 pub mod pool;
 
@@ -13,17 +14,18 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BackingId, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    AccessFlags, BackingId, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 
-use crate::fs::{Attr, AttrChange, FsError, Owner, RenameMode, TimeSpec, VikingFs};
+use crate::fs::{AttrChange, FsError, RenameMode, VikingFs};
+use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::Pool;
 
 /// How long the kernel may cache names and attributes. Short: the workers and other
@@ -110,84 +112,6 @@ fn errno(op: &'static str, e: FsError) -> Errno {
     Errno::from_i32(e.errno())
 }
 
-fn system_time(sec: i64, nsec: i64) -> SystemTime {
-    if sec >= 0 {
-        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(nsec as u64)
-    }
-}
-
-fn kind(mode: u32) -> FileType {
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR => FileType::Directory,
-        libc::S_IFLNK => FileType::Symlink,
-        libc::S_IFIFO => FileType::NamedPipe,
-        libc::S_IFSOCK => FileType::Socket,
-        libc::S_IFCHR => FileType::CharDevice,
-        libc::S_IFBLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    }
-}
-
-fn dtype_kind(d: u8) -> FileType {
-    match d {
-        libc::DT_DIR => FileType::Directory,
-        libc::DT_LNK => FileType::Symlink,
-        libc::DT_FIFO => FileType::NamedPipe,
-        libc::DT_SOCK => FileType::Socket,
-        libc::DT_CHR => FileType::CharDevice,
-        libc::DT_BLK => FileType::BlockDevice,
-        _ => FileType::RegularFile,
-    }
-}
-
-fn file_attr(a: &Attr) -> FileAttr {
-    let st = &a.st;
-    FileAttr {
-        ino: INodeNo(a.ino),
-        size: st.st_size as u64,
-        blocks: st.st_blocks as u64,
-        atime: system_time(st.st_atime, st.st_atime_nsec),
-        mtime: system_time(st.st_mtime, st.st_mtime_nsec),
-        ctime: system_time(st.st_ctime, st.st_ctime_nsec),
-        crtime: UNIX_EPOCH,
-        kind: kind(st.st_mode),
-        perm: (st.st_mode & 0o7777) as u16,
-        nlink: st.st_nlink as u32,
-        uid: st.st_uid,
-        gid: st.st_gid,
-        rdev: st.st_rdev as u32,
-        blksize: st.st_blksize as u32,
-        flags: 0,
-    }
-}
-
-fn timespec(t: TimeOrNow) -> TimeSpec {
-    match t {
-        TimeOrNow::Now => TimeSpec::Now,
-        TimeOrNow::SpecificTime(t) => match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => TimeSpec::At(d.as_secs() as i64, d.subsec_nanos()),
-            Err(e) => {
-                let d = e.duration();
-                let (mut s, mut ns) = (-(d.as_secs() as i64), d.subsec_nanos());
-                if ns > 0 {
-                    s -= 1;
-                    ns = 1_000_000_000 - ns;
-                }
-                TimeSpec::At(s, ns)
-            }
-        },
-    }
-}
-
-fn owner(req: &Request) -> Owner {
-    Owner {
-        uid: req.uid(),
-        gid: req.gid(),
-    }
-}
-
 impl Shared {
     /// Register the handle's backing file with the kernel (once per inode).
     fn backing_for(
@@ -244,9 +168,11 @@ impl fuser::Filesystem for FuseFs {
                 | InitFlags::FUSE_READDIRPLUS_AUTO
                 | InitFlags::FUSE_PARALLEL_DIROPS,
         );
+        // Stack depth 2: the workspace itself may sit on a stacked filesystem (overlayfs in a
+        // container); the price is that this mount can't be an overlayfs layer.
         if self.want_passthrough
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
-            && config.set_max_stack_depth(1).is_ok()
+            && config.set_max_stack_depth(2).is_ok()
         {
             self.shared.passthrough.store(true, Ordering::Relaxed);
         }
@@ -541,6 +467,39 @@ impl fuser::Filesystem for FuseFs {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(errno("copy_file_range", e)),
             }
+        });
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.run(
+            move |s| match s.core.fallocate(fh.0, offset, length, mode) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno("fallocate", e)),
+            },
+        );
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        self.run(move |s| match s.core.lseek(fh.0, offset, whence) {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(errno("lseek", e)),
         });
     }
 

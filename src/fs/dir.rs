@@ -1,0 +1,107 @@
+//! Directory handles of the core: listings as snapshots, filtered to what the namespace shows.
+
+use std::io;
+use std::os::fd::AsFd;
+
+use super::handles::DirHandle;
+use super::{sys, DirEntry, FsError, FsResult, VikingFs, ROOT_INO};
+use crate::uri::{is_internal_name, is_sidecar_name, SCOPES};
+
+impl VikingFs {
+    /// Open a directory: snapshot its visible entries.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let inode = self.inodes.get(ino)?;
+        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
+        if !sys::is_dir(&st) {
+            return Err(FsError::io(
+                "opendir",
+                io::Error::from_raw_os_error(libc::ENOTDIR),
+            ));
+        }
+        let mut entries = vec![
+            DirEntry {
+                name: ".".into(),
+                ino,
+                kind: libc::DT_DIR,
+            },
+            DirEntry {
+                name: "..".into(),
+                ino: ROOT_INO,
+                kind: libc::DT_DIR,
+            },
+        ];
+        let path = format!("/proc/self/fd/{}", inode.raw_fd());
+        let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
+        for e in rd {
+            let e = e.map_err(|e| FsError::io("readdir", e))?;
+            let name = e.file_name();
+            let visible = match name.to_str() {
+                Some(s) if ino == ROOT_INO => SCOPES.contains(&s),
+                Some(s) => !is_internal_name(s),
+                None => true,
+            };
+            if !visible {
+                continue;
+            }
+            use std::os::unix::fs::DirEntryExt;
+            let kind = match e.file_type() {
+                Ok(t) => dtype(t),
+                Err(_) => libc::DT_UNKNOWN,
+            };
+            entries.push(DirEntry {
+                ino: self.inodes.listing_ino(st.st_dev, e.ino()),
+                name,
+                kind,
+            });
+        }
+        // Sidecars last: `rm -rf` removes the user's entries first, then may remove them.
+        entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
+        Ok(self.handles.add_dir(DirHandle {
+            ino,
+            entries: parking_lot::Mutex::new(entries),
+        }))
+    }
+
+    /// Entries from `offset` on (offset i+1 follows entry i).
+    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<(u64, DirEntry)>> {
+        let d = self.handles.dir(fh)?;
+        let entries = d.entries.lock();
+        Ok(entries
+            .iter()
+            .enumerate()
+            .skip(offset as usize)
+            .map(|(i, e)| (i as u64 + 1, e.clone()))
+            .collect())
+    }
+
+    /// The directory a handle lists.
+    pub fn dir_ino(&self, fh: u64) -> FsResult<u64> {
+        Ok(self.handles.dir(fh)?.ino)
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove_dir(fh);
+    }
+}
+
+fn dtype(t: std::fs::FileType) -> u8 {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        libc::DT_DIR
+    } else if t.is_file() {
+        libc::DT_REG
+    } else if t.is_symlink() {
+        libc::DT_LNK
+    } else if t.is_fifo() {
+        libc::DT_FIFO
+    } else if t.is_socket() {
+        libc::DT_SOCK
+    } else if t.is_char_device() {
+        libc::DT_CHR
+    } else if t.is_block_device() {
+        libc::DT_BLK
+    } else {
+        libc::DT_UNKNOWN
+    }
+}
