@@ -122,3 +122,34 @@ fn a_pending_commit_that_no_longer_matches_is_refused_and_nothing_moves() {
     assert_eq!(std::fs::read(dir.join("messages.jsonl")).unwrap(), before);
     assert!(!dir.join("history").exists());
 }
+
+#[test]
+fn commit_keep_leaves_the_most_recent_messages_live() {
+    let ws = Ws::new();
+    for t in ["one", "two", "three"] {
+        ws.ok(&["session", "add", "k", "user", t]);
+    }
+    let out = ws.ok(&["session", "commit", "k", "--keep", "2", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["messages"], 1, "{v}");
+    let archived: Vec<String> = ws.archives("k")[&1]
+        .iter()
+        .map(|l| session_util::content_of(l))
+        .collect();
+    assert_eq!(archived, ["one"]);
+    let live: Vec<String> = ws
+        .live("k")
+        .iter()
+        .map(|l| session_util::content_of(l))
+        .collect();
+    assert_eq!(live, ["two", "three"]);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(ws.session_dir("k").join(".meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["keep_recent_count"], 2, "{meta}");
+    assert_eq!(meta["message_count"], 2, "{meta}");
+    // Everything already within the window: nothing to archive.
+    let out = ws.ok(&["session", "commit", "k", "--keep", "5"]);
+    assert!(out.contains("nothing to commit"), "{out}");
+    assert_eq!(ws.archives("k").len(), 1);
+}

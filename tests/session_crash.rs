@@ -84,7 +84,7 @@ enum Restart {
     Job,
 }
 
-fn run_point(point: &str, restart: Restart) {
+fn run_point(point: &str, restart: Restart, keep: usize) {
     let ws = Ws::new();
     for m in BEFORE {
         ws.ok(&["session", "add", "s", "user", m]);
@@ -101,7 +101,12 @@ fn run_point(point: &str, restart: Restart) {
             &["session", "add", "s", "user", "never acknowledged"],
         );
     } else {
-        crash(&ws, point, &["session", "commit", "s", "--wait"]);
+        let keep = keep.to_string();
+        crash(
+            &ws,
+            point,
+            &["session", "commit", "s", "--keep", &keep, "--wait"],
+        );
     }
 
     // Appends after the crash: first a writer that knows nothing of sessions (it must not be
@@ -255,11 +260,11 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
 }
 
 macro_rules! matrix {
-    ($($test:ident => $point:literal, $restart:ident;)*) => {
+    ($($test:ident => $point:literal, $restart:ident, $keep:literal;)*) => {
         $(
             #[test]
             fn $test() {
-                run_point($point, Restart::$restart);
+                run_point($point, Restart::$restart, $keep);
             }
         )*
 
@@ -281,48 +286,57 @@ macro_rules! matrix {
 }
 
 matrix! {
-    add_before_write => "session.add.before_write", Wait;
-    commit_locked_then_add => "session.commit.locked", Add;
-    commit_locked_then_commit => "session.commit.locked", Commit;
-    commit_locked_then_wait => "session.commit.locked", Wait;
-    commit_marked_preparing_then_add => "session.commit.marked_preparing", Add;
-    commit_marked_preparing_then_commit => "session.commit.marked_preparing", Commit;
-    commit_marked_preparing_then_wait => "session.commit.marked_preparing", Wait;
-    commit_archive_written_then_add => "session.commit.archive_written", Add;
-    commit_archive_written_then_commit => "session.commit.archive_written", Commit;
-    commit_archive_written_then_wait => "session.commit.archive_written", Wait;
-    commit_enqueued_then_add => "session.commit.enqueued", Add;
-    commit_enqueued_then_commit => "session.commit.enqueued", Commit;
-    commit_enqueued_then_wait => "session.commit.enqueued", Wait;
-    commit_enqueued_then_job => "session.commit.enqueued", Job;
-    commit_marked_trimming_then_add => "session.commit.marked_trimming", Add;
-    commit_marked_trimming_then_commit => "session.commit.marked_trimming", Commit;
-    commit_marked_trimming_then_wait => "session.commit.marked_trimming", Wait;
-    commit_marked_trimming_then_job => "session.commit.marked_trimming", Job;
-    commit_trim_copied_then_add => "session.commit.trim_copied", Add;
-    commit_trim_copied_then_commit => "session.commit.trim_copied", Commit;
-    commit_trim_copied_then_wait => "session.commit.trim_copied", Wait;
-    commit_trim_copied_then_job => "session.commit.trim_copied", Job;
-    commit_trimmed_then_add => "session.commit.trimmed", Add;
-    commit_trimmed_then_commit => "session.commit.trimmed", Commit;
-    commit_trimmed_then_wait => "session.commit.trimmed", Wait;
-    commit_trimmed_then_job => "session.commit.trimmed", Job;
-    commit_ready_then_add => "session.commit.ready", Add;
-    commit_ready_then_commit => "session.commit.ready", Commit;
-    commit_ready_then_wait => "session.commit.ready", Wait;
-    commit_ready_then_job => "session.commit.ready", Job;
-    job_started_then_wait => "session.job.started", Wait;
-    job_started_then_commit => "session.job.started", Commit;
-    job_summarized_then_wait => "session.job.summarized", Wait;
-    job_summarized_then_commit => "session.job.summarized", Commit;
-    job_diff_written_then_wait => "session.job.diff_written", Wait;
-    job_diff_written_then_commit => "session.job.diff_written", Commit;
-    job_memory_written_then_wait => "session.job.memory_written", Wait;
-    job_memory_written_then_commit => "session.job.memory_written", Commit;
-    job_indexed_then_wait => "session.job.indexed", Wait;
-    job_indexed_then_commit => "session.job.indexed", Commit;
-    job_done_then_wait => "session.job.done", Wait;
-    job_done_then_commit => "session.job.done", Commit;
+    add_before_write => "session.add.before_write", Wait, 0;
+    commit_locked_then_add => "session.commit.locked", Add, 0;
+    commit_locked_then_commit => "session.commit.locked", Commit, 0;
+    commit_locked_then_wait => "session.commit.locked", Wait, 0;
+    commit_marked_preparing_then_add => "session.commit.marked_preparing", Add, 0;
+    commit_marked_preparing_then_commit => "session.commit.marked_preparing", Commit, 0;
+    commit_marked_preparing_then_wait => "session.commit.marked_preparing", Wait, 0;
+    commit_archive_written_then_add => "session.commit.archive_written", Add, 0;
+    commit_archive_written_then_commit => "session.commit.archive_written", Commit, 0;
+    commit_archive_written_then_wait => "session.commit.archive_written", Wait, 0;
+    commit_enqueued_then_add => "session.commit.enqueued", Add, 0;
+    commit_enqueued_then_commit => "session.commit.enqueued", Commit, 0;
+    commit_enqueued_then_wait => "session.commit.enqueued", Wait, 0;
+    commit_enqueued_then_job => "session.commit.enqueued", Job, 0;
+    commit_marked_trimming_then_add => "session.commit.marked_trimming", Add, 0;
+    commit_marked_trimming_then_commit => "session.commit.marked_trimming", Commit, 0;
+    commit_marked_trimming_then_wait => "session.commit.marked_trimming", Wait, 0;
+    commit_marked_trimming_then_job => "session.commit.marked_trimming", Job, 0;
+    commit_trim_copied_then_add => "session.commit.trim_copied", Add, 0;
+    commit_trim_copied_then_commit => "session.commit.trim_copied", Commit, 0;
+    commit_trim_copied_then_wait => "session.commit.trim_copied", Wait, 0;
+    commit_trim_copied_then_job => "session.commit.trim_copied", Job, 0;
+    commit_trimmed_then_add => "session.commit.trimmed", Add, 0;
+    commit_trimmed_then_commit => "session.commit.trimmed", Commit, 0;
+    commit_trimmed_then_wait => "session.commit.trimmed", Wait, 0;
+    commit_trimmed_then_job => "session.commit.trimmed", Job, 0;
+    commit_ready_then_add => "session.commit.ready", Add, 0;
+    commit_ready_then_commit => "session.commit.ready", Commit, 0;
+    commit_ready_then_wait => "session.commit.ready", Wait, 0;
+    commit_ready_then_job => "session.commit.ready", Job, 0;
+    job_started_then_wait => "session.job.started", Wait, 0;
+    job_started_then_commit => "session.job.started", Commit, 0;
+    job_summarized_then_wait => "session.job.summarized", Wait, 0;
+    job_summarized_then_commit => "session.job.summarized", Commit, 0;
+    job_diff_written_then_wait => "session.job.diff_written", Wait, 0;
+    job_diff_written_then_commit => "session.job.diff_written", Commit, 0;
+    job_memory_written_then_wait => "session.job.memory_written", Wait, 0;
+    job_memory_written_then_commit => "session.job.memory_written", Commit, 0;
+    job_indexed_then_wait => "session.job.indexed", Wait, 0;
+    job_indexed_then_commit => "session.job.indexed", Commit, 0;
+    job_done_then_wait => "session.job.done", Wait, 0;
+    job_done_then_commit => "session.job.done", Commit, 0;
+
+    commit_locked_keeping_2_then_wait => "session.commit.locked", Wait, 2;
+    commit_marked_preparing_keeping_2_then_wait => "session.commit.marked_preparing", Wait, 2;
+    commit_archive_written_keeping_2_then_wait => "session.commit.archive_written", Wait, 2;
+    commit_enqueued_keeping_2_then_wait => "session.commit.enqueued", Wait, 2;
+    commit_marked_trimming_keeping_2_then_wait => "session.commit.marked_trimming", Wait, 2;
+    commit_trim_copied_keeping_2_then_wait => "session.commit.trim_copied", Wait, 2;
+    commit_trimmed_keeping_2_then_wait => "session.commit.trimmed", Wait, 2;
+    commit_ready_keeping_2_then_wait => "session.commit.ready", Wait, 2;
 }
 
 #[test]

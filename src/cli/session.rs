@@ -39,19 +39,26 @@ pub enum SessionCmd {
         json: bool,
     },
     /// Archive the live messages (phase 1) and queue memory extraction (phase 2).
-    Commit {
-        session: String,
-        /// Also run phase 2 (and the indexing it queues) before returning.
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: give up after this many seconds.
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        #[arg(long)]
-        json: bool,
-    },
+    Commit(CommitArgs),
     /// Finish commits a crash interrupted (phase 1 from .meta.json, phase 2 from the queue).
     Recover(RecoverArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CommitArgs {
+    /// Session id, viking://session/SID or viking://user/UID/sessions/SID.
+    pub session: String,
+    /// Leave the N most recent messages in the live file (OpenViking's keep_recent_count).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep: usize,
+    /// Also run phase 2 (and the indexing it queues) before returning.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -102,12 +109,7 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
         } => add(ctx, session, role, text),
         SessionCmd::List { json } => list(ctx, *json),
         SessionCmd::Show { session, json } => show(ctx, session, *json),
-        SessionCmd::Commit {
-            session,
-            wait,
-            timeout,
-            json,
-        } => commit(ctx, session, *wait, Duration::from_secs(*timeout), *json),
+        SessionCmd::Commit(a) => commit(ctx, a),
         SessionCmd::Recover(a) => recover(ctx, a),
     };
     match res {
@@ -228,16 +230,11 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn commit(
-    ctx: &Ctx,
-    session: &str,
-    wait: bool,
-    timeout: Duration,
-    json: bool,
-) -> anyhow::Result<i32> {
+fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
+    let (wait, json, timeout) = (a.wait, a.json, Duration::from_secs(a.timeout));
     let (ops, sessions) = open_ops(ctx)?;
-    let s = SessionPath::resolve(&sessions.ws, session)?;
-    let report = sessions.commit(&s)?;
+    let s = SessionPath::resolve(&sessions.ws, &a.session)?;
+    let report = sessions.commit_keeping(&s, a.keep)?;
     let mut drained = None;
     if wait {
         drained = Some(drain(ctx, &ops, timeout)?);

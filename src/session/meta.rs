@@ -44,6 +44,9 @@ pub struct Meta {
     pub commit_count: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_commit_at: Option<String>,
+    /// Lines the last commit left in the live file (OpenViking's `keep_recent_count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_recent_count: Option<u64>,
     /// The newest archive whose phase 1 finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_archive: Option<u32>,

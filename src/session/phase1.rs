@@ -54,6 +54,16 @@ pub struct RecoverAll {
 impl Sessions {
     /// Phase 1 of `session.commit`: archive every line of the live file and queue phase 2.
     pub fn commit(&self, s: &SessionPath) -> Result<CommitReport, SessionError> {
+        self.commit_keeping(s, 0)
+    }
+
+    /// [`commit`](Self::commit), leaving the `keep` most recent lines in the live file
+    /// (OpenViking's `keep_recent_count`): only the lines before them are archived.
+    pub fn commit_keeping(
+        &self,
+        s: &SessionPath,
+        keep: usize,
+    ) -> Result<CommitReport, SessionError> {
         if !self.ws.fs_path(&s.dir).is_dir() {
             return Err(SessionError::NoSuchSession(s.dir.uri()));
         }
@@ -67,37 +77,40 @@ impl Sessions {
 
         let live_path = self.ws.fs_path(&s.messages());
         let live = fsx::read_opt(&live_path)?.unwrap_or_default();
-        if live.iter().all(u8::is_ascii_whitespace) {
+        let mut meta = Meta::load(&self.ws, s)?;
+        let cut = archive_cut(&live, keep);
+        let prefix = &live[..cut];
+        if prefix.iter().all(u8::is_ascii_whitespace) {
             return Ok(report);
         }
-        let mut meta = Meta::load(&self.ws, s)?;
         let n = self.next_archive(s, &meta)?;
-        let parsed = parse_messages(&String::from_utf8_lossy(&live));
+        let parsed = parse_messages(&String::from_utf8_lossy(prefix));
         report.archive = Some(n);
         report.archive_uri = Some(s.archive(n).uri());
         report.messages = parsed.messages.len();
         report.invalid_lines = parsed.invalid.len();
-        report.bytes = live.len() as u64;
+        report.bytes = prefix.len() as u64;
 
+        meta.keep_recent_count = Some(keep as u64);
         meta.pending_commit = Some(PendingCommit {
             archive: n,
             state: PendingState::Preparing,
-            prefix_len: live.len() as u64,
-            prefix_sha256: sha256_hex(&live),
+            prefix_len: prefix.len() as u64,
+            prefix_sha256: sha256_hex(prefix),
             trim: None,
             started_at: now_rfc3339(),
         });
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.marked_preparing");
 
-        self.write_archive(s, n, &live)?;
+        self.write_archive(s, n, prefix)?;
         crate::crash_point!("session.commit.archive_written");
         self.enqueue_phase2(s, n)?;
         crate::crash_point!("session.commit.enqueued");
 
-        // Under the lock nothing was appended: the live file becomes empty (what a foreign,
-        // lock-ignoring writer added meanwhile is kept by the trim).
-        let rec = TrimRecord::new(b"", &live);
+        // The live file becomes the kept lines (what a foreign, lock-ignoring writer added
+        // meanwhile is kept too, by the trim).
+        let rec = TrimRecord::new(&live[cut..], &live);
         self.trim_and_finish(s, meta, rec)?;
         Ok(report)
     }
@@ -267,4 +280,48 @@ fn live_message_count(path: &std::path::Path) -> Result<u64, SessionError> {
     let bytes = fsx::read_opt(path)?.unwrap_or_default();
     let parsed = parse_messages(&String::from_utf8_lossy(&bytes));
     Ok((parsed.messages.len() + parsed.invalid.len()) as u64)
+}
+
+/// Where the archived part of `live` ends: before its last `keep` lines (blank lines do not
+/// count), or at its end. A last line without a newline counts as a line.
+fn archive_cut(live: &[u8], keep: usize) -> usize {
+    if keep == 0 {
+        return live.len();
+    }
+    let mut kept = 0;
+    let mut end = live.len();
+    // Walk back over lines: [start, end) is one line, its newline excluded.
+    while end > 0 {
+        let body_end = if live[end - 1] == b'\n' { end - 1 } else { end };
+        let start = live[..body_end]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        if !live[start..body_end].iter().all(u8::is_ascii_whitespace) {
+            kept += 1;
+            if kept == keep {
+                return start;
+            }
+        }
+        end = start;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::archive_cut;
+
+    #[test]
+    fn cut_keeps_the_last_lines() {
+        let live = b"a\nb\n\nc\nd";
+        assert_eq!(archive_cut(live, 0), live.len());
+        assert_eq!(&live[archive_cut(live, 1)..], b"d");
+        assert_eq!(&live[archive_cut(live, 2)..], b"c\nd");
+        assert_eq!(&live[archive_cut(live, 3)..], b"b\n\nc\nd");
+        assert_eq!(archive_cut(live, 4), 0);
+        assert_eq!(archive_cut(live, 9), 0);
+        assert_eq!(&b"x\n"[archive_cut(b"x\n", 1)..], b"x\n");
+        assert_eq!(archive_cut(b"", 3), 0);
+    }
 }
