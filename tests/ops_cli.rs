@@ -302,6 +302,20 @@ fn write_indexes_the_new_content() {
         .write_all(note("whiskey").as_bytes())
         .unwrap();
     assert!(ch.wait().unwrap().success());
+    // Rewritten, not yet re-indexed: missed, never found for the words it lost.
+    let mut c = env.cmd(&["write", "viking://resources/base/a.md"]);
+    c.stdin(std::process::Stdio::piped());
+    let mut ch = c.spawn().unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(note("yankee").as_bytes())
+        .unwrap();
+    assert!(ch.wait().unwrap().success());
+    assert!(env
+        .find(&token("alpha"), 10)
+        .iter()
+        .all(|(u, _)| u != "viking://resources/base/a.md"));
     let out = env.run(&["write", "viking://resources/nodir/x.md"]);
     assert!(
         stderr_of(&out).contains("no such file"),
@@ -310,6 +324,7 @@ fn write_indexes_the_new_content() {
     );
     env.drain();
     let mut all = files.clone();
+    all[0].1 = token("yankee");
     all.push((
         "viking://resources/base/sub/new.md".into(),
         token("whiskey"),
@@ -448,4 +463,38 @@ fn concurrent_adds_of_one_name_get_distinct_targets() {
     env.drain();
     env.check_no_lock_blocks();
     env.check_fsck_clean();
+}
+
+#[test]
+fn several_worker_processes_share_one_lifecycle() {
+    let env = Env::new();
+    let files: Vec<(String, String)> = (0..30)
+        .map(|i| (format!("d{}/n{i}.md", i % 3), note(&format!("kilo{i}"))))
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(r, t)| (r.as_str(), t.clone())).collect();
+    let local = env.local("shared", &refs);
+    env.ok(&["add-resource", local.to_str().unwrap()]);
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            env.cmd(&["wait", "--timeout", "120"])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+    }
+    env.drain();
+    let want: Vec<(String, String)> = (0..30)
+        .map(|i| {
+            (
+                format!("viking://resources/shared/d{}/n{i}.md", i % 3),
+                token(&format!("kilo{i}")),
+            )
+        })
+        .collect();
+    env.check(&want);
+    env.ok(&["rm", "-r", "viking://resources/shared"]);
 }

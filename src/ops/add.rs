@@ -247,7 +247,10 @@ impl Ops {
     fn sync_into(&self, staged: &Path, target: &VPath, is_file: bool) -> Result<Synced> {
         let mut out = Synced::default();
         if is_file {
-            if link_replace(staged, &self.fs(target))? {
+            let fs = self.fs(target);
+            if !same_content(staged, &fs).map_err(|e| OpsError::io(&fs, e))? {
+                self.index.delete(target)?;
+                link_replace(staged, &fs)?;
                 out.changed.push(target.clone());
             }
         } else {
@@ -308,7 +311,15 @@ impl Ops {
             let s = src.join(&name);
             if is_dir {
                 self.sync_dir(&s, &child, out)?;
-            } else if link_replace(&s, &self.fs(&child))? {
+            } else {
+                let fs = self.fs(&child);
+                if same_content(&s, &fs).map_err(|e| OpsError::io(&fs, e))? {
+                    continue;
+                }
+                // A changed file loses its old record first: missed until re-indexed,
+                // never found for words it no longer holds.
+                self.index.delete(&child)?;
+                link_replace(&s, &fs)?;
                 out.changed.push(child);
                 out.dirty.insert(dst.clone());
             }
@@ -470,12 +481,8 @@ fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result
     Ok(())
 }
 
-/// Put `src`'s content at `dst` atomically (hard link to a temp name, rename over), unless
-/// `dst` already holds the same bytes. Returns whether `dst` changed.
-fn link_replace(src: &Path, dst: &Path) -> Result<bool> {
-    if same_content(src, dst).map_err(|e| OpsError::io(dst, e))? {
-        return Ok(false);
-    }
+/// Put `src`'s content at `dst` atomically: a hard link to a temp name, renamed over.
+fn link_replace(src: &Path, dst: &Path) -> Result<()> {
     let dir = dst.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple()));
     if let Err(e) = std::fs::hard_link(src, &tmp) {
@@ -486,7 +493,7 @@ fn link_replace(src: &Path, dst: &Path) -> Result<bool> {
         let _ = std::fs::remove_file(&tmp);
         return Err(OpsError::io(dst, e));
     }
-    Ok(true)
+    Ok(())
 }
 
 fn same_content(a: &Path, b: &Path) -> io::Result<bool> {

@@ -1,8 +1,9 @@
 //! Writes of one file (what the mount calls on close) and the notifications the mount sends
 //! for changes it made itself.
 //!
-//! Under the file's EXACT lock the embedding and the parent's summary are enqueued *before*
-//! the bytes are written: a crash after the write can then not leave a file without its job,
+//! Under the file's EXACT lock its old record is dropped (a search misses it rather than
+//! naming it for text it no longer holds) and the embedding and the parent's summary are
+//! enqueued *before* the bytes are written: a crash after the write can then not leave a file without its job,
 //! and a job that runs early and reads the old bytes finds, under the same lock, that the
 //! version changed and retries (or a newer job of its key supersedes it).
 
@@ -28,6 +29,9 @@ impl Ops {
             return Err(OpsError::IsADirectory(p.uri()));
         }
         crate::crash_point!("write.locked");
+        // The old record would name this file for words it is about to lose: better no
+        // result until the job has indexed the new content than a wrong one.
+        self.index.delete(p)?;
         self.queue.enqueue_many(&self.jobs_for_file(p))?;
         crate::crash_point!("write.enqueued");
         write_atomic(&fs, bytes)?;
