@@ -341,3 +341,26 @@ fn a_permanent_model_failure_is_recorded_and_nothing_is_lost() {
         "no dead or pending session_commit job is left"
     );
 }
+
+#[test]
+fn a_commit_never_leaves_search_naming_the_live_file_for_archived_text() {
+    let ws = Ws::new();
+    ws.ok(&[
+        "session",
+        "add",
+        "r",
+        "user",
+        "The quarterly budget review is on Friday.",
+    ]);
+    ws.ok(&["wait"]);
+    let live = "viking://user/default/sessions/r/messages.jsonl";
+    assert!(
+        find(&ws, "quarterly budget review", "viking://session/r").contains(&live.to_string()),
+        "the live file is indexed before the commit"
+    );
+    // Phase 1 only: nothing re-indexes the live file yet, and it no longer holds the text.
+    ws.ok(&["session", "commit", "r"]);
+    assert!(ws.live("r").is_empty());
+    let hits = find(&ws, "quarterly budget review", "viking://session/r");
+    assert!(!hits.contains(&live.to_string()), "{hits:?}");
+}

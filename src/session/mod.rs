@@ -54,6 +54,8 @@ pub enum SessionError {
     Queue(#[from] QueueError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("index: {0}")]
+    Index(String),
     #[error("{0:?} names no session (expected SID, viking://session/SID or viking://user/UID/sessions/SID)")]
     NotASession(String),
     #[error("session {0} does not exist")]
@@ -82,26 +84,48 @@ impl SessionError {
     }
 }
 
-/// What every session operation works with: the files, their locks, and the durable queue.
+/// What every session operation works with: the files, their locks, the durable queue, and —
+/// for the commands that index — the index, so that a commit can drop the live file's record
+/// before cutting text out of it.
 #[derive(Clone)]
 pub struct Sessions {
     pub ws: Workspace,
     pub locks: Arc<LockManager>,
     pub queue: Queue,
+    index: Option<Arc<Ops>>,
 }
 
 impl Sessions {
+    /// Sessions without the index (appending and reading need none).
     pub fn new(ws: Workspace, locks: Arc<LockManager>, queue: Queue) -> Sessions {
-        Sessions { ws, locks, queue }
+        Sessions {
+            ws,
+            locks,
+            queue,
+            index: None,
+        }
     }
 
-    /// Sessions sharing an operations engine's workspace, locks and queue.
-    pub fn from_ops(ops: &Ops) -> Sessions {
-        Sessions::new(
-            ops.workspace().clone(),
-            ops.locks().clone(),
-            ops.queue().clone(),
-        )
+    /// Sessions sharing an operations engine's workspace, locks, queue and index.
+    pub fn from_ops(ops: &Arc<Ops>) -> Sessions {
+        Sessions {
+            ws: ops.workspace().clone(),
+            locks: ops.locks().clone(),
+            queue: ops.queue().clone(),
+            index: Some(ops.clone()),
+        }
+    }
+
+    /// Drop the index records of `p` (records first: a search misses the file until its job
+    /// re-indexes it, rather than naming it for text it no longer holds). Without an index
+    /// at hand, the queued embedding job replaces the record a little later.
+    fn forget_records(&self, p: &VPath) -> Result<(), SessionError> {
+        if let Some(ops) = &self.index {
+            ops.index()
+                .delete(p)
+                .map_err(|e| SessionError::Index(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Files changed: queue their embeddings and their directories' summaries, as the

@@ -226,6 +226,7 @@ impl Sessions {
         // meanwhile cannot take its EXACT lock under our TREE; it retries and reads the end
         // state.
         self.notify_written(&[s.messages(), s.meta()])?;
+        self.forget_records(&s.messages())?;
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.marked_trimming");
         let live_path = self.ws.fs_path(&s.messages());
