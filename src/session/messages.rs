@@ -1,10 +1,11 @@
 //! Adding lines to a session's live `messages.jsonl`, and reading it back.
 //!
-//! An append takes the EXACT lock on the file (so it never interleaves with a commit, which
-//! holds the session's TREE lock), opens it with `O_APPEND` and writes the whole line in one
-//! `write(2)`, so concurrent appenders through the mount or a plain `>>` never tear each
-//! other's lines. Before appending, it finishes any commit a crash left pending: the trim of
-//! the live file relies on nothing being appended between a crash and its recovery.
+//! An append takes the EXACT locks of the file and of `.meta.json` (so it never interleaves
+//! with a commit, which holds the session's TREE lock), opens the file with `O_APPEND` and
+//! writes the whole line in one `write(2)`, so concurrent appenders through the mount or a
+//! plain `>>` never tear each other's lines; then it counts itself in `.meta.json`. Before
+//! appending, it finishes any commit a crash left pending, so that recovery never has to tell
+//! its own half-done trim from lines appended after the crash (see `trim.rs`).
 
 use std::io::Write;
 
