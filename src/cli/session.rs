@@ -179,6 +179,7 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
     let mut archives = Vec::new();
     for n in layout::archives_on_disk(ws, &s)? {
         let done = ws.fs_path(&s.archive_file(n, DONE)).exists();
+        let failed = ws.fs_path(&s.archive_file(n, layout::FAILED)).exists();
         let diff: Option<serde_json::Value> =
             std::fs::read(ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
                 .ok()
@@ -187,6 +188,7 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
             "archive": layout::archive_name(n),
             "uri": s.archive(n).uri(),
             "done": done,
+            "failed": failed && !done,
             "memory_summary": diff.map(|d| d["summary"].clone()),
         }));
     }
@@ -217,8 +219,10 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
         println!(
             "# {} {}",
             a["archive"].as_str().unwrap_or_default(),
-            if a["done"].as_bool() == Some(true) {
+            if a["done"] == true {
                 "done"
+            } else if a["failed"] == true {
+                "failed (see .failed.json; `vikingfs session recover --requeue` retries)"
             } else {
                 "processing"
             }
