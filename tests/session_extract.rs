@@ -81,6 +81,11 @@ fn local_extractor_writes_findable_memories_once() {
         .session_dir("chat")
         .join("history/archive_001/.done")
         .is_file());
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(ws.session_dir("chat").join(".meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["memories_extracted"]["total"], mems.len(), "{meta}");
+    assert_eq!(meta["memories_extracted"]["preferences"], 1, "{meta}");
 
     // Findable: the preference memory is the best hit for what it says.
     let hits = find(&ws, "dark mode", "viking://user/default");

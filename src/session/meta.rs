@@ -44,6 +44,11 @@ pub struct Meta {
     pub commit_count: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_commit_at: Option<String>,
+    /// Memories written by this session's commits, per category and `total` (OpenViking's
+    /// counters), recounted from the archives' `memory_diff.json` so a resumed job never
+    /// counts twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memories_extracted: Option<std::collections::BTreeMap<String, u64>>,
     /// Lines the last commit left in the live file (OpenViking's `keep_recent_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_recent_count: Option<u64>,

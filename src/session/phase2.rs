@@ -175,6 +175,7 @@ impl SessionCommitHandler {
         }
 
         self.index_archive(s, n)?;
+        self.count_memories(s)?;
         crate::crash_point!("session.job.indexed");
 
         // OpenViking's `.done` names the first and last message archived.
@@ -282,6 +283,40 @@ impl SessionCommitHandler {
         }
         // `history/` summarises its archives: queue its regeneration.
         self.sessions.notify_dirs(&[s.history()])?;
+        Ok(())
+    }
+
+    /// Recount `memories_extracted` in `.meta.json` from every archive's `memory_diff.json`
+    /// (idempotent, unlike adding this archive's counts), under `.meta.json`'s EXACT lock.
+    fn count_memories(&self, s: &SessionPath) -> Result<(), Phase2Error> {
+        let ws = &self.sessions.ws;
+        let mut counts: std::collections::BTreeMap<String, u64> =
+            ["profile", "preferences", "entities", "events"]
+                .iter()
+                .map(|c| (c.to_string(), 0))
+                .collect();
+        for a in super::layout::archives_on_disk(ws, s)? {
+            if let Some(d) = self.load_diff(s, a)? {
+                for e in d.adds.iter().chain(&d.updates) {
+                    let c = serde_json::to_value(e.category)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    *counts.entry(c).or_default() += 1;
+                }
+            }
+        }
+        let total = counts.values().sum();
+        counts.insert("total".into(), total);
+        let _guard = self
+            .sessions
+            .locks
+            .acquire(&[(s.meta(), LockKind::Exact)], LOCK_WAIT)?;
+        let mut meta = Meta::load(ws, s)?;
+        if meta.memories_extracted.as_ref() != Some(&counts) {
+            meta.memories_extracted = Some(counts);
+            meta.store_counts(ws, s)?;
+        }
         Ok(())
     }
 
