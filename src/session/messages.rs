@@ -57,6 +57,9 @@ impl Sessions {
                 continue;
             }
             Meta::create_if_missing(&self.ws, s)?;
+            // Queued before the write, under our locks: a job that runs at once waits for
+            // them and reads the new line; a crash after the write cannot leave it unqueued.
+            self.notify_written(&[s.messages(), s.meta()])?;
             let mut f = fsx::open_append(&path)?;
             crate::crash_point!("session.add.before_write");
             let n = f.write(&buf).map_err(|e| SessionError::io(&path, e))?;
@@ -76,7 +79,6 @@ impl Sessions {
             meta.total_message_count = meta.total_message_count.map(|n| n + 1);
             meta.store_counts(&self.ws, s)?;
             drop(guard);
-            self.notify_written(&[s.messages(), s.meta()])?;
             return Ok(());
         }
         Err(SessionError::Diverged {

@@ -315,6 +315,8 @@ impl SessionCommitHandler {
         let mut meta = Meta::load(ws, s)?;
         if meta.memories_extracted.as_ref() != Some(&counts) {
             meta.memories_extracted = Some(counts);
+            // Queued first (the file exists): its job re-reads it once our lock is gone.
+            self.sessions.notify_written(&[s.meta()])?;
             meta.store_counts(ws, s)?;
         }
         Ok(())
