@@ -129,6 +129,10 @@ fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> 
     let s = SessionPath::resolve(&sessions.ws, session)?;
     let m = new_message(role, text)?;
     sessions.add_message(&s, &m)?;
+    // As the other one-shot commands do (cli/ops.rs `done`): skip the queue database's last
+    // close, whose checkpoint costs more fsyncs than the append itself; the WAL holds every
+    // commit and the next process reads it.
+    std::mem::forget(sessions);
     Ok(0)
 }
 
