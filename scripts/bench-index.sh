@@ -6,3 +6,7 @@ cd "$(dirname "$0")/.."
 
 echo "== find latency (benches/index.rs)"
 cargo bench --bench index -- "$@"
+
+echo
+echo "== queue: enqueue + complete throughput of 10,000 jobs (benches/queue.rs)"
+cargo bench --bench queue

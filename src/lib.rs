@@ -5,15 +5,16 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod embed;
 pub mod failpoint;
+pub mod fs;
+pub mod fuse;
 pub mod index;
 pub mod lock;
 pub mod ops;
 pub mod queue;
 pub mod semantic;
 pub mod session;
-pub mod fs;
-pub mod fuse;
 pub mod uri;
 pub mod workspace;

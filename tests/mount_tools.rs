@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, ok, sh, tree, Mount};
+use common::{fails, ls_user, ok, sh, stale_token, user_tree, Mount};
 
 #[test]
 fn root_shows_the_scopes_and_type_is_fuse_vikingfs() {
@@ -30,19 +30,23 @@ fn copy_move_append_remove_with_plain_tools() {
     }
     let r = m.res();
     ok(&r, &format!("cp -r {} tree", src.display()));
-    assert_eq!(tree(&r.join("tree")), tree(&src));
-    assert_eq!(tree(&m.backing().join("tree")), tree(&src));
+    // The workers may have summarised the copy meanwhile: compare what users made.
+    assert_eq!(user_tree(&r.join("tree")), user_tree(&src));
+    assert_eq!(user_tree(&m.backing().join("tree")), user_tree(&src));
     ok(&r, "echo more >> tree/a.md");
     assert_eq!(ok(&r, "cat tree/a.md"), "content 0\nmore\n");
     ok(&r, "mv tree moved && touch moved/new.md");
     assert!(!m.backing().join("tree").exists());
     assert_eq!(
-        ok(&r, "find moved -type f | sort"),
+        ok(
+            &r,
+            "find moved -type f ! -name .abstract.md ! -name .overview.md | sort"
+        ),
         "moved/a.md\nmoved/d/b.md\nmoved/d/e/c.md\nmoved/new.md\n"
     );
     ok(&r, "rm -rf moved");
-    assert_eq!(ok(&r, "ls -A"), "");
-    assert_eq!(std::fs::read_dir(m.backing()).unwrap().count(), 0);
+    assert_eq!(ls_user(&r), "");
+    assert_eq!(ls_user(&m.backing()), "");
 }
 
 #[test]
@@ -66,15 +70,17 @@ fn internal_names_are_invisible_and_sidecars_read_only() {
     let m = Mount::new();
     let b = m.backing().join("d");
     std::fs::create_dir_all(&b).unwrap();
-    std::fs::write(b.join(".path.ovlock"), "lock").unwrap();
-    std::fs::write(b.join(".exact.ovlock.abc"), "lock").unwrap();
+    // Lock files a crashed OpenViking process left behind.
+    std::fs::write(b.join(".path.ovlock"), stale_token('T')).unwrap();
+    std::fs::write(b.join(".exact.ovlock.abc"), stale_token('E')).unwrap();
     std::fs::write(b.join(".redirect.json"), "{}").unwrap();
     std::fs::write(b.join(".abstract.md"), "summary").unwrap();
     std::fs::write(b.join(".overview.md"), "overview").unwrap();
     let d = m.res().join("d");
     assert_eq!(ok(&d, "ls -a"), ".\n..\n.abstract.md\n.overview.md\n");
-    ok(&d, "echo x > f");
+    // Read before anything changes in d (a change has the workers write a new summary).
     assert_eq!(ok(&d, "cat .abstract.md"), "summary");
+    ok(&d, "echo x > f");
     fails(&d, "cat .path.ovlock");
     fails(&d, "cat .redirect.json");
     let e = fails(&d, "touch .vikingfs.x");
@@ -98,7 +104,7 @@ fn sidecars_go_with_rm_rf_of_a_full_directory() {
     for d in [b.parent().unwrap(), &b] {
         std::fs::write(d.join(".abstract.md"), "summary").unwrap();
         std::fs::write(d.join(".overview.md"), "overview").unwrap();
-        std::fs::write(d.join(".path.ovlock"), "").unwrap();
+        std::fs::write(d.join(".path.ovlock"), stale_token('T')).unwrap();
     }
     std::fs::write(b.join("zzz.md"), "user file").unwrap();
     ok(&m.res(), "rm -rf d");
@@ -203,4 +209,32 @@ fn umount_of_a_busy_mount_says_so_and_keeps_it() {
     assert!(err.contains("is busy"), "{err}");
     assert_eq!(ok(&m.res(), "cat f"), "x\n");
     drop(f);
+}
+
+#[test]
+fn rename_exchange_is_refused_with_einval_and_changes_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "echo one > a && mkdir d && echo two > d/b");
+    let before = user_tree(&r);
+    let c = |p: &str| std::ffi::CString::new(r.join(p).as_os_str().as_bytes()).unwrap();
+    for (x, y) in [("a", "d/b"), ("a", "d")] {
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                c(x).as_ptr(),
+                libc::AT_FDCWD,
+                c(y).as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        assert_eq!(rc, -1, "RENAME_EXCHANGE of {x} and {y} succeeded");
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EINVAL)
+        );
+    }
+    assert_eq!(user_tree(&r), before);
+    assert_eq!(user_tree(&m.backing()), before);
 }

@@ -16,8 +16,13 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 
 use crate::cli::Ctx;
+use crate::config::Config;
+use crate::daemon::{self, Registration};
+use crate::fs::locked::LockedMutations;
 use crate::fs::{sys, VikingFs};
 use crate::fuse::mount::{self, Mounted};
+use crate::ops::Ops;
+use crate::queue::WorkerPool;
 use crate::workspace::Workspace;
 
 /// Environment variable naming the readiness pipe's write end in the daemon.
@@ -72,7 +77,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
         .map_err(|e| anyhow!("workspace {}: {e}", args.workspace_dir.display()))?;
     if args.foreground {
-        return serve(ws, &mp, &opts, args.pid_file.as_deref());
+        return serve(ws, &ctx.config, &mp, &opts, args.pid_file.as_deref());
     }
     daemonise(&ws, &mp, config_path, args)
 }
@@ -166,16 +171,11 @@ fn signal_set() -> nix::sys::signal::SigSet {
 /// The daemon: mount, report readiness, wait for a signal or an external unmount, unmount.
 fn serve(
     ws: Workspace,
+    config: &Config,
     mp: &Path,
     opts: &mount::MountOptions,
     pid_file: Option<&Path>,
 ) -> anyhow::Result<i32> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("VIKINGFS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
     // Modes arrive already masked by the caller's umask.
     unsafe { libc::umask(0) };
     sys::raise_nofile_limit();
@@ -183,10 +183,18 @@ fn serve(
     let set = signal_set();
     set.thread_block().context("block signals")?;
 
-    let started = (|| -> anyhow::Result<Mounted> {
-        // Hook: the locked operations replace DirectMutations here, and the job worker pool
-        // starts here (and hands back its claimed jobs after `stop` below).
-        let core = Arc::new(VikingFs::direct(&ws).map_err(|e| anyhow!("{e}"))?);
+    let started = (|| -> anyhow::Result<(Mounted, WorkerPool, Registration)> {
+        // Every mutation through the mount is a locked operation; opening the operations also
+        // finishes what a crashed process left half-done.
+        let ops = Ops::open(&ws, config).context("open the workspace's stores")?;
+        let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
+        let core = Arc::new(VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?);
+        // The daemon drains the queues: summaries, embeddings, session memories.
+        let pool = WorkerPool::start(
+            ops.queue().clone(),
+            crate::cli::ops::handlers(&ops, config),
+            crate::ops::jobs::pool_options(),
+        );
         let pid = std::process::id() as i32;
         let mounted = Mounted::start(core, ws.root(), mp, opts, move || {
             // An external unmount ended the session: wake the main thread.
@@ -196,11 +204,15 @@ fn serve(
             std::fs::write(p, format!("{pid}\n"))
                 .with_context(|| format!("pid file {}", p.display()))?;
         }
-        Ok(mounted)
+        let reg = daemon::register(&ws, Some(mp), true).context("daemon registry")?;
+        Ok((mounted, pool, reg))
     })();
-    let mounted = match started {
+    let (mounted, pool, _reg) = match started {
         Ok(m) => {
             report_ready(Ok(()));
+            // systemd (Type=notify): the unit is active once the mount is live.
+            let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+            tracing::info!(mountpoint = %mp.display(), workspace = %ws.root().display(), "mounted");
             m
         }
         Err(e) => {
@@ -210,7 +222,12 @@ fn serve(
     };
     let sig = set.wait().context("sigwait")?;
     tracing::info!(signal = ?sig, "stopping");
-    mounted.stop().context("unmount")?;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    // Stop claiming new jobs now; the ones in flight finish while the mount goes away.
+    pool.begin_stop();
+    let unmounted = mounted.stop().context("unmount");
+    pool.stop();
+    unmounted?;
     if let Some(p) = pid_file {
         let _ = std::fs::remove_file(p);
     }

@@ -78,3 +78,8 @@ pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
     }
     done(ops, 0)
 }
+
+/// Every job handler of this process (the mount daemon's worker pool and `vikingfs wait`).
+pub fn handlers(ops: &Arc<Ops>, config: &crate::config::Config) -> Vec<crate::queue::HandlerSpec> {
+    crate::ops::jobs::handlers(ops, &config.workers)
+}

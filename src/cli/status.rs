@@ -1,5 +1,6 @@
-//! `vikingfs status [--json]`: the state of the job queues (per queue: pending, running, dead
-//! with their last errors, oldest job age). Sections are built by separate functions so other
+//! `vikingfs status [--json] [--watch]`: running daemons and their mounts, the job queues (per
+//! queue: pending, running, dead with their last errors, oldest job age), held and stale locks,
+//! and the index size. Sections are built by separate functions so other
 //! subsystems (locks, index) can add theirs to the same JSON object and text.
 
 use std::time::Duration;
@@ -7,28 +8,124 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::Ctx;
+use crate::daemon;
+use crate::embed;
+use crate::index::Index;
+use crate::lock::LockManager;
 use crate::queue::{Queue, QueueStats, KNOWN_QUEUES};
+use crate::workspace::Workspace;
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
-    /// Print one JSON object (`{"queues": {NAME: {...}}}`) instead of text.
+    /// Print one JSON object (`{"daemons": [...], "queues": {NAME: {...}}, "locks": {...},
+    /// "index": {...}}`) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Refresh every SECS seconds (default 2) until interrupted.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    pub watch: Option<f64>,
 }
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
     let ws = ctx.workspace()?;
+    let Some(every) = args.watch else {
+        print!("{}", render(ctx, &ws, args.json)?);
+        return Ok(0);
+    };
+    if !every.is_finite() || every < 0.1 {
+        anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
+    }
+    loop {
+        let text = render(ctx, &ws, args.json)?;
+        // Clear the screen on a terminal, like watch(1); plain output otherwise.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            print!("\x1b[H\x1b[2J");
+        }
+        print!("{text}");
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        std::thread::sleep(Duration::from_secs_f64(every));
+    }
+}
+
+fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     let queue = Queue::open(&ws.queue_db())?;
     let stats = queue_stats(&queue)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "queues": queues_json(&stats) }))?
-        );
-    } else {
-        print!("{}", queues_text(&stats));
+    let daemons = daemon::running(ws)?;
+    let locks = LockManager::new(ws, ctx.config.lock.clone())?.list()?;
+    let index = index_section(ctx, ws);
+    if as_json {
+        let stale = locks.iter().filter(|l| l.stale).count();
+        let v = json!({
+            "workspace": ws.root(),
+            "daemons": daemons,
+            "queues": queues_json(&stats),
+            "locks": {"held": locks.len() - stale, "stale": stale, "list": locks},
+            "index": index,
+        });
+        return Ok(serde_json::to_string_pretty(&v)? + "\n");
     }
-    Ok(0)
+    let mut out = format!("workspace: {}\n", ws.root().display());
+    if daemons.is_empty() {
+        out += "daemons: none (queues are drained only by `--wait` commands and `vikingfs wait`)\n";
+    } else {
+        out += "daemons:\n";
+        for d in &daemons {
+            let mp = d
+                .mountpoint
+                .as_ref()
+                .map(|m| format!("mounted at {}", m.display()))
+                .unwrap_or_else(|| "no mount".into());
+            let w = if d.workers { ", workers" } else { "" };
+            out += &format!("  pid {}  {mp}{w}  vikingfs {}\n", d.pid, d.version);
+        }
+    }
+    out += &queues_text(&stats);
+    let stale = locks.iter().filter(|l| l.stale).count();
+    out += &format!("locks: {} held, {} stale\n", locks.len() - stale, stale);
+    for l in &locks {
+        let why = l
+            .stale_reason
+            .as_deref()
+            .map(|r| format!("  STALE: {r}"))
+            .unwrap_or_default();
+        out += &format!(
+            "  {:<5} {}  owner {}  age {}{why}\n",
+            l.kind.as_str(),
+            l.uri,
+            l.owner,
+            human(Duration::from_secs_f64(l.age_secs.max(0.0)))
+        );
+    }
+    match index.get("error") {
+        Some(e) => out += &format!("index: {}\n", e.as_str().unwrap_or_default()),
+        None => {
+            out += &format!(
+                "index: {} records, {} bytes, model {}\n",
+                index["records"], index["bytes"], index["model"]
+            )
+        }
+    }
+    Ok(out)
+}
+
+/// Record count, size on disk and model of the index; an `error` key when it can't be read.
+fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
+    let bytes: u64 = ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suf| {
+            let mut p = ws.index_db().into_os_string();
+            p.push(suf);
+            std::fs::metadata(p).ok().map(|m| m.len())
+        })
+        .sum();
+    let opened = embed::from_config(&ctx.config.embedding)
+        .map_err(anyhow::Error::from)
+        .and_then(|e| Ok(Index::open(&ws.index_db(), e.dim(), &e.model_id())?));
+    match opened.and_then(|i| Ok((i.count()?, i.model_id().to_string()))) {
+        Ok((n, model)) => json!({"records": n, "bytes": bytes, "model": model}),
+        Err(e) => json!({"error": format!("{e:#}"), "bytes": bytes}),
+    }
 }
 
 /// Stats of every queue with jobs, plus the project's queues even when empty, sorted by name.

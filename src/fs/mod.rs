@@ -11,6 +11,7 @@ mod dir;
 pub mod error;
 pub mod handles;
 pub mod inode;
+pub mod locked;
 pub mod mutations;
 pub mod sys;
 mod xattr;
@@ -488,6 +489,15 @@ impl VikingFs {
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
+    /// Must I/O on this inode come through the daemon (no passthrough), so that each write
+    /// takes its lock? See [`Mutations::locks_each_write`].
+    pub fn daemon_io(&self, ino: u64) -> bool {
+        let Ok(inode) = self.inodes.get(ino) else {
+            return false;
+        };
+        matches!(self.vpath(&inode), Ok(Some(p)) if self.mutations.locks_each_write(&p))
+    }
+
     /// The backing file of an open handle (the FUSE adapter hands it to the kernel for
     /// passthrough I/O).
     pub fn backing_fd(&self, fh: u64) -> FsResult<OwnedFd> {
@@ -514,12 +524,19 @@ impl VikingFs {
         Ok(buf)
     }
 
+    /// A write through the daemon goes through the mutation seam (the locked operations take
+    /// the file's EXACT lock for it); a file with no name left is written directly.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let h = self.handles.file(fh)?;
         h.mark_written();
-        h.file
-            .write_all_at(data, offset)
-            .map_err(|e| FsError::io("write", e))?;
+        let inode = self.inodes.get(h.ino)?;
+        match self.vpath(&inode)? {
+            Some(p) => self.mutations.write(&p, &h.file, offset, data)?,
+            None => h
+                .file
+                .write_all_at(data, offset)
+                .map_err(|e| FsError::io("write", e))?,
+        }
         Ok(data.len() as u32)
     }
 

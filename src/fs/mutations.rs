@@ -82,6 +82,19 @@ pub trait Mutations: Send + Sync + 'static {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File>;
     /// Open an existing file for writing (O_WRONLY/O_RDWR, maybe O_TRUNC or O_APPEND).
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File>;
+    /// Write `data` at `offset` of the open `file`, which is `path` (O_APPEND files append
+    /// wherever `offset` points, as pwrite(2) does on Linux).
+    fn write(&self, path: &VPath, file: &File, offset: u64, data: &[u8]) -> MResult<()> {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(data, offset)
+            .map_err(|e| MutationError::io("write", path, e))
+    }
+    /// Must every write to `path` come through [`Mutations::write`] (no FUSE passthrough)?
+    /// True where a writer must be serialised with an operation that rewrites the file in
+    /// place under a lock (a session's `messages.jsonl` and a commit).
+    fn locks_each_write(&self, _path: &VPath) -> bool {
+        false
+    }
     /// A handle that wrote to (or created) `path` was released: the file's content changed.
     fn file_written(&self, path: &VPath);
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()>;
@@ -124,6 +137,13 @@ impl DirectMutations {
 
     fn fd(&self) -> RawFd {
         self.root.as_raw_fd()
+    }
+
+    /// Whether `p` is a directory now (not following a final symlink).
+    pub fn is_dir(&self, p: &VPath) -> bool {
+        rel(p).is_ok_and(|c| {
+            sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes())).is_ok_and(|st| sys::is_dir(&st))
+        })
     }
 
     /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.

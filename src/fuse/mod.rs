@@ -358,6 +358,11 @@ impl fuser::Filesystem for FuseFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.run(move |s| match s.core.open(ino.0, flags.0) {
+            // Every write of such a file takes its lock in the daemon: no passthrough, and no
+            // page cache, so an O_APPEND write lands at the file's real end.
+            Ok(fh) if s.core.daemon_io(ino.0) => {
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            }
             Ok(fh) => match s.backing_for(fh, ino.0, |fd| reply.open_backing(fd)) {
                 Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
                 None => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -680,6 +685,13 @@ impl fuser::Filesystem for FuseFs {
         let (name, who) = (name.to_owned(), owner(req));
         self.run(
             move |s| match s.core.create(parent.0, &name, mode, flags, who) {
+                Ok((a, fh)) if s.core.daemon_io(a.ino) => reply.created(
+                    &TTL,
+                    &file_attr(&a),
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_DIRECT_IO,
+                ),
                 Ok((a, fh)) => {
                     let attr = file_attr(&a);
                     match s.backing_for(fh, a.ino, |fd| reply.open_backing(fd)) {

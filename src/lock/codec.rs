@@ -104,6 +104,20 @@ pub fn process_start(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// [`process_start`] of a process that still runs: `None` also for one that has exited and
+/// waits for its parent to reap it (a zombie, state `Z`, or `X` while being reaped). A
+/// daemon killed with SIGKILL stays a zombie until reaped, and its locks must be free at once.
+pub fn running_process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    // Field 22 overall: the 20th after the state.
+    fields.nth(18)?.parse().ok()
+}
+
 /// The owner-name prefix of this process: `vfs-{host}-{pid}-{start}-`.
 pub fn process_owner_prefix() -> &'static str {
     static P: OnceLock<String> = OnceLock::new();
@@ -153,7 +167,7 @@ pub fn liveness(owner: &str) -> Liveness {
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return Liveness::Unknown;
     };
-    match process_start(pid) {
+    match running_process_start(pid) {
         None => Liveness::Dead(format!("owner process {pid} is gone")),
         Some(s) if s != start => Liveness::Dead(format!(
             "owner process {pid} is gone (pid reused by a process started later)"
@@ -165,6 +179,24 @@ pub fn liveness(owner: &str) -> Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_owner_is_dead() {
+        // A child that exited and is not reaped yet: a zombie.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while running_process_start(pid).is_some() {
+            assert!(std::time::Instant::now() < deadline, "child never exited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let start = process_start(pid).expect("a zombie still has its /proc entry");
+        let owner = format!("{PREFIX}{}-{pid}-{start}-1", host_id());
+        assert!(matches!(liveness(&owner), Liveness::Dead(_)));
+        child.wait().unwrap();
+        let me = process_owner_prefix().to_string() + "1";
+        assert_eq!(liveness(&me), Liveness::Alive);
+    }
 
     #[test]
     fn round_trips_tokens() {

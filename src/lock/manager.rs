@@ -50,6 +50,11 @@ pub struct LockManager {
 struct Handle {
     id: u64,
     owner: Arc<str>,
+    /// May taking a lock create the directories its lock file needs? Not for work on paths
+    /// that exist already (see [`LockManager::acquire_existing`]).
+    create_dirs: bool,
+    /// Background work (a job's write-back): yields to blocked foreground requests.
+    background: bool,
 }
 
 /// Holds a set of locks; releases them on drop (also on error and panic paths).
@@ -145,6 +150,45 @@ impl LockManager {
         let handle = Arc::new(Handle {
             id,
             owner: codec::new_owner().into(),
+            create_dirs: true,
+            background: false,
+        });
+        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+    }
+
+    /// [`acquire`](Self::acquire) for a change to paths whose directories exist: a lock file
+    /// whose directory is missing is not created (nor the directory), the batch fails with
+    /// [`LockError::Gone`] instead. A background job or a change through the mount that lost
+    /// a race with an rm of the directory must not bring the directory back.
+    pub fn acquire_existing(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(Handle {
+            id,
+            owner: codec::new_owner().into(),
+            create_dirs: false,
+            background: false,
+        });
+        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+    }
+
+    /// [`acquire_existing`](Self::acquire_existing) for background work: it also waits for
+    /// foreground requests of this process that are blocked on a conflicting lock, so a
+    /// user's operation is never starved by a stream of job write-backs.
+    pub fn acquire_background(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(Handle {
+            id,
+            owner: codec::new_owner().into(),
+            create_dirs: false,
+            background: true,
         });
         Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
     }
@@ -181,19 +225,41 @@ impl Inner {
         loop {
             {
                 let mut t = this.table.lock();
-                while let Some(e) = t.conflict(reqs, handle.id) {
+                let mut listed = false;
+                loop {
+                    let blocker = t.conflict(reqs, handle.id).or_else(|| {
+                        // Background work lets a blocked foreground request go first.
+                        handle
+                            .background
+                            .then(|| t.conflict_waiting(reqs, handle.id))
+                            .flatten()
+                    });
+                    let Some(e) = blocker else { break };
                     if Instant::now() >= deadline {
-                        return Err(LockError::Busy {
+                        let busy = LockError::Busy {
                             path: e.path.uri(),
                             kind: e.kind,
                             owner: e.owner.to_string(),
-                        });
+                        };
+                        if listed {
+                            t.stop_waiting(id);
+                            this.released.notify_all();
+                        }
+                        return Err(busy);
+                    }
+                    if !handle.background && !listed {
+                        t.wait(reqs, handle.id, id, &handle.owner);
+                        listed = true;
                     }
                     this.released.wait_until(&mut t, deadline);
                 }
+                if listed {
+                    t.stop_waiting(id);
+                    this.released.notify_all();
+                }
                 t.insert(reqs, handle.id, id, &handle.owner);
             }
-            match this.take_all(reqs, &handle.owner) {
+            match this.take_all(reqs, &handle.owner, handle.create_dirs) {
                 Ok(held) => {
                     this.held.lock().insert(id, held);
                     return Ok(LockGuard {
@@ -220,11 +286,16 @@ impl Inner {
     }
 
     /// The disk protocol for a whole batch, all or nothing.
-    fn take_all(&self, reqs: &[(VPath, LockKind)], me: &str) -> Result<Vec<Held>, LockError> {
+    fn take_all(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        me: &str,
+        create_dirs: bool,
+    ) -> Result<Vec<Held>, LockError> {
         let eng = self.engine();
         let mut held = Vec::with_capacity(reqs.len());
         for (p, k) in reqs {
-            match eng.take(p, *k, me) {
+            match eng.take(p, *k, me, create_dirs) {
                 Ok(Some(h)) => held.push(h),
                 Ok(None) => {}
                 Err(e) => {
@@ -414,6 +485,8 @@ impl LockManager {
         let handle = Arc::new(Handle {
             id,
             owner: owner.into(),
+            create_dirs: true,
+            background: false,
         });
         Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
     }

@@ -88,6 +88,10 @@ pub enum LockError {
     /// A lock was asked on a path below a regular file.
     #[error("{path} is not a directory, nothing can be locked below it")]
     NotADirectory { path: String },
+    /// The directory the lock file goes in is gone, and this lock may not create it
+    /// ([`LockManager::acquire_existing`]): the path was removed meanwhile.
+    #[error("{path}: its directory is gone")]
+    Gone { path: String },
     /// A lock this guard held was taken away (it had not been refreshed in time).
     #[error("lock file {file} no longer holds our token")]
     Lost { file: PathBuf },

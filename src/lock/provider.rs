@@ -46,7 +46,17 @@ pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
 
 /// Create a lock file holding `token`; fails with `AlreadyExists` when any lock file is there.
 /// The open file is returned so the holder can release it later without opening it again.
+///
+/// The token is written into an anonymous file (O_TMPFILE) that is then linked under the lock
+/// file's name, which fails if the name exists: the lock file appears with its token, never
+/// empty. A process killed between a plain create and its write would leave an empty file,
+/// which counts as held (a token being written) until lock_expire, although its owner is dead.
+/// Filesystems without O_TMPFILE fall back to create-then-write.
 pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<File> {
+    match create_linked(path, token) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {}
+        r => return r,
+    }
     let f = OpenOptions::new()
         .read(true)
         .write(true)
@@ -57,6 +67,39 @@ pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<File> {
     if let Err(e) = f.write_all_at(token, 0) {
         let _ = std::fs::remove_file(path);
         return Err(e);
+    }
+    Ok(f)
+}
+
+/// [`create_excl`] through an O_TMPFILE file linked into place.
+fn create_linked(path: &Path, token: &[u8]) -> io::Result<File> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o644)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)?;
+    f.write_all_at(token, 0)?;
+    let src = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let dst = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: two valid C strings; linkat does not keep them.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(f)
 }

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::{is_source_name, source_version, stat, write_atomic, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::index::{Level, Record};
-use crate::lock::{LockGuard, LockKind};
+use crate::lock::{LockError, LockGuard, LockKind};
 use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
 use crate::semantic::summary::{Child, DirInput};
 use crate::uri::VPath;
@@ -63,6 +63,14 @@ pub fn semantic_job(dir: &VPath, lifecycle: Option<&str>) -> NewJob {
 /// Does a directory get a summary? Every directory but the namespace root.
 pub(crate) fn has_summary(dir: &VPath) -> bool {
     !dir.is_root()
+}
+
+/// What a job's write-back lock came to.
+enum JobLock {
+    /// Held (`None`: covered by a lifecycle lock held already).
+    Held(Option<LockGuard>),
+    /// The directory of a path to lock is gone.
+    Gone,
 }
 
 fn retry(e: impl std::fmt::Display) -> JobError {
@@ -154,12 +162,9 @@ impl Ops {
     /// the paths lie in: derived work is what a lifecycle waits for, so it proceeds under it).
     /// That TREE already keeps every other writer (rm, mv, writes) out of the resource, and a
     /// worker dying under it leaves no lock file of its own behind. A busy lock is a retryable
-    /// job error.
-    fn job_lock(
-        &self,
-        paths: &[VPath],
-        lifecycle: Option<&str>,
-    ) -> Result<Option<LockGuard>, JobError> {
+    /// job error. The lock never creates a directory: a path whose directory was removed
+    /// since the job read it is [`JobLock::Gone`].
+    fn job_lock(&self, paths: &[VPath], lifecycle: Option<&str>) -> Result<JobLock, JobError> {
         let covering = match lifecycle {
             Some(h) => Some(h.to_string()),
             None => self
@@ -172,15 +177,16 @@ impl Ops {
         };
         if let Some(h) = covering {
             if self.lifecycle_keep(&h)? {
-                return Ok(None);
+                return Ok(JobLock::Held(None));
             }
         }
         let reqs: Vec<(VPath, LockKind)> =
             paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
-        self.locks
-            .acquire(&reqs, self.job_lock_wait)
-            .map(Some)
-            .map_err(retry)
+        match self.locks.acquire_background(&reqs, self.job_lock_wait) {
+            Ok(g) => Ok(JobLock::Held(Some(g))),
+            Err(LockError::Gone { .. }) => Ok(JobLock::Gone),
+            Err(e) => Err(retry(e)),
+        }
     }
 
     fn job_finished(&self, job: &Job, lifecycle: Option<&str>) -> Result<(), JobError> {
@@ -230,7 +236,10 @@ impl Ops {
                 _ => None,
             };
             crate::crash_point!("job.embed.computed");
-            let _g = self.job_lock(std::slice::from_ref(p), lc)?;
+            // Its directory gone: whoever removed or moved it dealt with its record.
+            let JobLock::Held(_g) = self.job_lock(std::slice::from_ref(p), lc)? else {
+                return self.job_finished(job, lc);
+            };
             if !self.queue.is_current(job).map_err(retry)? {
                 // A newer version of this key is queued (or our lease was handed on): it
                 // will write the record.
@@ -344,7 +353,10 @@ impl Ops {
         let abs_path = dir.join(ABSTRACT_FILE).map_err(OpsError::from)?;
         let ov_path = dir.join(OVERVIEW_FILE).map_err(OpsError::from)?;
         {
-            let _g = self.job_lock(&[abs_path.clone(), ov_path.clone()], lc)?;
+            // The directory gone: rm or mv took its records.
+            let JobLock::Held(_g) = self.job_lock(&[abs_path.clone(), ov_path.clone()], lc)? else {
+                return self.job_finished(job, lc);
+            };
             if !self.queue.is_current(job).map_err(retry)? {
                 return Ok(());
             }

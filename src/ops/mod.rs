@@ -122,6 +122,7 @@ impl OpsError {
             OpsError::ScopeRoot(_) | OpsError::Derived(_) => libc::EPERM,
             OpsError::Busy(..) => libc::EBUSY,
             OpsError::Lock(LockError::NotADirectory { .. }) => libc::ENOTDIR,
+            OpsError::Lock(LockError::Gone { .. }) => libc::ENOENT,
             OpsError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             _ => libc::EIO,
         }

@@ -62,3 +62,21 @@ impl Ops {
         self.enqueue_parent_summary(p)
     }
 }
+
+impl Ops {
+    /// One change the mount makes to a single path (create, open for writing, a write, a
+    /// truncate, mkdir, link, symlink, setattr), done by `change` under the path's EXACT lock
+    /// with the foreground wait. The mount decides what to change; the lock is taken here, so
+    /// the FUSE side never touches a lock file. The lock never creates a directory: when the
+    /// path's directory was removed meanwhile, the change fails with ENOENT, as it would have.
+    pub fn under_exact<T>(
+        &self,
+        p: &VPath,
+        change: impl FnOnce() -> std::io::Result<T>,
+    ) -> Result<T> {
+        let _guard = self
+            .locks
+            .acquire_existing(&[(p.clone(), crate::lock::LockKind::Exact)], self.fg_wait)?;
+        change().map_err(|e| OpsError::io(self.fs(p), e))
+    }
+}

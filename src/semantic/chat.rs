@@ -25,9 +25,6 @@ pub use summarizer::ChatSummarizer;
 /// Whole-request timeout: models take 5 s to 60 s+ (seed, "session.commit()").
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Whether ureq was built with a TLS provider. It is not (Cargo.toml: `default-features = false`):
-/// without this check an https endpoint fails at every attempt with a "retryable" connect error.
-const TLS_SUPPORTED: bool = false;
 /// The most of an error body quoted in a message.
 const BODY_QUOTE_CHARS: usize = 300;
 
@@ -116,12 +113,6 @@ impl ChatClient {
             .api_base
             .as_deref()
             .ok_or_else(|| ChatError::Config("api_base is required".into()))?;
-        if base.starts_with("https://") && !TLS_SUPPORTED {
-            return Err(ChatError::Config(format!(
-                "api_base {base:?}: https is not supported by this build (ureq without a TLS \
-                 feature); use an http:// endpoint"
-            )));
-        }
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ChatError::Config(format!(
                 "api_base {base:?} must start with http:// or https://"

@@ -44,6 +44,53 @@ impl Mount {
         m
     }
 
+    /// Mount with `config` (JSON) as the user's `~/.vikingfs/config.json`.
+    pub fn with_config(config: &str) -> Mount {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".vikingfs")).unwrap();
+        std::fs::write(dir.path().join(".vikingfs/config.json"), config).unwrap();
+        let m = Mount {
+            ws: dir.path().join("ws"),
+            mp: dir.path().join("mnt"),
+            dir,
+            options: Vec::new(),
+        };
+        std::fs::create_dir_all(&m.mp).unwrap();
+        m.mount();
+        m
+    }
+
+    /// `vikingfs --workspace WS ARGS` with this mount's HOME.
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut c = vikingfs(self.dir.path());
+        c.arg("--workspace").arg(&self.ws).args(args);
+        c
+    }
+
+    /// `vikingfs wait` (the daemon's workers drain the queues), then `vikingfs fsck --json`:
+    /// the index agrees with the files — no record without its file, no file or directory
+    /// without its current records, no failed job, no unfinished operation.
+    pub fn check_index_agrees(&self) {
+        let out = self.cli(&["wait", "--timeout", "300"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "vikingfs wait: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = self.cli(&["fsck", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        for p in v["problems"].as_array().unwrap() {
+            let kind = p["kind"].as_str().unwrap();
+            // Scratch of a killed process and its stale locks are for `fsck --repair`.
+            assert!(
+                matches!(kind, "leftover" | "stale_lock"),
+                "index and files disagree: {p}"
+            );
+        }
+    }
+
     pub fn pid_file(&self) -> PathBuf {
         self.dir.path().join("daemon.pid")
     }
@@ -184,6 +231,41 @@ pub fn tree(root: &Path) -> Vec<(String, String)> {
     out
 }
 
+/// Is `rel` (a path from [`tree`]) something vikingfs derives or keeps for itself: a
+/// directory summary written by the background workers (`.abstract.md`, `.overview.md`), or
+/// an internal file of the backing store (lock files, `.vikingfs.*` temp files)?
+pub fn is_derived(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    vikingfs::uri::is_sidecar_name(name) || vikingfs::uri::is_internal_name(name)
+}
+
+/// [`tree`] of what users made: without derived files (see [`is_derived`]). For comparing a
+/// mount (or its backing directory) with a plain directory, where summaries never appear.
+/// Only regular files are dropped: a directory or symlink with such a name still differs.
+pub fn user_tree(root: &Path) -> Vec<(String, String)> {
+    tree(root)
+        .into_iter()
+        .filter(|(rel, kind)| !(kind.starts_with("file ") && is_derived(rel)))
+        .collect()
+}
+
+/// `ls -A` of `dir` without derived files, one name a line.
+pub fn ls_user(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !is_derived(n))
+        .collect();
+    names.sort();
+    names.iter().map(|n| format!("{n}\n")).collect()
+}
+
+/// A lock token an OpenViking process left behind long ago: a foreign owner, so judged by
+/// its age, and far older than any lock_expire (stale, free to take over).
+pub fn stale_token(kind: char) -> String {
+    format!("3f6c0f52-openviking-owner:1000000000:{kind}")
+}
+
 fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -192,7 +274,12 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     entries.sort();
     for p in entries {
         let rel = p.strip_prefix(root).unwrap().display().to_string();
-        let md = std::fs::symlink_metadata(&p).unwrap();
+        let md = match std::fs::symlink_metadata(&p) {
+            Ok(md) => md,
+            // A lock or temp file of the backing store, gone since the listing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_derived(&rel) => continue,
+            Err(e) => panic!("{}: {e}", p.display()),
+        };
         if md.is_dir() {
             out.push((rel, "dir".into()));
             walk(root, &p, out);
@@ -202,7 +289,11 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
                 format!("-> {}", std::fs::read_link(&p).unwrap().display()),
             ));
         } else {
-            let data = std::fs::read(&p).unwrap();
+            let data = match std::fs::read(&p) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_derived(&rel) => continue,
+                Err(e) => panic!("{}: {e}", p.display()),
+            };
             out.push((rel, format!("file {}", String::from_utf8_lossy(&data))));
         }
     }

@@ -1,0 +1,141 @@
+//! Registry of running vikingfs daemons: one JSON record per daemon under
+//! `WORKSPACE/.vikingfs/daemons/`, so `vikingfs status` can show who serves a workspace and
+//! where, and `--wait` commands know whether a worker pool is already draining the queues.
+//!
+//! A record names its process by pid and start time, like a lock owner: a record whose process
+//! is gone (a daemon killed with SIGKILL) is ignored and removed by the next reader.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::lock::codec::{host_id, process_start, running_process_start};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DaemonRecord {
+    pub pid: u32,
+    /// Process start time (clock ticks since boot), so a reused pid is not taken for us.
+    pub start: u64,
+    pub host: String,
+    pub mountpoint: Option<PathBuf>,
+    /// Unix time the daemon started.
+    pub started_at: u64,
+    pub version: String,
+    /// True when this daemon runs the worker pool.
+    pub workers: bool,
+}
+
+/// Removes the record when the daemon stops (also on panic).
+#[derive(Debug)]
+pub struct Registration {
+    path: PathBuf,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn dir(ws: &Workspace) -> PathBuf {
+    ws.internal_dir().join("daemons")
+}
+
+/// Record this process as a daemon of `ws`.
+pub fn register(
+    ws: &Workspace,
+    mountpoint: Option<&Path>,
+    workers: bool,
+) -> io::Result<Registration> {
+    let pid = std::process::id();
+    let rec = DaemonRecord {
+        pid,
+        start: process_start(pid).unwrap_or(0),
+        host: host_id().to_string(),
+        mountpoint: mountpoint.map(Path::to_path_buf),
+        started_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        workers,
+    };
+    let d = dir(ws);
+    std::fs::create_dir_all(&d)?;
+    let path = d.join(format!("{pid}.json"));
+    let tmp = d.join(format!(".{pid}.json.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&rec)?)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(Registration { path })
+}
+
+/// Daemons of `ws` that are running now; records of dead ones are removed.
+pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir(ws)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let path = e?.path();
+        if path.extension().map_or(true, |x| x != "json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&path) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_slice::<DaemonRecord>(&text) else {
+            continue;
+        };
+        if rec.host != host_id() {
+            // Another host or PID namespace: we cannot check it, so show it as it is.
+            out.push(rec);
+            continue;
+        }
+        // A killed daemon waiting to be reaped (a zombie) serves nothing any more.
+        if running_process_start(rec.pid) == Some(rec.start) {
+            out.push(rec);
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    out.sort_by_key(|r| r.pid);
+    Ok(out)
+}
+
+/// Is a daemon with a worker pool serving this workspace?
+pub fn workers_running(ws: &Workspace) -> bool {
+    running(ws).is_ok_and(|v| v.iter().any(|r| r.workers && r.host == host_id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_list_and_forget_dead() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(d.path(), "default", "default").unwrap();
+        assert!(running(&ws).unwrap().is_empty());
+        let reg = register(&ws, Some(Path::new("/mnt/x")), true).unwrap();
+        let list = running(&ws).unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].pid, std::process::id());
+        assert!(workers_running(&ws));
+        // A record of a process that is gone is dropped by the next reader.
+        let mut dead = list[0].clone();
+        dead.pid = u32::MAX - 1;
+        std::fs::write(
+            dir(&ws).join(format!("{}.json", dead.pid)),
+            serde_json::to_vec(&dead).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(running(&ws).unwrap().len(), 1);
+        assert!(!dir(&ws).join(format!("{}.json", dead.pid)).exists());
+        drop(reg);
+        assert!(running(&ws).unwrap().is_empty());
+    }
+}

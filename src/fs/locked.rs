@@ -1,0 +1,198 @@
+//! The mutation seam wired to the locked operations: what the mount does in production.
+//!
+//! Each change goes through [`Ops`], which takes the design's lock first and keeps the index
+//! and the queue in step: unlink and rmdir remove index records before files, rename moves
+//! them, a closed written file is queued for embedding and its directory's summary. Single-path
+//! changes (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT
+//! lock through [`Ops::under_exact`], applied by [`DirectMutations`]. A lock that stays busy
+//! comes back as [`MutationError::Busy`], which the mount answers with EBUSY.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+use super::mutations::{
+    AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
+};
+use crate::ops::{Ops, OpsError, RenameFlags};
+use crate::uri::VPath;
+
+pub struct LockedMutations {
+    ops: Arc<Ops>,
+    direct: DirectMutations,
+}
+
+impl LockedMutations {
+    pub fn new(ops: Arc<Ops>) -> io::Result<Self> {
+        let direct = DirectMutations::new(ops.workspace())?;
+        Ok(LockedMutations { ops, direct })
+    }
+
+    /// `change` (a [`DirectMutations`] call) under the EXACT lock of `p`.
+    fn exact<T>(
+        &self,
+        op: &'static str,
+        p: &VPath,
+        change: impl FnOnce() -> MResult<T>,
+    ) -> MResult<T> {
+        self.ops
+            .under_exact(p, || change().map_err(into_io))
+            .map_err(|e| from_ops(op, p, e))
+    }
+}
+
+fn into_io(e: MutationError) -> io::Error {
+    match e {
+        MutationError::Io { source, .. } => source,
+        MutationError::Busy { .. } => io::Error::from_raw_os_error(libc::EBUSY),
+    }
+}
+
+/// Busy stays Busy (EBUSY); everything else keeps its errno.
+fn from_ops(op: &'static str, p: &VPath, e: OpsError) -> MutationError {
+    if e.is_busy() {
+        tracing::info!(op, path = %p, error = %e, "lock busy");
+        return MutationError::Busy { path: p.uri() };
+    }
+    let source = match e {
+        OpsError::Io { source, .. } => source,
+        other => io::Error::from_raw_os_error(other.errno()),
+    };
+    MutationError::io(op, p, source)
+}
+
+/// Follow-up work (enqueue a summary, move records) failed after the change itself was made:
+/// the change stands, and `vikingfs fsck --repair` rebuilds what is derived. Log, don't fail.
+fn follow_up(what: &'static str, p: &VPath, r: Result<(), OpsError>) {
+    if let Err(e) = r {
+        tracing::warn!(what, path = %p, error = %e, "derived update failed; fsck --repair rebuilds it");
+    }
+}
+
+impl LockedMutations {
+    /// Queue `p`'s embedding and its directory's summary *before* its content changes, under
+    /// its EXACT lock, as `Ops::write_file` does: a daemon killed while the file is open (or
+    /// between a truncate and its release) leaves the file with its job, and the next daemon
+    /// indexes what is there. A job that runs meanwhile concludes nothing without this lock
+    /// and re-reads a file that changed; the release queues the file again (coalesced).
+    fn queue_first(&self, p: &VPath) {
+        follow_up("file_written", p, self.ops.file_written(p));
+    }
+}
+
+impl Mutations for LockedMutations {
+    fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
+        self.exact("create", path, || {
+            self.queue_first(path);
+            self.direct.create(path, mode, flags, owner)
+        })
+    }
+
+    fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
+        self.exact("open", path, || {
+            self.queue_first(path);
+            self.direct.open_write(path, flags)
+        })
+    }
+
+    fn write(&self, path: &VPath, file: &File, offset: u64, data: &[u8]) -> MResult<()> {
+        self.exact("write", path, || {
+            self.direct.write(path, file, offset, data)
+        })
+    }
+
+    /// Session logs: `user/{uid}/sessions/{sid}/...`. A commit cuts `messages.jsonl` in place
+    /// under the session's TREE lock, so an append must hold the file's EXACT lock while it
+    /// writes; under passthrough the kernel would write without asking us.
+    fn locks_each_write(&self, path: &VPath) -> bool {
+        let mut c = path.components();
+        c.next() == Some("user") && c.next().is_some() && c.next() == Some("sessions")
+    }
+
+    fn file_written(&self, path: &VPath) {
+        follow_up("file_written", path, self.ops.file_written(path));
+    }
+
+    fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
+        self.exact("mkdir", path, || self.direct.mkdir(path, mode, owner))?;
+        follow_up("dir_created", path, self.ops.dir_created(path));
+        Ok(())
+    }
+
+    fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
+        self.exact("mknod", path, || self.direct.mknod(path, mode, rdev, owner))
+    }
+
+    fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
+        self.exact("symlink", link, || self.direct.symlink(target, link, owner))
+    }
+
+    fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
+        self.exact("link", new, || {
+            self.queue_first(new);
+            self.direct.link(existing, new)
+        })
+    }
+
+    fn unlink(&self, path: &VPath) -> MResult<()> {
+        // The core lets a summary go only once its directory holds no user entry (so that
+        // `rm -rf` works): it is derived, not a source, so it goes under its EXACT lock (the
+        // lock a semantic job writes it under), and the directory's summary is queued again
+        // (a directory that stays gets it back; one that goes with rmdir drops it).
+        if crate::uri::is_sidecar_name(path.name()) {
+            self.exact("unlink", path, || self.direct.unlink(path))?;
+            follow_up("sidecar removed", path, self.ops.removed(path));
+            return Ok(());
+        }
+        self.ops
+            .unlink(path)
+            .map_err(|e| from_ops("unlink", path, e))
+    }
+
+    fn rmdir(&self, path: &VPath) -> MResult<()> {
+        self.ops.rmdir(path).map_err(|e| from_ops("rmdir", path, e))
+    }
+
+    fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()> {
+        let flags = match mode {
+            RenameMode::Replace => RenameFlags::default(),
+            RenameMode::NoReplace => RenameFlags {
+                noreplace: true,
+                exchange: false,
+            },
+            // Swapping two trees has no crash-safe order for their records: refuse it.
+            RenameMode::Exchange => {
+                return Err(MutationError::io(
+                    "rename",
+                    src,
+                    io::Error::from_raw_os_error(libc::EINVAL),
+                ))
+            }
+        };
+        self.ops
+            .rename(src, dst, flags)
+            .map_err(|e| from_ops("rename", src, e))
+    }
+
+    fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
+        self.exact("setattr", path, || {
+            if change.size.is_some() {
+                self.queue_first(path);
+            }
+            self.direct.setattr(path, change)
+        })?;
+        // A directory's EXACT lock is a file inside it (`.path.ovlock`): removing it on release
+        // moved the directory's mtime past the times just set. Set them again, now the lock
+        // file is gone, so utimensat(2) on a directory leaves exactly what was asked for.
+        if (change.atime.is_some() || change.mtime.is_some()) && self.direct.is_dir(path) {
+            let times = AttrChange {
+                atime: change.atime,
+                mtime: change.mtime,
+                ..AttrChange::default()
+            };
+            self.direct.setattr(path, &times)?;
+        }
+        Ok(())
+    }
+}

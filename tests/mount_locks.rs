@@ -1,0 +1,331 @@
+//! The mount under the locked operations, with plain programs: `vikingfs find` agrees with the
+//! files after each tool; a TREE lock held by `vikingfs lock` makes `rm -rf` fail busy and lose
+//! nothing while other directories answer; two daemons on one workspace respect each other's
+//! locks.
+
+mod common;
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{ls_user, ok, sh, user_tree, Mount};
+
+/// Locks wait this long before EBUSY: long enough that "answers at once" is unambiguous on a
+/// loaded machine, short enough for the test.
+const CONFIG: &str = r#"{"storage": {"agfs": {"pathlock": {"lock_timeout_secs": 8}}}}"#;
+
+/// A word only one file holds (12 letters from a hash of `tag`).
+fn token(tag: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in tag.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (0..12)
+        .map(|_| {
+            h = h
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'a' + ((h >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
+fn note(tag: &str) -> String {
+    format!("# {tag}\n\nThis note is about {}.\n", token(tag))
+}
+
+/// `vikingfs find --json TOKEN`: (uri, level) best first.
+fn find(m: &Mount, query: &str) -> Vec<(String, u64)> {
+    let out = m
+        .cli(&["find", query, "--json", "--limit", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "find: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["uri"].as_str().unwrap().to_string(),
+                h["level"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// After the queues drained: every `find` result names something the mount shows, and each
+/// live file is the best file result for its token.
+fn check_find(m: &Mount, live: &[(&str, &str)], gone: &[&str]) {
+    m.check_index_agrees();
+    let on_mount = |uri: &str| m.mp.join(uri.strip_prefix("viking://").unwrap());
+    for (rel, tag) in live {
+        let hits = find(m, &token(tag));
+        for (u, _) in &hits {
+            assert!(on_mount(u).exists(), "find {tag} names missing {u}");
+        }
+        let best = hits.iter().find(|h| h.1 == 2).map(|h| h.0.as_str());
+        assert_eq!(
+            best,
+            Some(format!("viking://resources/{rel}").as_str()),
+            "find {tag}: {hits:?}"
+        );
+    }
+    for tag in gone {
+        for (u, _) in find(m, &token(tag)) {
+            assert!(on_mount(&u).exists(), "find {tag} names missing {u}");
+        }
+    }
+}
+
+#[test]
+fn find_agrees_with_the_files_after_plain_tools() {
+    let m = Mount::new();
+    let src = m.dir.path().join("src");
+    for (rel, tag) in [
+        ("a.md", "alpha"),
+        ("d/b.md", "bravo"),
+        ("d/e/c.md", "charlie"),
+    ] {
+        let p = src.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, note(tag)).unwrap();
+    }
+    let r = m.res();
+    ok(&r, &format!("cp -r {} tree", src.display()));
+    check_find(
+        &m,
+        &[
+            ("tree/a.md", "alpha"),
+            ("tree/d/b.md", "bravo"),
+            ("tree/d/e/c.md", "charlie"),
+        ],
+        &[],
+    );
+    ok(&r, &format!("echo '{}' >> tree/d/b.md", token("delta")));
+    ok(&r, &format!("echo '{}' > tree/new.md", token("echo")));
+    ok(&r, "mv tree moved && touch moved/empty.md");
+    check_find(
+        &m,
+        &[
+            ("moved/a.md", "alpha"),
+            ("moved/d/b.md", "delta"),
+            ("moved/new.md", "echo"),
+            ("moved/d/e/c.md", "charlie"),
+        ],
+        &[],
+    );
+    ok(&r, "rm moved/a.md && ln moved/new.md moved/d/e/hard.md");
+    assert_eq!(
+        ok(&r, "cat moved/d/e/hard.md"),
+        format!("{}\n", token("echo"))
+    );
+    check_find(&m, &[("moved/d/e/c.md", "charlie")], &["alpha", "echo"]);
+    ok(&r, "rm -rf moved");
+    assert_eq!(ls_user(&r), "");
+    check_find(&m, &[], &["alpha", "bravo", "charlie", "delta", "echo"]);
+}
+
+/// A `vikingfs lock` holding a lock until its stdin closes; returns once the lock is held.
+struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    fn tree(m: &Mount, uri: &str) -> Holder {
+        let ready = m.dir.path().join(format!("ready-{}", uri.len()));
+        let mut child = m
+            .cli(&["lock", "--tree", uri, "--", "sh", "-c"])
+            .arg(format!("touch {} && read line", ready.display()))
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready.exists() {
+            assert!(child.try_wait().unwrap().is_none(), "vikingfs lock exited");
+            assert!(Instant::now() < deadline, "vikingfs lock never held {uri}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Holder { child }
+    }
+
+    fn release(mut self) {
+        let _ = self.child.stdin.take().unwrap().write_all(b"go\n");
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `script` in the background in `dir`.
+fn spawn_sh(dir: &Path, script: &str) -> Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn tree_lock_makes_rm_rf_busy_loses_nothing_and_other_dirs_answer() {
+    let m = Mount::with_config(CONFIG);
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir -p locked/sub other && echo 1 > locked/f && echo 2 > locked/sub/g",
+    );
+    ok(&r, "echo 3 > other/x");
+    let before = user_tree(&r.join("locked"));
+    let holder = Holder::tree(&m, "viking://resources/locked");
+    let mut rm = spawn_sh(&r, "rm -rf locked");
+    // While rm waits for the lock, another directory answers at once.
+    assert_eq!(ok(&r, "ls other && cat other/x"), "x\n3\n");
+    ok(&r, "echo 4 > other/y && mv other/y other/z");
+    assert!(
+        rm.try_wait().unwrap().is_none(),
+        "rm -rf finished before the other directory answered"
+    );
+    let out = rm.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Device or resource busy"), "{err}");
+    assert_eq!(
+        user_tree(&r.join("locked")),
+        before,
+        "rm -rf lost something"
+    );
+    assert_eq!(user_tree(&m.backing().join("locked")), before);
+    holder.release();
+    ok(&r, "rm -rf locked");
+    assert_eq!(ls_user(&r), "other\n");
+    m.check_index_agrees();
+}
+
+/// A second daemon serving the same workspace at another mount point; unmounted on drop.
+struct SecondMount {
+    mp: PathBuf,
+    pid_file: PathBuf,
+    home: PathBuf,
+}
+
+impl SecondMount {
+    fn new(m: &Mount) -> SecondMount {
+        let mp = m.dir.path().join("mnt2");
+        std::fs::create_dir_all(&mp).unwrap();
+        let pid_file = m.dir.path().join("daemon2.pid");
+        let out = common::vikingfs(m.dir.path())
+            .arg("mount")
+            .arg("--pid-file")
+            .arg(&pid_file)
+            .arg(&m.ws)
+            .arg(&mp)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "second mount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SecondMount {
+            mp,
+            pid_file,
+            home: m.dir.path().to_path_buf(),
+        }
+    }
+
+    fn res(&self) -> PathBuf {
+        self.mp.join("resources")
+    }
+}
+
+impl Drop for SecondMount {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        let out = common::vikingfs(&self.home)
+            .arg("umount")
+            .arg(&self.mp)
+            .output();
+        if !out.map(|o| o.status.success()).unwrap_or(false) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mp).status();
+        }
+        if let Some(pid) = pid {
+            common::wait_gone(pid);
+        }
+    }
+}
+
+/// Daemon A blocks while holding a file's EXACT lock: its open for writing of the file waits
+/// for a read lease this test holds on the backing file to be given up (the kernel makes the
+/// opener wait up to lease-break-time, 45 s). Meanwhile daemon B must see the lock: its `rm`
+/// of the file fails busy and removes nothing; both mounts keep answering elsewhere. Once the
+/// lease goes, A's write completes and B's `rm` succeeds.
+#[test]
+fn two_daemons_on_one_workspace_respect_each_others_locks() {
+    let a = Mount::with_config(CONFIG);
+    let b = SecondMount::new(&a);
+    let (ra, rb) = (a.res(), b.res());
+    ok(&ra, "mkdir d other && echo old > d/f && echo x > other/x");
+    assert_eq!(ok(&rb, "cat d/f"), "old\n");
+
+    let backing = a.backing().join("d/f");
+    let lease_fd = std::fs::File::open(&backing).unwrap();
+    let rc = unsafe { libc::fcntl(lease_fd.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    assert_eq!(rc, 0, "F_SETLEASE: {}", std::io::Error::last_os_error());
+    // SIGIO tells a lease holder of a break; this test gives the lease up itself.
+    unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+    let writer = spawn_sh(&ra, "echo new >> d/f");
+    // Daemon A now holds d/f's EXACT lock while its open waits for the lease.
+    let lock_dir = a.backing().join("d");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !std::fs::read_dir(&lock_dir).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".exact.ovlock.f.")
+    }) {
+        assert!(Instant::now() < deadline, "daemon A never locked d/f");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Both mounts answer elsewhere at once.
+    assert_eq!(ok(&rb, "cat other/x"), "x\n");
+    assert_eq!(ok(&ra, "ls other"), "x\n");
+    // B respects A's lock.
+    let out = sh(&rb, "rm d/f");
+    assert!(!out.status.success(), "rm through B ignored A's lock");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Device or resource busy"), "{err}");
+    assert!(backing.exists());
+    let out = sh(&rb, "mv d/f d/g");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Device or resource busy"));
+    // Give the lease up: A's write goes through, then B may remove the file.
+    let rc = unsafe { libc::fcntl(lease_fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+    assert_eq!(rc, 0);
+    drop(lease_fd);
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ok(&rb, "cat d/f"), "old\nnew\n");
+    ok(&rb, "rm d/f");
+    assert_eq!(ls_user(&ra.join("d")), "");
+    a.check_index_agrees();
+}
