@@ -5,10 +5,8 @@
 //! descriptor's writes) and the mount appends at the real end of the file, not at the size
 //! the kernel cached before a commit shrank it.
 //!
-//! Each append holds the file's EXACT lock, taken with `vikingfs lock` around the shell's write:
-//! the mount's own write path does not take locks yet (the fuse branch's `DirectMutations`),
-//! and without the lock a commit's truncation can race an append (the commit then refuses to
-//! finish and leaves its pending record, see `trim.rs`, rather than lose the line).
+//! The appenders are plain shell redirections: the mount takes the file's EXACT lock around
+//! each write to a session log itself, so a commit's TREE lock excludes them.
 
 mod common;
 mod session_util;
@@ -43,13 +41,13 @@ fn mount_appenders_race_commits_and_no_line_is_lost_or_duplicated() {
     let mut children = Vec::new();
     for a in 0..MOUNT_APPENDERS {
         let script = format!(
-            "for i in $(seq 0 {}); do \"$1\" --workspace \"$2\" lock --timeout 60 viking://session/mnt/messages.jsonl -- sh -c 'printf \"%s\\n\" \"$1\" >> \"$2\"' sh \"{{\\\"role\\\":\\\"user\\\",\\\"content\\\":\\\"m{a}-$i\\\"}}\" \"$0\" || exit 1; done",
+            "while [ ! -e \"$3\" ]; do sleep 0.01; done; for i in $(seq 0 {}); do printf '%s\\n' \"{{\\\"role\\\":\\\"user\\\",\\\"content\\\":\\\"m{a}-$i\\\"}}\" >> \"$0\" || exit 1; done",
             PER_APPENDER - 1
         );
         children.push(spawn(&m, &script, &file));
     }
     let held = format!(
-        "exec 3>>\"$0\"; for i in $(seq 0 {}); do \"$1\" --workspace \"$2\" lock --timeout 60 viking://session/mnt/messages.jsonl -- sh -c 'printf \"%s\\n\" \"$1\" >&3' sh \"{{\\\"role\\\":\\\"user\\\",\\\"content\\\":\\\"held-$i\\\"}}\" || exit 1; done",
+        "exec 3>>\"$0\"; while [ ! -e \"$3\" ]; do sleep 0.01; done; for i in $(seq 0 {}); do printf '%s\\n' \"{{\\\"role\\\":\\\"user\\\",\\\"content\\\":\\\"held-$i\\\"}}\" >&3 || exit 1; done",
         HELD_LINES - 1
     );
     children.push(spawn(&m, &held, &file));
@@ -109,13 +107,19 @@ fn mount_appenders_race_commits_and_no_line_is_lost_or_duplicated() {
     assert!(archives.len() >= 2, "commits interleaved with the appends");
 }
 
-/// `sh -c SCRIPT FILE VIKINGFS WORKSPACE`.
+/// `sh -c SCRIPT FILE VIKINGFS WORKSPACE FIRST_ARCHIVE`: appenders start once the first commit
+/// archived something, so later commits certainly race them.
 fn spawn(m: &Mount, script: &str, file: &std::path::Path) -> std::process::Child {
     Command::new("sh")
         .args(["-c", script])
         .arg(file)
         .arg(common::BIN)
         .arg(&m.ws)
+        .arg(
+            m.ws.join(
+                "viking/default/user/default/sessions/mnt/history/archive_001/messages.jsonl",
+            ),
+        )
         .env("HOME", m.dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

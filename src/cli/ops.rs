@@ -81,5 +81,11 @@ pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
 
 /// Every job handler of this process (the mount daemon's worker pool and `vikingfs wait`).
 pub fn handlers(ops: &Arc<Ops>, config: &crate::config::Config) -> Vec<crate::queue::HandlerSpec> {
-    crate::ops::jobs::handlers(ops, &config.workers)
+    let mut specs = crate::ops::jobs::handlers(ops, &config.workers);
+    // Sessions' phase 2 (`session_commit`).
+    match crate::session::handler_spec(ops.clone(), config) {
+        Ok(h) => specs.push(h),
+        Err(e) => tracing::warn!("session_commit handler: {e}; session memories wait"),
+    }
+    specs
 }

@@ -364,9 +364,29 @@ pub fn wait_hook(ctx: &Ctx, ops: &Arc<Ops>) -> anyhow::Result<Vec<queue::Handler
     Ok(vec![session::handler_spec(ops.clone(), &ctx.config)?])
 }
 
-/// Run every queue in this process until they are empty (for `--wait`): phase 2 and the
-/// embeddings and summaries it queues.
+/// A daemon's start: finish every commit a crash left in phase 1 (failures are logged; the
+/// next append, commit or `vikingfs wait` tries again).
+pub fn recover_at_start(ops: &Arc<Ops>) {
+    let sessions = Sessions::from_ops(ops);
+    match sessions.recover_all(sessions.ws.user()) {
+        Ok(all) => {
+            for (s, n) in &all.recovered {
+                tracing::info!(archive = %s.archive(*n).uri(), "finished an interrupted commit");
+            }
+            for (s, e) in &all.failed {
+                tracing::warn!(session = %s.dir.uri(), "interrupted commit not recovered: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("recovering sessions: {e}"),
+    }
+}
+
+/// Wait for phase 2 and the embeddings and summaries it queues: watch the queue while a
+/// daemon's workers run them, else run every queue in this process until empty.
 fn drain(ctx: &Ctx, ops: &Arc<Ops>, timeout: Duration) -> anyhow::Result<bool> {
+    if crate::daemon::workers_running(ops.workspace()) {
+        return Ok(super::wait::watch(ops.queue(), timeout, |_| {})?);
+    }
     let extra = vec![session::handler_spec(ops.clone(), &ctx.config)?];
     Ok(ops.drain_with_extra(&ctx.config.workers, extra, timeout, |_| {})?)
 }
