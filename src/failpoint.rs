@@ -42,6 +42,24 @@ pub const ALL: &[&str] = &[
     "write.enqueued",
     "write.locked",
     "write.written",
+    // session add (src/session/messages.rs)
+    "session.add.before_write",
+    // session commit phase 1 (src/session/phase1.rs)
+    "session.commit.archive_written",
+    "session.commit.enqueued",
+    "session.commit.locked",
+    "session.commit.marked_preparing",
+    "session.commit.marked_trimming",
+    "session.commit.ready",
+    "session.commit.trim_copied",
+    "session.commit.trimmed",
+    // session commit phase 2 (src/session/phase2.rs)
+    "session.job.diff_written",
+    "session.job.done",
+    "session.job.indexed",
+    "session.job.memory_written",
+    "session.job.started",
+    "session.job.summarized",
 ];
 
 #[cfg(feature = "failpoints")]

@@ -15,5 +15,6 @@ pub mod lock;
 pub mod ops;
 pub mod queue;
 pub mod semantic;
+pub mod session;
 pub mod uri;
 pub mod workspace;

@@ -260,7 +260,9 @@ macro_rules! matrix {
         fn covers_every_crash_point() {
             let env = Env::new();
             let listed = env.ok(&["debug", "failpoints"]);
-            let mut listed: Vec<&str> = listed.lines().collect();
+            // `session.*` points have their own matrix (tests/session_crash.rs).
+            let mut listed: Vec<&str> =
+                listed.lines().filter(|p| !p.starts_with("session.")).collect();
             listed.sort();
             let mut tested = vec![$($point),*];
             tested.sort();

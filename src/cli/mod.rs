@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod lock;
+pub mod session;
 pub mod mount;
 
 use crate::config::Config;
@@ -70,6 +71,8 @@ pub enum Command {
     Wait(wait::WaitArgs),
     /// Show the state of the job queues.
     Status(status::StatusArgs),
+    /// Sessions: add messages, list, show, commit into archives and memories.
+    Session(session::SessionArgs),
     /// Mount a workspace (returns once the mount is live).
     Mount(mount::MountArgs),
     /// Unmount a vikingfs mount.
@@ -174,6 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Wait(args) if args.watch => wait::run(&ctx, args),
         Command::Wait(args) => ops::wait(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),
+        Command::Session(args) => session::run(&ctx, args),
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),
     }

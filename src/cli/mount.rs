@@ -187,6 +187,8 @@ fn serve(
         // Every mutation through the mount is a locked operation; opening the operations also
         // finishes what a crashed process left half-done.
         let ops = Ops::open(&ws, config).context("open the workspace's stores")?;
+        // Sessions: finish commits a crashed process left in phase 1.
+        crate::cli::session::recover_at_start(&ops);
         let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
         let core = Arc::new(VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?);
         // The daemon drains the queues: summaries, embeddings, session memories.

@@ -55,9 +55,11 @@ pub(crate) fn bar(len: u64, msg: &'static str) -> ProgressBar {
 /// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
 pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
     let ops = open(ctx)?;
+    // Sessions: finish commits a crash interrupted, and work their phase 2 in the same pool.
+    let extra = super::session::wait_hook(ctx, &ops)?;
     let timeout = a.timeout.unwrap_or(Duration::from_secs(100 * 365 * 86400));
     let work = bar(0, "jobs");
-    let drained = ops.drain(&ctx.config.workers, timeout, |p| {
+    let drained = ops.drain_with_extra(&ctx.config.workers, extra, timeout, |p| {
         work.set_length(p.completed + p.outstanding);
         work.set_position(p.completed);
     })?;
@@ -79,5 +81,11 @@ pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
 
 /// Every job handler of this process (the mount daemon's worker pool and `vikingfs wait`).
 pub fn handlers(ops: &Arc<Ops>, config: &crate::config::Config) -> Vec<crate::queue::HandlerSpec> {
-    crate::ops::jobs::handlers(ops, &config.workers)
+    let mut specs = crate::ops::jobs::handlers(ops, &config.workers);
+    // Sessions' phase 2 (`session_commit`).
+    match crate::session::handler_spec(ops.clone(), config) {
+        Ok(h) => specs.push(h),
+        Err(e) => tracing::warn!("session_commit handler: {e}; session memories wait"),
+    }
+    specs
 }

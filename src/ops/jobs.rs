@@ -488,6 +488,26 @@ impl Ops {
     }
 }
 
+impl Ops {
+    /// [`drain`](Self::drain) with more queues worked by the same pool: the handlers of a layer
+    /// above (sessions' `session_commit`), which this layer cannot name.
+    pub fn drain_with_extra(
+        self: &Arc<Self>,
+        workers: &WorkerConfig,
+        extra: Vec<HandlerSpec>,
+        timeout: Duration,
+        progress: impl FnMut(&Progress),
+    ) -> super::Result<bool> {
+        let mut specs = handlers(self, workers);
+        specs.extend(extra);
+        let done = queue::drain_with(&self.queue, specs, pool_options(), timeout, progress)?;
+        if done {
+            self.sweep_lifecycles()?;
+        }
+        Ok(done)
+    }
+}
+
 /// The worker pool's handler for the `embedding` queue.
 pub struct EmbeddingHandler(pub Arc<Ops>);
 /// The worker pool's handler for the `semantic` queue.

@@ -1,0 +1,166 @@
+//! Sessions: how a conversation becomes long-term memory without ever losing a message.
+//!
+//! Owns everything under `viking://user/{uid}/sessions/` ([`layout`]) and the memory files a
+//! commit writes under `viking://user/{uid}/memories/`:
+//! - [`messages`]: appending lines to the live `messages.jsonl` (EXACT lock, `O_APPEND`, one
+//!   `write` per line) and reading them back;
+//! - [`phase1`]: `commit` under the session's TREE lock — record the exact bytes archived in
+//!   `.meta.json`, write `history/archive_NNN/messages.jsonl`, enqueue the `session_commit` job,
+//!   cut exactly those bytes from the live file in place ([`trim`]), mark the archive ready —
+//!   and the recovery that finishes a phase 1 a crash interrupted;
+//! - [`phase2`]: the `session_commit` job handler (summary, memories, `memory_diff.json`,
+//!   `.done` last), resumable at every step.
+//!
+//! Invariant: every byte appended to the live file is, at every moment, either still in the
+//! live file or in exactly one archive — or named by a pending commit in `.meta.json` that
+//! recovery (the next commit, the job, an append, `vikingfs wait`) turns into one of the two.
+
+pub mod fsx;
+pub mod layout;
+pub mod messages;
+pub mod meta;
+pub mod phase1;
+pub mod phase2;
+pub mod trim;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::lock::{LockError, LockGuard, LockKind, LockManager};
+use crate::ops::jobs::{embed_job, semantic_job, NewJob};
+use crate::ops::Ops;
+use crate::queue::{Queue, QueueError};
+use crate::uri::{UriError, VPath};
+use crate::workspace::Workspace;
+
+pub use layout::SessionPath;
+pub use phase1::{CommitReport, RecoverAll};
+pub use phase2::{handler_spec, SessionCommitHandler};
+
+/// How long a commit or an append waits for the session's lock (OpenViking waits 30 s).
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Uri(#[from] UriError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("index: {0}")]
+    Index(String),
+    #[error("{0:?} names no session (expected SID, viking://session/SID or viking://user/UID/sessions/SID)")]
+    NotASession(String),
+    #[error("session {0} does not exist")]
+    NoSuchSession(String),
+    #[error("not a valid message: {0}")]
+    BadMessage(String),
+    #[error("{path}: unreadable session metadata: {reason}")]
+    Meta { path: PathBuf, reason: String },
+    /// A pending commit's record no longer matches the files: nothing is touched, so that a
+    /// person can look (no byte is ever dropped on a guess).
+    #[error("{path}: {reason}; left untouched, inspect .meta.json's pending_commit")]
+    Diverged { path: PathBuf, reason: String },
+}
+
+impl SessionError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        SessionError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether waiting may help (a busy lock).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, SessionError::Lock(LockError::Busy { .. }))
+    }
+}
+
+/// What every session operation works with: the files, their locks, the durable queue, and —
+/// for the commands that index — the index, so that a commit can drop the live file's record
+/// before cutting text out of it.
+#[derive(Clone)]
+pub struct Sessions {
+    pub ws: Workspace,
+    pub locks: Arc<LockManager>,
+    pub queue: Queue,
+    index: Option<Arc<Ops>>,
+}
+
+impl Sessions {
+    /// Sessions without the index (appending and reading need none).
+    pub fn new(ws: Workspace, locks: Arc<LockManager>, queue: Queue) -> Sessions {
+        Sessions {
+            ws,
+            locks,
+            queue,
+            index: None,
+        }
+    }
+
+    /// Sessions sharing an operations engine's workspace, locks, queue and index.
+    pub fn from_ops(ops: &Arc<Ops>) -> Sessions {
+        Sessions {
+            ws: ops.workspace().clone(),
+            locks: ops.locks().clone(),
+            queue: ops.queue().clone(),
+            index: Some(ops.clone()),
+        }
+    }
+
+    /// Drop the index records of `p` (records first: a search misses the file until its job
+    /// re-indexes it, rather than naming it for text it no longer holds). Without an index
+    /// at hand, the queued embedding job replaces the record a little later.
+    fn forget_records(&self, p: &VPath) -> Result<(), SessionError> {
+        if let Some(ops) = &self.index {
+            ops.index()
+                .delete(p)
+                .map_err(|e| SessionError::Index(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Files changed: queue their embeddings and their directories' summaries, as the
+    /// operations' write path does (one transaction; pending jobs of the same keys coalesce).
+    pub fn notify_written(&self, files: &[VPath]) -> Result<(), SessionError> {
+        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        let mut dirs: Vec<VPath> = files.iter().filter_map(VPath::parent).collect();
+        dirs.sort();
+        dirs.dedup();
+        jobs.extend(
+            dirs.iter()
+                .filter(|d| !d.is_root())
+                .map(|d| semantic_job(d, None)),
+        );
+        Ok(self.queue.enqueue_many(&jobs)?)
+    }
+
+    /// Files changed in a directory whose summary this module writes itself (an archive):
+    /// queue their embeddings only.
+    pub fn notify_written_quiet(&self, files: &[VPath]) -> Result<(), SessionError> {
+        let jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        Ok(self.queue.enqueue_many(&jobs)?)
+    }
+
+    /// Directories whose summaries must be regenerated.
+    pub fn notify_dirs(&self, dirs: &[VPath]) -> Result<(), SessionError> {
+        let jobs: Vec<NewJob> = dirs.iter().map(|d| semantic_job(d, None)).collect();
+        Ok(self.queue.enqueue_many(&jobs)?)
+    }
+
+    /// The session's TREE lock: excludes every append (EXACT on `messages.jsonl`) and every
+    /// other commit of the session.
+    fn lock_tree(&self, s: &SessionPath) -> Result<LockGuard, SessionError> {
+        Ok(self
+            .locks
+            .acquire(&[(s.dir.clone(), LockKind::Tree)], LOCK_WAIT)?)
+    }
+}
