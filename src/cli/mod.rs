@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod lock;
-pub mod session;
 pub mod mount;
+pub mod session;
 
 use crate::config::Config;
 use crate::workspace::Workspace;
