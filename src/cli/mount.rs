@@ -191,6 +191,10 @@ fn serve(
         crate::cli::session::recover_at_start(&ops);
         let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
         let core = Arc::new(VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?);
+        let weak = Arc::downgrade(&core);
+        ops.set_write_probe(Box::new(move |p| {
+            weak.upgrade().is_some_and(|c| c.is_open_for_write(p))
+        }));
         // The daemon drains the queues: summaries, embeddings, session memories.
         let pool = WorkerPool::start(
             ops.queue().clone(),

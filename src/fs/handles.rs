@@ -107,6 +107,14 @@ impl Handles {
         self.dirs.lock().remove(&fh);
     }
 
+    /// Is inode `ino` open through a writable handle?
+    pub fn writable_open(&self, ino: u64) -> bool {
+        self.files
+            .lock()
+            .values()
+            .any(|h| h.ino == ino && h.writable)
+    }
+
     /// Open file handles (tests: every handle is released).
     pub fn open_files(&self) -> usize {
         self.files.lock().len()

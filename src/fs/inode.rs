@@ -190,6 +190,11 @@ impl InodeTable {
         self.len() == 0
     }
 
+    /// The inode serving a backing (dev, ino), if the kernel knows one.
+    pub fn find(&self, key: (u64, u64)) -> Option<u64> {
+        self.t.lock().by_key.get(&key).copied()
+    }
+
     /// The number a listing shows for a backing entry: its inode number when it serves.
     pub fn listing_ino(&self, dev: u64, backing_ino: u64) -> u64 {
         let t = self.t.lock();

@@ -489,6 +489,17 @@ impl VikingFs {
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
+    /// Is `p` open for writing through this mount (any of its hard links)?
+    pub fn is_open_for_write(&self, p: &VPath) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::symlink_metadata(self.data_root.join(p.as_str())) else {
+            return false;
+        };
+        self.inodes
+            .find((m.dev(), m.ino()))
+            .is_some_and(|ino| self.handles.writable_open(ino))
+    }
+
     /// Must I/O on this inode come through the daemon (no passthrough), so that each write
     /// takes its lock? See [`Mutations::locks_each_write`].
     pub fn daemon_io(&self, ino: u64) -> bool {

@@ -218,6 +218,12 @@ impl Ops {
         if !is_source_name(p.name()) {
             return self.job_finished(job, lc);
         }
+        if self.open_for_write(p) {
+            return Err(retry(format!(
+                "{} is open for writing through the mount; indexed after it is closed",
+                p.uri()
+            )));
+        }
         let fs = self.fs(p);
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.embed.start");

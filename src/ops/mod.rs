@@ -151,7 +151,12 @@ pub struct Ops {
     /// refresher thread keeps their locks fresh however long a job runs (a chat model may
     /// take a minute; OpenViking #1165, #3273).
     working: Arc<parking_lot::Mutex<std::collections::HashMap<String, usize>>>,
+    /// Set by the mount daemon: is this file open for writing through the mount right now?
+    write_probe: std::sync::OnceLock<WriteProbe>,
 }
+
+/// See [`Ops::set_write_probe`].
+pub type WriteProbe = Box<dyn Fn(&VPath) -> bool + Send + Sync>;
 
 /// The least a foreground operation waits for a lock (see `Ops::fg_wait`).
 const FOREGROUND_MIN_WAIT: Duration = Duration::from_secs(1);
@@ -188,6 +193,7 @@ impl Ops {
             journal,
             job_lock_wait: Duration::from_secs(2),
             working: Default::default(),
+            write_probe: std::sync::OnceLock::new(),
             fg_wait,
         });
         lifecycle::start_refresher(&ops);
@@ -200,6 +206,18 @@ impl Ops {
             tracing::warn!("recovering interrupted operations: {e}");
         }
         Ok(ops)
+    }
+
+    /// The mount daemon tells the jobs which files it has open for writing. Under FUSE
+    /// passthrough their bytes reach the disk without the daemon seeing them, so an embedding
+    /// made now could be stale with nothing queued to redo it if the daemon died before the
+    /// close. Such a job retries later instead (the close queues a fresh one anyway).
+    pub fn set_write_probe(&self, probe: WriteProbe) {
+        let _ = self.write_probe.set(probe);
+    }
+
+    pub(crate) fn open_for_write(&self, p: &VPath) -> bool {
+        self.write_probe.get().is_some_and(|probe| probe(p))
     }
 
     pub fn workspace(&self) -> &Workspace {
