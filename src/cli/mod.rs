@@ -69,7 +69,7 @@ pub enum Command {
     Debug(debug::DebugCmd),
     /// Wait until the job queues are drained (exit 124 on --timeout).
     Wait(wait::WaitArgs),
-    /// Show the state of the job queues.
+    /// Show daemons and mounts, job queues, dead jobs, locks and the index size.
     Status(status::StatusArgs),
     /// Sessions: add messages, list, show, commit into archives and memories.
     Session(session::SessionArgs),

@@ -84,7 +84,7 @@ pub enum OpsError {
     Journal(#[from] rusqlite::Error),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{0}")]
+    #[error(transparent)]
     Uri(#[from] crate::uri::UriError),
 }
 
