@@ -149,14 +149,7 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let handle = Arc::new(Handle {
-            id,
-            owner: codec::new_owner().into(),
-            create_dirs: true,
-            background: false,
-        });
-        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+        self.acquire_with(reqs, timeout, true, false)
     }
 
     /// [`acquire`](Self::acquire) for a change to paths whose directories exist: a lock file
@@ -168,14 +161,7 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let handle = Arc::new(Handle {
-            id,
-            owner: codec::new_owner().into(),
-            create_dirs: false,
-            background: false,
-        });
-        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+        self.acquire_with(reqs, timeout, false, false)
     }
 
     /// [`acquire_existing`](Self::acquire_existing) for background work: it also waits for
@@ -186,12 +172,23 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
+        self.acquire_with(reqs, timeout, false, true)
+    }
+
+    /// A batch under a fresh handle (its own owner, so it conflicts with every other handle).
+    fn acquire_with(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+        create_dirs: bool,
+        background: bool,
+    ) -> Result<LockGuard, LockError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(Handle {
             id,
             owner: codec::new_owner().into(),
-            create_dirs: false,
-            background: true,
+            create_dirs,
+            background,
         });
         Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
     }
