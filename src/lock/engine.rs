@@ -220,6 +220,21 @@ impl Engine<'_> {
             f.push(b'/');
             f.extend_from_slice(PATH_LOCK.as_bytes());
             let ancestor = || VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
+            // Nearly always no lock file is there: probe relative to the data root (a short
+            // path walk) and read it the careful way only when something exists.
+            let mut rel_lock = f[base..].strip_prefix(b"/").unwrap_or(&f[base..]).to_vec();
+            rel_lock.push(0);
+            if let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&rel_lock) {
+                match self.res.probe(c) {
+                    Some(Ok(false)) => continue,
+                    Some(Err(e)) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                        return Err(LockError::NotADirectory {
+                            path: ancestor().uri(),
+                        })
+                    }
+                    _ => {}
+                }
+            }
             let file = Path::new(std::ffi::OsStr::from_bytes(&f));
             match self.check_file_strict(file, &|| ancestor().uri(), me, Filter::TreeOnly, buf) {
                 Err(LockError::Io { source, .. })

@@ -64,14 +64,53 @@ pub fn exact_file_name(agfs_path: &str, name: &str) -> String {
 pub struct Resolver {
     ws: Workspace,
     data_root: PathBuf,
+    /// The data root opened `O_PATH`, so the hot ancestor probes walk only the relative part.
+    root_fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 impl Resolver {
     pub fn new(ws: &Workspace) -> Self {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let data_root = ws.data_root();
+        let root_fd = std::ffi::CString::new(data_root.as_os_str().as_bytes())
+            .ok()
+            .and_then(|c| {
+                // SAFETY: plain open of a NUL-terminated path; the fd is owned below.
+                let fd = unsafe {
+                    libc::open(
+                        c.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    )
+                };
+                // SAFETY: fd was just opened and belongs to nobody else.
+                (fd >= 0)
+                    .then(|| std::sync::Arc::new(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+            });
         Resolver {
             ws: ws.clone(),
-            data_root: ws.data_root(),
+            data_root,
+            root_fd,
         }
+    }
+
+    /// Does `rel` (relative to the data root) exist? `Err` carries the errno (ENOTDIR when a
+    /// file stands where a directory would). `None` when the root could not be opened.
+    pub fn probe(&self, rel: &std::ffi::CStr) -> Option<std::io::Result<bool>> {
+        use std::os::fd::AsRawFd;
+        let fd = self.root_fd.as_ref()?.as_raw_fd();
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstatat into a stat buffer we own, with a NUL-terminated relative name.
+        let r =
+            unsafe { libc::fstatat(fd, rel.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+        if r == 0 {
+            return Some(Ok(true));
+        }
+        let e = std::io::Error::last_os_error();
+        Some(match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(false),
+            _ => Err(e),
+        })
     }
 
     pub fn workspace(&self) -> &Workspace {
