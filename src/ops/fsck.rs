@@ -143,23 +143,12 @@ impl Ops {
         self.check_jobs(repair, &mut rep)?;
         if repair {
             rep.repaired += self.sweep_lifecycles()?;
-        } else if self.queue.is_idle()? {
-            let open: HashSet<String> = self
-                .journal
-                .intents()?
-                .into_iter()
-                .filter_map(|(_, i, _)| match i {
-                    super::Intent::Add { handle, .. } => Some(handle),
-                    _ => None,
-                })
-                .collect();
-            for lc in self.journal.lifecycles()? {
-                if !open.contains(&lc.handle) {
-                    rep.problems.push(Problem::IdleLifecycle {
-                        uri: lc.target.uri(),
-                        handle: lc.handle,
-                    });
-                }
+        } else {
+            for lc in self.idle_lifecycles()? {
+                rep.problems.push(Problem::IdleLifecycle {
+                    uri: lc.target.uri(),
+                    handle: lc.handle,
+                });
             }
         }
         Ok(rep)

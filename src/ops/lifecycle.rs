@@ -135,11 +135,12 @@ impl Ops {
         Ok(())
     }
 
-    /// Release every lifecycle that cannot make progress any more: when no job is pending or
-    /// running, the jobs it waits for are done or dead. Returns how many were released.
-    pub fn sweep_lifecycles(&self) -> Result<usize> {
+    /// Lifecycles that cannot make progress any more: no job is pending or running (so the
+    /// jobs they wait for are done or dead) and no unfinished add still owns them. Empty while
+    /// the queues are busy.
+    pub(crate) fn idle_lifecycles(&self) -> Result<Vec<super::journal::Lifecycle>> {
         if !self.queue.is_idle()? {
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let open: Vec<String> = self
             .journal
@@ -150,11 +151,15 @@ impl Ops {
                 _ => None,
             })
             .collect();
+        let mut idle = self.journal.lifecycles()?;
+        idle.retain(|lc| !open.contains(&lc.handle));
+        Ok(idle)
+    }
+
+    /// Release every [idle lifecycle](Self::idle_lifecycles). Returns how many were released.
+    pub fn sweep_lifecycles(&self) -> Result<usize> {
         let mut n = 0;
-        for lc in self.journal.lifecycles()? {
-            if open.contains(&lc.handle) {
-                continue;
-            }
+        for lc in self.idle_lifecycles()? {
             match self.lifecycle_release(&lc.handle, &lc.target) {
                 Ok(()) => n += 1,
                 Err(e) => tracing::warn!(handle = lc.handle, "releasing lifecycle: {e}"),

@@ -104,22 +104,30 @@ impl Ops {
         Ok(())
     }
 
-    /// Queue the jobs of what at or below `p` has no current record: files whose content
-    /// record is missing or older than the file, directories whose summary records do not
-    /// match their `.abstract.md`. A moved tree whose jobs had not run yet (they looked for
-    /// the old names) gets them again; one already indexed costs a lookup per entry.
-    pub(crate) fn refresh_under(&self, p: &VPath) -> Result<usize> {
-        use crate::index::Level;
+    /// The files and directories at or below `p` (`p` itself included); `None` when `p` is gone.
+    fn tree_of(&self, p: &VPath) -> Result<Option<(Vec<VPath>, Vec<VPath>)>> {
         let mut files = Vec::new();
         let mut dirs = Vec::new();
         match stat(&self.fs(p))? {
-            None => return Ok(0),
+            None => return Ok(None),
             Some(m) if m.is_dir() => {
                 dirs.push(p.clone());
                 super::walk_tree(&self.ws, p, &mut files, &mut dirs)?;
             }
             Some(_) => files.push(p.clone()),
         }
+        Ok(Some((files, dirs)))
+    }
+
+    /// Queue the jobs of what at or below `p` has no current record: files whose content
+    /// record is missing or older than the file, directories whose summary records do not
+    /// match their `.abstract.md`. A moved tree whose jobs had not run yet (they looked for
+    /// the old names) gets them again; one already indexed costs a lookup per entry.
+    pub(crate) fn refresh_under(&self, p: &VPath) -> Result<usize> {
+        use crate::index::Level;
+        let Some((files, dirs)) = self.tree_of(p)? else {
+            return Ok(0);
+        };
         let mut jobs = Vec::new();
         for f in &files {
             let current = stat(&self.fs(f))?.map(|m| super::source_version(&m));
@@ -142,16 +150,9 @@ impl Ops {
 
     /// Queue the embedding of every file and the summary of every directory at or below `p`.
     pub(crate) fn reindex_under(&self, p: &VPath) -> Result<usize> {
-        let mut files = Vec::new();
-        let mut dirs = Vec::new();
-        match stat(&self.fs(p))? {
-            None => return Ok(0),
-            Some(m) if m.is_dir() => {
-                dirs.push(p.clone());
-                super::walk_tree(&self.ws, p, &mut files, &mut dirs)?;
-            }
-            Some(_) => files.push(p.clone()),
-        }
+        let Some((files, dirs)) = self.tree_of(p)? else {
+            return Ok(0);
+        };
         let mut jobs: Vec<super::jobs::NewJob> = files
             .iter()
             .map(|f| super::jobs::embed_job(f, None))
