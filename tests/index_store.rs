@@ -308,6 +308,12 @@ fn search_matches_brute_force_across_many_chunks_with_slot_reuse() {
         .unwrap();
         live.insert(uri, r.vector.clone());
     }
+    // One record at a time: each delete patches its chunk in place.
+    for r in &recs[100..130] {
+        ix.delete(&r.uri).unwrap();
+        live.remove(r.uri.as_str());
+    }
+    assert_eq!(ix.verify().unwrap(), Vec::<String>::new());
     let indexed: Vec<String> = ix
         .all_uris()
         .unwrap()

@@ -29,6 +29,12 @@ impl Layout {
     pub fn all_codes<'a>(&self, data: &'a [u8]) -> &'a [u8] {
         &data[CHUNK_SLOTS * 12..]
     }
+    /// The byte ranges of one slot: its id, its scale, its codes.
+    pub fn slot_ranges(&self, slot: usize) -> [std::ops::Range<usize>; 3] {
+        let s = CHUNK_SLOTS * 8 + slot * 4;
+        let o = CHUNK_SLOTS * 12 + slot * self.dim;
+        [slot * 8..slot * 8 + 8, s..s + 4, o..o + self.dim]
+    }
     pub fn set(&self, data: &mut [u8], slot: usize, rid: i64, unit: &[f32]) {
         data[slot * 8..slot * 8 + 8].copy_from_slice(&rid.to_le_bytes());
         let o = CHUNK_SLOTS * 12 + slot * self.dim;

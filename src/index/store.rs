@@ -1,5 +1,9 @@
 //! Writes: upsert, delete, delete/rename by prefix. Each call is one SQLite transaction that
 //! keeps `records` and the packed `chunks` in step.
+//!
+//! A chunk blob is tens of KiB (256 slots); a transaction usually changes one slot of it. The
+//! bytes it changed are written back in place (SQLite incremental blob I/O), so a delete puts
+//! one or two pages in the WAL rather than the whole blob.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +17,14 @@ use crate::uri::VPath;
 struct ChunkBuf {
     used: usize,
     data: Vec<u8>,
+    /// The row exists in the database (else it is inserted whole).
+    in_db: bool,
+    /// Byte ranges changed since the chunk was read.
+    dirty: Vec<std::ops::Range<usize>>,
 }
+
+/// Past this many changed ranges a chunk is written whole (one statement, not many blob writes).
+const MAX_DIRTY_RANGES: usize = 32;
 
 /// The chunks one transaction touched, written back once at the end.
 struct Batch<'t> {
@@ -42,11 +53,15 @@ impl<'t> Batch<'t> {
                 Some((used, data)) if data.len() == self.layout.len() => ChunkBuf {
                     used: used as usize,
                     data,
+                    in_db: true,
+                    dirty: Vec::new(),
                 },
                 Some(_) => return Err(self.index.corrupt(format!("chunk {id} has a bad size"))),
                 None => ChunkBuf {
                     used: 0,
                     data: vec![0; self.layout.len()],
+                    in_db: false,
+                    dirty: Vec::new(),
                 },
             };
             self.chunks.insert(id, buf);
@@ -105,6 +120,7 @@ impl<'t> Batch<'t> {
             c.used += 1;
         }
         layout.set(&mut c.data, slot, rid, unit);
+        c.dirty.extend(layout.slot_ranges(slot));
         Ok(())
     }
 
@@ -113,6 +129,7 @@ impl<'t> Batch<'t> {
         if slot < CHUNK_SLOTS && c.data[slot * 8..slot * 8 + 8] != [0; 8] {
             c.data[slot * 8..slot * 8 + 8].fill(0);
             c.used = c.used.saturating_sub(1);
+            c.dirty.push(slot * 8..slot * 8 + 8);
         }
         Ok(())
     }
@@ -132,15 +149,23 @@ impl<'t> Batch<'t> {
     }
 
     fn flush(self) -> Result<(), IndexError> {
-        for (id, c) in self.chunks {
+        for (id, mut c) in self.chunks {
+            if c.dirty.is_empty() {
+                continue;
+            }
             let res = if c.used == 0 {
-                self.tx.execute("DELETE FROM chunks WHERE id = ?1", [id])
-            } else {
+                self.tx
+                    .execute("DELETE FROM chunks WHERE id = ?1", [id])
+                    .map(drop)
+            } else if !c.in_db || merge_ranges(&mut c.dirty) > MAX_DIRTY_RANGES {
                 self.tx
                     .prepare_cached(
                         "INSERT OR REPLACE INTO chunks(id, used, data) VALUES (?1, ?2, ?3)",
                     )
                     .and_then(|mut s| s.execute(params![id, c.used as i64, c.data]))
+                    .map(drop)
+            } else {
+                patch(self.tx, id, &c)
             };
             res.map_err(|e| self.index.sql(e))?;
         }
@@ -216,6 +241,31 @@ impl<'t> Batch<'t> {
         };
         self.fill(chunk, slot, id, &unit)
     }
+}
+
+/// Write a stored chunk's changed bytes in place, and its count.
+fn patch(tx: &Transaction<'_>, id: i64, c: &ChunkBuf) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE chunks SET used = ?2 WHERE id = ?1")?
+        .execute(params![id, c.used as i64])?;
+    let mut blob = tx.blob_open(rusqlite::MAIN_DB, "chunks", "data", id, false)?;
+    for r in &c.dirty {
+        blob.write_at(&c.data[r.clone()], r.start)?;
+    }
+    Ok(())
+}
+
+/// Sort and merge overlapping or touching ranges in place; returns how many are left.
+fn merge_ranges(r: &mut Vec<std::ops::Range<usize>>) -> usize {
+    r.sort_unstable_by_key(|x| x.start);
+    let mut out: Vec<std::ops::Range<usize>> = Vec::with_capacity(r.len());
+    for x in r.drain(..) {
+        match out.last_mut() {
+            Some(last) if x.start <= last.end => last.end = last.end.max(x.end),
+            _ => out.push(x),
+        }
+    }
+    *r = out;
+    r.len()
 }
 
 impl Index {

@@ -27,7 +27,15 @@ pub struct PoolOptions {
     /// How often an idle dispatcher looks for jobs enqueued by other processes (local
     /// enqueues wake it at once).
     pub poll: Duration,
+    /// Nice value of the threads that claim and run jobs (not the heartbeat, which keeps
+    /// leases alive). Jobs are background work: under load the syscalls a program is
+    /// waiting for through the mount go first, and the jobs catch up when it is idle.
+    pub nice: i32,
 }
+
+/// Like a background indexer: a tenth of a foreground thread's CPU share under contention,
+/// all of the CPU when nothing else runs.
+pub const BACKGROUND_NICE: i32 = 10;
 
 impl Default for PoolOptions {
     fn default() -> Self {
@@ -41,6 +49,7 @@ impl PoolOptions {
             lease,
             heartbeat: lease / 3,
             poll: Duration::from_millis(200),
+            nice: BACKGROUND_NICE,
         }
     }
 }
@@ -114,12 +123,15 @@ impl WorkerPool {
                     job_rx.clone(),
                     ready_tx.clone(),
                 );
+                let nice = shared.opts.nice;
                 pool.workers.push(spawn(format!("vq-{name}-{i}"), move || {
+                    set_nice(nice);
                     work(&s, &*h, &jr, &rt)
                 }));
             }
-            let (s, sr) = (shared.clone(), stop_rx.clone());
+            let (s, sr, nice) = (shared.clone(), stop_rx.clone(), shared.opts.nice);
             pool.dispatchers.push(spawn(format!("vq-{name}"), move || {
+                set_nice(nice);
                 dispatch(&s, &name, &worker_name, &ready_rx, &job_tx, &sr)
             }));
         }
@@ -184,6 +196,18 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
         .expect("spawning a worker thread")
 }
 
+/// Set the calling thread's nice value (Linux: per thread). Best effort: a pool that cannot
+/// lower its priority still runs its jobs.
+fn set_nice(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    let tid = unsafe { libc::gettid() };
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
+        tracing::debug!("setpriority({nice}): {}", std::io::Error::last_os_error());
+    }
+}
+
 /// Claim a job each time a worker says it is idle, and pass it on.
 fn dispatch(
     s: &Shared,
@@ -202,13 +226,13 @@ fn dispatch(
             if s.stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let seen = s.queue.wake_counter();
+            let seen = s.queue.wake_counter(queue);
             match s.queue.claim(queue, worker, s.opts.lease) {
                 Ok(Some(job)) => break job,
                 Ok(None) => {}
                 Err(e) => tracing::warn!(queue, "claiming a job: {e}"),
             }
-            s.queue.wait_for_enqueue(seen, s.opts.poll);
+            s.queue.wait_for_enqueue(queue, seen, s.opts.poll);
         };
         s.in_hand
             .lock()

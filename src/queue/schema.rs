@@ -21,8 +21,21 @@ pub(super) fn open_connection(
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(opts.busy_timeout)?;
-    // journal_mode answers with a row; WAL persists in the file once set.
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    // journal_mode answers with a row; WAL persists in the file once set. Switching a fresh
+    // database to WAL while another process opens it answers SQLITE_BUSY at once, without
+    // the busy handler: retry until the busy timeout.
+    let deadline = std::time::Instant::now() + opts.busy_timeout;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => break r?,
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(rusqlite::Error::InvalidParameterName(format!(
             "cannot switch to WAL journal (got {mode})"

@@ -14,6 +14,7 @@
 //! (it is in the WAL); only an OS crash or power loss may drop the last few commits, as WAL mode
 //! documents. That trade keeps enqueue at tens of microseconds, cheap enough for the FUSE write path.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -82,9 +83,29 @@ struct Inner {
     path: PathBuf,
     opts: QueueOptions,
     idle: Mutex<Vec<Connection>>,
-    /// Bumped at every enqueue from this process, so local workers wake without polling.
-    wake: Mutex<u64>,
-    wake_cv: Condvar,
+    /// Held around every write transaction of this process. SQLite makes a second writer
+    /// wait in its busy handler, which sleeps 1, 2, 5… ms between tries: a FUSE create that
+    /// met a worker's commit would stall a millisecond or more. Writers of one process queue
+    /// here instead and are woken the moment the previous commit is done; the busy handler
+    /// is left to arbitrate between processes.
+    writer: Mutex<()>,
+    /// One wake-up counter per queue name, bumped at every enqueue from this process to that
+    /// queue, so its local dispatcher wakes without polling — and the dispatchers of the
+    /// other queues sleep on (a FUSE create must not wake every thread of the pool).
+    wakers: Mutex<HashMap<String, Arc<Waker>>>,
+}
+
+#[derive(Default)]
+struct Waker {
+    count: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Waker {
+    fn bump(&self) {
+        *self.count.lock() += 1;
+        self.cv.notify_all();
+    }
 }
 
 impl std::fmt::Debug for Queue {
@@ -212,8 +233,8 @@ impl Queue {
                 path: path.to_path_buf(),
                 opts,
                 idle: Mutex::new(vec![conn]),
-                wake: Mutex::new(0),
-                wake_cv: Condvar::new(),
+                writer: Mutex::new(()),
+                wakers: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -245,6 +266,7 @@ impl Queue {
         f: impl FnOnce(&rusqlite::Transaction<'_>, i64) -> Result<T, QueueError>,
     ) -> Result<T, QueueError> {
         let mut conn = self.conn()?;
+        let _writer = self.inner.writer.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = f(&tx, now_ms())?;
         tx.commit()?;
@@ -255,29 +277,42 @@ impl Queue {
         self.inner.opts.rerun_delay.as_millis() as i64
     }
 
-    fn notify(&self) {
-        *self.inner.wake.lock() += 1;
-        self.inner.wake_cv.notify_all();
+    fn waker(&self, queue: &str) -> Arc<Waker> {
+        let mut m = self.inner.wakers.lock();
+        if let Some(w) = m.get(queue) {
+            return w.clone();
+        }
+        m.entry(queue.to_string()).or_default().clone()
     }
 
-    /// Block until a local enqueue happens after `seen` (a value this returned before) or
-    /// `timeout` passes; returns the current wake counter. Other processes' enqueues are
-    /// only seen by polling, which is what the timeout is for.
-    pub(crate) fn wait_for_enqueue(&self, seen: u64, timeout: Duration) -> u64 {
-        let mut g = self.inner.wake.lock();
+    /// Wake the local dispatcher of `queue`.
+    fn notify(&self, queue: &str) {
+        self.waker(queue).bump();
+    }
+
+    /// Block until a local enqueue to `queue` happens after `seen` (a value this returned
+    /// before) or `timeout` passes; returns the current wake counter. Other processes'
+    /// enqueues are only seen by polling, which is what the timeout is for.
+    pub(crate) fn wait_for_enqueue(&self, queue: &str, seen: u64, timeout: Duration) -> u64 {
+        let w = self.waker(queue);
+        let mut g = w.count.lock();
         if *g == seen {
-            self.inner.wake_cv.wait_for(&mut g, timeout);
+            w.cv.wait_for(&mut g, timeout);
         }
         *g
     }
 
-    pub(crate) fn wake_counter(&self) -> u64 {
-        *self.inner.wake.lock()
+    pub(crate) fn wake_counter(&self, queue: &str) -> u64 {
+        *self.waker(queue).count.lock()
     }
 
-    /// Wake local waiters (the pool calls this to stop).
+    /// Wake every local waiter (the pool calls this to stop; a retry of dead jobs may touch
+    /// any queue).
     pub(crate) fn wake_all(&self) {
-        self.notify();
+        let all: Vec<Arc<Waker>> = self.inner.wakers.lock().values().cloned().collect();
+        for w in all {
+            w.bump();
+        }
     }
 
     /// Add a job. With a `key`, bump that key's version; if a job for the key is still pending,
@@ -293,7 +328,7 @@ impl Queue {
         let payload = payload.to_string();
         let delay = self.rerun_delay_ms();
         let id = self.write(|tx, now| Ok(enqueue_in(tx, now, delay, queue, key, &payload)?))?;
-        self.notify();
+        self.notify(queue);
         Ok(id)
     }
 
@@ -312,7 +347,12 @@ impl Queue {
             }
             Ok(())
         })?;
-        self.notify();
+        let mut queues: Vec<&str> = jobs.iter().map(|(q, _, _)| q.as_str()).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for q in queues {
+            self.notify(q);
+        }
         Ok(())
     }
 
@@ -540,7 +580,7 @@ impl Queue {
                 params![queue, now],
             )?)
         })?;
-        self.notify();
+        self.wake_all();
         Ok(n)
     }
 }
