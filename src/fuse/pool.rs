@@ -1,29 +1,55 @@
 //! The thread pool FUSE requests run on, so the loop that reads /dev/fuse never waits: a
 //! request stuck on a busy lock holds one worker, and every other path keeps answering.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{unbounded, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
+/// The requests waiting for a worker. A mutex and a condition variable rather than a channel
+/// that spins: an idle worker sleeps in the kernel at once instead of calling sched_yield
+/// while it waits, which on a small machine took CPU from the request being answered.
+#[derive(Default)]
+struct Queue {
+    jobs: Mutex<(VecDeque<Job>, bool)>,
+    cv: Condvar,
+}
+
+impl Queue {
+    /// The next job, or `None` once the pool is closed and drained.
+    fn next(&self) -> Option<Job> {
+        let mut g = self.jobs.lock();
+        loop {
+            if let Some(job) = g.0.pop_front() {
+                return Some(job);
+            }
+            if g.1 {
+                return None;
+            }
+            self.cv.wait(&mut g);
+        }
+    }
+}
+
 /// A fixed set of worker threads fed from one queue.
 pub struct Pool {
-    tx: Mutex<Option<Sender<Job>>>,
+    queue: Arc<Queue>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Pool {
     pub fn new(n: usize) -> Self {
-        let (tx, rx) = unbounded::<Job>();
+        let queue = Arc::new(Queue::default());
         let threads = (0..n.max(1))
             .map(|i| {
-                let rx = rx.clone();
+                let q = queue.clone();
                 std::thread::Builder::new()
                     .name(format!("vikingfs-op-{i}"))
                     .spawn(move || {
-                        while let Ok(job) = rx.recv() {
+                        while let Some(job) = q.next() {
                             job();
                         }
                     })
@@ -31,27 +57,27 @@ impl Pool {
             })
             .collect();
         Pool {
-            tx: Mutex::new(Some(tx)),
+            queue,
             threads: Mutex::new(threads),
         }
     }
 
     /// Run `job` on a worker; after [`Pool::finish`] it runs on the caller's thread.
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) {
-        let tx = self.tx.lock().clone();
-        match tx {
-            Some(tx) => {
-                if let Err(e) = tx.send(Box::new(job)) {
-                    (e.into_inner())();
-                }
-            }
-            None => job(),
+        let mut g = self.queue.jobs.lock();
+        if g.1 {
+            drop(g);
+            return job();
         }
+        g.0.push_back(Box::new(job));
+        drop(g);
+        self.queue.cv.notify_one();
     }
 
     /// Let queued and running requests finish, then stop the workers.
     pub fn finish(&self) {
-        self.tx.lock().take();
+        self.queue.jobs.lock().1 = true;
+        self.queue.cv.notify_all();
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
             let _ = t.join();

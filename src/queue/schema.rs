@@ -42,6 +42,9 @@ pub(super) fn open_connection(
         )));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Pages read through a mapping, not pread(2): every commit of another connection makes
+    // this one's page cache stale, and the queue is read after nearly every commit.
+    conn.pragma_update(None, "mmap_size", 1i64 << 28)?;
     Ok(conn)
 }
 
