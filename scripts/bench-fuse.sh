@@ -91,7 +91,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
         R[$name.meta]=$(best "${R[$name.meta]:-}" "$(meta_job "$dir")")
         # The daemon's background jobs (embeddings, summaries) for what this job wrote must
         # not run during the next target's figures: drain them first.
-        [ "$name" = vikingfs ] && HOME="$WORK" "$BIN" wait --watch --workspace "$WORK/ws" --timeout 600 >/dev/null
+        if [ "$name" = vikingfs ]; then
+            HOME="$WORK" "$BIN" wait --watch --workspace "$WORK/ws" --timeout 600 >/dev/null
+        fi
     done
     echo "round $round/$ROUNDS done" >&2
 done
