@@ -199,7 +199,10 @@ fn serve(
         let pool = WorkerPool::start(
             ops.queue().clone(),
             crate::cli::ops::handlers(&ops, config),
-            crate::ops::jobs::pool_options(),
+            crate::queue::PoolOptions {
+                foreground: Some(ops.foreground().clone()),
+                ..crate::ops::jobs::pool_options()
+            },
         );
         let pid = std::process::id() as i32;
         let mounted = Mounted::start(core, ws.root(), mp, opts, move || {

@@ -153,6 +153,8 @@ pub struct Ops {
     working: Arc<parking_lot::Mutex<std::collections::HashMap<String, usize>>>,
     /// Set by the mount daemon: is this file open for writing through the mount right now?
     write_probe: std::sync::OnceLock<WriteProbe>,
+    /// Marked by every foreground operation; the daemon's worker pool gives way to it.
+    foreground: Arc<crate::queue::Foreground>,
 }
 
 /// See [`Ops::set_write_probe`].
@@ -195,6 +197,7 @@ impl Ops {
             working: Default::default(),
             write_probe: std::sync::OnceLock::new(),
             fg_wait,
+            foreground: Default::default(),
         });
         lifecycle::start_refresher(&ops);
         if reset {
@@ -251,7 +254,14 @@ impl Ops {
 
     /// Take locks for a foreground operation (see `fg_wait`).
     fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
+        self.foreground.touch();
         Ok(self.locks.acquire(reqs, self.fg_wait)?)
+    }
+
+    /// The foreground operations' activity, for a worker pool to give way to
+    /// ([`crate::queue::PoolOptions::foreground`]).
+    pub fn foreground(&self) -> &Arc<crate::queue::Foreground> {
+        &self.foreground
     }
 
     fn fs(&self, p: &VPath) -> PathBuf {

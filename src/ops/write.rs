@@ -74,6 +74,7 @@ impl Ops {
         p: &VPath,
         change: impl FnOnce() -> std::io::Result<T>,
     ) -> Result<T> {
+        self.foreground.touch();
         let _guard = self
             .locks
             .acquire_existing(&[(p.clone(), crate::lock::LockKind::Exact)], self.fg_wait)?;

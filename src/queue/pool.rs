@@ -31,6 +31,67 @@ pub struct PoolOptions {
     /// leases alive). Jobs are background work: under load the syscalls a program is
     /// waiting for through the mount go first, and the jobs catch up when it is idle.
     pub nice: i32,
+    /// Foreground work this pool gives way to (the mount's requests), if any.
+    pub foreground: Option<Arc<Foreground>>,
+}
+
+/// Foreground activity a pool gives way to. The mount marks each request it serves; before
+/// claiming a job a dispatcher waits until the foreground has been quiet for [`QUIET`], but
+/// never more than [`MAX_GIVE_WAY`] per job, so a steady stream of requests slows the jobs
+/// down without stopping them. On a small machine a job running beside a burst of creates
+/// or renames contends with them for the queue's and the index's write locks; the files a
+/// burst touches are also often renamed or removed before their job would have run.
+#[derive(Debug)]
+pub struct Foreground {
+    epoch: Instant,
+    /// When the last request was served, in ns since `epoch` (0: never).
+    last_ns: AtomicU64,
+}
+
+/// How long the foreground must be idle before a job is claimed.
+pub const QUIET: Duration = Duration::from_millis(5);
+/// The most a dispatcher waits for quiet before claiming one job anyway.
+pub const MAX_GIVE_WAY: Duration = Duration::from_millis(100);
+
+impl Default for Foreground {
+    fn default() -> Self {
+        Foreground {
+            epoch: Instant::now(),
+            last_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Foreground {
+    /// A foreground request is being served now.
+    pub fn touch(&self) {
+        let ns = self.epoch.elapsed().as_nanos() as u64;
+        self.last_ns.store(ns.max(1), Ordering::Relaxed);
+    }
+
+    /// How long the foreground has been idle (`None`: never active).
+    pub fn idle_for(&self) -> Option<Duration> {
+        match self.last_ns.load(Ordering::Relaxed) {
+            0 => None,
+            last => Some(
+                self.epoch
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(last)),
+            ),
+        }
+    }
+
+    /// Wait for a quiet moment, at most [`MAX_GIVE_WAY`] (or until `stopping`).
+    fn give_way(&self, stopping: &AtomicBool) {
+        let start = Instant::now();
+        while let Some(idle) = self.idle_for() {
+            let waited = start.elapsed();
+            if idle >= QUIET || waited >= MAX_GIVE_WAY || stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep((QUIET - idle).min(MAX_GIVE_WAY - waited));
+        }
+    }
 }
 
 /// Like a background indexer: a tenth of a foreground thread's CPU share under contention,
@@ -50,6 +111,7 @@ impl PoolOptions {
             heartbeat: lease / 3,
             poll: Duration::from_millis(200),
             nice: BACKGROUND_NICE,
+            foreground: None,
         }
     }
 }
@@ -227,6 +289,9 @@ fn dispatch(
                 return;
             }
             let seen = s.queue.wake_counter(queue);
+            if let Some(f) = &s.opts.foreground {
+                f.give_way(&s.stopping);
+            }
             match s.queue.claim(queue, worker, s.opts.lease) {
                 Ok(Some(job)) => break job,
                 Ok(None) => {}
@@ -350,5 +415,42 @@ pub fn drain_with(
         }
         // Jobs finished by other processes are only seen by polling.
         pool.wait_finished(seen, (timeout - elapsed).min(Duration::from_millis(200)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn give_way_waits_for_quiet_but_not_forever() {
+        let f = Arc::new(Foreground::default());
+        let stop = AtomicBool::new(false);
+        // Never active: no wait at all.
+        assert_eq!(f.idle_for(), None);
+        f.give_way(&stop);
+        // One request just now: returns once the foreground has been quiet for QUIET.
+        f.touch();
+        f.give_way(&stop);
+        assert!(f.idle_for().unwrap() >= QUIET);
+        // A steady stream of requests: returns anyway, after at most MAX_GIVE_WAY (plus
+        // scheduling slack on a loaded machine), with the stream still going.
+        let (busy, quit) = (f.clone(), Arc::new(AtomicBool::new(false)));
+        let q = quit.clone();
+        let toucher = std::thread::spawn(move || {
+            while !q.load(Ordering::Relaxed) {
+                busy.touch();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        while f.idle_for().unwrap() > QUIET / 2 {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        f.give_way(&stop);
+        let waited = start.elapsed();
+        quit.store(true, Ordering::Relaxed);
+        toucher.join().unwrap();
+        assert!(waited < MAX_GIVE_WAY * 50, "gave way for {waited:?}");
     }
 }
