@@ -10,6 +10,9 @@ pub const ALL: &[&str] = &[
     // index (one SQLite transaction per write: a crash leaves the old state whole)
     "index.rename.between_passes",
     "index.write.before_commit",
+    // queue::spool
+    "spool.flush.before",
+    "spool.flushed",
     // ops::add
     "add.enqueued",
     "add.locked",

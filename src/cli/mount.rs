@@ -183,10 +183,14 @@ fn serve(
     let set = signal_set();
     set.thread_block().context("block signals")?;
 
-    let started = (|| -> anyhow::Result<(Mounted, WorkerPool, Registration)> {
+    let started = (|| -> anyhow::Result<(Mounted, WorkerPool, Registration, Arc<Ops>)> {
         // Every mutation through the mount is a locked operation; opening the operations also
         // finishes what a crashed process left half-done.
         let ops = Ops::open(&ws, config).context("open the workspace's stores")?;
+        // Jobs queued by requests go through a spool: no request waits for a SQLite commit.
+        ops.queue()
+            .start_spool()
+            .context("start the queue's spool")?;
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
         let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
@@ -214,9 +218,9 @@ fn serve(
                 .with_context(|| format!("pid file {}", p.display()))?;
         }
         let reg = daemon::register(&ws, Some(mp), true).context("daemon registry")?;
-        Ok((mounted, pool, reg))
+        Ok((mounted, pool, reg, ops))
     })();
-    let (mounted, pool, _reg) = match started {
+    let (mounted, pool, _reg, ops) = match started {
         Ok(m) => {
             report_ready(Ok(()));
             // systemd (Type=notify): the unit is active once the mount is live.
@@ -236,6 +240,8 @@ fn serve(
     pool.begin_stop();
     let unmounted = mounted.stop().context("unmount");
     pool.stop();
+    // Requests are over: what they spooled goes into the database now.
+    ops.queue().stop_spool();
     unmounted?;
     if let Some(p) = pid_file {
         let _ = std::fs::remove_file(p);

@@ -146,8 +146,7 @@ impl Ops {
         replaced: bool,
         guard: LockGuard,
     ) -> Result<()> {
-        self.queue
-            .enqueue_many(&[super::jobs::embed_job(dst, None)])?;
+        self.queue.submit(&[super::jobs::embed_job(dst, None)])?;
         if replaced {
             // From the rename on they would name content that is gone.
             self.index.delete_prefix(dst)?;

@@ -143,7 +143,7 @@ impl Ops {
             }
         }
         if !jobs.is_empty() {
-            self.queue.enqueue_many(&jobs)?;
+            self.queue.submit(&jobs)?;
         }
         Ok(jobs.len())
     }

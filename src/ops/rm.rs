@@ -181,8 +181,7 @@ impl Ops {
     /// The parent directory's summary must be regenerated after a child changed.
     pub(crate) fn enqueue_parent_summary(&self, p: &VPath) -> Result<()> {
         if let Some(parent) = p.parent().filter(super::jobs::has_summary) {
-            let (q, key, payload) = semantic_job(&parent, None);
-            self.queue.enqueue(&q, key.as_deref(), &payload)?;
+            self.queue.submit(&[semantic_job(&parent, None)])?;
         }
         Ok(())
     }

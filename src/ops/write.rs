@@ -53,7 +53,7 @@ impl Ops {
         if !super::is_source_name(p.name()) {
             return Ok(());
         }
-        self.queue.enqueue_many(&self.jobs_for_file(p))?;
+        self.queue.submit(&self.jobs_for_file(p))?;
         Ok(())
     }
 

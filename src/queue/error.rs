@@ -17,6 +17,8 @@ pub enum QueueError {
         found: i64,
         supported: i64,
     },
+    #[error("queue spool {0}: {1}")]
+    Spool(std::path::PathBuf, #[source] std::io::Error),
     #[error("queue database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("invalid queue name {0:?} (want 1-64 characters of [a-z0-9_])")]

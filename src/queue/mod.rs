@@ -15,13 +15,14 @@
 mod error;
 mod pool;
 mod schema;
+mod spool;
 mod stats;
 mod store;
 
 pub use error::{JobError, QueueError};
 pub use pool::{drain, drain_with, Foreground, HandlerSpec, PoolOptions, Progress, WorkerPool};
 pub use stats::{DeadJob, QueueStats};
-pub use store::{Job, Queue, QueueOptions};
+pub use store::{Job, NewJob, Queue, QueueOptions};
 
 /// Directory summaries (`.abstract.md` / `.overview.md`).
 pub const SEMANTIC: &str = "semantic";

@@ -94,8 +94,13 @@ impl Queue {
         Ok(out)
     }
 
-    /// Jobs not finished (pending or claimed) in `queues`, or in all queues for `None`.
+    /// Jobs not finished (pending or claimed) in `queues`, or in all queues for `None`;
+    /// jobs a live process spooled and not in the database yet count too (in any queue: a
+    /// spool line does not say which without reading it). Spools of dead processes are
+    /// replayed into the database first.
     pub fn outstanding(&self, queues: Option<&[&str]>) -> Result<u64, QueueError> {
+        self.replay_spools()?;
+        let spooled = self.spooled();
         let conn = self.conn()?;
         let n: i64 = match queues {
             None => conn.query_row("SELECT COUNT(*) FROM jobs WHERE state < 2", [], |r| {
@@ -111,7 +116,7 @@ impl Queue {
                 sum
             }
         };
-        Ok(n as u64)
+        Ok(n as u64 + spooled)
     }
 
     /// No job is pending or claimed in any queue (dead jobs do not count: they wait for a

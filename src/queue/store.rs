@@ -73,13 +73,16 @@ pub struct Job {
     pub attempts: u32,
 }
 
+/// A job to enqueue: queue name, coalesce key, payload.
+pub type NewJob = (String, Option<String>, serde_json::Value);
+
 /// A handle on the queue database; cheap to clone, shareable between threads.
 #[derive(Clone)]
 pub struct Queue {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     path: PathBuf,
     opts: QueueOptions,
     idle: Mutex<Vec<Connection>>,
@@ -93,6 +96,16 @@ struct Inner {
     /// queue, so its local dispatcher wakes without polling — and the dispatchers of the
     /// other queues sleep on (a FUSE create must not wake every thread of the pool).
     wakers: Mutex<HashMap<String, Arc<Waker>>>,
+    /// This process's spool, once [`Queue::start_spool`] ran (the mount daemon).
+    spool: Mutex<Option<Arc<super::spool::Spool>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(s) = self.spool.get_mut().take() {
+            s.abandon();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -228,15 +241,73 @@ impl Queue {
             QueueError::Sql(source) => open_err(source),
             other => other,
         })?;
-        Ok(Queue {
+        let q = Queue {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 opts,
                 idle: Mutex::new(vec![conn]),
                 writer: Mutex::new(()),
                 wakers: Mutex::new(HashMap::new()),
+                spool: Mutex::new(None),
             }),
-        })
+        };
+        // Jobs a dead process spooled but never moved into the database.
+        q.replay_spools()?;
+        Ok(q)
+    }
+
+    /// Move the jobs of dead processes' spool files into the database; returns how many.
+    pub fn replay_spools(&self) -> Result<usize, QueueError> {
+        super::spool::replay_orphans(self)
+    }
+
+    /// Let [`Queue::submit`] append to a spool file that a flusher thread moves into the
+    /// database in batches (see `queue::spool`). For a process that queues jobs from a
+    /// latency-sensitive path (the mount daemon); [`Queue::stop_spool`] before it exits.
+    pub fn start_spool(&self) -> Result<(), QueueError> {
+        let mut s = self.inner.spool.lock();
+        if s.is_none() {
+            let dir = super::spool::dir_of(&self.inner.path);
+            *s = Some(super::spool::Spool::start(self).map_err(|e| QueueError::Spool(dir, e))?);
+        }
+        Ok(())
+    }
+
+    /// Move everything spooled into the database and stop the flusher.
+    pub fn stop_spool(&self) {
+        let s = self.inner.spool.lock().take();
+        if let Some(s) = s {
+            s.stop();
+        }
+    }
+
+    /// Block until every job submitted so far is in the database.
+    pub fn sync_spool(&self) {
+        let s = self.inner.spool.lock().clone();
+        if let Some(s) = s {
+            s.sync();
+        }
+    }
+
+    /// Queue `jobs` from a path that must not wait for the database: with a spool running,
+    /// one append to it (durable against a crash of this process once this returns; in the
+    /// database within milliseconds); without, [`Queue::enqueue_many`].
+    pub fn submit(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
+        for (q, _, _) in jobs {
+            check_name(q)?;
+        }
+        let s = self.inner.spool.lock().clone();
+        match s {
+            Some(s) => s
+                .append(jobs)
+                .map_err(|e| QueueError::Spool(super::spool::dir_of(&self.inner.path), e)),
+            None => self.enqueue_many(jobs),
+        }
+    }
+
+    /// Jobs spooled by any process and not in the database yet.
+    pub fn spooled(&self) -> u64 {
+        super::spool::pending_lines(&self.inner.path)
     }
 
     pub fn path(&self) -> &Path {
@@ -333,10 +404,7 @@ impl Queue {
     }
 
     /// [`enqueue`](Self::enqueue) several jobs in one transaction (one WAL commit).
-    pub fn enqueue_many(
-        &self,
-        jobs: &[(String, Option<String>, serde_json::Value)],
-    ) -> Result<(), QueueError> {
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
         for (q, _, _) in jobs {
             check_name(q)?;
         }

@@ -1,0 +1,283 @@
+//! The spool: jobs queued from a latency-sensitive path (the mount's create, rename, unlink)
+//! as one append(2) each, moved into the database in batches by a flusher thread.
+//!
+//! A FUSE request that queues a job must not wait for a SQLite commit, nor for another
+//! process's write lock on the database (which can last up to the busy timeout). So the daemon
+//! appends each batch of jobs as one line to its spool file, `QUEUE_DIR/spool/{pid}-{n}.spool`,
+//! and a flusher thread enqueues everything appended so far in one transaction, then empties
+//! the file. Once `write(2)` returns the line is in the page cache: it survives a crash of the
+//! process, the durability the database itself gives (WAL, `synchronous=NORMAL`).
+//!
+//! The process holds an exclusive `flock` on its spool file while it lives. Whoever opens the
+//! queue replays every spool file it can lock (its owner died) and deletes it. Replaying a
+//! line twice (a crash between the flusher's commit and its truncate) is harmless: a keyed job
+//! coalesces with itself, and every job is idempotent.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Weak;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::store::{Inner, NewJob, Queue};
+use super::QueueError;
+
+/// One appender's file and how much of it is in the database already.
+struct State {
+    file: File,
+    /// Bytes appended.
+    len: u64,
+    /// Bytes enqueued into the database.
+    flushed: u64,
+    /// Bytes ever appended and ever flushed (never reset, unlike the two above, which go
+    /// back to 0 when the file is emptied): what [`Spool::sync`] waits on.
+    appended_total: u64,
+    flushed_total: u64,
+    /// Set by [`Spool::stop`]: flush what is there and end.
+    stopping: bool,
+}
+
+pub(super) struct Spool {
+    path: PathBuf,
+    state: Mutex<State>,
+    /// Signalled on append (wakes the flusher) and on flush (wakes [`Spool::sync`]).
+    cv: Condvar,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The spool directory of the queue database at `db`.
+pub(super) fn dir_of(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join("spool")
+}
+
+impl Spool {
+    /// Create this process's spool file and start its flusher.
+    pub(super) fn start(queue: &Queue) -> io::Result<std::sync::Arc<Spool>> {
+        let dir = dir_of(queue.path());
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!(
+            "{}-{}.spool",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(&path)?;
+        flock(&file, libc::LOCK_EX | libc::LOCK_NB)?;
+        let spool = std::sync::Arc::new(Spool {
+            path,
+            state: Mutex::new(State {
+                file,
+                len: 0,
+                flushed: 0,
+                appended_total: 0,
+                flushed_total: 0,
+                stopping: false,
+            }),
+            cv: Condvar::new(),
+            flusher: Mutex::new(None),
+        });
+        let (s, q) = (spool.clone(), std::sync::Arc::downgrade(&queue.inner));
+        let t = std::thread::Builder::new()
+            .name("vq-spool".into())
+            .spawn(move || s.flush_loop(&q))?;
+        *spool.flusher.lock() = Some(t);
+        Ok(spool)
+    }
+
+    /// Append `jobs` as one line; they are in the database within milliseconds.
+    pub(super) fn append(&self, jobs: &[NewJob]) -> io::Result<()> {
+        let mut line = serde_json::to_vec(jobs).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let mut st = self.state.lock();
+        // One write(2) for the whole line: a crash leaves all of it or none.
+        st.file.write_all(&line)?;
+        st.len += line.len() as u64;
+        st.appended_total += line.len() as u64;
+        drop(st);
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    /// Block until everything appended before this call is in the database.
+    pub(super) fn sync(&self) {
+        let mut st = self.state.lock();
+        let target = st.appended_total;
+        while st.flushed_total < target && !st.stopping {
+            self.cv.wait(&mut st);
+        }
+    }
+
+    /// Stop the flusher without flushing (the queue handle is gone): what is left is
+    /// replayed by the next process to open the queue, as after a crash.
+    pub(super) fn abandon(&self) {
+        self.state.lock().stopping = true;
+        self.cv.notify_all();
+    }
+
+    /// Flush what is there, stop the flusher and remove the (empty) spool file.
+    pub(super) fn stop(&self) {
+        self.state.lock().stopping = true;
+        self.cv.notify_all();
+        if let Some(t) = self.flusher.lock().take() {
+            let _ = t.join();
+        }
+        let st = self.state.lock();
+        if st.len == 0 {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn flush_loop(&self, queue: &Weak<Inner>) {
+        loop {
+            let (from, to, stopping) = {
+                let mut st = self.state.lock();
+                while st.flushed == st.len && !st.stopping {
+                    self.cv.wait(&mut st);
+                }
+                (st.flushed, st.len, st.stopping)
+            };
+            if from < to {
+                let Some(inner) = queue.upgrade() else { return };
+                let q = Queue { inner };
+                crate::crash_point!("spool.flush.before");
+                match self.flush_range(&q, from, to) {
+                    Ok(()) => {
+                        crate::crash_point!("spool.flushed");
+                        let mut st = self.state.lock();
+                        st.flushed_total += to - st.flushed;
+                        st.flushed = to;
+                        if st.len == to {
+                            // Caught up: empty the file so it never grows. Appends hold the
+                            // same mutex, so none can land between the check and the truncate.
+                            if let Err(e) = st.file.set_len(0) {
+                                tracing::warn!(file = %self.path.display(), "emptying the spool: {e}");
+                            } else {
+                                st.len = 0;
+                                st.flushed = 0;
+                            }
+                        }
+                        drop(st);
+                        self.cv.notify_all();
+                    }
+                    Err(e) => {
+                        // The database is unavailable (another process holds its write lock
+                        // past the busy timeout): the lines stay in the spool; try again.
+                        tracing::warn!("moving spooled jobs into the queue: {e}");
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                }
+                continue;
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    fn flush_range(&self, q: &Queue, from: u64, to: u64) -> Result<(), QueueError> {
+        let mut buf = vec![0u8; (to - from) as usize];
+        self.state
+            .lock()
+            .file
+            .read_exact_at(&mut buf, from)
+            .map_err(|e| QueueError::Spool(self.path.clone(), e))?;
+        q.enqueue_many(&parse(&buf, &self.path))?;
+        Ok(())
+    }
+}
+
+/// The jobs in spooled bytes; a line that does not parse (torn by a power loss) is skipped.
+fn parse(buf: &[u8], path: &Path) -> Vec<NewJob> {
+    let mut jobs = Vec::new();
+    for line in buf.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<Vec<NewJob>>(line) {
+            Ok(j) => jobs.extend(j),
+            Err(e) => tracing::warn!(file = %path.display(), "skipping a damaged spool line: {e}"),
+        }
+    }
+    jobs
+}
+
+fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
+    if unsafe { libc::flock(f.as_raw_fd(), op) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Enqueue the jobs of every spool file whose owner is gone, and delete those files.
+/// Returns how many jobs were recovered.
+pub(super) fn replay_orphans(q: &Queue) -> Result<usize, QueueError> {
+    let dir = dir_of(q.path());
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(QueueError::Spool(dir, e)),
+    };
+    let mut recovered = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "spool") {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else {
+            continue; // Gone meanwhile: its owner stopped cleanly or another replay took it.
+        };
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+            continue; // A live process's spool.
+        }
+        // Locked: its owner is dead. Another replayer may have taken and deleted it between
+        // our open and our lock; then it has no name any more.
+        let linked = file
+            .metadata()
+            .map(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 0)
+            .unwrap_or(false);
+        if !linked {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| QueueError::Spool(path.clone(), e))?;
+        let jobs = parse(&bytes, &path);
+        if !jobs.is_empty() {
+            q.enqueue_many(&jobs)?;
+            recovered += jobs.len();
+            tracing::info!(file = %path.display(), jobs = jobs.len(), "recovered spooled jobs of a dead process");
+        }
+        std::fs::remove_file(&path).map_err(|e| QueueError::Spool(path.clone(), e))?;
+    }
+    Ok(recovered)
+}
+
+/// Jobs in live processes' spool files not moved into the database yet, for `wait` and
+/// `status` (orphans are replayed by [`replay_orphans`], not counted).
+pub(super) fn pending_lines(db: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir_of(db)) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        if e.path().extension().is_none_or(|x| x != "spool") {
+            continue;
+        }
+        let Ok(file) = File::open(e.path()) else {
+            continue;
+        };
+        if e.metadata().is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
+        // A lock we can take means no live owner: an orphan, not work in flight.
+        if flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+            continue;
+        }
+        if let Ok(b) = std::fs::read(e.path()) {
+            n += b.iter().filter(|&&c| c == b'\n').count() as u64;
+        }
+    }
+    n
+}
