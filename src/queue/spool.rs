@@ -224,7 +224,7 @@ pub(super) fn replay_orphans(q: &Queue) -> Result<usize, QueueError> {
     let mut recovered = 0;
     for e in entries.flatten() {
         let path = e.path();
-        if path.extension().is_none_or(|x| x != "spool") {
+        if path.extension() != Some("spool".as_ref()) {
             continue;
         }
         let Ok(file) = File::open(&path) else {
@@ -262,7 +262,7 @@ pub(super) fn pending_lines(db: &Path) -> u64 {
     };
     let mut n = 0;
     for e in entries.flatten() {
-        if e.path().extension().is_none_or(|x| x != "spool") {
+        if e.path().extension() != Some("spool".as_ref()) {
             continue;
         }
         let Ok(file) = File::open(e.path()) else {
