@@ -143,14 +143,14 @@ impl Engine<'_> {
     ) -> Result<Option<Verdict>, LockError> {
         let io_err = |e| LockError::io(file.path, e);
         if !file
-            .call(|d, n| provider::read(d, n, buf))
+            .call_or(false, |d, n| provider::read(d, n, buf))
             .map_err(io_err)?
         {
             return Ok(None);
         }
         if codec::parse(buf).is_none()
             && !file
-                .call(|d, n| provider::read_locked(d, n, buf))
+                .call_or(false, |d, n| provider::read_locked(d, n, buf))
                 .map_err(io_err)?
         {
             return Ok(None);
@@ -201,7 +201,7 @@ impl Engine<'_> {
                 }
                 Verdict::Stale(why) => {
                     tracing::info!(file = %file.path.display(), %why, "removing stale lock");
-                    file.call(|d, n| provider::cas_remove(d, n, buf))
+                    file.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, buf))
                         .map_err(|e| LockError::io(file.path, e))?;
                 }
             }
@@ -408,7 +408,9 @@ impl Engine<'_> {
                         Verdict::Stale(why) => {
                             tracing::info!(file = %target.path.display(), %why, "taking over stale lock");
                             match at
-                                .call(|d, n| provider::cas_replace(d, n, &buf, token.as_bytes()))
+                                .call_or(Cas::Changed, |d, n| {
+                                    provider::cas_replace(d, n, &buf, token.as_bytes())
+                                })
                                 .map_err(|e| LockError::io(&target.path, e))?
                             {
                                 Cas::Done => break None,
@@ -490,8 +492,12 @@ impl Engine<'_> {
             }
         }
         let r = match &h.fd {
-            Some(f) => at.call(|d, n| provider::cas_remove_open(f, d, n, h.token.as_bytes())),
-            None => at.call(|d, n| provider::cas_remove(d, n, h.token.as_bytes())),
+            Some(f) => at.call_or(Cas::Changed, |d, n| {
+                provider::cas_remove_open(f, d, n, h.token.as_bytes())
+            }),
+            None => at.call_or(Cas::Changed, |d, n| {
+                provider::cas_remove(d, n, h.token.as_bytes())
+            }),
         };
         match r {
             Ok(Cas::Done) => true,

@@ -318,7 +318,9 @@ impl Inner {
             let owner = h.token.rsplitn(3, ':').nth(2).unwrap_or_default();
             let new = codec::format(owner, codec::now_ns(), h.kind);
             let r = self.res.at(&h.file).and_then(|at| {
-                at.call(|d, n| provider::cas_replace(d, n, h.token.as_bytes(), new.as_bytes()))
+                at.call_or(Cas::Changed, |d, n| {
+                    provider::cas_replace(d, n, h.token.as_bytes(), new.as_bytes())
+                })
             });
             match r {
                 Ok(Cas::Done) => h.token = new,
@@ -411,7 +413,9 @@ impl Inner {
                 Err(e) => (false, Some(e.to_string())),
             };
             if clear && stale {
-                if let Ok(Cas::Done) = at.call(|d, n| provider::cas_remove(d, n, &buf)) {
+                if let Ok(Cas::Done) =
+                    at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &buf))
+                {
                     removed += 1;
                 }
             }
@@ -512,7 +516,7 @@ impl LockManager {
         for f in candidates.into_iter().flatten() {
             let read = res
                 .at(&f)
-                .and_then(|at| at.call(|d, n| provider::read(d, n, &mut buf)));
+                .and_then(|at| at.call_or(false, |d, n| provider::read(d, n, &mut buf)));
             match read {
                 Ok(true) => {
                     if matches!(codec::parse(&buf), Some(codec::Content::Token(t)) if t.owner == owner)
@@ -545,10 +549,11 @@ impl LockManager {
                 return Ok(true);
             }
             let new = codec::format(owner, codec::now_ns(), t.kind);
-            let replaced =
-                self.inner.res.at(&file).and_then(|at| {
-                    at.call(|d, n| provider::cas_replace(d, n, &old, new.as_bytes()))
-                });
+            let replaced = self.inner.res.at(&file).and_then(|at| {
+                at.call_or(Cas::Changed, |d, n| {
+                    provider::cas_replace(d, n, &old, new.as_bytes())
+                })
+            });
             match replaced.map_err(|e| LockError::io(&file.path, e))? {
                 Cas::Done => return Ok(true),
                 Cas::Changed => continue,
@@ -566,7 +571,7 @@ impl LockManager {
             .inner
             .res
             .at(&file)
-            .and_then(|at| at.call(|d, n| provider::cas_remove(d, n, &old)))
+            .and_then(|at| at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &old)))
             .map_err(|e| LockError::io(&file.path, e))?;
         self.inner.released.notify_all();
         Ok(done == Cas::Done)

@@ -88,6 +88,20 @@ impl At<'_> {
     pub fn call<T>(&self, f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>) -> io::Result<T> {
         sysutil::with_at_c(self.dir, self.rel, f)
     }
+
+    /// [`call`](Self::call), with a missing file answered by `absent`. A long path is walked
+    /// in chunks before `f` runs, so a directory missing on the way fails before `f` could
+    /// answer it as the one system call would have; this answers both alike.
+    pub fn call_or<T>(
+        &self,
+        absent: T,
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+    ) -> io::Result<T> {
+        match self.call(f) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(absent),
+            r => r,
+        }
+    }
 }
 
 /// Maps namespace paths to lock files in one workspace.
