@@ -129,22 +129,6 @@ pub fn lstat_c(dir: RawFd, name: &CStr) -> io::Result<Stat> {
     Ok(Stat(unsafe { st.assume_init() }))
 }
 
-/// `fstat` of a descriptor (an `O_PATH` one too).
-pub fn fstat(fd: RawFd) -> io::Result<Stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fstatat with AT_EMPTY_PATH on an empty name fills `st` on success.
-    cvt(unsafe {
-        libc::fstatat(
-            fd,
-            c"".as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })?;
-    // SAFETY: fstatat succeeded.
-    Ok(Stat(unsafe { st.assume_init() }))
-}
-
 /// `lstat` of `rel` below `base`.
 pub fn lstat(base: BorrowedFd<'_>, rel: &[u8]) -> io::Result<Stat> {
     with_at(base, rel, |d, n| lstat_c(d.as_raw_fd(), n))

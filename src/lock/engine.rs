@@ -319,15 +319,10 @@ impl Engine<'_> {
                 Err(e) => Err(LockError::io(self.res.fs_path(dir), e)),
             };
         }
-        self.res
-            .open_dir(dir, true)
-            .map(drop)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOTDIR) | Some(libc::EEXIST) => {
-                    LockError::NotADirectory { path: p.uri() }
-                }
-                _ => LockError::io(self.res.fs_path(dir), e),
-            })
+        self.res.make_dir(dir).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) | Some(libc::EEXIST) => LockError::NotADirectory { path: p.uri() },
+            _ => LockError::io(self.res.fs_path(dir), e),
+        })
     }
 
     /// Take one lock. `Ok(None)`: the file already holds this owner's token (a nested lock on

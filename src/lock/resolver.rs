@@ -149,14 +149,9 @@ impl Resolver {
         }
     }
 
-    /// Open directory `p` (`O_PATH`), or with `create` make what is missing of it first.
-    pub(crate) fn open_dir(&self, p: &VPath, create: bool) -> io::Result<OwnedFd> {
-        let rel = p.as_str().as_bytes();
-        if create {
-            sysutil::make_dir_all(self.root()?, rel)
-        } else {
-            sysutil::open_dir(self.root()?, rel)
-        }
+    /// Make directory `p` and what is missing above it (`ENOTDIR`: a file in the way).
+    pub(crate) fn make_dir(&self, p: &VPath) -> io::Result<()> {
+        sysutil::make_dir_all(self.root()?, p.as_str().as_bytes()).map(drop)
     }
 
     /// The lock file `name` in directory `dir`.
