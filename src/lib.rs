@@ -16,5 +16,6 @@ pub mod ops;
 pub mod queue;
 pub mod semantic;
 pub mod session;
+pub mod sysutil;
 pub mod uri;
 pub mod workspace;

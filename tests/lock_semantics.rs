@@ -389,3 +389,52 @@ fn refresh_keeps_tokens_fresh() {
     g.release().unwrap();
     assert!(!f.exists());
 }
+
+/// Lock files of a path whose lock file path is longer than PATH_MAX, even relative to the
+/// data root: the engine names them relative to descriptors, walking the path in chunks.
+/// Exclusion between two managers and cleanup on release hold there as anywhere.
+#[test]
+fn paths_beyond_path_max_lock_and_release() {
+    use std::os::fd::AsFd;
+    let (_d, ws, a) = setup(Duration::from_secs(30));
+    let b = LockManager::new(&ws, LockConfig::default()).unwrap();
+    // 20 components of 230 bytes: ~4.6 KB below the data root.
+    let comp = "d".repeat(230);
+    let dir_rel = format!("resources/{}", vec![comp.as_str(); 20].join("/"));
+    assert!(dir_rel.len() > vikingfs::sysutil::PATH_MAX);
+    let root = vikingfs::sysutil::DirRoot::open(&ws.data_root()).unwrap();
+    let dir_fd = vikingfs::sysutil::make_dir_all(root.as_fd(), dir_rel.as_bytes()).unwrap();
+    let name = "f".repeat(200);
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
+    let c = std::ffi::CString::new(name.as_str()).unwrap();
+    drop(
+        vikingfs::sysutil::openat(std::os::fd::AsRawFd::as_raw_fd(&dir_fd), &c, flags, 0o644)
+            .unwrap(),
+    );
+    let file = vp(&ws, &format!("{dir_rel}/{name}"));
+    let dir = vp(&ws, &dir_rel);
+
+    let g = a.exact(&file).unwrap();
+    let held = a.list().unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].uri, file.uri());
+    assert!(matches!(b.exact(&file), Err(LockError::Busy { .. })));
+    assert!(
+        matches!(b.tree(&dir), Err(LockError::Busy { .. })),
+        "a TREE above sees the EXACT below"
+    );
+    g.release().unwrap();
+    assert!(a.list().unwrap().is_empty(), "released lock file removed");
+
+    let t = b.tree(&dir).unwrap();
+    assert!(matches!(a.exact(&file), Err(LockError::Busy { .. })));
+    drop(t);
+    // A missing path below: the lock makes the directory its lock file needs.
+    let deeper = vp(&ws, &format!("{dir_rel}/new/{}", "g".repeat(200)));
+    drop(a.exact(&deeper).unwrap());
+    let new_dir = format!("{dir_rel}/new");
+    assert!(vikingfs::sysutil::lstat(root.as_fd(), new_dir.as_bytes())
+        .unwrap()
+        .is_dir());
+    assert!(a.list().unwrap().is_empty());
+}

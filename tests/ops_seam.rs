@@ -359,3 +359,32 @@ fn lifecycle_lock_stays_fresh_through_a_job_longer_than_lock_expire() {
     assert!(other.locks().list().unwrap().is_empty());
     other.rm(&target, true).unwrap();
 }
+
+/// A path whose absolute backing path is longer than PATH_MAX (as a path of PATH_MAX-1 bytes
+/// through the mount is): the mount's entry points name it relative to the data root.
+#[test]
+fn seam_paths_whose_backing_path_exceeds_path_max() {
+    use std::os::fd::AsFd;
+    let (_d, ops) = setup();
+    let comp = "d".repeat(230);
+    let dir = format!("resources/{}", vec![comp.as_str(); 17].join("/"));
+    let root = vikingfs::sysutil::DirRoot::open(&ops.workspace().data_root()).unwrap();
+    vikingfs::sysutil::make_dir_all(root.as_fd(), dir.as_bytes()).unwrap();
+    let a = p(&format!("{dir}/{}", "a".repeat(150)));
+    let b = p(&format!("{dir}/{}", "b".repeat(150)));
+    assert!(a.as_str().len() < vikingfs::sysutil::PATH_MAX);
+    assert!(ops.workspace().fs_path(&a).as_os_str().len() >= vikingfs::sysutil::PATH_MAX);
+    let exists = |v: &VPath| vikingfs::sysutil::lstat(root.as_fd(), v.as_str().as_bytes()).is_ok();
+
+    ops.write_file(&a, b"long").unwrap();
+    assert!(exists(&a));
+    ops.rename(&a, &b, RenameFlags::default()).unwrap();
+    assert!(!exists(&a) && exists(&b));
+    ops.unlink(&b).unwrap();
+    assert!(!exists(&b));
+    let sub = p(&format!("{dir}/{}", "s".repeat(100)));
+    vikingfs::sysutil::make_dir_all(root.as_fd(), sub.as_str().as_bytes()).unwrap();
+    ops.rmdir(&sub).unwrap();
+    assert!(!exists(&sub));
+    assert!(ops.locks().list().unwrap().is_empty(), "no lock file left");
+}

@@ -11,20 +11,21 @@
 //! over, both by compare-and-swap ([`super::provider`]).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use super::codec::{self, Content, Liveness};
 use super::pool::Pool;
 use super::provider::{self, Cas};
-use super::resolver::{Resolver, PATH_LOCK};
+use super::resolver::{At, LockFile, Resolver, PATH_LOCK};
 use super::{walk, LockError, LockKind};
+use crate::sysutil;
 use crate::uri::VPath;
 
 /// A lock file this process wrote and must refresh and remove.
 #[derive(Debug)]
 pub(crate) struct Held {
-    pub file: PathBuf,
+    pub file: LockFile,
     /// Kept open from its creation (or takeover) so release needs no open.
     pub fd: Option<std::fs::File>,
     pub token: String,
@@ -70,7 +71,7 @@ impl Engine<'_> {
     /// `default_kind` is the kind an empty file is reported with.
     pub fn judge(
         &self,
-        file: &Path,
+        file: At<'_>,
         raw: &[u8],
         me: &str,
         filter: Filter,
@@ -80,17 +81,17 @@ impl Engine<'_> {
             Some(c) => c,
             None => {
                 return Err(LockError::CorruptToken {
-                    file: file.to_path_buf(),
+                    file: file.path.to_path_buf(),
                     content: String::from_utf8_lossy(raw).into_owned(),
                 })
             }
         };
         match parsed {
             Content::Empty => {
-                let age = match provider::mtime_ns(file) {
+                let age = match file.call(provider::mtime_ns) {
                     Ok(m) => age_ns(m),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Verdict::Free),
-                    Err(e) => return Err(LockError::io(file, e)),
+                    Err(e) => return Err(LockError::io(file.path, e)),
                 };
                 if age > self.expire.as_nanos() as u64 {
                     Ok(Verdict::Stale(format!(
@@ -134,17 +135,23 @@ impl Engine<'_> {
     /// writer may have been midway).
     fn read_judge(
         &self,
-        file: &Path,
+        file: At<'_>,
         buf: &mut Vec<u8>,
         me: &str,
         filter: Filter,
         default_kind: LockKind,
     ) -> Result<Option<Verdict>, LockError> {
-        if !provider::read(file, buf).map_err(|e| LockError::io(file, e))? {
+        let io_err = |e| LockError::io(file.path, e);
+        if !file
+            .call_or(false, |d, n| provider::read(d, n, buf))
+            .map_err(io_err)?
+        {
             return Ok(None);
         }
         if codec::parse(buf).is_none()
-            && !provider::read_locked(file, buf).map_err(|e| LockError::io(file, e))?
+            && !file
+                .call_or(false, |d, n| provider::read_locked(d, n, buf))
+                .map_err(io_err)?
         {
             return Ok(None);
         }
@@ -156,7 +163,7 @@ impl Engine<'_> {
     /// would be).
     fn check_file(
         &self,
-        file: &Path,
+        file: At<'_>,
         uri: &dyn Fn() -> String,
         me: &str,
         filter: Filter,
@@ -173,7 +180,7 @@ impl Engine<'_> {
     /// `check_file`, passing `ENOTDIR` up.
     fn check_file_strict(
         &self,
-        file: &Path,
+        file: At<'_>,
         uri: &dyn Fn() -> String,
         me: &str,
         filter: Filter,
@@ -193,56 +200,56 @@ impl Engine<'_> {
                     })
                 }
                 Verdict::Stale(why) => {
-                    tracing::info!(file = %file.display(), %why, "removing stale lock");
-                    provider::cas_remove(file, buf).map_err(|e| LockError::io(file, e))?;
+                    tracing::info!(file = %file.path.display(), %why, "removing stale lock");
+                    file.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, buf))
+                        .map_err(|e| LockError::io(file.path, e))?;
                 }
             }
         }
     }
 
+    /// The data root's descriptor, as a lock error.
+    fn at<'a>(&'a self, f: &'a LockFile) -> Result<At<'a>, LockError> {
+        self.res.at(f).map_err(|e| LockError::io(&f.path, e))
+    }
+
     /// TREE tokens on the ancestors' `.path.ovlock`; a file among the ancestors is an error.
-    /// Runs on every acquire: one path buffer is cut back per ancestor, no per-ancestor
-    /// allocation; a VPath is only built for an error.
+    /// Runs on every acquire: each ancestor's lock file is probed with one `fstatat` relative
+    /// to the data root through one reused buffer, and read only when something is there.
     fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
         let rel = p.as_str();
-        use std::os::unix::ffi::{OsStrExt, OsStringExt};
-        let mut f = self.res.fs_path(&VPath::root()).into_os_string().into_vec();
-        let base = f.len();
+        let ancestor = |end: usize| VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
+        let not_a_dir = |end: usize| LockError::NotADirectory {
+            path: ancestor(end).uri(),
+        };
         // Ancestors from the root down: "", then every prefix of `rel` ending before a '/'.
         let ends = std::iter::once(0).chain(rel.match_indices('/').map(|(i, _)| i));
         let ends = ends.take(if p.is_root() { 0 } else { p.depth() });
+        let mut probe = Vec::with_capacity(rel.len() + PATH_LOCK.len() + 2);
         for end in ends {
-            f.truncate(base);
+            probe.clear();
             if end > 0 {
-                f.push(b'/');
-                f.extend_from_slice(&rel.as_bytes()[..end]);
+                probe.extend_from_slice(&rel.as_bytes()[..end]);
+                probe.push(b'/');
             }
-            f.push(b'/');
-            f.extend_from_slice(PATH_LOCK.as_bytes());
-            let ancestor = || VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
-            // Nearly always no lock file is there: probe relative to the data root (a short
-            // path walk) and read it the careful way only when something exists.
-            let mut rel_lock = f[base..].strip_prefix(b"/").unwrap_or(&f[base..]).to_vec();
-            rel_lock.push(0);
-            if let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&rel_lock) {
-                match self.res.probe(c) {
-                    Some(Ok(false)) => continue,
-                    Some(Err(e)) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-                        return Err(LockError::NotADirectory {
-                            path: ancestor().uri(),
-                        })
-                    }
-                    _ => {}
-                }
+            probe.extend_from_slice(PATH_LOCK.as_bytes());
+            probe.push(0);
+            let c = std::ffi::CStr::from_bytes_with_nul(&probe).expect("one NUL, at the end");
+            // Nearly always no lock file is there: read it the careful way only when
+            // something exists.
+            match self.res.probe(c) {
+                Ok(false) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_a_dir(end)),
+                _ => {}
             }
-            let file = Path::new(std::ffi::OsStr::from_bytes(&f));
-            match self.check_file_strict(file, &|| ancestor().uri(), me, Filter::TreeOnly, buf) {
+            let a = ancestor(end);
+            let file = self.res.dir_lock_file(&a);
+            let uri = || a.uri();
+            match self.check_file_strict(self.at(&file)?, &uri, me, Filter::TreeOnly, buf) {
                 Err(LockError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::ENOTDIR) =>
                 {
-                    return Err(LockError::NotADirectory {
-                        path: ancestor().uri(),
-                    })
+                    return Err(not_a_dir(end))
                 }
                 r => r?,
             }
@@ -253,41 +260,68 @@ impl Engine<'_> {
     /// Every lock file in the subtree of `p` except `p`'s own `.path.ovlock`.
     fn check_descendants(&self, p: &VPath, me: &str) -> Result<(), LockError> {
         let root = self.res.fs_path(p);
+        let base = self.res.root().map_err(|e| LockError::io(&root, e))?;
         let mut buf = Vec::with_capacity(128);
-        walk::lock_files(&root, &|dir, e| LockError::io(dir, e), &mut |found| {
+        let rel = p.as_str().as_bytes();
+        let io_err = |dir, e| LockError::io(dir, e);
+        walk::lock_files(base, rel, &root, &io_err, &mut |found| {
             let name = found.name.to_bytes();
             if found.rel_dir.as_os_str().is_empty() && name == PATH_LOCK.as_bytes() {
                 return Ok(());
             }
-            let at = || {
-                root.join(found.rel_dir)
-                    .join(std::ffi::OsStr::new(&*String::from_utf8_lossy(name)))
+            let path = root
+                .join(found.rel_dir)
+                .join(std::ffi::OsStr::new(&*String::from_utf8_lossy(name)));
+            let file = At {
+                dir: found.dir_fd,
+                rel: found.name,
+                path: &path,
             };
             if !walk::read_at(found.dir_fd, found.name, &mut buf)
-                .map_err(|e| LockError::io(at(), e))?
+                .map_err(|e| LockError::io(&path, e))?
             {
                 return Ok(());
             }
-            let file = at();
             let dir = p
                 .join_rel(&found.rel_dir.to_string_lossy())
                 .unwrap_or_else(|_| p.clone());
             let lock_name = String::from_utf8_lossy(name);
             let uri = || self.res.locked_path(&dir, &lock_name, std::iter::empty());
-            let quick = codec::parse(&buf).map(|_| ());
-            if quick.is_none() {
+            if codec::parse(&buf).is_none() {
                 // Maybe torn by a CAS writer: settle it the careful way.
-                return self.check_file(&file, &uri, me, Filter::Any, &mut buf);
+                return self.check_file(file, &uri, me, Filter::Any, &mut buf);
             }
-            match self.judge(&file, &buf, me, Filter::Any, LockKind::Exact)? {
+            match self.judge(file, &buf, me, Filter::Any, LockKind::Exact)? {
                 Verdict::Free => Ok(()),
                 Verdict::Held { owner, kind } => Err(LockError::Busy {
                     path: uri(),
                     kind,
                     owner,
                 }),
-                Verdict::Stale(_) => self.check_file(&file, &uri, me, Filter::Any, &mut buf),
+                Verdict::Stale(_) => self.check_file(file, &uri, me, Filter::Any, &mut buf),
             }
+        })
+    }
+
+    /// The directory a lock file goes in: created when missing, or `Gone` if that is not allowed.
+    fn make_dirs(&self, dir: &VPath, p: &VPath, create: bool) -> Result<(), LockError> {
+        if !create {
+            let root = self
+                .res
+                .root()
+                .map_err(|e| LockError::io(self.res.fs_path(dir), e))?;
+            return match sysutil::lstat(root, dir.as_str().as_bytes()) {
+                Ok(m) if m.is_dir() => Ok(()),
+                Ok(_) => Err(LockError::NotADirectory { path: p.uri() }),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    Err(LockError::Gone { path: p.uri() })
+                }
+                Err(e) => Err(LockError::io(self.res.fs_path(dir), e)),
+            };
+        }
+        self.res.make_dir(dir).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) | Some(libc::EEXIST) => LockError::NotADirectory { path: p.uri() },
+            _ => LockError::io(self.res.fs_path(dir), e),
         })
     }
 
@@ -303,8 +337,11 @@ impl Engine<'_> {
         create_dirs: bool,
     ) -> Result<Option<Held>, LockError> {
         let mut buf = Vec::with_capacity(128);
-        let fs = self.res.fs_path(p);
-        let meta = std::fs::symlink_metadata(&fs);
+        let root = self
+            .res
+            .root()
+            .map_err(|e| LockError::io(self.res.fs_path(p), e))?;
+        let meta = sysutil::lstat(root, p.as_str().as_bytes());
         let is_dir = matches!(&meta, Ok(m) if m.is_dir());
         let exists = meta.is_ok();
         // Checking before writing only spares a busy path a write and its roll-back; the
@@ -313,34 +350,40 @@ impl Engine<'_> {
         if !exists {
             self.check_ancestors(p, me, &mut buf)?;
         }
-        let dir_lock = self.res.dir_lock(p);
-        let sidecar = self.res.sidecar(p);
-        // The file we write, and the other candidate of the same path we must check.
-        let (target, other) = if is_dir || (kind == LockKind::Tree && !exists) || p.is_root() {
-            (dir_lock, sidecar)
-        } else if exists {
-            (sidecar.expect("non-root path has a parent"), None)
+        // The file we write (in directory `dir`), and the other candidate we must check.
+        let (target, dir, other) = if is_dir || (kind == LockKind::Tree && !exists) || p.is_root() {
+            (
+                self.res.dir_lock_file(p),
+                p.clone(),
+                self.res.sidecar_file(p),
+            )
         } else {
-            (sidecar.expect("non-root path has a parent"), Some(dir_lock))
+            let sidecar = self
+                .res
+                .sidecar_file(p)
+                .expect("non-root path has a parent");
+            let parent = p.parent().expect("non-root path has a parent");
+            let other = (!exists).then(|| self.res.dir_lock_file(p));
+            (sidecar, parent, other)
         };
-        let dir = target.parent().expect("lock file has a directory");
         if !exists {
             if let Some(o) = &other {
-                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
+                self.check_file(self.at(o)?, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
-            make_dirs(dir, p, create_dirs)?;
+            self.make_dirs(&dir, p, create_dirs)?;
         }
         let token = codec::format(me, codec::now_ns(), kind);
+        let at = self.at(&target)?;
         let fd = loop {
-            let created = match self.pool.place(&target, token.as_bytes()) {
+            let created = at.call(|d, n| match self.pool.place(d, n, token.as_bytes()) {
                 Ok(Some(f)) => Ok(f),
-                Ok(None) => provider::create_excl(&target, token.as_bytes()),
+                Ok(None) => provider::create_excl(d, n, token.as_bytes()),
                 Err(e) => Err(e),
-            };
+            });
             match created {
                 Ok(f) => break Some(f),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    let Some(v) = self.read_judge(&target, &mut buf, "", Filter::Any, kind)? else {
+                    let Some(v) = self.read_judge(at, &mut buf, "", Filter::Any, kind)? else {
                         continue;
                     };
                     if codec::parse(&buf)
@@ -358,9 +401,12 @@ impl Engine<'_> {
                             })
                         }
                         Verdict::Stale(why) => {
-                            tracing::info!(file = %target.display(), %why, "taking over stale lock");
-                            match provider::cas_replace(&target, &buf, token.as_bytes())
-                                .map_err(|e| LockError::io(&target, e))?
+                            tracing::info!(file = %target.path.display(), %why, "taking over stale lock");
+                            match at
+                                .call_or(Cas::Changed, |d, n| {
+                                    provider::cas_replace(d, n, &buf, token.as_bytes())
+                                })
+                                .map_err(|e| LockError::io(&target.path, e))?
                             {
                                 Cas::Done => break None,
                                 Cas::Changed => continue,
@@ -372,12 +418,12 @@ impl Engine<'_> {
                     if !create_dirs {
                         return Err(LockError::Gone { path: p.uri() });
                     }
-                    make_dirs(dir, p, true)?
+                    self.make_dirs(&dir, p, true)?
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                     return Err(LockError::NotADirectory { path: p.uri() })
                 }
-                Err(e) => return Err(LockError::io(&target, e)),
+                Err(e) => return Err(LockError::io(&target.path, e)),
             }
         };
         let held = Held {
@@ -390,7 +436,7 @@ impl Engine<'_> {
         let recheck = (|| {
             self.check_ancestors(p, me, &mut buf)?;
             if let Some(o) = &other {
-                self.check_file(o, &|| p.uri(), me, Filter::Any, &mut buf)?;
+                self.check_file(self.at(o)?, &|| p.uri(), me, Filter::Any, &mut buf)?;
             }
             if kind == LockKind::Tree {
                 self.check_descendants(p, me)?;
@@ -414,54 +460,47 @@ impl Engine<'_> {
     /// spares the common short hold a flock, a read and an fstat. Such a file goes back to
     /// the pool of spares rather than being deleted (no inode freed and allocated again).
     pub fn remove(&self, mut h: Held) -> bool {
+        let at = match self.res.at(&h.file) {
+            Ok(at) => at,
+            Err(e) => {
+                tracing::error!(file = %h.file.path.display(), error = %e, "cannot remove lock file");
+                return false;
+            }
+        };
         if let (Some(_), Some(Content::Token(t))) = (&h.fd, codec::parse(h.token.as_bytes())) {
             let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
             if age_ns(t.time_ns) < fresh {
-                match self.pool.retire(&h.file, &mut h.fd, h.token.len() as u64) {
+                let len = h.token.len() as u64;
+                match at.call(|d, n| self.pool.retire(d, n, &mut h.fd, len)) {
                     Ok(true) => return true,
                     Ok(false) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
                     Err(_) => {} // fall through to the careful path, which reports the error
                 }
-            }
-        }
-        if let (Some(_), Some(Content::Token(t))) = (&h.fd, codec::parse(h.token.as_bytes())) {
-            let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
-            if age_ns(t.time_ns) < fresh {
-                match std::fs::remove_file(&h.file) {
-                    Ok(()) => return true,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
-                    Err(_) => {} // fall through to the careful path, which reports the error
+                if h.fd.is_some() {
+                    match at.call(|d, n| sysutil::unlink_c(d.as_raw_fd(), n, 0)) {
+                        Ok(()) => return true,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                        Err(_) => {} // the careful path below reports the error
+                    }
                 }
             }
         }
         let r = match &h.fd {
-            Some(f) => provider::cas_remove_open(f, &h.file, h.token.as_bytes()),
-            None => provider::cas_remove(&h.file, h.token.as_bytes()),
+            Some(f) => at.call_or(Cas::Changed, |d, n| {
+                provider::cas_remove_open(f, d, n, h.token.as_bytes())
+            }),
+            None => at.call_or(Cas::Changed, |d, n| {
+                provider::cas_remove(d, n, h.token.as_bytes())
+            }),
         };
         match r {
             Ok(Cas::Done) => true,
             Ok(Cas::Changed) => false,
             Err(e) => {
-                tracing::error!(file = %h.file.display(), error = %e, "cannot remove lock file");
+                tracing::error!(file = %h.file.path.display(), error = %e, "cannot remove lock file");
                 false
             }
         }
     }
-}
-
-/// The directory a lock file goes in: created when missing, or `Gone` if that is not allowed.
-fn make_dirs(dir: &Path, p: &VPath, create: bool) -> Result<(), LockError> {
-    if !create {
-        return match std::fs::symlink_metadata(dir) {
-            Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(LockError::NotADirectory { path: p.uri() }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(LockError::Gone { path: p.uri() }),
-            Err(e) => Err(LockError::io(dir, e)),
-        };
-    }
-    std::fs::create_dir_all(dir).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOTDIR) | Some(libc::EEXIST) => LockError::NotADirectory { path: p.uri() },
-        _ => LockError::io(dir, e),
-    })
 }

@@ -20,10 +20,11 @@ use super::codec;
 use super::engine::{Engine, Filter, Held, Verdict};
 use super::pool::Pool;
 use super::provider::{self, Cas};
-use super::resolver::{Resolver, EXACT_PREFIX, PATH_LOCK};
+use super::resolver::{At, LockFile, Resolver, EXACT_PREFIX, PATH_LOCK};
 use super::table::Table;
 use super::{walk, LockError, LockInfo, LockKind};
 use crate::config::LockConfig;
+use crate::sysutil;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
@@ -316,14 +317,19 @@ impl Inner {
         for h in held.values_mut().flatten().filter(|h| !h.lost) {
             let owner = h.token.rsplitn(3, ':').nth(2).unwrap_or_default();
             let new = codec::format(owner, codec::now_ns(), h.kind);
-            match provider::cas_replace(&h.file, h.token.as_bytes(), new.as_bytes()) {
+            let r = self.res.at(&h.file).and_then(|at| {
+                at.call_or(Cas::Changed, |d, n| {
+                    provider::cas_replace(d, n, h.token.as_bytes(), new.as_bytes())
+                })
+            });
+            match r {
                 Ok(Cas::Done) => h.token = new,
                 Ok(Cas::Changed) => {
-                    tracing::error!(file = %h.file.display(), "lock lost: token no longer ours");
+                    tracing::error!(file = %h.file.path.display(), "lock lost: token no longer ours");
                     h.lost = true;
                 }
                 Err(e) => {
-                    tracing::warn!(file = %h.file.display(), error = %e, "lock refresh failed")
+                    tracing::warn!(file = %h.file.path.display(), error = %e, "lock refresh failed")
                 }
             }
         }
@@ -335,7 +341,7 @@ impl Inner {
         let eng = self.engine();
         let mut first_err = None;
         for h in held.into_iter().rev() {
-            let file = h.file.clone();
+            let file = h.file.path.clone();
             if !eng.remove(h) && first_err.is_none() {
                 first_err = Some(LockError::Lost { file });
             }
@@ -348,14 +354,20 @@ impl Inner {
     /// Walk every lock file; with `clear`, remove the stale ones.
     fn scan(&self, clear: bool) -> Result<(Vec<LockInfo>, usize), LockError> {
         let root = self.res.workspace().data_root();
+        let base = self.res.root().map_err(|e| LockError::io(&root, e))?;
         let eng = self.engine();
         let mut out = Vec::new();
         let mut removed = 0;
         let mut buf = Vec::new();
-        walk::lock_files(&root, &|dir, e| LockError::io(dir, e), &mut |found| {
+        let io_err = |dir, e| LockError::io(dir, e);
+        walk::lock_files(base, b"", &root, &io_err, &mut |found| {
             let name = found.name.to_string_lossy().into_owned();
-            let dir_fs = root.join(found.rel_dir);
-            let file = dir_fs.join(&name);
+            let file = root.join(found.rel_dir).join(&name);
+            let at = At {
+                dir: found.dir_fd,
+                rel: found.name,
+                path: &file,
+            };
             if !walk::read_at(found.dir_fd, found.name, &mut buf)
                 .map_err(|e| LockError::io(&file, e))?
             {
@@ -370,10 +382,11 @@ impl Inner {
             let uri = if name == PATH_LOCK {
                 dir.uri()
             } else {
-                let sibs: Vec<String> = std::fs::read_dir(&dir_fs)
-                    .map(|rd| {
-                        rd.filter_map(|e| e.ok())
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                let sibs: Vec<String> = sysutil::dir_names(found.dir_fd, b"")
+                    .map(|names| {
+                        names
+                            .iter()
+                            .map(|n| n.to_string_lossy().into_owned())
                             .filter(|n| !n.starts_with(EXACT_PREFIX))
                             .collect()
                     })
@@ -390,15 +403,19 @@ impl Inner {
                 Some(codec::Content::Token(t)) => (t.kind, t.owner.to_string(), Some(t.time_ns)),
                 _ => (name_kind, String::new(), None),
             };
-            let time = time.or_else(|| provider::mtime_ns(&file).ok()).unwrap_or(0);
+            let time = time
+                .or_else(|| at.call(provider::mtime_ns).ok())
+                .unwrap_or(0);
             let age_secs = codec::now_ns().saturating_sub(time) as f64 / 1e9;
-            let (stale, reason) = match eng.judge(&file, &buf, "", Filter::Any, name_kind) {
+            let (stale, reason) = match eng.judge(at, &buf, "", Filter::Any, name_kind) {
                 Ok(Verdict::Stale(why)) => (true, Some(why)),
                 Ok(_) => (false, None),
                 Err(e) => (false, Some(e.to_string())),
             };
             if clear && stale {
-                if let Ok(Cas::Done) = provider::cas_remove(&file, &buf) {
+                if let Ok(Cas::Done) =
+                    at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &buf))
+                {
                     removed += 1;
                 }
             }
@@ -436,7 +453,7 @@ impl LockGuard {
             .held
             .lock()
             .get(&self.id)
-            .map(|v| v.iter().map(|h| h.file.clone()).collect())
+            .map(|v| v.iter().map(|h| h.file.path.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -492,11 +509,15 @@ impl LockManager {
     }
 
     /// The lock file holding `owner`'s token for `p`, with that token, if any.
-    fn owned_file(&self, p: &VPath, owner: &str) -> Result<Option<(PathBuf, Vec<u8>)>, LockError> {
+    fn owned_file(&self, p: &VPath, owner: &str) -> Result<Option<(LockFile, Vec<u8>)>, LockError> {
+        let res = &self.inner.res;
         let mut buf = Vec::new();
-        let candidates = [Some(self.inner.res.dir_lock(p)), self.inner.res.sidecar(p)];
+        let candidates = [Some(res.dir_lock_file(p)), res.sidecar_file(p)];
         for f in candidates.into_iter().flatten() {
-            match provider::read(&f, &mut buf) {
+            let read = res
+                .at(&f)
+                .and_then(|at| at.call_or(false, |d, n| provider::read(d, n, &mut buf)));
+            match read {
                 Ok(true) => {
                     if matches!(codec::parse(&buf), Some(codec::Content::Token(t)) if t.owner == owner)
                     {
@@ -505,7 +526,7 @@ impl LockManager {
                 }
                 Ok(false) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
-                Err(e) => return Err(LockError::io(&f, e)),
+                Err(e) => return Err(LockError::io(&f.path, e)),
             }
         }
         Ok(None)
@@ -528,9 +549,12 @@ impl LockManager {
                 return Ok(true);
             }
             let new = codec::format(owner, codec::now_ns(), t.kind);
-            match provider::cas_replace(&file, &old, new.as_bytes())
-                .map_err(|e| LockError::io(&file, e))?
-            {
+            let replaced = self.inner.res.at(&file).and_then(|at| {
+                at.call_or(Cas::Changed, |d, n| {
+                    provider::cas_replace(d, n, &old, new.as_bytes())
+                })
+            });
+            match replaced.map_err(|e| LockError::io(&file.path, e))? {
                 Cas::Done => return Ok(true),
                 Cas::Changed => continue,
             }
@@ -543,7 +567,12 @@ impl LockManager {
         let Some((file, old)) = self.owned_file(p, owner)? else {
             return Ok(false);
         };
-        let done = provider::cas_remove(&file, &old).map_err(|e| LockError::io(&file, e))?;
+        let done = self
+            .inner
+            .res
+            .at(&file)
+            .and_then(|at| at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &old)))
+            .map_err(|e| LockError::io(&file.path, e))?;
         self.inner.released.notify_all();
         Ok(done == Cas::Done)
     }

@@ -5,6 +5,11 @@
 //! ([`provider`]), and the semantics on top — the conflict table, waiting, batches, refresh
 //! ([`manager`]). Everything above (ops, fuse, cli) only sees [`LockManager`] and [`LockGuard`].
 //!
+//! Every system call on a lock file names it relative to a descriptor of the data root (or of
+//! the directory a walk is in), never by absolute path: a lock file's path is longer than its
+//! file's, and the absolute one longer still, so a path near PATH_MAX through the mount must
+//! still be lockable ([`crate::sysutil`] walks a relative path of PATH_MAX or more in chunks).
+//!
 //! Conflict table (`—` = no conflict):
 //!
 //! | held \ wanted   | EXACT same | TREE same | EXACT below | TREE above |

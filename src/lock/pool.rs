@@ -21,14 +21,17 @@
 //! the data directories is not possible (another filesystem, no `RENAME_NOREPLACE`), the pool
 //! turns itself off and lock files are created and removed as before.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::{CStr, CString};
+use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+
+use crate::sysutil;
 
 /// Spares kept at most; more released at once are deleted (rare: as many locks held at once).
 const MAX_SPARES: usize = 64;
@@ -36,40 +39,18 @@ const MAX_SPARES: usize = 64;
 /// A lock file out of the namespace, with its open descriptor and the length of what it holds.
 struct Spare {
     file: File,
-    path: PathBuf,
+    /// Its name in the pool directory.
+    name: CString,
     len: u64,
 }
 
 /// The spare lock files of one process.
 pub(crate) struct Pool {
-    dir: PathBuf,
+    /// The pool directory, open `O_PATH`: spares are named relative to it. `None` when it
+    /// could not be made (the pool is then off).
+    dir: Option<OwnedFd>,
     enabled: AtomicBool,
     spares: Mutex<Vec<Spare>>,
-}
-
-fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
-    std::ffi::CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-/// rename(2) refusing to replace an existing destination.
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let (f, t) = (c_path(from)?, c_path(to)?);
-    let flags = libc::RENAME_NOREPLACE;
-    // SAFETY: two valid C strings that outlive the call.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            flags,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 fn pid_alive(pid: i32) -> bool {
@@ -81,30 +62,35 @@ fn pid_alive(pid: i32) -> bool {
 impl Pool {
     /// The pool in `dir` (created if missing); spares of dead processes found there go.
     pub fn open(dir: PathBuf) -> Pool {
-        let enabled = std::fs::create_dir_all(&dir).is_ok();
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            for e in rd.flatten() {
-                let name = e.file_name();
+        let fd = std::fs::create_dir_all(&dir)
+            .and_then(|()| sysutil::open_path_dir(&dir))
+            .ok();
+        if let Some(fd) = &fd {
+            for name in sysutil::dir_names(fd.as_fd(), b"").unwrap_or_default() {
                 let pid = name
                     .to_str()
                     .and_then(|n| n.split('.').next()?.parse().ok());
                 if pid.is_some_and(|p| !pid_alive(p)) {
-                    let _ = std::fs::remove_file(e.path());
+                    if let Ok(c) =
+                        sysutil::cstring(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()))
+                    {
+                        let _ = sysutil::unlink_c(fd.as_raw_fd(), &c, 0);
+                    }
                 }
             }
         }
         Pool {
-            dir,
-            enabled: AtomicBool::new(enabled),
+            enabled: AtomicBool::new(fd.is_some()),
+            dir: fd,
             spares: Mutex::new(Vec::new()),
         }
     }
 
-    fn fresh_name(&self) -> PathBuf {
+    fn fresh_name() -> CString {
         // One counter for the process: two managers of one process share the pool directory.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        self.dir.join(format!("{}.{n}", std::process::id()))
+        CString::new(format!("{}.{n}", std::process::id())).expect("no NUL")
     }
 
     fn disable(&self, why: &io::Error) {
@@ -113,33 +99,41 @@ impl Pool {
         }
     }
 
-    /// Create `target` holding `token`, exclusively, from a spare. `Ok(None)`: the pool cannot
-    /// do it here (off, or the spare vanished); the caller creates the file itself. Errors are
-    /// the target's, as an exclusive create reports them (`AlreadyExists`, `ENOENT`, ...).
-    pub fn place(&self, target: &Path, token: &[u8]) -> io::Result<Option<File>> {
+    /// The pool directory, while the pool is on.
+    fn dir(&self) -> Option<RawFd> {
         if !self.enabled.load(Ordering::Relaxed) {
-            return Ok(None);
+            return None;
         }
+        self.dir.as_ref().map(|d| d.as_raw_fd())
+    }
+
+    /// Create `target` (a name in directory `dir`) holding `token`, exclusively, from a spare.
+    /// `Ok(None)`: the pool cannot do it here (off, or the spare vanished); the caller creates
+    /// the file itself. Errors are the target's, as an exclusive create reports them
+    /// (`AlreadyExists`, `ENOENT`, ...).
+    pub fn place(
+        &self,
+        dir: BorrowedFd<'_>,
+        target: &CStr,
+        token: &[u8],
+    ) -> io::Result<Option<File>> {
+        let Some(pool) = self.dir() else {
+            return Ok(None);
+        };
         let popped = self.spares.lock().pop();
         let mut spare = match popped {
             Some(s) => s,
             None => {
-                let path = self.fresh_name();
-                let file = match OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .custom_flags(libc::O_CLOEXEC)
-                    .open(&path)
-                {
-                    Ok(f) => f,
+                let name = Self::fresh_name();
+                let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+                let file = match sysutil::openat(pool, &name, flags, 0o644) {
+                    Ok(f) => File::from(f),
                     Err(e) => {
                         self.disable(&e);
                         return Ok(None);
                     }
                 };
-                Spare { file, path, len: 0 }
+                Spare { file, name, len: 0 }
             }
         };
         let prepared = (|| {
@@ -151,19 +145,20 @@ impl Pool {
             Ok::<_, io::Error>(())
         })();
         if let Err(e) = prepared {
-            let _ = std::fs::remove_file(&spare.path);
+            let _ = sysutil::unlink_c(pool, &spare.name, 0);
             return Err(e);
         }
-        match rename_noreplace(&spare.path, target) {
+        let noreplace = libc::RENAME_NOREPLACE;
+        match sysutil::rename_c(pool, &spare.name, dir.as_raw_fd(), target, noreplace) {
             Ok(()) => Ok(Some(spare.file)),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
                     self.disable(&e);
-                    let _ = std::fs::remove_file(&spare.path);
+                    let _ = sysutil::unlink_c(pool, &spare.name, 0);
                     Ok(None)
                 }
                 // Missing: the target's directory, or our spare (removed behind our back).
-                Some(libc::ENOENT) if std::fs::symlink_metadata(&spare.path).is_err() => Ok(None),
+                Some(libc::ENOENT) if sysutil::lstat_c(pool, &spare.name).is_err() => Ok(None),
                 _ => {
                     self.spares.lock().push(spare);
                     Err(e)
@@ -172,24 +167,31 @@ impl Pool {
         }
     }
 
-    /// Take the lock file `path` (ours, open as `file`, holding `len` bytes) out of the
-    /// namespace into the pool; `file` is taken only then. The caller has established that
+    /// Take the lock file `name` in `dir` (ours, open as `file`, holding `len` bytes) out of
+    /// the namespace into the pool; `file` is taken only then. The caller has established that
     /// it is still ours. `Ok(false)` when the pool does not take it (off or full): remove it
     /// instead.
-    pub fn retire(&self, path: &Path, file: &mut Option<File>, len: u64) -> io::Result<bool> {
-        if file.is_none()
-            || !self.enabled.load(Ordering::Relaxed)
-            || self.spares.lock().len() >= MAX_SPARES
-        {
+    pub fn retire(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+        file: &mut Option<File>,
+        len: u64,
+    ) -> io::Result<bool> {
+        let Some(pool) = self.dir() else {
+            return Ok(false);
+        };
+        if file.is_none() || self.spares.lock().len() >= MAX_SPARES {
             return Ok(false);
         }
-        let spare = self.fresh_name();
-        match rename_noreplace(path, &spare) {
+        let spare = Self::fresh_name();
+        let noreplace = libc::RENAME_NOREPLACE;
+        match sysutil::rename_c(dir.as_raw_fd(), name, pool, &spare, noreplace) {
             Ok(()) => {
                 let file = file.take().expect("checked above");
                 self.spares.lock().push(Spare {
                     file,
-                    path: spare,
+                    name: spare,
                     len,
                 });
                 Ok(true)
@@ -205,8 +207,9 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        let Some(dir) = &self.dir else { return };
         for s in self.spares.get_mut().drain(..) {
-            let _ = std::fs::remove_file(&s.path);
+            let _ = sysutil::unlink_c(dir.as_raw_fd(), &s.name, 0);
         }
     }
 }
@@ -215,14 +218,23 @@ impl Drop for Pool {
 mod tests {
     use super::*;
 
+    fn root(d: &tempfile::TempDir) -> OwnedFd {
+        sysutil::open_path_dir(d.path()).unwrap()
+    }
+
     #[test]
     fn placed_file_holds_the_token_and_is_exclusive_and_recycled() {
         let d = tempfile::tempdir().unwrap();
         let pool = Pool::open(d.path().join("pool"));
+        let at = root(&d);
         let target = d.path().join(".path.ovlock");
-        let f = pool.place(&target, b"a:1:E").unwrap().expect("pool on");
+        let name = c".path.ovlock";
+        let f = pool
+            .place(at.as_fd(), name, b"a:1:E")
+            .unwrap()
+            .expect("pool on");
         assert_eq!(std::fs::read(&target).unwrap(), b"a:1:E");
-        let e = pool.place(&target, b"b:22:E").unwrap_err();
+        let e = pool.place(at.as_fd(), name, b"b:22:E").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(
             std::fs::read(&target).unwrap(),
@@ -231,14 +243,11 @@ mod tests {
         );
         use std::os::unix::fs::MetadataExt;
         let ino = f.metadata().unwrap().ino();
-        assert!(pool.retire(&target, &mut Some(f), 5).unwrap());
+        assert!(pool.retire(at.as_fd(), name, &mut Some(f), 5).unwrap());
         assert!(!target.exists());
         // Both spares are in the pool now; a shorter token leaves no tail of a longer one.
-        let f = pool.place(&target, b"c:3:T").unwrap().unwrap();
-        let g = pool
-            .place(&d.path().join("x"), b"d:4444:E")
-            .unwrap()
-            .unwrap();
+        let f = pool.place(at.as_fd(), name, b"c:3:T").unwrap().unwrap();
+        let g = pool.place(at.as_fd(), c"x", b"d:4444:E").unwrap().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"c:3:T");
         assert_eq!(std::fs::read(d.path().join("x")).unwrap(), b"d:4444:E");
         let inos = [f.metadata().unwrap().ino(), g.metadata().unwrap().ino()];
@@ -251,10 +260,14 @@ mod tests {
     fn missing_directory_is_the_targets_error() {
         let d = tempfile::tempdir().unwrap();
         let pool = Pool::open(d.path().join("pool"));
-        let e = pool.place(&d.path().join("no/such"), b"a:1:E").unwrap_err();
+        let sub = d.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let gone = sysutil::open_path_dir(&sub).unwrap();
+        std::fs::remove_dir(&sub).unwrap();
+        let e = pool.place(gone.as_fd(), c"such", b"a:1:E").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         assert!(pool
-            .place(&d.path().join("ok"), b"a:1:E")
+            .place(root(&d).as_fd(), c"ok", b"a:1:E")
             .unwrap()
             .is_some());
     }

@@ -6,11 +6,18 @@
 //! it. Every vikingfs writer that changes an existing token goes through this, so a refresh
 //! and a stale takeover can never both win (OpenViking #4943).
 
-use std::fs::{File, OpenOptions};
+use std::ffi::CStr;
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+
+use crate::sysutil;
+
+/// Open `name` in `dir` as a `File`.
+fn open_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> io::Result<File> {
+    sysutil::openat(dir.as_raw_fd(), name, flags, mode).map(File::from)
+}
 
 /// Read a whole (small) file: one `read` into a stack buffer for a token, without the
 /// `fstat` and the second `read` of `read_to_end`; longer content falls back to it.
@@ -30,11 +37,10 @@ pub fn read_small(f: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
-/// Read a lock file. `Ok(None)` when it does not exist; `ENOTDIR` is returned as an error
-/// (the caller decides whether a file in the way is an error).
-pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
+/// Read the lock file `name` in `dir`. `Ok(false)` when it does not exist.
+pub fn read(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> io::Result<bool> {
     buf.clear();
-    match File::open(path) {
+    match open_at(dir, name, libc::O_RDONLY, 0) {
         Ok(mut f) => {
             read_small(&mut f, buf)?;
             Ok(true)
@@ -44,57 +50,46 @@ pub fn read(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
     }
 }
 
-/// Create a lock file holding `token`; fails with `AlreadyExists` when any lock file is there.
-/// The open file is returned so the holder can release it later without opening it again.
+/// Create the lock file `name` in `dir` holding `token`; fails with `AlreadyExists` when any
+/// lock file is there. The open file is returned so the holder can release it later without
+/// opening it again.
 ///
 /// The token is written into an anonymous file (O_TMPFILE) that is then linked under the lock
 /// file's name, which fails if the name exists: the lock file appears with its token, never
 /// empty. A process killed between a plain create and its write would leave an empty file,
 /// which counts as held (a token being written) until lock_expire, although its owner is dead.
 /// Filesystems without O_TMPFILE fall back to create-then-write.
-pub fn create_excl(path: &Path, token: &[u8]) -> io::Result<File> {
-    match create_linked(path, token) {
+pub fn create_excl(dir: BorrowedFd<'_>, name: &CStr, token: &[u8]) -> io::Result<File> {
+    match create_linked(dir, name, token) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {}
         r => return r,
     }
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)?;
+    let f = open_at(
+        dir,
+        name,
+        libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+        0o644,
+    )?;
     if let Err(e) = f.write_all_at(token, 0) {
-        let _ = std::fs::remove_file(path);
+        let _ = sysutil::unlink_c(dir.as_raw_fd(), name, 0);
         return Err(e);
     }
     Ok(f)
 }
 
 /// [`create_excl`] through an O_TMPFILE file linked into place.
-fn create_linked(path: &Path, token: &[u8]) -> io::Result<File> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o644)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .open(dir)?;
+fn create_linked(dir: BorrowedFd<'_>, name: &CStr, token: &[u8]) -> io::Result<File> {
+    let f = open_at(dir, c".", libc::O_RDWR | libc::O_TMPFILE, 0o644)?;
     f.write_all_at(token, 0)?;
     let src = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let dst = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: two valid C strings; linkat does not keep them.
     let r = unsafe {
         libc::linkat(
             libc::AT_FDCWD,
             src.as_ptr(),
-            libc::AT_FDCWD,
-            dst.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
             libc::AT_SYMLINK_FOLLOW,
         )
     };
@@ -112,14 +107,9 @@ pub enum Cas {
     Changed,
 }
 
-/// Open `path`, flock it and check it still holds `expected` at the same inode.
-fn lock_expect(path: &Path, expected: &[u8]) -> io::Result<Option<File>> {
-    let f = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-    {
+/// Open `name` in `dir`, flock it and check it still holds `expected` at the same inode.
+fn lock_expect(dir: BorrowedFd<'_>, name: &CStr, expected: &[u8]) -> io::Result<Option<File>> {
+    let f = match open_at(dir, name, libc::O_RDWR, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -143,22 +133,37 @@ fn lock_expect_fd(f: &File, expected: &[u8]) -> io::Result<bool> {
     Ok(f.metadata()?.nlink() > 0)
 }
 
-/// Release a lock file this process created and kept open: remove it if it still holds
-/// `expected`.
-pub fn cas_remove_open(f: &File, path: &Path, expected: &[u8]) -> io::Result<Cas> {
-    if !lock_expect_fd(f, expected)? {
-        return Ok(Cas::Changed);
-    }
-    match std::fs::remove_file(path) {
+/// Unlink a lock file we hold the flock of; gone already is `Changed`.
+fn unlink_checked(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Cas> {
+    match sysutil::unlink_c(dir.as_raw_fd(), name, 0) {
         Ok(()) => Ok(Cas::Done),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cas::Changed),
         Err(e) => Err(e),
     }
 }
 
+/// Release a lock file this process created and kept open: remove it if it still holds
+/// `expected`.
+pub fn cas_remove_open(
+    f: &File,
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    expected: &[u8],
+) -> io::Result<Cas> {
+    if !lock_expect_fd(f, expected)? {
+        return Ok(Cas::Changed);
+    }
+    unlink_checked(dir, name)
+}
+
 /// Replace `expected` by `new` in place (refresh, stale takeover).
-pub fn cas_replace(path: &Path, expected: &[u8], new: &[u8]) -> io::Result<Cas> {
-    let Some(f) = lock_expect(path, expected)? else {
+pub fn cas_replace(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    expected: &[u8],
+    new: &[u8],
+) -> io::Result<Cas> {
+    let Some(f) = lock_expect(dir, name, expected)? else {
         return Ok(Cas::Changed);
     };
     // Readers take no flock. A refresh keeps the token's length, so it is written over in
@@ -174,22 +179,18 @@ pub fn cas_replace(path: &Path, expected: &[u8], new: &[u8]) -> io::Result<Cas> 
 }
 
 /// Remove the file if it still holds `expected` (release, stale removal).
-pub fn cas_remove(path: &Path, expected: &[u8]) -> io::Result<Cas> {
-    let Some(_f) = lock_expect(path, expected)? else {
+pub fn cas_remove(dir: BorrowedFd<'_>, name: &CStr, expected: &[u8]) -> io::Result<Cas> {
+    let Some(_f) = lock_expect(dir, name, expected)? else {
         return Ok(Cas::Changed);
     };
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(Cas::Done),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cas::Changed),
-        Err(e) => Err(e),
-    }
+    unlink_checked(dir, name)
 }
 
 /// Read a lock file under a shared flock, so no CAS writer is midway (used before reporting a
 /// token as corrupt). `Ok(false)` when it is gone.
-pub fn read_locked(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
+pub fn read_locked(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> io::Result<bool> {
     buf.clear();
-    let mut f = match File::open(path) {
+    let mut f = match open_at(dir, name, libc::O_RDONLY, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
@@ -202,33 +203,44 @@ pub fn read_locked(path: &Path, buf: &mut Vec<u8>) -> io::Result<bool> {
     Ok(true)
 }
 
-/// Modification time of a file in nanoseconds since the epoch (age of an empty lock file).
-pub fn mtime_ns(path: &Path) -> io::Result<u64> {
-    let m = std::fs::symlink_metadata(path)?;
-    Ok((m.mtime() as u64).saturating_mul(1_000_000_000) + m.mtime_nsec() as u64)
+/// Modification time of a lock file in nanoseconds since the epoch (age of an empty one).
+pub fn mtime_ns(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<u64> {
+    Ok(sysutil::lstat_c(dir.as_raw_fd(), name)?.mtime_ns())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn create_is_exclusive_and_cas_checks_content() {
         let d = tempfile::tempdir().unwrap();
-        let p = d.path().join(".path.ovlock");
-        let held = create_excl(&p, b"a:1:E").unwrap();
-        let e = create_excl(&p, b"b:1:E").unwrap_err();
+        let root = sysutil::DirRoot::open(d.path()).unwrap();
+        let dir = root.as_fd();
+        let n = c".path.ovlock";
+        let held = create_excl(dir, n, b"a:1:E").unwrap();
+        let e = create_excl(dir, n, b"b:1:E").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
-        assert_eq!(cas_replace(&p, b"b:1:E", b"b:2:E").unwrap(), Cas::Changed);
-        assert_eq!(cas_replace(&p, b"a:1:E", b"a:22:E").unwrap(), Cas::Done);
+        assert_eq!(
+            cas_replace(dir, n, b"b:1:E", b"b:2:E").unwrap(),
+            Cas::Changed
+        );
+        assert_eq!(cas_replace(dir, n, b"a:1:E", b"a:22:E").unwrap(), Cas::Done);
         let mut buf = Vec::new();
-        assert!(read(&p, &mut buf).unwrap());
+        assert!(read(dir, n, &mut buf).unwrap());
         assert_eq!(buf, b"a:22:E");
-        assert_eq!(cas_remove(&p, b"a:1:E").unwrap(), Cas::Changed);
-        assert!(p.exists());
-        assert_eq!(cas_remove_open(&held, &p, b"a:1:E").unwrap(), Cas::Changed);
-        assert_eq!(cas_remove_open(&held, &p, b"a:22:E").unwrap(), Cas::Done);
-        assert!(!read(&p, &mut buf).unwrap());
-        assert_eq!(cas_remove(&p, b"a:22:E").unwrap(), Cas::Changed);
+        assert_eq!(cas_remove(dir, n, b"a:1:E").unwrap(), Cas::Changed);
+        assert!(d.path().join(".path.ovlock").exists());
+        assert_eq!(
+            cas_remove_open(&held, dir, n, b"a:1:E").unwrap(),
+            Cas::Changed
+        );
+        assert_eq!(
+            cas_remove_open(&held, dir, n, b"a:22:E").unwrap(),
+            Cas::Done
+        );
+        assert!(!read(dir, n, &mut buf).unwrap());
+        assert_eq!(cas_remove(dir, n, b"a:22:E").unwrap(), Cas::Changed);
     }
 }

@@ -9,9 +9,15 @@
 //!
 //! `hash` is the first 16 hex digits of SHA-1 of the AGFS path (`/local/{account}/...`).
 
-use std::path::PathBuf;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
+
+use crate::sysutil;
 
 use crate::uri::VPath;
 use crate::workspace::Workspace;
@@ -59,34 +65,59 @@ pub fn exact_file_name(agfs_path: &str, name: &str) -> String {
     format!("{EXACT_PREFIX}{}.{}", safe_name(name), path_hash(agfs_path))
 }
 
+/// A lock file as the engine names it to the kernel: its path relative to the data root's
+/// descriptor, never absolute (walked in chunks if it is PATH_MAX or longer). `path` is the
+/// whole path, for messages only: it may be longer than PATH_MAX.
+#[derive(Debug)]
+pub(crate) struct LockFile {
+    pub rel: CString,
+    pub path: PathBuf,
+}
+
+/// A lock file borrowed: a name or relative path below a directory descriptor (the data
+/// root's, or a directory's met on a walk). What the engine's checks take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At<'a> {
+    pub dir: BorrowedFd<'a>,
+    pub rel: &'a CStr,
+    pub path: &'a Path,
+}
+
+impl At<'_> {
+    /// Run a `*at` call on the file.
+    pub fn call<T>(&self, f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>) -> io::Result<T> {
+        sysutil::with_at_c(self.dir, self.rel, f)
+    }
+
+    /// [`call`](Self::call), with a missing file answered by `absent`. A long path is walked
+    /// in chunks before `f` runs, so a directory missing on the way fails before `f` could
+    /// answer it as the one system call would have; this answers both alike.
+    pub fn call_or<T>(
+        &self,
+        absent: T,
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+    ) -> io::Result<T> {
+        match self.call(f) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(absent),
+            r => r,
+        }
+    }
+}
+
 /// Maps namespace paths to lock files in one workspace.
 #[derive(Debug, Clone)]
 pub struct Resolver {
     ws: Workspace,
     data_root: PathBuf,
-    /// The data root opened `O_PATH`, so the hot ancestor probes walk only the relative part.
-    root_fd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The data root opened `O_PATH`: every lock file is reached relative to it, so no path
+    /// handed to the kernel is longer than the part below the data root.
+    root_fd: Option<Arc<OwnedFd>>,
 }
 
 impl Resolver {
     pub fn new(ws: &Workspace) -> Self {
-        use std::os::fd::FromRawFd;
-        use std::os::unix::ffi::OsStrExt;
         let data_root = ws.data_root();
-        let root_fd = std::ffi::CString::new(data_root.as_os_str().as_bytes())
-            .ok()
-            .and_then(|c| {
-                // SAFETY: plain open of a NUL-terminated path; the fd is owned below.
-                let fd = unsafe {
-                    libc::open(
-                        c.as_ptr(),
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    )
-                };
-                // SAFETY: fd was just opened and belongs to nobody else.
-                (fd >= 0)
-                    .then(|| std::sync::Arc::new(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
-            });
+        let root_fd = sysutil::open_path_dir(&data_root).ok().map(Arc::new);
         Resolver {
             ws: ws.clone(),
             data_root,
@@ -94,23 +125,69 @@ impl Resolver {
         }
     }
 
+    /// The data root's descriptor (`ENOENT` when it could not be opened).
+    pub(crate) fn root(&self) -> io::Result<BorrowedFd<'_>> {
+        self.root_fd
+            .as_deref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+    }
+
     /// Does `rel` (relative to the data root) exist? `Err` carries the errno (ENOTDIR when a
-    /// file stands where a directory would). `None` when the root could not be opened.
-    pub fn probe(&self, rel: &std::ffi::CStr) -> Option<std::io::Result<bool>> {
-        use std::os::fd::AsRawFd;
-        let fd = self.root_fd.as_ref()?.as_raw_fd();
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: fstatat into a stat buffer we own, with a NUL-terminated relative name.
-        let r =
-            unsafe { libc::fstatat(fd, rel.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
-        if r == 0 {
-            return Some(Ok(true));
+    /// file stands where a directory would).
+    pub fn probe(&self, rel: &CStr) -> io::Result<bool> {
+        let root = self.root()?;
+        let r = if rel.to_bytes().len() < sysutil::PATH_MAX {
+            sysutil::lstat_c(root.as_raw_fd(), rel)
+        } else {
+            sysutil::lstat(root, rel.to_bytes())
+        };
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
         }
-        let e = std::io::Error::last_os_error();
-        Some(match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(false),
-            _ => Err(e),
+    }
+
+    /// Make directory `p` and what is missing above it (`ENOTDIR`: a file in the way).
+    pub(crate) fn make_dir(&self, p: &VPath) -> io::Result<()> {
+        sysutil::make_dir_all(self.root()?, p.as_str().as_bytes()).map(drop)
+    }
+
+    /// The lock file `name` in directory `dir`.
+    pub(crate) fn lock_file(&self, dir: &VPath, name: &str) -> LockFile {
+        let mut rel = Vec::with_capacity(dir.as_str().len() + name.len() + 2);
+        if !dir.is_root() {
+            rel.extend_from_slice(dir.as_str().as_bytes());
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name.as_bytes());
+        let mut path = self.fs_path(dir);
+        path.push(name);
+        LockFile {
+            rel: CString::new(rel).expect("a namespace path has no NUL"),
+            path,
+        }
+    }
+
+    /// `f` relative to the data root.
+    pub(crate) fn at<'a>(&'a self, f: &'a LockFile) -> io::Result<At<'a>> {
+        Ok(At {
+            dir: self.root()?,
+            rel: &f.rel,
+            path: &f.path,
         })
+    }
+
+    /// `p`'s `.path.ovlock`.
+    pub(crate) fn dir_lock_file(&self, p: &VPath) -> LockFile {
+        self.lock_file(p, PATH_LOCK)
+    }
+
+    /// `p`'s sidecar in its parent; `None` for the namespace root.
+    pub(crate) fn sidecar_file(&self, p: &VPath) -> Option<LockFile> {
+        let parent = p.parent()?;
+        Some(self.lock_file(&parent, &exact_file_name(&self.ws.agfs_path(p), p.name())))
     }
 
     pub fn workspace(&self) -> &Workspace {

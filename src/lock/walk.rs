@@ -5,7 +5,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::io::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::resolver::is_lock_name;
@@ -14,7 +14,7 @@ use super::resolver::is_lock_name;
 /// (empty for the root), its directory fd, and its name.
 pub struct Found<'a> {
     pub rel_dir: &'a Path,
-    pub dir_fd: RawFd,
+    pub dir_fd: BorrowedFd<'a>,
     pub name: &'a CStr,
 }
 
@@ -34,16 +34,21 @@ fn open_dir(at: RawFd, name: &CStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Visit every lock file below `root` (a missing root has none). `f` returning `Err` stops.
-/// `io_err` turns a walk error into the caller's error, given the directory it happened in.
+/// Visit every lock file below `rel` in `base` (a missing directory has none); `root` is where
+/// that is, for messages. `f` returning `Err` stops. `io_err` turns a walk error into the
+/// caller's error, given the directory it happened in.
 pub fn lock_files<E>(
+    base: BorrowedFd<'_>,
+    rel: &[u8],
     root: &Path,
     io_err: &dyn Fn(PathBuf, io::Error) -> E,
     f: &mut dyn FnMut(Found<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let c = CString::new(root.as_os_str().as_bytes())
-        .map_err(|e| io_err(root.to_path_buf(), e.into()))?;
-    let fd = match open_dir(libc::AT_FDCWD, &c) {
+    let opened = crate::sysutil::with_at(base, rel, |d, n| {
+        let fd = open_dir(d.as_raw_fd(), n)?;
+        Ok(fd)
+    });
+    let fd = match opened {
         Ok(fd) => fd,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
             return Ok(())
@@ -104,7 +109,7 @@ fn walk_dir<E>(
             } else if is_lock_name(b) {
                 f(Found {
                     rel_dir: rel,
-                    dir_fd: fd.as_raw_fd(),
+                    dir_fd: fd.as_fd(),
                     name,
                 })?;
             }
@@ -151,10 +156,16 @@ fn is_dir_at(dir: RawFd, name: &CStr) -> io::Result<bool> {
 }
 
 /// Read a file relative to a directory fd; `Ok(false)` when it is gone.
-pub fn read_at(dir: RawFd, name: &CStr, out: &mut Vec<u8>) -> io::Result<bool> {
+pub fn read_at(dir: BorrowedFd<'_>, name: &CStr, out: &mut Vec<u8>) -> io::Result<bool> {
     out.clear();
     // SAFETY: plain openat on a NUL-terminated name.
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return if e.raw_os_error() == Some(libc::ENOENT) {

@@ -15,6 +15,7 @@
 //! Faces (CLI, FUSE mount, sessions) only call [`Ops`].
 
 mod add;
+mod at;
 pub mod fsck;
 pub mod jobs;
 pub mod journal;
@@ -135,6 +136,8 @@ pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 /// Cheap to share (`Arc<Ops>`); every method is safe to call from several threads.
 pub struct Ops {
     ws: Workspace,
+    /// The data root's descriptor: the hot paths' calls are relative to it ([`at`]).
+    root: at::DataRoot,
     locks: Arc<LockManager>,
     queue: Queue,
     index: Index,
@@ -185,8 +188,11 @@ impl Ops {
         let (index, reset) = open_index(&ws.index_db(), embedder.as_ref())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
+        let root =
+            at::DataRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
         let ops = Arc::new(Ops {
             ws: ws.clone(),
+            root,
             locks,
             queue,
             index,
@@ -266,6 +272,11 @@ impl Ops {
 
     fn fs(&self, p: &VPath) -> PathBuf {
         self.ws.fs_path(p)
+    }
+
+    /// [`stat`] of a namespace path, relative to the data root's descriptor.
+    fn lstat(&self, p: &VPath) -> Result<Option<crate::sysutil::Stat>> {
+        self.root.lstat(p).map_err(|e| OpsError::io(self.fs(p), e))
     }
 
     /// Search: the `limit` best live records for `query` (records of missing files are dropped

@@ -10,8 +10,8 @@
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::journal::Intent;
-use super::rm::{check_user_path, has_sources};
-use super::{stat, Ops, OpsError, Result};
+use super::rm::check_user_path;
+use super::{Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
@@ -54,12 +54,13 @@ impl Ops {
                 dst: dst.uri(),
             });
         }
-        let (src_fs, dst_fs) = (self.fs(src), self.fs(dst));
-        let src_dir = stat(&src_fs)?
+        let src_fs = self.fs(src);
+        let src_dir = self
+            .lstat(src)?
             .ok_or_else(|| OpsError::NotFound(src.uri()))?
             .is_dir();
         let parent = dst.parent().expect("depth checked");
-        match stat(&self.fs(&parent))? {
+        match self.lstat(&parent)? {
             None => return Err(OpsError::NotFound(parent.uri())),
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
@@ -73,16 +74,16 @@ impl Ops {
         };
         let guard = self.lock(&[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)])?;
         // Look again under the locks.
-        if stat(&src_fs)?.map(|m| m.is_dir()) != Some(src_dir) {
+        if self.lstat(src)?.map(|m| m.is_dir()) != Some(src_dir) {
             return Err(OpsError::NotFound(src.uri()));
         }
-        let replaced = match stat(&dst_fs)? {
+        let replaced = match self.lstat(dst)? {
             None => false,
             Some(_) if !replace => return Err(OpsError::Exists(dst.uri())),
             Some(m) if m.is_dir() && !src_dir => return Err(OpsError::IsADirectory(dst.uri())),
             Some(m) if !m.is_dir() && src_dir => return Err(OpsError::NotADirectory(dst.uri())),
             // A directory holding only summaries and lock files looks empty to its user.
-            Some(m) if m.is_dir() && has_sources(&dst_fs)? => {
+            Some(m) if m.is_dir() && self.has_sources(dst)? => {
                 return Err(OpsError::NotEmpty(dst.uri()))
             }
             Some(_) => true,
@@ -107,22 +108,20 @@ impl Ops {
             if src_dir {
                 // An empty directory being replaced holds only its summaries (whose records
                 // just went) and lock files (ours).
-                for e in std::fs::read_dir(&dst_fs)
-                    .map_err(|e| OpsError::io(&dst_fs, e))?
-                    .flatten()
-                {
-                    let _ = std::fs::remove_file(e.path());
+                let names = self.root.names(dst);
+                for name in names.map_err(|e| OpsError::io(self.fs(dst), e))? {
+                    let _ = self.root.remove_in(dst, &name);
                 }
             }
         }
-        if let Err(e) = std::fs::rename(&src_fs, &dst_fs) {
+        if let Err(e) = self.root.rename(src, dst) {
             self.journal.finish(id)?;
             return Err(OpsError::io(&src_fs, e));
         }
         crate::crash_point!("mv.renamed");
         if let Err(e) = self.move_records(src, dst) {
             // Undo: the source and its records stay as they were.
-            match std::fs::rename(&dst_fs, &src_fs) {
+            match self.root.rename(dst, src) {
                 Ok(()) => self.journal.finish(id)?,
                 Err(u) => {
                     tracing::error!("undoing mv {src} -> {dst}: {u}; recovery will finish it")
@@ -151,8 +150,9 @@ impl Ops {
             // From the rename on they would name content that is gone.
             self.index.delete_prefix(dst)?;
         }
-        let (src_fs, dst_fs) = (self.fs(src), self.fs(dst));
-        std::fs::rename(&src_fs, &dst_fs).map_err(|e| OpsError::io(&src_fs, e))?;
+        self.root
+            .rename(src, dst)
+            .map_err(|e| OpsError::io(self.fs(src), e))?;
         crate::crash_point!("mv.renamed");
         drop(guard);
         self.enqueue_parent_summary(src)?;

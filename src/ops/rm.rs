@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::jobs::semantic_job;
 use super::journal::Intent;
-use super::{stat, Ops, OpsError, Result};
+use super::{Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 
@@ -57,15 +57,18 @@ pub(crate) fn is_empty_dir(fs: &std::path::Path) -> Result<bool> {
     Ok(true)
 }
 
-/// True when a directory holds a source entry (anything but summaries and internal files).
-pub(crate) fn has_sources(fs: &std::path::Path) -> Result<bool> {
-    for e in std::fs::read_dir(fs).map_err(|e| OpsError::io(fs, e))? {
-        let e = e.map_err(|e| OpsError::io(fs, e))?;
-        if super::is_source_name(&e.file_name().to_string_lossy()) {
-            return Ok(true);
-        }
+impl Ops {
+    /// True when directory `p` holds a source entry (anything but summaries and internal
+    /// files).
+    pub(crate) fn has_sources(&self, p: &VPath) -> Result<bool> {
+        let names = self
+            .root
+            .names(p)
+            .map_err(|e| OpsError::io(self.fs(p), e))?;
+        Ok(names
+            .iter()
+            .any(|n| super::is_source_name(&n.to_string_lossy())))
     }
-    Ok(false)
 }
 
 impl Ops {
@@ -87,7 +90,7 @@ impl Ops {
     fn remove(&self, p: &VPath, mode: Mode) -> Result<RmReport> {
         check_user_path(p)?;
         let fs = self.fs(p);
-        let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
+        let meta = self.lstat(p)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
         let dir = meta.is_dir();
         match mode {
             Mode::File if dir => return Err(OpsError::IsADirectory(p.uri())),
@@ -97,18 +100,15 @@ impl Ops {
         let kind = if dir { LockKind::Tree } else { LockKind::Exact };
         let guard = self.lock(&[(p.clone(), kind)])?;
         // Re-check under the lock: it may have changed between the look and the lock.
-        let meta = stat(&fs)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
+        let meta = self.lstat(p)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
         if meta.is_dir() != dir {
             return Err(OpsError::NotFound(p.uri()));
         }
         if mode == Mode::EmptyDir {
             // Summaries and lock files do not make a directory non-empty.
             let mut only_derived = true;
-            for e in std::fs::read_dir(&fs)
-                .map_err(|e| OpsError::io(&fs, e))?
-                .flatten()
-            {
-                if super::is_source_name(&e.file_name().to_string_lossy()) {
+            for name in self.root.names(p).map_err(|e| OpsError::io(&fs, e))? {
+                if super::is_source_name(&name.to_string_lossy()) {
                     only_derived = false;
                     break;
                 }
@@ -123,7 +123,7 @@ impl Ops {
             // a crash leaves the file there or gone, each consistent. No record can appear
             // meanwhile: a job writes one only under this EXACT lock (or under a lifecycle
             // TREE covering the file, which this lock conflicts with).
-            std::fs::remove_file(&fs).map_err(|e| OpsError::io(&fs, e))?;
+            self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             crate::crash_point!("rm.removed");
             drop(guard);
             self.enqueue_parent_summary(p)?;
@@ -153,16 +153,18 @@ impl Ops {
         crate::crash_point!("rm.index_deleted");
         let fs = self.fs(p);
         let mut trash: Option<PathBuf> = None;
-        if stat(&fs)?.is_some() {
+        if self.lstat(p)?.is_some() {
             if dir {
                 let t = self
                     .ws
                     .tmp_dir()
                     .join(format!("rm-{}", uuid::Uuid::new_v4().simple()));
-                std::fs::rename(&fs, &t).map_err(|e| OpsError::io(&fs, e))?;
+                self.root
+                    .rename_out(p, &t)
+                    .map_err(|e| OpsError::io(&fs, e))?;
                 trash = Some(t);
             } else {
-                std::fs::remove_file(&fs).map_err(|e| OpsError::io(&fs, e))?;
+                self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             }
         }
         crate::crash_point!("rm.removed");

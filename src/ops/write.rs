@@ -9,7 +9,7 @@
 
 use super::jobs::{embed_job, semantic_job, NewJob};
 use super::rm::check_user_path;
-use super::{stat, write_atomic, Ops, OpsError, Result};
+use super::{Ops, OpsError, Result};
 use crate::uri::VPath;
 
 impl Ops {
@@ -18,14 +18,14 @@ impl Ops {
     pub fn write_file(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
         check_user_path(p)?;
         let parent = p.parent().expect("depth checked");
-        match stat(&self.fs(&parent))? {
+        match self.lstat(&parent)? {
             None => return Err(OpsError::NotFound(parent.uri())),
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
         let fs = self.fs(p);
         let _guard = self.lock(&[(p.clone(), crate::lock::LockKind::Exact)])?;
-        if stat(&fs)?.is_some_and(|m| m.is_dir()) {
+        if self.lstat(p)?.is_some_and(|m| m.is_dir()) {
             return Err(OpsError::IsADirectory(p.uri()));
         }
         crate::crash_point!("write.locked");
@@ -34,7 +34,9 @@ impl Ops {
         self.index.delete(p)?;
         self.queue.enqueue_many(&self.jobs_for_file(p))?;
         crate::crash_point!("write.enqueued");
-        write_atomic(&fs, bytes)?;
+        self.root
+            .write_atomic(p, bytes)
+            .map_err(|e| OpsError::io(&fs, e))?;
         crate::crash_point!("write.written");
         Ok(())
     }
