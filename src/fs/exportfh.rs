@@ -17,7 +17,12 @@ pub struct ExportHandle {
 
 impl std::fmt::Debug for ExportHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ExportHandle({}:{})", self.kind, hex::encode(&self.bytes))
+        write!(
+            f,
+            "ExportHandle({}:{})",
+            self.kind,
+            hex::encode(&self.bytes)
+        )
     }
 }
 

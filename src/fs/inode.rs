@@ -50,7 +50,10 @@ enum Backing {
     /// A descriptor held while the inode lives (the root; files without a usable handle).
     Pinned(Arc<OwnedFd>),
     /// A handle, and a descriptor while the cache keeps one.
-    Cached { slot: Arc<Slot>, cache: Arc<FdCache> },
+    Cached {
+        slot: Arc<Slot>,
+        cache: Arc<FdCache>,
+    },
 }
 
 /// How many names of one inode are remembered (hard links beyond that are rare).

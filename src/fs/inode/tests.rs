@@ -123,7 +123,10 @@ fn a_thousand_files_stay_within_the_budget_and_each_resolves_to_its_file() {
     for inode in &inodes {
         let fd = inode.fd().unwrap();
         assert_eq!(key_of(&fd), inode.key);
-        assert_eq!(inode.ino, inode.key.1, "backing numbers serve as inode numbers");
+        assert_eq!(
+            inode.ino, inode.key.1,
+            "backing numbers serve as inode numbers"
+        );
     }
     assert!(f.table.fd_cache().reopens() >= before + (1000 - BUDGET as u64));
     assert!(open_fds_on(&keys) <= BUDGET);
@@ -202,13 +205,21 @@ fn a_reused_number_gets_its_own_inode() {
     let fd = open_path(&f.root, "new");
     let new = f.table.remember(old.key, fd);
     assert!(!Arc::ptr_eq(&old, &new));
-    assert!(new.ino >= SYNTHETIC_BASE, "{} is still taken by the old inode", old.key.1);
+    assert!(
+        new.ino >= SYNTHETIC_BASE,
+        "{} is still taken by the old inode",
+        old.key.1
+    );
     assert_eq!(f.table.find(old.key), Some(new.ino));
     assert_eq!(f.table.listing_ino(old.key.0, old.key.1), new.ino);
     // The old inode stays reachable by number until the kernel forgets it.
     assert!(Arc::ptr_eq(&f.table.get(old.ino).unwrap(), &old));
     assert!(f.table.forget(old.ino, 1));
-    assert_eq!(f.table.find(old.key), Some(new.ino), "forgetting the old keeps the new");
+    assert_eq!(
+        f.table.find(old.key),
+        Some(new.ino),
+        "forgetting the old keeps the new"
+    );
     assert_eq!(f.table.len(), 2);
 }
 
@@ -246,4 +257,24 @@ fn a_deleted_cold_file_is_stale_and_its_number_reused_is_a_new_inode() {
     let fd = new.fd().unwrap();
     assert_eq!(key_of(&fd), old.key);
     assert_eq!(read(&fd), "new");
+}
+
+/// A file unlinked while a program holds it open is still there: its handle reopens.
+#[test]
+fn an_unlinked_open_file_reopens_from_its_handle() {
+    let f = fixture(1);
+    if skip_without_handles(&f) {
+        return;
+    }
+    let a = f.create("a");
+    let open = std::fs::File::open(f.dir.path().join("a")).unwrap();
+    std::fs::remove_file(f.dir.path().join("a")).unwrap();
+    f.create("x").fd().unwrap();
+    f.create("y").fd().unwrap();
+    let reopens = f.table.fd_cache().reopens();
+    let fd = a.fd().unwrap();
+    assert_eq!(f.table.fd_cache().reopens(), reopens + 1, "a was cold");
+    let st = sys::fstat(fd.as_fd()).unwrap();
+    assert_eq!((st.st_dev, st.st_ino, st.st_nlink), (a.key.0, a.key.1, 0));
+    drop(open);
 }
