@@ -122,3 +122,39 @@ fn write_many(dir: &Path, n: usize) {
         std::fs::write(dir.join(format!("many/{i}")), "x").unwrap();
     }
 }
+
+/// Another process (OpenViking sharing the workspace) deletes a file the kernel still knows,
+/// and the backing filesystem gives its number to a new file: the new file is a new inode,
+/// and the old name no longer opens.
+#[test]
+fn a_number_reused_behind_the_mount_is_a_new_file() {
+    let m = small_budget_mount();
+    let r = m.res();
+    std::fs::write(r.join("old"), "old").unwrap();
+    let old_ino = std::fs::metadata(r.join("old")).unwrap().ino();
+    // The daemon's descriptor of `old` is closed: nothing pins its backing inode any more.
+    write_many(&r, 2 * BUDGET);
+    std::fs::remove_file(m.backing().join("old")).unwrap();
+    let reused = (0..200).find_map(|i| {
+        let name = format!("new{i}");
+        std::fs::write(m.backing().join(&name), "new").unwrap();
+        let ino = std::fs::metadata(m.backing().join(&name)).unwrap().ino();
+        (ino == old_ino).then_some(name)
+    });
+    let Some(name) = reused else {
+        eprintln!("skipped: the backing filesystem did not reuse {old_ino}");
+        return;
+    };
+    let st = std::fs::metadata(r.join(&name)).unwrap();
+    assert_ne!(
+        st.ino(),
+        old_ino,
+        "the kernel still knows {old_ino} as the old file"
+    );
+    assert_eq!(std::fs::read_to_string(r.join(&name)).unwrap(), "new");
+    // The kernel's cached `old` leads to a stale inode: ESTALE makes it look the name up
+    // again, and it is gone.
+    let e = File::open(r.join("old")).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert_bounded(&m);
+}

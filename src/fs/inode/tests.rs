@@ -278,3 +278,34 @@ fn an_unlinked_open_file_reopens_from_its_handle() {
     assert_eq!((st.st_dev, st.st_ino, st.st_nlink), (a.key.0, a.key.1, 0));
     drop(open);
 }
+
+/// Threads using descriptors while others' reopens evict them: a descriptor in use is never
+/// closed under its user, so its number can't be reused for another file meanwhile.
+#[test]
+fn concurrent_users_always_see_their_own_file() {
+    let f = fixture(4);
+    if skip_without_handles(&f) {
+        return;
+    }
+    let inodes: Vec<_> = (0..64).map(|i| f.create(&format!("f{i}"))).collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let inodes = &inodes;
+            s.spawn(move || {
+                for n in 0..2000 {
+                    let inode = &inodes[(n * 7 + t * 13) % inodes.len()];
+                    let fd = inode.fd().unwrap();
+                    // Other threads open and close descriptors meanwhile.
+                    std::thread::yield_now();
+                    assert_eq!(key_of(&fd), inode.key);
+                    assert_eq!(read(&fd), format!("f{}", inode_name(inodes, inode)));
+                }
+            });
+        }
+    });
+    assert!(f.table.fd_cache().held() <= 4);
+}
+
+fn inode_name(inodes: &[Arc<Inode>], inode: &Arc<Inode>) -> usize {
+    inodes.iter().position(|i| Arc::ptr_eq(i, inode)).unwrap()
+}
