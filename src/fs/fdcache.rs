@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -117,12 +117,10 @@ impl FdCache {
     /// A cache for inodes under the data root `root` (an O_PATH descriptor). Probes once
     /// whether handles work there.
     pub fn new(root: &OwnedFd, budget: usize) -> io::Result<Self> {
-        let mount_fd = sys::openat(
-            libc::AT_FDCWD,
-            std::ffi::OsStr::new(sys::proc_fd(root.as_raw_fd()).to_str().expect("ASCII")),
-            libc::O_RDONLY | libc::O_DIRECTORY,
-            0,
-        )?;
+        let path = sys::proc_fd(root.as_raw_fd());
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let mount_fd = sys::cvt(unsafe { libc::open(path.as_ptr(), flags) })?;
+        let mount_fd = unsafe { OwnedFd::from_raw_fd(mount_fd) };
         let probe = ExportHandle::of(root.as_raw_fd())
             .and_then(|(h, id)| h.open(mount_fd.as_raw_fd()).map(|_| id));
         let (enabled, mount_id) = match probe {
