@@ -34,11 +34,14 @@ const MAX_BUDGET: u64 = 65536;
 /// The budget a daemon uses: `VIKINGFS_FD_BUDGET` when set, else half the soft
 /// RLIMIT_NOFILE minus a reserve, within [64, 65536].
 pub fn default_budget() -> usize {
-    if let Some(n) = std::env::var(BUDGET_ENV)
+    if let Some(v) = std::env::var(BUDGET_ENV)
         .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|v| !v.trim().is_empty())
     {
-        return n.max(1);
+        match v.trim().parse::<usize>() {
+            Ok(n) => return n.max(1),
+            Err(_) => tracing::warn!("{BUDGET_ENV}={v:?} is not a number of descriptors: ignored"),
+        }
     }
     let mut rl = libc::rlimit {
         rlim_cur: 0,
