@@ -1,7 +1,7 @@
 //! Directory handles of the core: listings as snapshots, filtered to what the namespace shows.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use super::handles::DirHandle;
 use super::{sys, DirEntry, FsError, FsResult, VikingFs, ROOT_INO};
@@ -12,7 +12,8 @@ impl VikingFs {
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn opendir(&self, ino: u64) -> FsResult<u64> {
         let inode = self.inodes.get(ino)?;
-        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
+        let fd = inode.fd()?;
+        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
         if !sys::is_dir(&st) {
             return Err(FsError::io(
                 "opendir",
@@ -31,7 +32,7 @@ impl VikingFs {
                 kind: libc::DT_DIR,
             },
         ];
-        let path = format!("/proc/self/fd/{}", inode.raw_fd());
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
         for e in rd {
             let e = e.map_err(|e| FsError::io("readdir", e))?;

@@ -16,6 +16,8 @@ use crate::uri::UriError;
 pub enum FsError {
     #[error("no such inode {0}")]
     UnknownInode(u64),
+    #[error("inode {0} is gone from the backing filesystem")]
+    Stale(u64),
     #[error("no such file handle {0}")]
     UnknownHandle(u64),
     #[error("{0:?} is not visible in the namespace")]
@@ -50,7 +52,9 @@ impl FsError {
     /// The errno the kernel hands back to the program. The single errno table of vikingfs.
     pub fn errno(&self) -> i32 {
         match self {
-            FsError::UnknownInode(_) => libc::ESTALE,
+            // The kernel retries the path walk once with revalidation on ESTALE: a name that
+            // now leads to another file gets looked up again.
+            FsError::UnknownInode(_) | FsError::Stale(_) => libc::ESTALE,
             FsError::UnknownHandle(_) => libc::EBADF,
             FsError::Hidden(_) => libc::ENOENT,
             FsError::InternalName(_) | FsError::RootIsFixed => libc::EPERM,
@@ -103,5 +107,7 @@ mod tests {
         assert_eq!(FsError::ReadOnlySidecar("a".into()).errno(), libc::EACCES);
         assert_eq!(FsError::InternalName("a".into()).errno(), libc::EPERM);
         assert_eq!(FsError::Hidden("a".into()).errno(), libc::ENOENT);
+        assert_eq!(FsError::Stale(7).errno(), libc::ESTALE);
+        assert!(FsError::Stale(7).is_expected());
     }
 }

@@ -1,19 +1,31 @@
 //! The inode table: one entry per backing file the kernel currently knows, keyed by the
 //! backing (dev, ino) so hard links share one inode (libfuse passthrough_hp's discipline).
 //!
-//! Each entry holds an O_PATH descriptor of the backing file, which pins the backing inode (its
-//! number can't be reused while we know it) and lets every later call work on the object rather
-//! than on a name that may have moved. An entry lives while the kernel's lookup count is above
-//! zero: each reply that hands the kernel an entry (lookup, create, mkdir, link, readdirplus)
-//! adds one; FORGET takes them away, and at zero the entry and its descriptor go.
+//! Each entry can reach its backing file by an O_PATH descriptor, so every call works on the
+//! object rather than on a name that may have moved. The kernel forgets inodes only under
+//! memory pressure, so the descriptors are not all kept: an inode whose filesystem exports
+//! handles keeps its [`ExportHandle`](super::exportfh::ExportHandle) and a descriptor in the
+//! bounded [`FdCache`], reopened on demand (virtiofsd's `--inode-file-handles`); one without
+//! keeps its descriptor pinned. An entry lives while the kernel's lookup count is above zero:
+//! each reply that hands the kernel an entry (lookup, create, mkdir, link, readdirplus) adds
+//! one; FORGET takes them away, and at zero the entry goes.
+//!
+//! Without a descriptor the backing inode is not pinned: it may be deleted and its number
+//! given to a new file. The handles tell the two apart (they carry a generation), and the
+//! new file gets its own entry; see [`InodeTable::remember`].
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::fs::error::{FsError, FsResult};
+use crate::fs::exportfh::ExportHandle;
+use crate::fs::fdcache::{FdCache, PathFd, Slot};
+
+#[cfg(test)]
+mod tests;
 
 /// The kernel's number for the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -23,7 +35,7 @@ pub const ROOT_INO: u64 = 1;
 pub struct Inode {
     pub ino: u64,
     pub key: (u64, u64),
-    pub fd: OwnedFd,
+    backing: Backing,
     /// (parent inode, name) pairs this inode was last reached by. The O_PATH descriptor
     /// names the file by the dentry it was opened through, which may be a hard link that is
     /// gone since; these let the core find a name that still exists.
@@ -32,22 +44,54 @@ pub struct Inode {
     sidecar: std::sync::atomic::AtomicBool,
 }
 
+/// How an inode reaches its backing file.
+#[derive(Debug)]
+enum Backing {
+    /// A descriptor held while the inode lives (the root; files without a usable handle).
+    Pinned(Arc<OwnedFd>),
+    /// A handle, and a descriptor while the cache keeps one.
+    Cached {
+        slot: Arc<Slot>,
+        cache: Arc<FdCache>,
+    },
+}
+
 /// How many names of one inode are remembered (hard links beyond that are rare).
 const MAX_NAMES: usize = 8;
 
 impl Inode {
-    fn new(ino: u64, key: (u64, u64), fd: OwnedFd) -> Self {
+    fn new(ino: u64, key: (u64, u64), backing: Backing) -> Self {
         Inode {
             ino,
             key,
-            fd,
+            backing,
             names: Mutex::new(Vec::new()),
             sidecar: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// An O_PATH descriptor of the backing file, open while the result lives (reopened from
+    /// the handle when the cache had closed it). [`FsError::Stale`] when the file is gone.
+    pub fn fd(&self) -> FsResult<PathFd> {
+        match &self.backing {
+            Backing::Pinned(fd) => Ok(PathFd::new(fd.clone())),
+            Backing::Cached { slot, cache } => cache.get(slot).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ESTALE) {
+                    FsError::Stale(self.ino)
+                } else {
+                    FsError::io("reopen", e)
+                }
+            }),
+        }
+    }
+
+    /// Whether a file whose handle is `handle` (None: unknown) is this inode's backing file.
+    /// A pinned inode can't have lost its number to another file.
+    fn is_backed_by(&self, handle: Option<&ExportHandle>) -> bool {
+        match (&self.backing, handle) {
+            (Backing::Cached { slot, .. }, Some(h)) => slot.handle() == h,
+            _ => true,
+        }
     }
 
     /// Record that the kernel reached this inode as `name` in `parent` (most recent first).
@@ -96,11 +140,16 @@ const SYNTHETIC_BASE: u64 = 1 << 62;
 #[derive(Debug)]
 pub struct InodeTable {
     t: Mutex<Tables>,
+    fds: Arc<FdCache>,
 }
 
 impl InodeTable {
-    /// A table holding the root, which is never forgotten.
-    pub fn new(root_fd: OwnedFd, root_key: (u64, u64)) -> Self {
+    /// A table holding the root, which is never forgotten; at most `fd_budget` descriptors
+    /// of other inodes stay open (see [`FdCache`]).
+    pub fn new(root_fd: OwnedFd, root_key: (u64, u64), fd_budget: usize) -> FsResult<Self> {
+        let fds = Arc::new(
+            FdCache::new(&root_fd, fd_budget).map_err(|e| FsError::io("open data root", e))?,
+        );
         let mut t = Tables {
             next: SYNTHETIC_BASE,
             root_dev: root_key.0,
@@ -110,11 +159,23 @@ impl InodeTable {
         t.by_ino.insert(
             ROOT_INO,
             Entry {
-                inode: Arc::new(Inode::new(ROOT_INO, root_key, root_fd)),
+                inode: Arc::new(Inode::new(
+                    ROOT_INO,
+                    root_key,
+                    Backing::Pinned(Arc::new(root_fd)),
+                )),
                 nlookup: 1,
             },
         );
-        InodeTable { t: Mutex::new(t) }
+        Ok(InodeTable {
+            t: Mutex::new(t),
+            fds,
+        })
+    }
+
+    /// The descriptor cache (budget and counters, for tests and diagnostics).
+    pub fn fd_cache(&self) -> &FdCache {
+        &self.fds
     }
 
     pub fn get(&self, ino: u64) -> FsResult<Arc<Inode>> {
@@ -127,23 +188,45 @@ impl InodeTable {
     }
 
     /// Count one more kernel reference to the backing file `key`, opened as `fd`. Returns the
-    /// inode; `fd` is dropped when the file was already known (a hard link, or a second lookup).
+    /// inode; `fd` is kept only when the inode had no descriptor open.
+    ///
+    /// An entry for `key` whose handle differs from `fd`'s is a deleted file whose number was
+    /// reused: it leaves `by_key` (it stays reachable by number until FORGET), and the new
+    /// file gets a synthetic number when its backing number is still taken.
     pub fn remember(&self, key: (u64, u64), fd: OwnedFd) -> Arc<Inode> {
+        let handle = self.fds.handle_of(&fd);
         let mut t = self.t.lock();
         if let Some(&ino) = t.by_key.get(&key) {
             let e = t.by_ino.get_mut(&ino).expect("by_key and by_ino agree");
-            if ino != ROOT_INO {
-                e.nlookup += 1;
+            if e.inode.is_backed_by(handle.as_ref()) {
+                if ino != ROOT_INO {
+                    e.nlookup += 1;
+                }
+                let inode = e.inode.clone();
+                drop(t);
+                if let Backing::Cached { slot, cache } = &inode.backing {
+                    cache.offer(slot, fd);
+                }
+                return inode;
             }
-            return e.inode.clone();
+            t.by_key.remove(&key);
         }
-        let ino = if key.0 == t.root_dev && key.1 != ROOT_INO && key.1 < SYNTHETIC_BASE {
+        let native = key.0 == t.root_dev && key.1 != ROOT_INO && key.1 < SYNTHETIC_BASE;
+        let ino = if native && !t.by_ino.contains_key(&key.1) {
             key.1
         } else {
             t.next += 1;
             t.next
         };
-        let inode = Arc::new(Inode::new(ino, key, fd));
+        let (backing, spare) = match handle {
+            Some(h) => {
+                let slot = self.fds.slot(h);
+                let cache = self.fds.clone();
+                (Backing::Cached { slot, cache }, Some(fd))
+            }
+            None => (Backing::Pinned(Arc::new(fd)), None),
+        };
+        let inode = Arc::new(Inode::new(ino, key, backing));
         t.by_key.insert(key, ino);
         t.by_ino.insert(
             ino,
@@ -152,6 +235,11 @@ impl InodeTable {
                 nlookup: 1,
             },
         );
+        drop(t);
+        // Into the cache out of the table's lock: it may close other inodes' descriptors.
+        if let (Some(fd), Backing::Cached { slot, cache }) = (spare, &inode.backing) {
+            cache.offer(slot, fd);
+        }
         inode
     }
 

@@ -9,6 +9,8 @@
 
 mod dir;
 pub mod error;
+mod exportfh;
+pub mod fdcache;
 pub mod handles;
 pub mod inode;
 pub mod locked;
@@ -68,8 +70,18 @@ enum Name<'a> {
 }
 
 impl VikingFs {
-    /// Serve `ws`'s namespace, changing it through `mutations`.
+    /// Serve `ws`'s namespace, changing it through `mutations`, keeping the inodes'
+    /// descriptors within [`fdcache::default_budget`].
     pub fn new(ws: &Workspace, mutations: Arc<dyn Mutations>) -> FsResult<Self> {
+        Self::with_fd_budget(ws, mutations, fdcache::default_budget())
+    }
+
+    /// [`Self::new`] with at most `fd_budget` inode descriptors open (see [`fdcache`]).
+    pub fn with_fd_budget(
+        ws: &Workspace,
+        mutations: Arc<dyn Mutations>,
+        fd_budget: usize,
+    ) -> FsResult<Self> {
         let data_root = ws.data_root();
         let fd = sys::openat(
             libc::AT_FDCWD,
@@ -81,7 +93,7 @@ impl VikingFs {
         let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("stat data root", e))?;
         Ok(VikingFs {
             data_root,
-            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
+            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fd_budget)?,
             handles: Handles::default(),
             mutations,
         })
@@ -142,12 +154,14 @@ impl VikingFs {
         if inode.ino == ROOT_INO {
             return Ok(Some(VPath::root()));
         }
-        let st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("stat", e))?;
+        let fd = inode.fd()?;
+        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("stat", e))?;
         if st.st_nlink == 0 {
             return Ok(None);
         }
-        // The name the descriptor was opened through, if it still names this file...
-        if let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", inode.raw_fd())) {
+        // The name the descriptor was opened through, if it still names this file (one
+        // reopened from a handle may show none)...
+        if let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
             let p = link
                 .strip_prefix(&self.data_root)
                 .ok()
@@ -176,10 +190,10 @@ impl VikingFs {
 
     /// Whether `p` currently names the backing file of `inode`.
     fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
-        let Ok(root) = self.inodes.get(ROOT_INO) else {
+        let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) else {
             return false;
         };
-        sys::statat(root.raw_fd(), OsStr::new(p.as_str()))
+        sys::statat(root.as_raw_fd(), OsStr::new(p.as_str()))
             .is_ok_and(|st| (st.st_dev, st.st_ino) == inode.key)
     }
 
@@ -193,7 +207,7 @@ impl VikingFs {
     }
 
     fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
-        let mut st = sys::fstat(inode.fd.as_fd()).map_err(|e| FsError::io("getattr", e))?;
+        let mut st = sys::fstat(inode.fd()?.as_fd()).map_err(|e| FsError::io("getattr", e))?;
         if self.is_sidecar_inode(inode) {
             st.st_mode &= !0o222;
         }
@@ -217,9 +231,9 @@ impl VikingFs {
         let n = match self.name(parent, name)? {
             Name::Plain(s) | Name::Sidecar(s) => s,
         };
-        let dir = self.inodes.get(parent)?;
+        let dir = self.inodes.get(parent)?.fd()?;
         let fd = sys::openat(
-            dir.raw_fd(),
+            dir.as_raw_fd(),
             OsStr::new(n),
             libc::O_PATH | libc::O_NOFOLLOW,
             0,
@@ -251,8 +265,8 @@ impl VikingFs {
         match self.vpath(&inode)? {
             Some(p) if !p.is_root() => self.mutations.setattr(&p, change)?,
             _ => {
-                let path = sys::proc_fd(inode.raw_fd());
-                mutations::apply_attr_change(libc::AT_FDCWD, &path, change)
+                let fd = inode.fd()?;
+                mutations::apply_attr_change(libc::AT_FDCWD, &fd.proc_path(), change)
                     .map_err(|e| FsError::io("setattr", e))?
             }
         }
@@ -262,10 +276,11 @@ impl VikingFs {
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         let inode = self.inodes.get(ino)?;
+        let fd = inode.fd()?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         let n = sys::cvt(unsafe {
             libc::readlinkat(
-                inode.raw_fd(),
+                fd.as_raw_fd(),
                 c"".as_ptr(),
                 buf.as_mut_ptr().cast(),
                 buf.len(),
@@ -290,7 +305,8 @@ impl VikingFs {
         if mask & libc::W_OK != 0 && self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
-        let c = sys::proc_fd(inode.raw_fd());
+        let fd = inode.fd()?;
+        let c = fd.proc_path();
         sys::cvt(unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mask, 0) })
             .map(drop)
             .map_err(|e| FsError::io("access", e))
@@ -374,8 +390,9 @@ impl VikingFs {
 
     /// Whether directory `ino` holds anything a user made (not a sidecar, not internal).
     fn has_user_entries(&self, ino: u64) -> FsResult<bool> {
-        let inode = self.inodes.get(ino)?;
-        let rd = std::fs::read_dir(format!("/proc/self/fd/{}", inode.raw_fd()))
+        let fd = self.inodes.get(ino)?.fd()?;
+        // read_dir opens its own descriptor: `fd` may close once it has.
+        let rd = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|e| FsError::io("readdir", e))?;
         for e in rd {
             let e = e.map_err(|e| FsError::io("readdir", e))?;
@@ -483,7 +500,8 @@ impl VikingFs {
     }
 
     fn reopen(&self, inode: &Inode, flags: i32) -> FsResult<File> {
-        let c = sys::proc_fd(inode.raw_fd());
+        let path = inode.fd()?;
+        let c = path.proc_path();
         let fd = sys::cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })
             .map_err(|e| FsError::io("open", e))?;
         Ok(unsafe { File::from_raw_fd(fd) })

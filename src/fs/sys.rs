@@ -93,8 +93,8 @@ pub enum TimeSpec {
     At(i64, u32),
 }
 
-/// Raise the open-file limit to the hard limit: every inode the kernel remembers holds an
-/// O_PATH descriptor.
+/// Raise the open-file limit to the hard limit: the inode table's descriptor budget follows
+/// the soft limit (see `fdcache::default_budget`).
 pub fn raise_nofile_limit() {
     let mut rl = libc::rlimit {
         rlim_cur: 0,

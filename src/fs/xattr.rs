@@ -4,19 +4,23 @@ use std::ffi::OsStr;
 use std::io;
 use std::sync::Arc;
 
+use super::fdcache::PathFd;
 use super::inode::Inode;
 use super::{sys, FsError, FsResult, VikingFs};
 
 impl VikingFs {
-    fn xattr_path(&self, ino: u64) -> FsResult<(Arc<Inode>, std::ffi::CString)> {
+    /// The inode and `/proc/self/fd/N` of its descriptor; the path is valid while the
+    /// returned descriptor lives.
+    fn xattr_path(&self, ino: u64) -> FsResult<(Arc<Inode>, PathFd, std::ffi::CString)> {
         let inode = self.inodes.get(ino)?;
-        let c = sys::proc_fd(inode.raw_fd());
-        Ok((inode, c))
+        let fd = inode.fd()?;
+        let c = fd.proc_path();
+        Ok((inode, fd, c))
     }
 
     /// getxattr; `size` 0 asks for the length only.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<Vec<u8>> {
-        let (_i, c) = self.xattr_path(ino)?;
+        let (_i, _fd, c) = self.xattr_path(ino)?;
         let n = sys::cstr(name).map_err(|e| FsError::io("getxattr", e))?;
         let mut buf = vec![0u8; size as usize];
         let r =
@@ -32,7 +36,7 @@ impl VikingFs {
     }
 
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<Vec<u8>> {
-        let (_i, c) = self.xattr_path(ino)?;
+        let (_i, _fd, c) = self.xattr_path(ino)?;
         let mut buf = vec![0u8; size as usize];
         let r = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if r < 0 {
@@ -48,7 +52,7 @@ impl VikingFs {
     /// Extended attributes are metadata of the file, not content: set directly (sidecars
     /// excepted), like chmod's times they carry no namespace change.
     pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> FsResult<()> {
-        let (i, c) = self.xattr_path(ino)?;
+        let (i, _fd, c) = self.xattr_path(ino)?;
         if self.is_sidecar_inode(&i) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
@@ -67,7 +71,7 @@ impl VikingFs {
     }
 
     pub fn removexattr(&self, ino: u64, name: &OsStr) -> FsResult<()> {
-        let (i, c) = self.xattr_path(ino)?;
+        let (i, _fd, c) = self.xattr_path(ino)?;
         if self.is_sidecar_inode(&i) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }

@@ -1,0 +1,96 @@
+//! Export file handles (`name_to_handle_at`/`open_by_handle_at`): a name for a backing inode
+//! that needs no open descriptor and that the filesystem refuses (ESTALE) once the inode is
+//! gone, even when its number has been given to a new file — the handle carries a generation.
+//!
+//! The inode table keeps one per inode so it can close the inode's O_PATH descriptor when
+//! cold and reopen it on demand, as virtiofsd does with `--inode-file-handles`.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// The opaque bytes the backing filesystem uses to find an inode again, plus its type.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExportHandle {
+    kind: libc::c_int,
+    bytes: Box<[u8]>,
+}
+
+impl std::fmt::Debug for ExportHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ExportHandle({}:{})",
+            self.kind,
+            hex::encode(&self.bytes)
+        )
+    }
+}
+
+/// `struct file_handle` with room for the largest handle the kernel hands out.
+#[repr(C)]
+struct RawHandle {
+    handle_bytes: libc::c_uint,
+    handle_type: libc::c_int,
+    f_handle: [u8; libc::MAX_HANDLE_SZ as usize],
+}
+
+impl RawHandle {
+    fn empty() -> Self {
+        RawHandle {
+            handle_bytes: libc::MAX_HANDLE_SZ as libc::c_uint,
+            handle_type: 0,
+            f_handle: [0; libc::MAX_HANDLE_SZ as usize],
+        }
+    }
+}
+
+impl ExportHandle {
+    /// The handle of the file `fd` refers to (any descriptor, O_PATH included) and the id of
+    /// the mount it was reached through. Fails with EOPNOTSUPP when the backing filesystem
+    /// can't export handles.
+    pub fn of(fd: RawFd) -> io::Result<(ExportHandle, i32)> {
+        let mut raw = RawHandle::empty();
+        let mut mount_id: libc::c_int = 0;
+        let r = unsafe {
+            libc::name_to_handle_at(
+                fd,
+                c"".as_ptr(),
+                (&mut raw as *mut RawHandle).cast(),
+                &mut mount_id,
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let len = (raw.handle_bytes as usize).min(raw.f_handle.len());
+        Ok((
+            ExportHandle {
+                kind: raw.handle_type,
+                bytes: raw.f_handle[..len].into(),
+            },
+            mount_id,
+        ))
+    }
+
+    /// Open the inode again as O_PATH, through `mount_fd` (a descriptor on the same mount,
+    /// not O_PATH). Needs CAP_DAC_READ_SEARCH (EPERM without); ESTALE once the inode is gone.
+    pub fn open(&self, mount_fd: RawFd) -> io::Result<OwnedFd> {
+        let mut raw = RawHandle::empty();
+        raw.handle_bytes = self.bytes.len() as libc::c_uint;
+        raw.handle_type = self.kind;
+        raw.f_handle[..self.bytes.len()].copy_from_slice(&self.bytes);
+        // O_PATH opens symlinks and directories alike; a handle never follows a link.
+        let fd = unsafe {
+            libc::open_by_handle_at(
+                mount_fd,
+                (&mut raw as *mut RawHandle).cast(),
+                libc::O_PATH | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
