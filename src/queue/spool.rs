@@ -26,6 +26,12 @@ use parking_lot::{Condvar, Mutex};
 use super::store::{Inner, NewJob, Queue};
 use super::QueueError;
 
+/// How long the flusher lets appends gather before it commits them (the delay before a
+/// spooled job is visible in the database)...
+const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
+/// ...unless this many bytes are waiting.
+const GATHER_BYTES: u64 = 256 * 1024;
+
 /// One appender's file and how much of it is in the database already.
 struct State {
     file: File,
@@ -98,10 +104,16 @@ impl Spool {
         let mut st = self.state.lock();
         // One write(2) for the whole line: a crash leaves all of it or none.
         st.file.write_all(&line)?;
+        let was_idle = st.len == st.flushed;
         st.len += line.len() as u64;
         st.appended_total += line.len() as u64;
+        let full = st.len - st.flushed >= GATHER_BYTES;
         drop(st);
-        self.cv.notify_all();
+        // Wake the flusher only when it has nothing yet (it then gathers for a moment) or a
+        // batch is full: not once per request.
+        if was_idle || full {
+            self.cv.notify_all();
+        }
         Ok(())
     }
 
@@ -141,6 +153,13 @@ impl Spool {
                 while st.flushed == st.len && !st.stopping {
                     self.cv.wait(&mut st);
                 }
+                // Let a burst of requests gather into one transaction rather than commit
+                // after every request: a moment, or until a batch is big enough.
+                let deadline = std::time::Instant::now() + GATHER;
+                while !st.stopping
+                    && st.len - st.flushed < GATHER_BYTES
+                    && !self.cv.wait_until(&mut st, deadline).timed_out()
+                {}
                 (st.flushed, st.len, st.stopping)
             };
             if from < to {
