@@ -1,7 +1,8 @@
 //! kill -9 of the daemon in the middle of a `cp -r` and of a writer that fsyncs each file:
 //! after a remount every fsynced file is intact, once the queues are drained the index agrees
 //! with the files (nothing the dead daemon half-did lingers), no lock of the dead daemon
-//! blocks anything, and the partial copy can be removed.
+//! blocks anything, and the partial copy can be removed. And a daemon that dies with jobs in
+//! its spool (queued by requests, not yet in the database) loses none of them.
 
 mod common;
 
@@ -71,4 +72,44 @@ fn fsynced_files_survive_kill_9_during_cp_r() {
     ok(&r, "find copy > /dev/null; rm -rf copy w");
     assert_eq!(common::ls_user(&r), "");
     m.check_index_agrees();
+}
+
+/// The daemon queues the jobs of requests through a spool that a flusher moves into the
+/// database; it aborts at its first flush here, with every job it queued only in the spool.
+/// The next daemon replays the spool: once drained, every file written is indexed.
+#[cfg(feature = "failpoints")]
+#[test]
+fn jobs_spooled_by_a_dead_daemon_are_not_lost() {
+    let m = Mount::new();
+    m.unmount();
+    m.mount_with_env(&[("VIKINGFS_CRASH_AT", "spool.flush.before")]);
+    let pid = m.pid();
+    // Writes until the daemon dies under them (the first flush comes a few ms after the
+    // first request).
+    let r = m.res();
+    let _ = common::sh(
+        &r,
+        "mkdir -p a && i=0; while [ $i -lt 2000 ] && echo hello $i > a/f$i; do i=$((i+1)); done",
+    );
+    common::wait_gone(pid);
+    let spool = m.ws.join(".vikingfs/spool");
+    let spooled = |dir: &std::path::Path| -> u64 {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    assert!(
+        spooled(&spool) > 0,
+        "the dead daemon left jobs in its spool"
+    );
+    m.mount();
+    let written = std::fs::read_dir(r.join("a")).map_or(0, |d| d.count());
+    m.check_index_agrees();
+    assert_eq!(spooled(&spool), 0, "the spool was replayed");
+    eprintln!("{written} file(s) written before the daemon died");
 }

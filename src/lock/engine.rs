@@ -66,6 +66,15 @@ fn age_ns(time_ns: u64) -> u64 {
     codec::now_ns().saturating_sub(time_ns)
 }
 
+/// What [`Engine::recheck`] must check for a lock [`Engine::place`] wrote.
+#[derive(Debug)]
+pub struct Recheck {
+    path: VPath,
+    kind: LockKind,
+    /// The path's other candidate lock file (its `.path.ovlock` when it does not exist yet).
+    other: Option<LockFile>,
+}
+
 impl Engine<'_> {
     /// Judge lock file content. `file` is only used for an empty file's age and error text;
     /// `default_kind` is the kind an empty file is reported with.
@@ -217,6 +226,19 @@ impl Engine<'_> {
     /// Runs on every acquire: each ancestor's lock file is probed with one `fstatat` relative
     /// to the data root through one reused buffer, and read only when something is there.
     fn check_ancestors(&self, p: &VPath, me: &str, buf: &mut Vec<u8>) -> Result<(), LockError> {
+        self.check_ancestors_cached(p, me, buf, &mut Vec::new())
+    }
+
+    /// [`Self::check_ancestors`], skipping the ancestors in `free` (prefix lengths found with
+    /// no lock file by an earlier check of the same batch, after all its writes) and adding
+    /// those it finds free.
+    fn check_ancestors_cached(
+        &self,
+        p: &VPath,
+        me: &str,
+        buf: &mut Vec<u8>,
+        free: &mut Vec<String>,
+    ) -> Result<(), LockError> {
         let rel = p.as_str();
         let ancestor = |end: usize| VPath::from_rel(&rel[..end]).unwrap_or_else(|_| VPath::root());
         let not_a_dir = |end: usize| LockError::NotADirectory {
@@ -234,11 +256,18 @@ impl Engine<'_> {
             }
             probe.extend_from_slice(PATH_LOCK.as_bytes());
             probe.push(0);
+            let prefix = &rel[..end];
+            if free.iter().any(|f| f == prefix) {
+                continue;
+            }
             let c = std::ffi::CStr::from_bytes_with_nul(&probe).expect("one NUL, at the end");
             // Nearly always no lock file is there: read it the careful way only when
             // something exists.
             match self.res.probe(c) {
-                Ok(false) => continue,
+                Ok(false) => {
+                    free.push(prefix.to_string());
+                    continue;
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_a_dir(end)),
                 _ => {}
             }
@@ -325,17 +354,18 @@ impl Engine<'_> {
         })
     }
 
-    /// Take one lock. `Ok(None)`: the file already holds this owner's token (a nested lock on
-    /// the very file its parent guard holds), so there is nothing more to hold.
-    /// `create_dirs`: may the directory the lock file goes in be created when it is missing
-    /// (a lock on a path about to be made)? If not, a missing one fails with [`LockError::Gone`].
-    pub fn take(
+    /// Write the lock file of one lock; [`Self::recheck`] must follow before it counts.
+    /// `Ok(None)`: the file already holds this owner's token (a nested lock on the very file
+    /// its parent guard holds), so there is nothing more to hold. `create_dirs`: may the
+    /// directory the lock file goes in be created when it is missing (a lock on a path about
+    /// to be made)? If not, a missing one fails with [`LockError::Gone`].
+    pub fn place(
         &self,
         p: &VPath,
         kind: LockKind,
         me: &str,
         create_dirs: bool,
-    ) -> Result<Option<Held>, LockError> {
+    ) -> Result<Option<(Held, Recheck)>, LockError> {
         let mut buf = Vec::with_capacity(128);
         let root = self
             .res
@@ -344,12 +374,6 @@ impl Engine<'_> {
         let meta = sysutil::lstat(root, p.as_str().as_bytes());
         let is_dir = matches!(&meta, Ok(m) if m.is_dir());
         let exists = meta.is_ok();
-        // Checking before writing only spares a busy path a write and its roll-back; the
-        // check after writing is what excludes. So it is done only where a busy path would
-        // otherwise leave directories behind: before creating missing ones.
-        if !exists {
-            self.check_ancestors(p, me, &mut buf)?;
-        }
         // The file we write (in directory `dir`), and the other candidate we must check.
         let (target, dir, other) = if is_dir || (kind == LockKind::Tree && !exists) || p.is_root() {
             (
@@ -366,12 +390,6 @@ impl Engine<'_> {
             let other = (!exists).then(|| self.res.dir_lock_file(p));
             (sidecar, parent, other)
         };
-        if !exists {
-            if let Some(o) = &other {
-                self.check_file(self.at(o)?, &|| p.uri(), me, Filter::Any, &mut buf)?;
-            }
-            self.make_dirs(&dir, p, create_dirs)?;
-        }
         let token = codec::format(me, codec::now_ns(), kind);
         let at = self.at(&target)?;
         let fd = loop {
@@ -414,9 +432,17 @@ impl Engine<'_> {
                         }
                     }
                 }
+                // The lock file's directory is missing. Checking before writing only spares a
+                // busy path a write and its roll-back (the check after writing is what
+                // excludes), so it is done only here, where a busy path would otherwise leave
+                // the directories made for it behind.
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     if !create_dirs {
                         return Err(LockError::Gone { path: p.uri() });
+                    }
+                    self.check_ancestors(p, me, &mut buf)?;
+                    if let Some(o) = &other {
+                        self.check_file(self.at(o)?, &|| p.uri(), me, Filter::Any, &mut buf)?;
                     }
                     self.make_dirs(&dir, p, true)?
                 }
@@ -433,23 +459,29 @@ impl Engine<'_> {
             kind,
             lost: false,
         };
-        let recheck = (|| {
-            self.check_ancestors(p, me, &mut buf)?;
-            if let Some(o) = &other {
-                self.check_file(self.at(o)?, &|| p.uri(), me, Filter::Any, &mut buf)?;
-            }
-            if kind == LockKind::Tree {
-                self.check_descendants(p, me)?;
-            }
-            Ok(())
-        })();
-        match recheck {
-            Ok(()) => Ok(Some(held)),
-            Err(e) => {
-                self.remove(held);
-                Err(e)
-            }
+        Ok(Some((
+            held,
+            Recheck {
+                path: p.clone(),
+                kind,
+                other,
+            },
+        )))
+    }
+
+    /// The check after writing, which is what excludes: no conflicting lock on an ancestor,
+    /// on the path's other lock file, or (for TREE) below it. `free` carries the ancestors
+    /// found free by earlier rechecks of the same batch, all made after all its writes.
+    pub fn recheck(&self, r: &Recheck, me: &str, free: &mut Vec<String>) -> Result<(), LockError> {
+        let mut buf = Vec::with_capacity(128);
+        self.check_ancestors_cached(&r.path, me, &mut buf, free)?;
+        if let Some(o) = &r.other {
+            self.check_file(self.at(o)?, &|| r.path.uri(), me, Filter::Any, &mut buf)?;
         }
+        if r.kind == LockKind::Tree {
+            self.check_descendants(&r.path, me)?;
+        }
+        Ok(())
     }
 
     /// Remove our token (CAS); `false` when it was no longer ours.

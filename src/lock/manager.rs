@@ -296,16 +296,33 @@ impl Inner {
     ) -> Result<Vec<Held>, LockError> {
         let eng = self.engine();
         let mut held = Vec::with_capacity(reqs.len());
+        let mut checks = Vec::with_capacity(reqs.len());
+        let undo = |held: Vec<Held>| {
+            for h in held.into_iter().rev() {
+                eng.remove(h);
+            }
+        };
+        // Write every lock file first, then check them all: each check still follows its own
+        // write, and ancestors the paths share (a rename within one directory) are probed
+        // once for the batch.
         for (p, k) in reqs {
-            match eng.take(p, *k, me, create_dirs) {
-                Ok(Some(h)) => held.push(h),
+            match eng.place(p, *k, me, create_dirs) {
+                Ok(Some((h, r))) => {
+                    held.push(h);
+                    checks.push(r);
+                }
                 Ok(None) => {}
                 Err(e) => {
-                    for h in held.into_iter().rev() {
-                        eng.remove(h);
-                    }
+                    undo(held);
                     return Err(e);
                 }
+            }
+        }
+        let mut free = Vec::new();
+        for r in &checks {
+            if let Err(e) = eng.recheck(r, me, &mut free) {
+                undo(held);
+                return Err(e);
             }
         }
         Ok(held)

@@ -97,7 +97,13 @@ impl Mount {
 
     /// Start the daemon; returns once the mount is live.
     pub fn mount(&self) {
+        self.mount_with_env(&[]);
+    }
+
+    /// [`Mount::mount`] with extra environment for the daemon (e.g. a crash point).
+    pub fn mount_with_env(&self, env: &[(&str, &str)]) {
         let mut c = vikingfs(self.dir.path());
+        c.envs(env.iter().copied());
         c.arg("mount").arg("--pid-file").arg(self.pid_file());
         for o in &self.options {
             c.arg("-o").arg(o);
@@ -153,7 +159,8 @@ impl Mount {
         }
     }
 
-    fn unmount(&self) {
+    /// Unmount (lazily if it must) and wait for the daemon to exit.
+    pub fn unmount(&self) {
         let pid = std::fs::read_to_string(self.pid_file())
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok());
