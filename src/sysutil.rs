@@ -163,6 +163,12 @@ impl std::fmt::Debug for Stat {
 }
 
 /// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for a directory).
+/// linkat(2) of `from` in `from_dir` as `to` in `to_dir` (fails with EEXIST if `to` exists).
+pub fn link_c(from_dir: RawFd, from: &CStr, to_dir: RawFd, to: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated names.
+    cvt(unsafe { libc::linkat(from_dir, from.as_ptr(), to_dir, to.as_ptr(), 0) }).map(drop)
+}
+
 pub fn unlink_c(dir: RawFd, name: &CStr, flags: i32) -> io::Result<()> {
     // SAFETY: a NUL-terminated name.
     cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), flags) }).map(drop)

@@ -28,6 +28,8 @@ pub(crate) struct Held {
     pub file: LockFile,
     /// Kept open from its creation (or takeover) so release needs no open.
     pub fd: Option<std::fs::File>,
+    /// The pool name of the spare this lock file was placed from (see `lock::pool`).
+    pub spare: Option<std::ffi::CString>,
     pub token: String,
     pub kind: LockKind,
     pub lost: bool,
@@ -392,14 +394,18 @@ impl Engine<'_> {
         };
         let token = codec::format(me, codec::now_ns(), kind);
         let at = self.at(&target)?;
+        let mut spare = None;
         let fd = loop {
             let created = at.call(|d, n| match self.pool.place(d, n, token.as_bytes()) {
-                Ok(Some(f)) => Ok(f),
-                Ok(None) => provider::create_excl(d, n, token.as_bytes()),
+                Ok(Some((f, name))) => Ok((f, Some(name))),
+                Ok(None) => provider::create_excl(d, n, token.as_bytes()).map(|f| (f, None)),
                 Err(e) => Err(e),
             });
             match created {
-                Ok(f) => break Some(f),
+                Ok((f, name)) => {
+                    spare = name;
+                    break Some(f);
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let Some(v) = self.read_judge(at, &mut buf, "", Filter::Any, kind)? else {
                         continue;
@@ -454,6 +460,7 @@ impl Engine<'_> {
         };
         let held = Held {
             fd,
+            spare,
             file: target,
             token,
             kind,
@@ -492,6 +499,15 @@ impl Engine<'_> {
     /// spares the common short hold a flock, a read and an fstat. Such a file goes back to
     /// the pool of spares rather than being deleted (no inode freed and allocated again).
     pub fn remove(&self, mut h: Held) -> bool {
+        let done = self.remove_file(&mut h);
+        // Still here: the file was not retired into the pool (which takes the name).
+        if let Some(name) = &h.spare {
+            self.pool.forget(name);
+        }
+        done
+    }
+
+    fn remove_file(&self, h: &mut Held) -> bool {
         let at = match self.res.at(&h.file) {
             Ok(at) => at,
             Err(e) => {
@@ -503,7 +519,7 @@ impl Engine<'_> {
             let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
             if age_ns(t.time_ns) < fresh {
                 let len = h.token.len() as u64;
-                match at.call(|d, n| self.pool.retire(d, n, &mut h.fd, len)) {
+                match at.call(|d, n| self.pool.retire(d, n, &mut h.fd, &mut h.spare, len)) {
                     Ok(true) => return true,
                     Ok(false) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => return false,

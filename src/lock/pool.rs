@@ -4,12 +4,14 @@
 //! write-backs. Creating one allocates an ext4 inode and removing it frees one; ext4 then
 //! skips each recently freed inode on later allocations (`recently_deleted`), so the churn
 //! made every create in the workspace — the user's too — scan further and further (most of
-//! the daemon's time under `cp -r`). The pool keeps released lock files instead: release
-//! renames the file out of the namespace into `WORKSPACE/.vikingfs/lockpool/`, and the next
-//! acquire writes its token into a spare and renames it into place with `RENAME_NOREPLACE`,
-//! which fails if any lock file is there — the same exclusive create as before, and the lock
-//! file still appears with its token, never empty. What other processes see is unchanged: a
-//! lock file appears under its name holding a token, and disappears.
+//! the daemon's time under `cp -r`). The pool keeps spare lock files in
+//! `WORKSPACE/.vikingfs/lockpool/` instead. An acquire writes its token into a spare and
+//! hard-links it into place (`linkat(2)`, which fails if any lock file is there — the same
+//! exclusive create as before, and the lock file appears with its token, never empty); the
+//! release unlinks the lock file's name, and the spare, still linked in the pool, serves the
+//! next lock. A link and an unlink change one directory each, where renaming the file in and
+//! out of the pool changed two. What other processes see is unchanged: a lock file appears
+//! under its name holding a token, and disappears.
 //!
 //! Why a recycled inode cannot confuse a compare-and-swap ([`super::provider`]): a CAS writer
 //! acts only if the file still holds the exact token it judged stale, and tokens are unique
@@ -17,9 +19,9 @@
 //! which no one judges stale, and a spare is written with a new token before it is placed.
 //!
 //! A spare is named `{pid}.{seq}`; a process killed with spares leaves them behind, and the
-//! next [`Pool::open`] removes those of dead processes. Where renaming between the pool and
-//! the data directories is not possible (another filesystem, no `RENAME_NOREPLACE`), the pool
-//! turns itself off and lock files are created and removed as before.
+//! next [`Pool::open`] removes those of dead processes. Where linking between the pool and
+//! the data directories is not possible (another filesystem), the pool turns itself off and
+//! lock files are created and removed as before.
 
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -108,15 +110,16 @@ impl Pool {
     }
 
     /// Create `target` (a name in directory `dir`) holding `token`, exclusively, from a spare.
-    /// `Ok(None)`: the pool cannot do it here (off, or the spare vanished); the caller creates
-    /// the file itself. Errors are the target's, as an exclusive create reports them
+    /// Returns the file and the spare's name in the pool, which the lock keeps until
+    /// [`Pool::retire`] or [`Pool::forget`]. `Ok(None)`: the pool cannot do it here (off, or
+    /// the spare vanished); the caller creates the file itself. Errors are the target's, as an exclusive create reports them
     /// (`AlreadyExists`, `ENOENT`, ...).
     pub fn place(
         &self,
         dir: BorrowedFd<'_>,
         target: &CStr,
         token: &[u8],
-    ) -> io::Result<Option<File>> {
+    ) -> io::Result<Option<(File, CString)>> {
         let Some(pool) = self.dir() else {
             return Ok(None);
         };
@@ -148,9 +151,8 @@ impl Pool {
             let _ = sysutil::unlink_c(pool, &spare.name, 0);
             return Err(e);
         }
-        let noreplace = libc::RENAME_NOREPLACE;
-        match sysutil::rename_c(pool, &spare.name, dir.as_raw_fd(), target, noreplace) {
-            Ok(()) => Ok(Some(spare.file)),
+        match sysutil::link_c(pool, &spare.name, dir.as_raw_fd(), target) {
+            Ok(()) => Ok(Some((spare.file, spare.name))),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
                     self.disable(&e);
@@ -167,40 +169,40 @@ impl Pool {
         }
     }
 
-    /// Take the lock file `name` in `dir` (ours, open as `file`, holding `len` bytes) out of
-    /// the namespace into the pool; `file` is taken only then. The caller has established that
-    /// it is still ours. `Ok(false)` when the pool does not take it (off or full): remove it
-    /// instead.
+    /// Release the lock file `name` in `dir` (ours, open as `file`, holding `len` bytes,
+    /// placed from the spare `spare`): unlink the name and keep the spare; `file` and `spare`
+    /// are taken only then. The caller has established that it is still ours. `Ok(false)`
+    /// when the pool does not take it (off, full, or not from the pool): remove it instead,
+    /// then [`Pool::forget`] the spare.
     pub fn retire(
         &self,
         dir: BorrowedFd<'_>,
         name: &CStr,
         file: &mut Option<File>,
+        spare: &mut Option<CString>,
         len: u64,
     ) -> io::Result<bool> {
-        let Some(pool) = self.dir() else {
-            return Ok(false);
-        };
-        if file.is_none() || self.spares.lock().len() >= MAX_SPARES {
+        if self.dir().is_none()
+            || file.is_none()
+            || spare.is_none()
+            || self.spares.lock().len() >= MAX_SPARES
+        {
             return Ok(false);
         }
-        let spare = Self::fresh_name();
-        let noreplace = libc::RENAME_NOREPLACE;
-        match sysutil::rename_c(dir.as_raw_fd(), name, pool, &spare, noreplace) {
-            Ok(()) => {
-                let file = file.take().expect("checked above");
-                self.spares.lock().push(Spare {
-                    file,
-                    name: spare,
-                    len,
-                });
-                Ok(true)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                self.disable(&e);
-                Ok(false)
-            }
-            Err(e) => Err(e),
+        sysutil::unlink_c(dir.as_raw_fd(), name, 0)?;
+        self.spares.lock().push(Spare {
+            file: file.take().expect("checked above"),
+            name: spare.take().expect("checked above"),
+            len,
+        });
+        Ok(true)
+    }
+
+    /// A lock file placed from the spare `name` went some other way (removed by
+    /// compare-and-swap, moved away with its directory): drop the spare's pool name too.
+    pub fn forget(&self, name: &CStr) {
+        if let Some(pool) = &self.dir {
+            let _ = sysutil::unlink_c(pool.as_raw_fd(), name, 0);
         }
     }
 }
@@ -229,7 +231,7 @@ mod tests {
         let at = root(&d);
         let target = d.path().join(".path.ovlock");
         let name = c".path.ovlock";
-        let f = pool
+        let (f, spare) = pool
             .place(at.as_fd(), name, b"a:1:E")
             .unwrap()
             .expect("pool on");
@@ -243,15 +245,27 @@ mod tests {
         );
         use std::os::unix::fs::MetadataExt;
         let ino = f.metadata().unwrap().ino();
-        assert!(pool.retire(at.as_fd(), name, &mut Some(f), 5).unwrap());
+        let (mut f, mut spare) = (Some(f), Some(spare));
+        assert!(pool
+            .retire(at.as_fd(), name, &mut f, &mut spare, 5)
+            .unwrap());
+        assert!(f.is_none() && spare.is_none(), "the pool took both");
         assert!(!target.exists());
         // Both spares are in the pool now; a shorter token leaves no tail of a longer one.
-        let f = pool.place(at.as_fd(), name, b"c:3:T").unwrap().unwrap();
-        let g = pool.place(at.as_fd(), c"x", b"d:4444:E").unwrap().unwrap();
+        let (f, fs) = pool.place(at.as_fd(), name, b"c:3:T").unwrap().unwrap();
+        let (g, gs) = pool.place(at.as_fd(), c"x", b"d:4444:E").unwrap().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"c:3:T");
         assert_eq!(std::fs::read(d.path().join("x")).unwrap(), b"d:4444:E");
         let inos = [f.metadata().unwrap().ino(), g.metadata().unwrap().ino()];
         assert!(inos.contains(&ino), "a released inode is used again");
+        // A lock file that goes another way (here: removed by hand) takes its spare's pool
+        // name with it once forgotten; a retired one leaves a spare the drop removes.
+        std::fs::remove_file(d.path().join("x")).unwrap();
+        pool.forget(&gs);
+        assert!(pool
+            .retire(at.as_fd(), name, &mut Some(f), &mut Some(fs), 5)
+            .unwrap());
+        drop(g);
         drop(pool);
         assert_eq!(std::fs::read_dir(d.path().join("pool")).unwrap().count(), 0);
     }
