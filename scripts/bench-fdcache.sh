@@ -47,21 +47,7 @@ dir_of() { [ "$1" = native ] && echo "$WORK/native" || echo "$WORK/$1/mnt/resour
 
 # meta DIR -> operations per second over create+stat+rename+unlink of N files
 meta() {
-    python3 - "$1" "$N" <<'PY'
-import os, sys, time
-d = os.path.join(sys.argv[1], "meta"); os.mkdir(d); n = int(sys.argv[2])
-t = time.perf_counter()
-for i in range(n):
-    os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
-for i in range(n):
-    os.stat(f"{d}/f{i}")
-for i in range(n):
-    os.rename(f"{d}/f{i}", f"{d}/g{i}")
-for i in range(n):
-    os.unlink(f"{d}/g{i}")
-os.rmdir(d)
-print(f"{4 * n / (time.perf_counter() - t):.0f}")
-PY
+    python3 "$ROOT/scripts/meta-job.py" "$1" "$N" 2>/dev/null
 }
 
 # many DIR PID -> "files created before the first error / daemon's descriptors"

@@ -62,22 +62,13 @@ fio_job() {
 }
 
 # metadata DIR -> operations per second over create+stat+rename+unlink of 10,000 files
+# (each phase's rate goes to stderr, prefixed with the target)
 meta_job() {
-    python3 - "$1" <<'PY'
-import os, sys, time
-d = os.path.join(sys.argv[1], "meta"); os.mkdir(d); n = 10000
-t = time.perf_counter()
-for i in range(n):
-    os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
-for i in range(n):
-    os.stat(f"{d}/f{i}")
-for i in range(n):
-    os.rename(f"{d}/f{i}", f"{d}/g{i}")
-for i in range(n):
-    os.unlink(f"{d}/g{i}")
-os.rmdir(d)
-print(f"{4 * n / (time.perf_counter() - t):.0f}")
-PY
+    local phases
+    phases=$(mktemp)
+    python3 "$ROOT/scripts/meta-job.py" "$1" 10000 2>"$phases"
+    sed "s|^|metadata $1: |" "$phases" >&2
+    rm -f "$phases"
 }
 
 # The machine is shared and noisy: ROUNDS rounds, targets interleaved within each round,

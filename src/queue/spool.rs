@@ -39,10 +39,6 @@ struct State {
     len: u64,
     /// Bytes enqueued into the database.
     flushed: u64,
-    /// Bytes ever appended and ever flushed (never reset, unlike the two above, which go
-    /// back to 0 when the file is emptied): what [`Spool::sync`] waits on.
-    appended_total: u64,
-    flushed_total: u64,
     /// Set by [`Spool::stop`]: flush what is there and end.
     stopping: bool,
 }
@@ -50,7 +46,7 @@ struct State {
 pub(super) struct Spool {
     path: PathBuf,
     state: Mutex<State>,
-    /// Signalled on append (wakes the flusher) and on flush (wakes [`Spool::sync`]).
+    /// Signalled on append (wakes the flusher) and on stop.
     cv: Condvar,
     flusher: Mutex<Option<JoinHandle<()>>>,
 }
@@ -82,8 +78,6 @@ impl Spool {
                 file,
                 len: 0,
                 flushed: 0,
-                appended_total: 0,
-                flushed_total: 0,
                 stopping: false,
             }),
             cv: Condvar::new(),
@@ -106,7 +100,6 @@ impl Spool {
         st.file.write_all(&line)?;
         let was_idle = st.len == st.flushed;
         st.len += line.len() as u64;
-        st.appended_total += line.len() as u64;
         let full = st.len - st.flushed >= GATHER_BYTES;
         drop(st);
         // Wake the flusher only when it has nothing yet (it then gathers for a moment) or a
@@ -115,15 +108,6 @@ impl Spool {
             self.cv.notify_all();
         }
         Ok(())
-    }
-
-    /// Block until everything appended before this call is in the database.
-    pub(super) fn sync(&self) {
-        let mut st = self.state.lock();
-        let target = st.appended_total;
-        while st.flushed_total < target && !st.stopping {
-            self.cv.wait(&mut st);
-        }
     }
 
     /// Stop the flusher without flushing (the queue handle is gone): what is left is
@@ -170,7 +154,6 @@ impl Spool {
                     Ok(()) => {
                         crate::crash_point!("spool.flushed");
                         let mut st = self.state.lock();
-                        st.flushed_total += to - st.flushed;
                         st.flushed = to;
                         if st.len == to {
                             // Caught up: empty the file so it never grows. Appends hold the
@@ -182,8 +165,6 @@ impl Spool {
                                 st.flushed = 0;
                             }
                         }
-                        drop(st);
-                        self.cv.notify_all();
                     }
                     Err(e) => {
                         // The database is unavailable (another process holds its write lock

@@ -281,14 +281,6 @@ impl Queue {
         }
     }
 
-    /// Block until every job submitted so far is in the database.
-    pub fn sync_spool(&self) {
-        let s = self.inner.spool.lock().clone();
-        if let Some(s) = s {
-            s.sync();
-        }
-    }
-
     /// Queue `jobs` from a path that must not wait for the database: with a spool running,
     /// one append to it (durable against a crash of this process once this returns; in the
     /// database within milliseconds); without, [`Queue::enqueue_many`].
