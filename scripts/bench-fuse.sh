@@ -44,9 +44,10 @@ fio_job() {
     seqwrite) out=$(fio --name=w --directory="$dir" --filename=data --rw=write --bs=1M \
         --size="$SIZE" --ioengine=psync --end_fsync=1 --output-format=terse --terse-version=3) ;;
     # The first read of a file just written often comes from the VM host's disk rather than
-    # its cache (1.2 vs 3.2 GiB/s here, natively too): read it once to even that out, then
-    # drop this machine's caches and measure.
-    seqread) cat "$dir/data" > /dev/null; drop_caches
+    # its cache (0.6 vs 3 GiB/s here, natively too): read it once from the disk (caches
+    # dropped first, or the read is answered by this machine's page cache and warms nothing),
+    # then drop this machine's caches again and measure.
+    seqread) drop_caches; cat "$dir/data" > /dev/null; drop_caches
         out=$(fio --name=r --directory="$dir" --filename=data --rw=read \
         --bs=1M --size="$SIZE" --ioengine=psync --output-format=terse --terse-version=3) ;;
     randread) drop_caches; out=$(fio --name=rr --directory="$dir" --filename=data --rw=randread \
@@ -80,7 +81,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
     for ((i = 0; i < ${#targets[@]}; i += 2)); do
         name=${targets[i]} dir=${targets[i + 1]}
         for job in seqwrite seqread randread; do
-            R[$name.$job]=$(best "${R[$name.$job]:-}" "$(fio_job $job "$dir")")
+            v=$(fio_job $job "$dir")
+            echo "$job $name: $v" >&2
+            R[$name.$job]=$(best "${R[$name.$job]:-}" "$v")
         done
         rm -f "$dir/data"
         R[$name.meta]=$(best "${R[$name.meta]:-}" "$(meta_job "$dir")")
