@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
-use crate::ops::{Ops, OpsError, RenameFlags};
+use crate::ops::{Ops, OpsError, Release, RenameFlags};
 use crate::uri::VPath;
 
 pub struct LockedMutations {
@@ -29,15 +29,26 @@ impl LockedMutations {
         Ok(LockedMutations { ops, direct })
     }
 
-    /// `change` (a [`DirectMutations`] call) under the EXACT lock of `p`.
+    /// `change` (a [`DirectMutations`] call) under the EXACT lock of `p`, released after the
+    /// reply.
     fn exact<T>(
         &self,
         op: &'static str,
         p: &VPath,
         change: impl FnOnce() -> MResult<T>,
     ) -> MResult<T> {
+        self.exact_with(op, p, Release::AfterReply, change)
+    }
+
+    fn exact_with<T>(
+        &self,
+        op: &'static str,
+        p: &VPath,
+        release: Release,
+        change: impl FnOnce() -> MResult<T>,
+    ) -> MResult<T> {
         self.ops
-            .under_exact(p, || change().map_err(into_io))
+            .under_exact(p, release, || change().map_err(into_io))
             .map_err(|e| from_ops(op, p, e))
     }
 }
@@ -181,7 +192,8 @@ impl Mutations for LockedMutations {
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
-        self.exact("setattr", path, || {
+        // Released before the times are set again below.
+        self.exact_with("setattr", path, Release::Now, || {
             if change.size.is_some() {
                 self.queue_first(path);
             }

@@ -430,7 +430,11 @@ impl VikingFs {
             _ => self.new_name(newparent, newname)?,
         };
         let src = self.child(parent, n)?;
-        let dst = self.child(newparent, nn)?;
+        // Within one directory (most renames: an editor's save, `mv a b`), its path once.
+        let dst = match src.parent() {
+            Some(dir) if parent == newparent => dir.join(nn)?,
+            _ => self.child(newparent, nn)?,
+        };
         Ok(self.mutations.rename(&src, &dst, mode)?)
     }
 

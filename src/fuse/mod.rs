@@ -25,6 +25,7 @@ use fuser::{
 use parking_lot::Mutex;
 
 use crate::fs::{AttrChange, FsError, RenameMode, VikingFs};
+use crate::ops::AfterReply;
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::Pool;
 
@@ -91,7 +92,11 @@ impl FuseFs {
     /// move data.
     fn run(&self, f: impl FnOnce(&Shared) + Send + 'static) {
         let s = self.shared.clone();
-        self.pool.spawn(move || f(&s));
+        self.pool.spawn(move || {
+            // `f` replies; what its operation left for after the reply runs when this drops.
+            let _after = AfterReply::begin();
+            f(&s)
+        });
     }
 
     /// Run `f` right here on the session thread: only for calls that never take a lock and
@@ -407,6 +412,10 @@ impl fuser::Filesystem for FuseFs {
         });
     }
 
+    /// Nothing to flush: every write reached the file before its reply, and its errors were
+    /// reported there. ENOSYS tells the kernel so once (`no_flush`), and close(2) stops costing
+    /// a round trip to the daemon (libfuse filesystems without a flush handler, bindfs
+    /// among them, do the same).
     fn flush(
         &self,
         _req: &Request,
@@ -415,7 +424,7 @@ impl fuser::Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(

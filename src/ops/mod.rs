@@ -23,7 +23,11 @@ mod lifecycle;
 mod mv;
 mod recover;
 mod rm;
+mod tail;
 mod write;
+
+pub use tail::AfterReply;
+pub use write::Release;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -158,6 +162,8 @@ pub struct Ops {
     write_probe: std::sync::OnceLock<WriteProbe>,
     /// Marked by every foreground operation; the daemon's worker pool gives way to it.
     foreground: Arc<crate::queue::Foreground>,
+    /// This engine itself, for work finished after a reply ([`tail`]), which outlives `&self`.
+    me: std::sync::Weak<Ops>,
 }
 
 /// See [`Ops::set_write_probe`].
@@ -190,7 +196,7 @@ impl Ops {
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let root =
             at::DataRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
-        let ops = Arc::new(Ops {
+        let ops = Arc::new_cyclic(|me| Ops {
             ws: ws.clone(),
             root,
             locks,
@@ -204,6 +210,7 @@ impl Ops {
             write_probe: std::sync::OnceLock::new(),
             fg_wait,
             foreground: Default::default(),
+            me: me.clone(),
         });
         lifecycle::start_refresher(&ops);
         if reset {
@@ -227,6 +234,11 @@ impl Ops {
 
     pub(crate) fn open_for_write(&self, p: &VPath) -> bool {
         self.write_probe.get().is_some_and(|probe| probe(p))
+    }
+
+    /// The `Arc` this engine lives in (every `Ops` is made by [`Ops::with_parts`]).
+    fn arc(&self) -> Arc<Ops> {
+        self.me.upgrade().expect("an Ops is only reached through its Arc")
     }
 
     pub fn workspace(&self) -> &Workspace {

@@ -10,6 +10,7 @@
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::journal::Intent;
+use super::tail;
 use super::rm::check_user_path;
 use super::{Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
@@ -130,7 +131,12 @@ impl Ops {
             return Err(e);
         }
         crate::crash_point!("mv.indexed");
-        self.finish_move(src, dst, src_dir, guard, id)
+        // The files and the records have moved: the rest is done after the reply.
+        let ops = self.arc();
+        let (src, dst) = (src.clone(), dst.clone());
+        tail::after_reply("mv", move || {
+            ops.finish_move(&src, &dst, src_dir, guard, id)
+        })
     }
 
     /// A file without records (usually: its job has not run yet) has no records to move, so
@@ -154,7 +160,15 @@ impl Ops {
             .rename(src, dst)
             .map_err(|e| OpsError::io(self.fs(src), e))?;
         crate::crash_point!("mv.renamed");
-        drop(guard);
+        let ops = self.arc();
+        let (src, dst) = (src.clone(), dst.clone());
+        tail::after_reply("mv", move || {
+            drop(guard);
+            ops.enqueue_parent_summaries(&src, &dst)
+        })
+    }
+
+    fn enqueue_parent_summaries(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.enqueue_parent_summary(src)?;
         if src.parent() != dst.parent() {
             self.enqueue_parent_summary(dst)?;
@@ -183,10 +197,7 @@ impl Ops {
         self.journal.finish(intent)?;
         // The source's lock file moved away with the tree: the release reports it, harmlessly.
         let _ = guard.release();
-        self.enqueue_parent_summary(src)?;
-        if src.parent() != dst.parent() {
-            self.enqueue_parent_summary(dst)?;
-        }
+        self.enqueue_parent_summaries(src, dst)?;
         // Jobs queued for the old names find nothing there: queue them again for what has
         // no current record under the new name (usually nothing).
         self.refresh_under(dst)?;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::jobs::semantic_job;
 use super::journal::Intent;
+use super::tail;
 use super::{Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
@@ -125,8 +126,11 @@ impl Ops {
             // TREE covering the file, which this lock conflicts with).
             self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             crate::crash_point!("rm.removed");
-            drop(guard);
-            self.enqueue_parent_summary(p)?;
+            let (ops, p) = (self.arc(), p.clone());
+            tail::after_reply("rm", move || {
+                drop(guard);
+                ops.enqueue_parent_summary(&p)
+            })?;
             return Ok(RmReport::default());
         }
         let id = self.journal.begin(
@@ -168,15 +172,20 @@ impl Ops {
             }
         }
         crate::crash_point!("rm.removed");
-        self.journal.finish(intent)?;
-        // A directory's own lock file left with it; the release reports that, and it is fine.
-        let _ = guard.release();
-        if let Some(t) = trash {
-            if let Err(e) = std::fs::remove_dir_all(&t) {
-                tracing::warn!(path = %t.display(), "removing a removed tree: {e}");
+        // The path and its records are gone: the rest is done after the reply.
+        let (ops, p) = (self.arc(), p.clone());
+        tail::after_reply("rm", move || {
+            ops.journal.finish(intent)?;
+            // A directory's own lock file left with it; the release reports that, and it is
+            // fine.
+            let _ = guard.release();
+            if let Some(t) = trash {
+                if let Err(e) = std::fs::remove_dir_all(&t) {
+                    tracing::warn!(path = %t.display(), "removing a removed tree: {e}");
+                }
             }
-        }
-        self.enqueue_parent_summary(p)?;
+            ops.enqueue_parent_summary(&p)
+        })?;
         Ok(RmReport { records })
     }
 

@@ -71,15 +71,36 @@ impl Ops {
     /// with the foreground wait. The mount decides what to change; the lock is taken here, so
     /// the FUSE side never touches a lock file. The lock never creates a directory: when the
     /// path's directory was removed meanwhile, the change fails with ENOENT, as it would have.
+    ///
+    /// With [`Release::AfterReply`] the lock is released after the mount's reply
+    /// ([`super::AfterReply`]); a change that must see its own lock file gone before it
+    /// returns (a directory's times: the file lives inside it) asks for [`Release::Now`].
     pub fn under_exact<T>(
         &self,
         p: &VPath,
+        release: Release,
         change: impl FnOnce() -> std::io::Result<T>,
     ) -> Result<T> {
         self.foreground.touch();
-        let _guard = self
+        let guard = self
             .locks
             .acquire_existing(&[(p.clone(), crate::lock::LockKind::Exact)], self.fg_wait)?;
-        change().map_err(|e| OpsError::io(self.fs(p), e))
+        let out = change().map_err(|e| OpsError::io(self.fs(p), e));
+        if release == Release::AfterReply {
+            let _ = super::tail::after_reply("release", move || {
+                drop(guard);
+                Ok::<(), OpsError>(())
+            });
+        }
+        out
     }
+}
+
+/// When [`Ops::under_exact`] releases its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Before it returns.
+    Now,
+    /// After the mount's reply (at once where no reply scope is open).
+    AfterReply,
 }
