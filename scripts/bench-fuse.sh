@@ -16,24 +16,87 @@ BIN=${VIKINGFS_BIN:-$ROOT/target/release/vikingfs}
 [ -x "$BIN" ] || (cd "$ROOT" && cargo build --release --bin vikingfs >&2)
 command -v fio >/dev/null || { echo "bench-fuse: fio is not installed" >&2; exit 1; }
 
-mkdir -p "$WORK/native" "$WORK/ws" "$WORK/mnt" "$WORK/bindfs"
+# Each target runs on a filesystem of its own, made fresh for every round (an ext4 image on a
+# loop device): ext4 slows creates down after many deletes (it skips recently freed inodes),
+# so on one shared filesystem every target would pay for the files the previous one deleted.
+# FRESH_FS=0 (or no mkfs.ext4/losetup) runs all of them in WORKDIR instead.
+FRESH_FS=${FRESH_FS:-1}
+if [ "$FRESH_FS" = 1 ] && ! { command -v mkfs.ext4 && command -v losetup; } >/dev/null; then
+    echo "bench-fuse: no mkfs.ext4/losetup: all targets share $WORK" >&2
+    FRESH_FS=0
+fi
+mkdir -p "$WORK/fs" "$WORK/mnt" "$WORK/bindfs"
+
+# Unmount $1, retrying while it is busy (a daemon that was just unmounted is still exiting).
+unmount_retry() {
+    for _ in $(seq 50); do
+        mountpoint -q "$1" || return 0
+        umount "$1" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    umount -l "$1"
+}
+
+# The loop devices of the image (set up inside a $(...) subshell: found by file, not kept).
+detach_loops() {
+    losetup -j "$WORK/fs.img" -O NAME -n 2>/dev/null | xargs -r -n1 losetup -d 2>/dev/null || true
+}
+
+# A fresh filesystem at $WORK/fs (or the same directory, emptied, when FRESH_FS=0).
+fresh_fs() {
+    if [ "$FRESH_FS" = 1 ]; then
+        truncate -s "${IMAGE_SIZE:-4G}" "$WORK/fs.img"
+        mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard "$WORK/fs.img"
+        mount "$(losetup -f --show --direct-io=on "$WORK/fs.img")" "$WORK/fs"
+    else
+        rm -rf "${WORK:?}/fs" && mkdir -p "$WORK/fs"
+    fi
+}
+
+drop_fs() {
+    if [ "$FRESH_FS" = 1 ]; then
+        unmount_retry "$WORK/fs"
+        detach_loops
+        rm -f "$WORK/fs.img"
+    fi
+}
+
+opts=()
+[ -n "${VIKINGFS_MOUNT_OPTS:-}" ] && opts=(-o "$VIKINGFS_MOUNT_OPTS")
+# Set up target $1 on a fresh filesystem; prints the directory its jobs run in.
+target_up() {
+    fresh_fs
+    case $1 in
+    native) mkdir -p "$WORK/fs/native" && echo "$WORK/fs/native" ;;
+    vikingfs)
+        HOME="$WORK" "$BIN" mount "${opts[@]}" "$WORK/fs/ws" "$WORK/mnt" >&2
+        mkdir -p "$WORK/mnt/resources/bench" && echo "$WORK/mnt/resources/bench" ;;
+    bindfs)
+        mkdir -p "$WORK/fs/src" && bindfs "$WORK/fs/src" "$WORK/bindfs" && echo "$WORK/bindfs" ;;
+    esac
+}
+
+target_down() {
+    case $1 in
+    vikingfs) "$BIN" umount "$WORK/mnt" 2>/dev/null || true; unmount_retry "$WORK/mnt" ;;
+    bindfs) unmount_retry "$WORK/bindfs" ;;
+    esac
+    drop_fs
+}
+
 cleanup() {
     "$BIN" umount "$WORK/mnt" 2>/dev/null || umount -l "$WORK/mnt" 2>/dev/null || true
     umount "$WORK/bindfs" 2>/dev/null || umount -l "$WORK/bindfs" 2>/dev/null || true
+    if [ "$FRESH_FS" = 1 ]; then
+        umount "$WORK/fs" 2>/dev/null || umount -l "$WORK/fs" 2>/dev/null || true
+        detach_loops
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-opts=()
-[ -n "${VIKINGFS_MOUNT_OPTS:-}" ] && opts=(-o "$VIKINGFS_MOUNT_OPTS")
-HOME="$WORK" "$BIN" mount "${opts[@]}" "$WORK/ws" "$WORK/mnt"
-mkdir -p "$WORK/mnt/resources/bench"
-targets=(native "$WORK/native" vikingfs "$WORK/mnt/resources/bench")
-if command -v bindfs >/dev/null; then
-    mkdir -p "$WORK/native-for-bindfs"
-    bindfs "$WORK/native-for-bindfs" "$WORK/bindfs"
-    targets+=(bindfs "$WORK/bindfs")
-fi
+targets=(native vikingfs)
+command -v bindfs >/dev/null && targets+=(bindfs)
 
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
@@ -68,7 +131,7 @@ meta_job() {
     local phases
     phases=$(mktemp)
     python3 "$ROOT/scripts/meta-job.py" "$1" 10000 2>"$phases"
-    sed "s|^|metadata $1: |" "$phases" >&2
+    sed "s|^|metadata $2: |" "$phases" >&2
     rm -f "$phases"
 }
 
@@ -78,27 +141,22 @@ ROUNDS=${ROUNDS:-3}
 declare -A R
 best() { awk -v a="${1:-0}" -v b="$2" 'BEGIN{print (b + 0 > a + 0) ? b : a}'; }
 for ((round = 1; round <= ROUNDS; round++)); do
-    for ((i = 0; i < ${#targets[@]}; i += 2)); do
-        name=${targets[i]} dir=${targets[i + 1]}
+    for name in "${targets[@]}"; do
+        dir=$(target_up "$name")
         for job in seqwrite seqread randread; do
             v=$(fio_job $job "$dir")
             echo "$job $name: $v" >&2
             R[$name.$job]=$(best "${R[$name.$job]:-}" "$v")
         done
         rm -f "$dir/data"
-        R[$name.meta]=$(best "${R[$name.meta]:-}" "$(meta_job "$dir")")
-        # The daemon's background jobs (embeddings, summaries) for what this job wrote must
-        # not run during the next target's figures: drain them first.
-        if [ "$name" = vikingfs ]; then
-            HOME="$WORK" "$BIN" wait --watch --workspace "$WORK/ws" --timeout 600 >/dev/null
-        fi
+        R[$name.meta]=$(best "${R[$name.meta]:-}" "$(meta_job "$dir" "$name")")
+        target_down "$name"
     done
     echo "round $round/$ROUNDS done" >&2
 done
 
 printf '%-10s %-22s %-22s %-22s %-22s\n' target "seq write MiB/s" "seq read MiB/s" "rand 4k read IOPS" "metadata ops/s"
-for ((i = 0; i < ${#targets[@]}; i += 2)); do
-    name=${targets[i]}
+for name in "${targets[@]}"; do
     printf '%-10s' "$name"
     for job in seqwrite seqread randread meta; do
         v=${R[$name.$job]} n=${R[native.$job]}
