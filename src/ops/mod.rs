@@ -238,7 +238,9 @@ impl Ops {
 
     /// The `Arc` this engine lives in (every `Ops` is made by [`Ops::with_parts`]).
     fn arc(&self) -> Arc<Ops> {
-        self.me.upgrade().expect("an Ops is only reached through its Arc")
+        self.me
+            .upgrade()
+            .expect("an Ops is only reached through its Arc")
     }
 
     pub fn workspace(&self) -> &Workspace {

@@ -10,8 +10,8 @@
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::journal::Intent;
-use super::tail;
 use super::rm::check_user_path;
+use super::tail;
 use super::{Ops, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;

@@ -154,7 +154,11 @@ mod tests {
             panic!("request handler panicked");
         }));
         assert!(r.is_err());
-        assert_eq!(*state.borrow(), "dropped", "dropped (guards released), not run");
+        assert_eq!(
+            *state.borrow(),
+            "dropped",
+            "dropped (guards released), not run"
+        );
         assert!(TAILS.with(|t| t.borrow().is_none()), "scope closed");
     }
 }

@@ -13,6 +13,7 @@
 //! line twice (a crash between the flusher's commit and its truncate) is harmless: a keyed job
 //! coalesces with itself, and every job is idempotent.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -41,6 +42,11 @@ struct State {
     flushed: u64,
     /// Set by [`Spool::stop`]: flush what is there and end.
     stopping: bool,
+    /// The keyed jobs appended since the flusher last took what was there: appending one of
+    /// them again would change nothing (it coalesces with itself in the same transaction),
+    /// so it is not written again. A burst of unlinks in one directory queues its summary
+    /// once per batch, not once per file.
+    waiting: HashSet<String>,
 }
 
 pub(super) struct Spool {
@@ -79,6 +85,7 @@ impl Spool {
                 len: 0,
                 flushed: 0,
                 stopping: false,
+                waiting: HashSet::new(),
             }),
             cv: Condvar::new(),
             flusher: Mutex::new(None),
@@ -93,11 +100,29 @@ impl Spool {
 
     /// Append `jobs` as one line; they are in the database within milliseconds.
     pub(super) fn append(&self, jobs: &[NewJob]) -> io::Result<()> {
-        let mut line = serde_json::to_vec(jobs).map_err(io::Error::other)?;
-        line.push(b'\n');
         let mut st = self.state.lock();
+        let mut keys = Vec::new();
+        let mut fresh: Vec<&NewJob> = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let (queue, key, payload) = job;
+            if let Some(key) = key {
+                let k = format!("{queue}\0{key}\0{payload}");
+                if st.waiting.contains(&k) || keys.contains(&k) {
+                    continue;
+                }
+                keys.push(k);
+            }
+            fresh.push(job);
+        }
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let mut line = serde_json::to_vec(&fresh).map_err(io::Error::other)?;
+        line.push(b'\n');
         // One write(2) for the whole line: a crash leaves all of it or none.
         st.file.write_all(&line)?;
+        // Only what was written counts as waiting.
+        st.waiting.extend(keys);
         let was_idle = st.len == st.flushed;
         st.len += line.len() as u64;
         let full = st.len - st.flushed >= GATHER_BYTES;
@@ -144,6 +169,8 @@ impl Spool {
                     && st.len - st.flushed < GATHER_BYTES
                     && !self.cv.wait_until(&mut st, deadline).timed_out()
                 {}
+                // What is appended from now on lands after what this flush takes.
+                st.waiting.clear();
                 (st.flushed, st.len, st.stopping)
             };
             if from < to {
@@ -280,4 +307,85 @@ pub(super) fn pending_lines(db: &Path) -> u64 {
         }
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A spool on `path` without its flusher: what `append` writes stays in the file.
+    fn bare(path: &Path) -> Spool {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(path)
+            .unwrap();
+        Spool {
+            path: path.to_path_buf(),
+            state: Mutex::new(State {
+                file,
+                len: 0,
+                flushed: 0,
+                stopping: false,
+                waiting: HashSet::new(),
+            }),
+            cv: Condvar::new(),
+            flusher: Mutex::new(None),
+        }
+    }
+
+    fn written(path: &Path) -> Vec<NewJob> {
+        parse(&std::fs::read(path).unwrap(), path)
+    }
+
+    fn job(queue: &str, key: Option<&str>, n: i64) -> NewJob {
+        (queue.into(), key.map(Into::into), json!({ "n": n }))
+    }
+
+    #[test]
+    fn a_keyed_job_waiting_in_the_spool_is_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.spool");
+        let s = bare(&path);
+        let summary = job("semantic", Some("semantic:d"), 0);
+        s.append(&[job("embedding", Some("embed:a"), 0), summary.clone()])
+            .unwrap();
+        // The same summary again (a burst of changes in one directory): nothing new to write.
+        s.append(std::slice::from_ref(&summary)).unwrap();
+        // The same key with another payload, and jobs without a key, are written.
+        s.append(&[job("semantic", Some("semantic:d"), 1)]).unwrap();
+        s.append(&[job("x", None, 0), job("x", None, 0)]).unwrap();
+        // Twice in one batch: once.
+        s.append(&[
+            job("embedding", Some("embed:b"), 0),
+            job("embedding", Some("embed:b"), 0),
+        ])
+        .unwrap();
+        let w = written(&path);
+        assert_eq!(w.len(), 6, "{w:?}");
+        assert_eq!(w.iter().filter(|j| j == &&summary).count(), 1);
+        assert_eq!(w.iter().filter(|j| j.0 == "x").count(), 2);
+        assert_eq!(
+            w.iter()
+                .filter(|j| j.1.as_deref() == Some("embed:b"))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_keyed_job_is_written_again_once_the_flusher_took_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.spool");
+        let s = bare(&path);
+        let summary = job("semantic", Some("semantic:d"), 0);
+        s.append(std::slice::from_ref(&summary)).unwrap();
+        // The flusher takes what is there (and may commit it, and a worker run it): a change
+        // after that must queue the job again.
+        s.state.lock().waiting.clear();
+        s.append(std::slice::from_ref(&summary)).unwrap();
+        assert_eq!(written(&path).len(), 2);
+    }
 }
