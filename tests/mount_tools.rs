@@ -238,3 +238,22 @@ fn rename_exchange_is_refused_with_einval_and_changes_nothing() {
     assert_eq!(user_tree(&r), before);
     assert_eq!(user_tree(&m.backing()), before);
 }
+
+/// `-o cache_timeout=SECS` is how long the kernel trusts what it cached: a file removed behind
+/// the mount (here straight from the workspace, as the CLI or OpenViking would) is gone at
+/// once through a mount with 0, and still answered from the kernel's cache with 60.
+#[test]
+fn cache_timeout_sets_how_long_the_kernel_trusts_a_name() {
+    for (timeout, still_seen) in [("0", false), ("60", true)] {
+        let m = Mount::with_options(&[&format!("cache_timeout={timeout}")]);
+        let f = m.res().join("cached.md");
+        std::fs::write(&f, "x").unwrap();
+        assert!(std::fs::metadata(&f).is_ok());
+        std::fs::remove_file(m.backing().join("cached.md")).unwrap();
+        assert_eq!(
+            std::fs::metadata(&f).is_ok(),
+            still_seen,
+            "cache_timeout={timeout}"
+        );
+    }
+}

@@ -33,7 +33,9 @@ pub struct MountArgs {
     /// Stay in the foreground (don't daemonise).
     #[arg(long, short = 'f')]
     pub foreground: bool,
-    /// Mount options, comma separated (generic ones like rw,nosuid,_netdev are accepted).
+    /// Mount options, comma separated: ro, nopassthrough, cache_timeout=SECS (how long the
+    /// kernel caches names and attributes, default 1); generic ones like rw,nosuid,_netdev are
+    /// accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Write the daemon's pid to this file.

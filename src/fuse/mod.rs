@@ -29,9 +29,10 @@ use crate::ops::AfterReply;
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::Pool;
 
-/// How long the kernel may cache names and attributes. Short: the workers and other
-/// vikingfs commands change the workspace behind the mount.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache names and attributes by default. Short: the workers and
+/// other vikingfs commands change the workspace behind the mount, and the kernel hears of
+/// those changes only when its cached entry expires (`-o cache_timeout=SECS` changes it).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 
 /// Largest write the kernel sends in one request.
 const MAX_WRITE: u32 = 1 << 20;
@@ -43,6 +44,8 @@ pub struct FuseOptions {
     pub passthrough: bool,
     /// Worker threads answering requests.
     pub threads: usize,
+    /// How long the kernel may cache names and attributes.
+    pub ttl: Duration,
 }
 
 impl Default for FuseOptions {
@@ -50,6 +53,7 @@ impl Default for FuseOptions {
         FuseOptions {
             passthrough: true,
             threads: 4,
+            ttl: DEFAULT_TTL,
         }
     }
 }
@@ -64,6 +68,8 @@ struct Backings {
 
 struct Shared {
     core: Arc<VikingFs>,
+    /// How long the kernel may cache names and attributes.
+    ttl: Duration,
     passthrough: AtomicBool,
     backings: Mutex<Backings>,
 }
@@ -80,6 +86,7 @@ impl FuseFs {
         FuseFs {
             shared: Arc::new(Shared {
                 core,
+                ttl: opts.ttl,
                 passthrough: AtomicBool::new(false),
                 backings: Mutex::new(Backings::default()),
             }),
@@ -194,7 +201,7 @@ impl fuser::Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.inline(move |s| match s.core.lookup(parent.0, name) {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("lookup", e)),
         });
     }
@@ -205,7 +212,7 @@ impl fuser::Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.inline(move |s| match s.core.getattr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno("getattr", e)),
         });
     }
@@ -237,7 +244,7 @@ impl fuser::Filesystem for FuseFs {
             mtime: mtime.map(timespec),
         };
         self.run(move |s| match s.core.setattr(ino.0, &change) {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno("setattr", e)),
         });
     }
@@ -262,7 +269,7 @@ impl fuser::Filesystem for FuseFs {
         let (name, who) = (name.to_owned(), owner(req));
         self.run(
             move |s| match s.core.mknod(parent.0, &name, mode, rdev as u64, who) {
-                Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
                 Err(e) => reply.error(errno("mknod", e)),
             },
         );
@@ -279,7 +286,7 @@ impl fuser::Filesystem for FuseFs {
     ) {
         let (name, who) = (name.to_owned(), owner(req));
         self.run(move |s| match s.core.mkdir(parent.0, &name, mode, who) {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("mkdir", e)),
         });
     }
@@ -311,7 +318,7 @@ impl fuser::Filesystem for FuseFs {
         let (name, target, who) = (link_name.to_owned(), target.to_owned(), owner(req));
         self.run(
             move |s| match s.core.symlink(parent.0, &name, &target, who) {
-                Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
                 Err(e) => reply.error(errno("symlink", e)),
             },
         );
@@ -356,7 +363,7 @@ impl fuser::Filesystem for FuseFs {
     ) {
         let newname = newname.to_owned();
         self.run(move |s| match s.core.link(ino.0, newparent.0, &newname) {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("link", e)),
         });
     }
@@ -566,7 +573,7 @@ impl fuser::Filesystem for FuseFs {
                     // The kernel takes no reference for these.
                     let mut a = file_attr(&dir);
                     a.ino = INodeNo(e.ino);
-                    if reply.add(INodeNo(e.ino), off, &e.name, &TTL, &a, Generation(0)) {
+                    if reply.add(INodeNo(e.ino), off, &e.name, &s.ttl, &a, Generation(0)) {
                         break;
                     }
                     continue;
@@ -578,7 +585,7 @@ impl fuser::Filesystem for FuseFs {
                     INodeNo(attr.ino),
                     off,
                     &e.name,
-                    &TTL,
+                    &s.ttl,
                     &file_attr(&attr),
                     Generation(0),
                 ) {
@@ -695,7 +702,7 @@ impl fuser::Filesystem for FuseFs {
         self.run(
             move |s| match s.core.create(parent.0, &name, mode, flags, who) {
                 Ok((a, fh)) if s.core.daemon_io(a.ino) => reply.created(
-                    &TTL,
+                    &s.ttl,
                     &file_attr(&a),
                     Generation(0),
                     FileHandle(fh),
@@ -705,7 +712,7 @@ impl fuser::Filesystem for FuseFs {
                     let attr = file_attr(&a);
                     match s.backing_for(fh, a.ino, |fd| reply.open_backing(fd)) {
                         Some(id) => reply.created_passthrough(
-                            &TTL,
+                            &s.ttl,
                             &attr,
                             Generation(0),
                             FileHandle(fh),
@@ -713,7 +720,7 @@ impl fuser::Filesystem for FuseFs {
                             &id,
                         ),
                         None => reply.created(
-                            &TTL,
+                            &s.ttl,
                             &attr,
                             Generation(0),
                             FileHandle(fh),

@@ -19,6 +19,8 @@ use crate::fuse::{FuseFs, FuseOptions};
 pub enum MountError {
     #[error("unknown mount option {0:?}")]
     UnknownOption(String),
+    #[error("mount option {option:?}: want {want}")]
+    BadValue { option: String, want: &'static str },
     #[error("{0} is already mounted (vikingfs umount {0} first)")]
     AlreadyMounted(String),
     #[error("{path}: {source}")]
@@ -49,6 +51,8 @@ pub struct MountOptions {
     pub read_only: bool,
     /// `nopassthrough` turns FUSE passthrough off (benchmarks, old kernels).
     pub passthrough: bool,
+    /// `cache_timeout=SECS`: how long the kernel may cache names and attributes.
+    pub cache_timeout: std::time::Duration,
 }
 
 impl Default for MountOptions {
@@ -56,6 +60,7 @@ impl Default for MountOptions {
         MountOptions {
             read_only: false,
             passthrough: true,
+            cache_timeout: crate::fuse::DEFAULT_TTL,
         }
     }
 }
@@ -95,6 +100,13 @@ const IGNORED: &[&str] = &[
 ];
 
 /// Parse `-o` values (each comma separated).
+/// The seconds of `name=SECS` (a decimal from 0 to a day).
+fn parse_seconds(opt: &str) -> Option<std::time::Duration> {
+    let secs: f64 = opt.split_once('=')?.1.parse().ok()?;
+    (secs.is_finite() && (0.0..=86_400.0).contains(&secs))
+        .then(|| std::time::Duration::from_secs_f64(secs))
+}
+
 pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountError> {
     let mut o = MountOptions::default();
     for v in values {
@@ -102,6 +114,12 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
             match opt {
                 "ro" => o.read_only = true,
                 "nopassthrough" => o.passthrough = false,
+                x if x.starts_with("cache_timeout=") => {
+                    o.cache_timeout = parse_seconds(x).ok_or_else(|| MountError::BadValue {
+                        option: x.to_string(),
+                        want: "seconds from 0 to 86400",
+                    })?
+                }
                 x if IGNORED.contains(&x) => {}
                 x if x.starts_with("x-") || x.starts_with("comment=") => {}
                 x => return Err(MountError::UnknownOption(x.to_string())),
@@ -244,6 +262,7 @@ impl Mounted {
             core,
             FuseOptions {
                 passthrough: opts.passthrough,
+                ttl: opts.cache_timeout,
                 ..FuseOptions::default()
             },
         );
@@ -296,6 +315,19 @@ mod tests {
         assert_eq!(o, MountOptions::default());
         assert!(parse_options(&["ro,nopassthrough"]).unwrap().read_only);
         assert!(!parse_options(&["nopassthrough"]).unwrap().passthrough);
+        let o = parse_options(&["rw,cache_timeout=10"]).unwrap();
+        assert_eq!(o.cache_timeout, std::time::Duration::from_secs(10));
+        let o = parse_options(&["cache_timeout=0.25"]).unwrap();
+        assert_eq!(o.cache_timeout, std::time::Duration::from_millis(250));
+        for bad in [
+            "cache_timeout=",
+            "cache_timeout=-1",
+            "cache_timeout=nan",
+            "cache_timeout=1e9",
+        ] {
+            let e = parse_options(&[bad]).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("seconds"), "{bad}: {e}");
+        }
         let e = parse_options(&["rw,bogus=1"]).unwrap_err();
         assert_eq!(e.to_string(), "unknown mount option \"bogus=1\"");
     }
