@@ -72,13 +72,24 @@ impl Spool {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
+        let spool = std::sync::Arc::new(Spool::create(path)?);
+        flock(&spool.state.lock().file, libc::LOCK_EX | libc::LOCK_NB)?;
+        let (s, q) = (spool.clone(), std::sync::Arc::downgrade(&queue.inner));
+        let t = std::thread::Builder::new()
+            .name("vq-spool".into())
+            .spawn(move || s.flush_loop(&q))?;
+        *spool.flusher.lock() = Some(t);
+        Ok(spool)
+    }
+
+    /// A spool in a new file at `path`, without its flusher.
+    fn create(path: PathBuf) -> io::Result<Spool> {
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create_new(true)
             .open(&path)?;
-        flock(&file, libc::LOCK_EX | libc::LOCK_NB)?;
-        let spool = std::sync::Arc::new(Spool {
+        Ok(Spool {
             path,
             state: Mutex::new(State {
                 file,
@@ -89,13 +100,7 @@ impl Spool {
             }),
             cv: Condvar::new(),
             flusher: Mutex::new(None),
-        });
-        let (s, q) = (spool.clone(), std::sync::Arc::downgrade(&queue.inner));
-        let t = std::thread::Builder::new()
-            .name("vq-spool".into())
-            .spawn(move || s.flush_loop(&q))?;
-        *spool.flusher.lock() = Some(t);
-        Ok(spool)
+        })
     }
 
     /// Append `jobs` as one line; they are in the database within milliseconds.
@@ -314,28 +319,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A spool on `path` without its flusher: what `append` writes stays in the file.
-    fn bare(path: &Path) -> Spool {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(path)
-            .unwrap();
-        Spool {
-            path: path.to_path_buf(),
-            state: Mutex::new(State {
-                file,
-                len: 0,
-                flushed: 0,
-                stopping: false,
-                waiting: HashSet::new(),
-            }),
-            cv: Condvar::new(),
-            flusher: Mutex::new(None),
-        }
-    }
-
     fn written(path: &Path) -> Vec<NewJob> {
         parse(&std::fs::read(path).unwrap(), path)
     }
@@ -348,7 +331,7 @@ mod tests {
     fn a_keyed_job_waiting_in_the_spool_is_not_written_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.spool");
-        let s = bare(&path);
+        let s = Spool::create(path.clone()).unwrap();
         let summary = job("semantic", Some("semantic:d"), 0);
         s.append(&[job("embedding", Some("embed:a"), 0), summary.clone()])
             .unwrap();
@@ -379,7 +362,7 @@ mod tests {
     fn a_keyed_job_is_written_again_once_the_flusher_took_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.spool");
-        let s = bare(&path);
+        let s = Spool::create(path.clone()).unwrap();
         let summary = job("semantic", Some("semantic:d"), 0);
         s.append(std::slice::from_ref(&summary)).unwrap();
         // The flusher takes what is there (and may commit it, and a worker run it): a change
