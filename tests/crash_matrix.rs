@@ -100,6 +100,27 @@ fn crash(env: &Env, point: &str, args: &[&str], stdin: Option<&str>) {
     );
 }
 
+/// `rm` of one indexed file crashing at `point`: afterwards the file is either there and
+/// findable, or gone and named by no search.
+fn rm_file(point: &str) {
+    let env = Env::new();
+    let files = baseline(&env, true);
+    crash(&env, point, &["rm", "viking://resources/base/a.md"], None);
+    env.drain();
+    let there = env.data("resources/base/a.md").exists();
+    let kept: Vec<_> = files
+        .into_iter()
+        .filter(|(u, _)| there || !u.ends_with("/a.md"))
+        .collect();
+    env.check(&kept);
+    if !there {
+        assert!(env
+            .find(&token("alpha"), 5)
+            .iter()
+            .all(|(u, _)| !u.ends_with("/a.md")));
+    }
+}
+
 fn run_point(point: &str) {
     let env = Env::new();
     match op_of(point) {
@@ -130,6 +151,8 @@ fn run_point(point: &str) {
                 .find(&token("charlie"), 5)
                 .iter()
                 .all(|(u, _)| !u.contains("/sub")));
+            // And one indexed file (an EXACT lock instead of a TREE, no scratch copy).
+            rm_file(point);
         }
         Op::Mv => {
             let files = baseline(&env, true);
