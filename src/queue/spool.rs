@@ -49,6 +49,15 @@ struct State {
     waiting: HashSet<String>,
 }
 
+impl State {
+    /// What the flusher takes now: the bytes `from..to` and whether to stop after them.
+    /// Whatever is appended from now on lands after them, so nothing counts as waiting.
+    fn take(&mut self) -> (u64, u64, bool) {
+        self.waiting.clear();
+        (self.flushed, self.len, self.stopping)
+    }
+}
+
 pub(super) struct Spool {
     path: PathBuf,
     state: Mutex<State>,
@@ -174,9 +183,7 @@ impl Spool {
                     && st.len - st.flushed < GATHER_BYTES
                     && !self.cv.wait_until(&mut st, deadline).timed_out()
                 {}
-                // What is appended from now on lands after what this flush takes.
-                st.waiting.clear();
-                (st.flushed, st.len, st.stopping)
+                st.take()
             };
             if from < to {
                 let Some(inner) = queue.upgrade() else { return };
@@ -327,12 +334,18 @@ mod tests {
         (queue.into(), key.map(Into::into), json!({ "n": n }))
     }
 
+    /// A spool without its flusher (what `append` writes stays in the file), its path, and
+    /// the keyed job both tests append twice.
+    fn bare(dir: &Path) -> (Spool, PathBuf, NewJob) {
+        let path = dir.join("t.spool");
+        let s = Spool::create(path.clone()).unwrap();
+        (s, path, job("semantic", Some("semantic:d"), 0))
+    }
+
     #[test]
     fn a_keyed_job_waiting_in_the_spool_is_not_written_again() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.spool");
-        let s = Spool::create(path.clone()).unwrap();
-        let summary = job("semantic", Some("semantic:d"), 0);
+        let (s, path, summary) = bare(dir.path());
         s.append(&[job("embedding", Some("embed:a"), 0), summary.clone()])
             .unwrap();
         // The same summary again (a burst of changes in one directory): nothing new to write.
@@ -361,13 +374,11 @@ mod tests {
     #[test]
     fn a_keyed_job_is_written_again_once_the_flusher_took_it() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.spool");
-        let s = Spool::create(path.clone()).unwrap();
-        let summary = job("semantic", Some("semantic:d"), 0);
+        let (s, path, summary) = bare(dir.path());
         s.append(std::slice::from_ref(&summary)).unwrap();
         // The flusher takes what is there (and may commit it, and a worker run it): a change
         // after that must queue the job again.
-        s.state.lock().waiting.clear();
+        assert_eq!(s.state.lock().take().0, 0);
         s.append(std::slice::from_ref(&summary)).unwrap();
         assert_eq!(written(&path).len(), 2);
     }
