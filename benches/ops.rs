@@ -98,12 +98,12 @@ fn main() {
         fill(&plain, n);
         fill(&floor, n);
         if indexed {
-            let vector = ops.embedder().embed(&["x"]).unwrap().pop().unwrap();
             let recs: Vec<Record> = (0..n)
                 .map(|i| Record {
                     uri: vp(format!("f{i}")),
                     level: Level::Content,
-                    vector: vector.clone(),
+                    text: format!("file number {i}"),
+                    vector: None,
                     snippet: String::new(),
                     source_version: "v".into(),
                 })

@@ -81,7 +81,9 @@ pub struct RawEmbedding {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingConfig {
-    /// `local` (built-in hashing embedder) or `openai` (any OpenAI-compatible HTTP API).
+    /// `local` (a sentence-transformers model directory named by `model`, run in process;
+    /// with no `model`, search is lexical only), `openai` (any OpenAI-compatible HTTP API) or
+    /// `hash` (the old built-in hashing embedder, kept for comparison).
     #[serde(default = "default_embed_provider")]
     pub provider: String,
     pub api_base: Option<String>,
@@ -140,6 +142,7 @@ pub struct RawVikingfs {
 pub struct RawWorkers {
     pub semantic: Option<usize>,
     pub embedding: Option<usize>,
+    pub dense: Option<usize>,
     pub session_commit: Option<usize>,
 }
 
@@ -166,6 +169,8 @@ impl Default for LockConfig {
 pub struct WorkerConfig {
     pub semantic: usize,
     pub embedding: usize,
+    /// The model's threads use every core already: one job at a time is enough.
+    pub dense: usize,
     pub session_commit: usize,
 }
 
@@ -174,6 +179,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             semantic: 1,
             embedding: 2,
+            dense: 1,
             session_commit: 1,
         }
     }
@@ -251,6 +257,7 @@ impl Config {
             ("vikingfs.user", json!(self.user)),
             ("vikingfs.workers.semantic", json!(self.workers.semantic)),
             ("vikingfs.workers.embedding", json!(self.workers.embedding)),
+            ("vikingfs.workers.dense", json!(self.workers.dense)),
             (
                 "vikingfs.workers.session_commit",
                 json!(self.workers.session_commit),
@@ -377,10 +384,10 @@ impl Config {
         }
         cfg.workspace = raw.storage.workspace;
         if let Some(e) = raw.embedding.dense {
-            if e.provider != "local" && e.provider != "openai" {
+            if !["local", "openai", "hash"].contains(&e.provider.as_str()) {
                 return Err(bad(
                     "embedding.dense.provider",
-                    "expected \"local\" or \"openai\"",
+                    "expected \"local\", \"openai\" or \"hash\"",
                 ));
             }
             if e.dimension == 0 || e.dimension > 8192 {
@@ -426,6 +433,7 @@ impl Config {
                 w.embedding,
                 &mut cfg.workers.embedding,
             ),
+            ("vikingfs.workers.dense", w.dense, &mut cfg.workers.dense),
             (
                 "vikingfs.workers.session_commit",
                 w.session_commit,

@@ -9,6 +9,7 @@
 pub const ALL: &[&str] = &[
     // index (one SQLite transaction per write: a crash leaves the old state whole)
     "index.rename.between_passes",
+    "index.set_vector.before_commit",
     "index.write.before_commit",
     // queue::spool
     "spool.flush.before",
@@ -20,6 +21,7 @@ pub const ALL: &[&str] = &[
     "add.synced",
     "add.unstaged",
     // ops::jobs (embedding)
+    "job.dense.computed",
     "job.embed.computed",
     "job.embed.indexed",
     "job.embed.start",

@@ -21,6 +21,8 @@ enum Op {
     Write,
     /// Background jobs: an add without --wait, then a drain that crashes.
     Jobs,
+    /// The same with a dense model configured (the built-in `hash` one): the vectors' jobs.
+    Dense,
 }
 
 fn op_of(point: &str) -> Op {
@@ -29,6 +31,7 @@ fn op_of(point: &str) -> Op {
         "mv" => Op::Mv,
         "add" => Op::Add,
         "write" => Op::Write,
+        _ if point.contains("dense") || point.contains("set_vector") => Op::Dense,
         "job" | "lifecycle" => Op::Jobs,
         // The index's own points: a rename is an mv's, any other write is first met by a job.
         "index" if point.starts_with("index.rename") => Op::Mv,
@@ -266,6 +269,21 @@ fn run_point(point: &str) {
             env.check(&files);
             env.check_repair();
         }
+        Op::Dense => {
+            env.use_dense_model();
+            let files = baseline(&env, false);
+            crash(&env, point, &["wait", "--timeout", "120"], None);
+            env.drain();
+            env.check(&files);
+            // Every record got its vector, after all.
+            let v: serde_json::Value =
+                serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+            let ix = &v["index"];
+            assert!(ix["records"].as_u64().unwrap() > 0, "{ix}");
+            assert_eq!(ix["vectors"], ix["records"], "{ix}");
+            assert_eq!(ix["lexical"], ix["records"], "{ix}");
+            env.check_repair();
+        }
     }
 }
 
@@ -300,6 +318,8 @@ macro_rules! matrix {
 matrix! {
     index_rename_between_passes => "index.rename.between_passes",
     index_write_before_commit => "index.write.before_commit",
+    index_set_vector_before_commit => "index.set_vector.before_commit",
+    job_dense_computed => "job.dense.computed",
     add_staged => "add.staged",
     add_locked => "add.locked",
     add_synced => "add.synced",

@@ -96,7 +96,7 @@ fn config(base: &str, dim: usize) -> EmbeddingConfig {
 #[test]
 fn success_sends_model_inputs_and_key_and_orders_by_index() {
     let stub = Stub::start(|b| (200, vectors(b, 8)));
-    let e = embed::from_config(&config(&stub.base, 8)).unwrap();
+    let e = embed::from_config(&config(&stub.base, 8)).unwrap().unwrap();
     assert_eq!(e.dim(), 8);
     let out = e.embed(&["alpha", "beta", "gamma"]).unwrap();
     assert_eq!(out, vec![vec![1.0; 8], vec![2.0; 8], vec![3.0; 8]]);
@@ -132,7 +132,7 @@ fn large_inputs_are_sent_in_batches() {
 #[test]
 fn wrong_dimension_is_an_error() {
     let stub = Stub::start(|b| (200, vectors(b, 7)));
-    let e = embed::from_config(&config(&stub.base, 8)).unwrap();
+    let e = embed::from_config(&config(&stub.base, 8)).unwrap().unwrap();
     match e.embed(&["x"]) {
         Err(
             e @ EmbedError::Dimension {
@@ -148,7 +148,7 @@ fn wrong_dimension_is_an_error() {
 #[test]
 fn http_500_is_an_error_carrying_the_body() {
     let stub = Stub::start(|_| (500, r#"{"error":{"message":"model overloaded"}}"#.into()));
-    let e = embed::from_config(&config(&stub.base, 8)).unwrap();
+    let e = embed::from_config(&config(&stub.base, 8)).unwrap().unwrap();
     let err = e.embed(&["x"]).unwrap_err();
     assert!(
         matches!(err, EmbedError::Status { status: 500, .. }),

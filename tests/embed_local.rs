@@ -20,7 +20,16 @@ const DOCS: [&str; 6] = [
 #[test]
 fn is_deterministic_and_unit_length() {
     let a = LocalEmbedder::new(256);
-    let b = embed::from_config(&EmbeddingConfig::default()).unwrap();
+    // Out of the box there is no dense model (lexical search only); `hash` names this one.
+    assert!(embed::from_config(&EmbeddingConfig::default())
+        .unwrap()
+        .is_none());
+    let b = embed::from_config(&EmbeddingConfig {
+        provider: "hash".into(),
+        ..EmbeddingConfig::default()
+    })
+    .unwrap()
+    .unwrap();
     assert_eq!(b.dim(), 256);
     assert_eq!(a.model_id(), b.model_id());
     let va = a.embed(&DOCS).unwrap();
@@ -77,6 +86,6 @@ fn from_config_refuses_bad_settings() {
     let msg = embed::from_config(&cfg).err().unwrap().to_string();
     assert!(msg.contains("model"), "{msg}");
     cfg.model = Some("m".into());
-    let e = embed::from_config(&cfg).unwrap();
+    let e = embed::from_config(&cfg).unwrap().unwrap();
     assert_eq!(e.model_id(), "openai:m");
 }

@@ -47,7 +47,8 @@ fn record(uri: &str, i: usize) -> Record {
     Record {
         uri: p(uri),
         level: Level::Content,
-        vector,
+        text: format!("record {uri}"),
+        vector: Some(vector),
         snippet: String::new(),
         source_version: format!("v{i}"),
     }
@@ -91,7 +92,7 @@ fn a_crash_mid_write_leaves_the_old_state_whole() {
         let ix = open(&db);
         assert_eq!(uris(&ix), before, "{op} at {point} left a partial state");
         assert_eq!(ix.verify().unwrap(), Vec::<String>::new());
-        let hit = &ix.search(&record("", 5).vector, 1, None).unwrap()[0];
+        let hit = &ix.search(&record("", 5).vector.unwrap(), 1, None).unwrap()[0];
         assert_eq!(hit.uri.as_str(), "resources/src/d5/f5.md");
     }
     // Without a crash the same operations complete.

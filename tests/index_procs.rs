@@ -53,7 +53,8 @@ fn writer(db: &Path, w: usize) {
         ix.upsert(&Record {
             uri: VPath::from_rel(&first_uri(w, i)).unwrap(),
             level: Level::Content,
-            vector: vector(w, i),
+            text: format!("w{w} i{i}"),
+            vector: Some(vector(w, i)),
             snippet: format!("w{w} i{i}"),
             source_version: format!("{w}.{i}"),
         })

@@ -18,7 +18,8 @@ fn rec(uri: &str, level: Level, vector: Vec<f32>, version: &str) -> Record {
     Record {
         uri: p(uri),
         level,
-        vector,
+        text: format!("text of {uri}"),
+        vector: Some(vector),
         snippet: format!("snippet of {uri}"),
         source_version: version.into(),
     }
@@ -234,9 +235,20 @@ fn another_model_or_dimension_is_refused_or_reset() {
         Index::open(&path, DIM, "model-a").unwrap().count().unwrap(),
         1
     );
+    // The daemon's open drops the other model's vectors only: the record and its terms stay
+    // (searchable at once), its vector is made again by the new model.
     let (ix, reset) = Index::open_or_reset(&path, 8, "model-b").unwrap();
     assert!(reset);
-    assert_eq!(ix.count().unwrap(), 0);
+    assert_eq!(ix.opened(), vikingfs::index::Opened::VectorsDropped);
+    assert_eq!(ix.count().unwrap(), 1);
+    let st = ix.stats().unwrap();
+    assert_eq!((st.records, st.lexical, st.vectors), (1, 1, 0));
+    assert_eq!(
+        ix.missing_vectors().unwrap(),
+        vec![(p("resources/a.md"), Level::Content)]
+    );
+    assert_eq!(ix.search_lexical("text", 5, None).unwrap().len(), 1);
+    assert!(ix.verify().unwrap().is_empty());
     assert!(matches!(
         ix.upsert(&rec("resources/a.md", Level::Content, axis(0), "v")),
         Err(IndexError::Dimension {
@@ -297,7 +309,7 @@ fn search_matches_brute_force_across_many_chunks_with_slot_reuse() {
     let mut live: BTreeMap<String, Vec<f32>> = recs
         .iter()
         .filter(|r| !r.uri.as_str().starts_with("resources/d1/"))
-        .map(|r| (r.uri.as_str().to_string(), r.vector.clone()))
+        .map(|r| (r.uri.as_str().to_string(), r.vector.clone().unwrap()))
         .collect();
     for r in &recs[..40] {
         let uri = r.uri.as_str().replace("/f", "/g");
@@ -306,7 +318,7 @@ fn search_matches_brute_force_across_many_chunks_with_slot_reuse() {
             ..r.clone()
         })
         .unwrap();
-        live.insert(uri, r.vector.clone());
+        live.insert(uri, r.vector.clone().unwrap());
     }
     // One record at a time: each delete patches its chunk in place.
     for r in &recs[100..130] {

@@ -60,6 +60,7 @@ fn rm_and_mv_race_the_worker_threads() {
     let workers = WorkerConfig {
         semantic: 2,
         embedding: 4,
+        dense: 1,
         session_commit: 0,
     };
     let pool = WorkerPool::start(

@@ -236,7 +236,7 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
     let out = ws.cmd().arg("fsck").output().unwrap();
     session_util::assert_ok(&out, &["fsck", point]);
     if !ws.archives("s").is_empty() {
-        let hits = ws.ok(&["find", "dark mode", "--json"]);
+        let hits = ws.found(&["find", "dark mode", "--json"]);
         let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
         assert!(
             hits.as_array()

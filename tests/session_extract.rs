@@ -21,7 +21,7 @@ fn diff_of(ws: &Ws, sid: &str, n: u32) -> Value {
 }
 
 fn find(ws: &Ws, query: &str, under: &str) -> Vec<String> {
-    let out = ws.ok(&["find", query, "--json", "-n", "5", "--under", under]);
+    let out = ws.found(&["find", query, "--json", "-n", "5", "--under", under]);
     let v: Value = serde_json::from_str(&out).unwrap();
     v.as_array()
         .unwrap()

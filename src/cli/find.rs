@@ -1,15 +1,20 @@
-//! `vikingfs find QUERY [--limit N] [--under URI] [--json]`: semantic search over the derived
-//! index that never names a missing file (records whose source is gone are deleted on the way).
+//! `vikingfs find QUERY [--mode lexical|semantic|hybrid] [--limit N] [--under URI] [--json]`
+//! and `vikingfs find --queries FILE`: search over the derived index that never names a
+//! missing file (records whose source is gone are deleted on the way) and answers nothing,
+//! with exit status 1, when nothing matches (like grep).
 
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufWriter, Write};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
 use super::Ctx;
-use crate::embed;
-use crate::index::{Hit, Index};
+use crate::embed::{self, Embedder};
+use crate::index::{Evidence, Hit, Index, IndexError, Mode};
+use crate::ops::search::{self, Query};
+use crate::queue::Queue;
 
 /// The most results one query may ask for.
 const MAX_LIMIT: usize = 10_000;
@@ -18,17 +23,26 @@ const SNIPPET_CHARS: usize = 120;
 
 #[derive(Args, Debug)]
 pub struct FindArgs {
-    /// What to look for.
-    pub query: String,
+    /// What to look for (omit with --queries).
+    #[arg(required_unless_present = "queries")]
+    pub query: Option<String>,
     /// How many results to print (1-10000).
     #[arg(long, short = 'n', default_value_t = 10)]
     pub limit: usize,
     /// Only results at or below this viking:// URI.
     #[arg(long, value_name = "URI")]
     pub under: Option<String>,
-    /// Print a JSON array of {uri, score, level, snippet}, best first.
+    /// lexical (BM25), semantic (the model's vectors) or hybrid (both, fused; lexical when
+    /// no model is configured).
+    #[arg(long, default_value = "hybrid", value_parser = ["lexical", "semantic", "hybrid"])]
+    pub mode: String,
+    /// Print a JSON array of {uri, score, level, snippet, evidence}, best first.
     #[arg(long)]
     pub json: bool,
+    /// Run every line of FILE ("-": standard input) as a query; with --json, one JSON array
+    /// per line (JSON Lines), in order.
+    #[arg(long, value_name = "FILE", conflicts_with = "query")]
+    pub queries: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -38,47 +52,132 @@ struct JsonHit<'a> {
     /// OpenViking's level: 0 abstract, 1 overview, 2 content.
     level: u8,
     snippet: &'a str,
+    evidence: Evidence,
 }
 
 pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
-    let query = args.query.trim();
-    if query.is_empty() {
-        bail!("find: the query is empty");
-    }
     if args.limit == 0 || args.limit > MAX_LIMIT {
         bail!(
             "find: --limit must be between 1 and {MAX_LIMIT}, got {}",
             args.limit
         );
     }
+    let mode = Mode::parse(&args.mode).expect("clap checked the mode");
+    let queries: Vec<String> = match (&args.query, &args.queries) {
+        (Some(q), _) => {
+            if q.trim().is_empty() {
+                bail!("find: the query is empty");
+            }
+            vec![q.trim().to_string()]
+        }
+        (None, Some(file)) => read_queries(file)?,
+        (None, None) => bail!("find: give a query or --queries FILE"),
+    };
     let ws = ctx.workspace()?;
     let under = match &args.under {
         Some(u) => Some(ws.parse_uri(u).context("find: --under")?),
         None => None,
     };
-    let embedder = embed::from_config(&ctx.config.embedding).context("find")?;
-    let index =
-        Index::open(&ws.index_db(), embedder.dim(), &embedder.model_id()).context("find")?;
-    let vector = embedder
-        .embed(&[query])
-        .context("find: embedding the query")?
-        .pop()
-        .unwrap_or_default();
-    let found = index
-        .search_live(&vector, args.limit, under.as_ref(), |h| h.is_live_in(&ws))
-        .context("find")?;
-    if found.orphans_removed > 0 {
-        tracing::info!(
-            removed = found.orphans_removed,
-            "deleted index records of missing files"
+    // The model is loaded only when the mode uses it.
+    let embedder = if mode == Mode::Lexical {
+        None
+    } else {
+        embed::from_config(&ctx.config.embedding).context("find")?
+    };
+    let index = open_index(ctx, &ws, embedder.as_deref())?;
+    if mode == Mode::Semantic && !index.has_dense() {
+        bail!(
+            "find: --mode semantic needs a model: set embedding.dense.provider \"local\" and \
+             embedding.dense.model to a model directory (scripts/fetch-model.sh), and let the \
+             daemon (or `vikingfs wait`) embed the records"
         );
     }
-    print_hits(&found.hits, args.json)?;
-    Ok(0)
+    let queue = Queue::open(&ws.queue_db()).ok();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut any = false;
+    let mut orphans = 0;
+    for text in &queries {
+        let started = Instant::now();
+        let found = search::find(
+            &ws,
+            &index,
+            queue.as_ref(),
+            embedder.as_deref(),
+            &Query {
+                text,
+                mode,
+                limit: args.limit,
+                under: under.as_ref(),
+            },
+        )
+        .context("find")?;
+        tracing::debug!(query = %text, ms = started.elapsed().as_secs_f64() * 1e3, "find");
+        orphans += found.orphans_removed;
+        any |= !found.hits.is_empty();
+        print_hits(&mut out, &found.hits, args.json)?;
+    }
+    out.flush()?;
+    if orphans > 0 {
+        tracing::info!(removed = orphans, "deleted index records of missing files");
+    }
+    // Like grep: 1 when nothing matched (a batch: when no query matched anything).
+    Ok(if any { 0 } else { 1 })
 }
 
-fn print_hits(hits: &[Hit], json: bool) -> anyhow::Result<()> {
-    let mut out = BufWriter::new(std::io::stdout().lock());
+fn read_queries(file: &str) -> anyhow::Result<Vec<String>> {
+    let reader: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("find: --queries {file}"))?,
+        ))
+    };
+    let mut out = Vec::new();
+    for line in reader.lines() {
+        out.push(
+            line.with_context(|| format!("find: --queries {file}"))?
+                .trim()
+                .to_string(),
+        );
+    }
+    Ok(out)
+}
+
+/// The index for searching. One of an older format is upgraded first by opening the engine
+/// (which rebuilds it from the files, with a progress bar); one whose vectors came from
+/// another model is searched lexically, with a warning, until the daemon re-embeds it.
+fn open_index(
+    ctx: &Ctx,
+    ws: &crate::workspace::Workspace,
+    embedder: Option<&dyn Embedder>,
+) -> anyhow::Result<Index> {
+    let path = ws.index_db();
+    let open = || match embedder {
+        Some(e) => Index::open(&path, e.dim(), &e.model_id()),
+        None => Index::open_lexical(&path),
+    };
+    match open() {
+        Ok(i) => Ok(i),
+        Err(IndexError::Schema { .. }) => {
+            let bar = super::ops::bar(0, "upgrade");
+            let ops = crate::ops::Ops::open_with_progress(ws, &ctx.config, &mut |d, t| {
+                bar.set_length(t);
+                bar.set_position(d);
+            })
+            .context("find: upgrading the index")?;
+            bar.finish_and_clear();
+            drop(ops);
+            Ok(open().context("find")?)
+        }
+        Err(e @ IndexError::ModelMismatch { .. }) => {
+            eprintln!("vikingfs: find: {e}; searching lexically until the daemon re-embeds it");
+            Ok(Index::open_lexical(&path).context("find")?)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("find")),
+    }
+}
+
+fn print_hits(out: &mut impl Write, hits: &[Hit], json: bool) -> anyhow::Result<()> {
     if json {
         let rows: Vec<JsonHit> = hits
             .iter()
@@ -87,9 +186,10 @@ fn print_hits(hits: &[Hit], json: bool) -> anyhow::Result<()> {
                 score: h.score,
                 level: h.level as u8,
                 snippet: &h.snippet,
+                evidence: h.evidence,
             })
             .collect();
-        serde_json::to_writer_pretty(&mut out, &rows)?;
+        serde_json::to_writer(&mut *out, &rows)?;
         writeln!(out)?;
     } else {
         for h in hits {
@@ -104,6 +204,5 @@ fn print_hits(hits: &[Hit], json: bool) -> anyhow::Result<()> {
             writeln!(out, "{:.4}\t{}\t{}\t{}", h.score, h.uri, h.level, snippet)?;
         }
     }
-    out.flush()?;
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod find;
 pub mod fsck;
 pub mod mv;
 pub mod ops;
+pub mod reindex;
 pub mod rm;
 pub mod status;
 pub mod wait;
@@ -64,6 +65,8 @@ pub enum Command {
     AddResource(add::AddArgs),
     /// Check what is derived (index, summaries, jobs, locks) against the files.
     Fsck(fsck::FsckArgs),
+    /// Rebuild the index's records from the files now (summaries and vectors are queued).
+    Reindex(reindex::ReindexArgs),
     /// Developer tools.
     #[command(subcommand)]
     Debug(debug::DebugCmd),
@@ -173,6 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Write(a) => write::write(&ctx, a),
         Command::AddResource(a) => add::add(&ctx, a),
         Command::Fsck(a) => fsck::fsck(&ctx, a),
+        Command::Reindex(a) => reindex::run(&ctx, a),
         Command::Debug(c) => debug::run(c),
         Command::Wait(args) if args.watch => wait::run(&ctx, args),
         Command::Wait(args) => ops::wait(&ctx, args),

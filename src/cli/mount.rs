@@ -189,6 +189,9 @@ fn serve(
         // Every mutation through the mount is a locked operation; opening the operations also
         // finishes what a crashed process left half-done.
         let ops = Ops::open(&ws, config).context("open the workspace's stores")?;
+        // Vectors a crash or a move left unqueued (none without a model).
+        ops.backfill_vectors()
+            .context("queue the index's missing vectors")?;
         // Jobs queued by requests go through a spool: no request waits for a SQLite commit.
         ops.queue()
             .start_spool()

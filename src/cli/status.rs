@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 
 use super::Ctx;
 use crate::daemon;
-use crate::embed;
 use crate::index::Index;
 use crate::lock::LockManager;
 use crate::queue::{Queue, QueueStats, KNOWN_QUEUES};
@@ -101,9 +100,19 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
         Some(e) => out += &format!("index: {}\n", e.as_str().unwrap_or_default()),
         None => {
             out += &format!(
-                "index: {} records, {} bytes, model {}\n",
-                index["records"], index["bytes"], index["model"]
-            )
+                "index: {} records, {} bytes\n  lexical  {} rows (BM25)\n",
+                index["records"], index["bytes"], index["lexical"],
+            );
+            let configured = index["configured_model"].as_str().unwrap_or("-");
+            match index["model"].as_str() {
+                Some(stored) => {
+                    out += &format!(
+                        "  dense    {} vectors, {} to embed; vectors of {stored}; configured: {configured}\n",
+                        index["vectors"], index["vectors_missing"],
+                    )
+                }
+                None => out += &format!("  dense    no vectors; configured: {configured}\n"),
+            }
         }
     }
     Ok(out)
@@ -119,11 +128,27 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             std::fs::metadata(p).ok().map(|m| m.len())
         })
         .sum();
-    let opened = embed::from_config(&ctx.config.embedding)
+    // The configured model as configured (loading it is the daemon's business, not status').
+    let e = &ctx.config.embedding;
+    let configured = match (e.provider.as_str(), e.model.as_deref()) {
+        ("local", None) => "none (lexical only)".to_string(),
+        ("local", Some(dir)) => format!("local {dir}"),
+        ("hash", _) => format!("hash ({} dims)", e.dimension),
+        (p, m) => format!("{p} {}", m.unwrap_or("-")),
+    };
+    let opened = Index::open_lexical(&ws.index_db())
         .map_err(anyhow::Error::from)
-        .and_then(|e| Ok(Index::open(&ws.index_db(), e.dim(), &e.model_id())?));
-    match opened.and_then(|i| Ok((i.count()?, i.model_id().to_string()))) {
-        Ok((n, model)) => json!({"records": n, "bytes": bytes, "model": model}),
+        .and_then(|i| Ok((i.stats()?, i.stored_model()?)));
+    match opened {
+        Ok((st, stored)) => json!({
+            "records": st.records,
+            "lexical": st.lexical,
+            "vectors": st.vectors,
+            "vectors_missing": st.records - st.vectors.min(st.records),
+            "bytes": bytes,
+            "model": if stored.is_empty() { Value::Null } else { json!(stored) },
+            "configured_model": configured,
+        }),
         Err(e) => json!({"error": format!("{e:#}"), "bytes": bytes}),
     }
 }

@@ -68,16 +68,32 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
-/// Build the embedder `cfg` names (`local` or `openai`).
-pub fn from_config(cfg: &EmbeddingConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+/// Build the dense embedder `cfg` names, or `None` when search is lexical only (`local`
+/// without a model directory: the default, so a fresh machine works offline).
+pub fn from_config(cfg: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
     if cfg.dimension == 0 {
         return Err(EmbedError::Config("dimension must be at least 1".into()));
     }
     match cfg.provider.as_str() {
-        "local" => Ok(Arc::new(LocalEmbedder::new(cfg.dimension))),
-        "openai" => Ok(Arc::new(HttpEmbedder::from_config(cfg)?)),
+        "local" => match cfg.model.as_deref().filter(|m| !m.is_empty()) {
+            None => Ok(None),
+            Some(dir) => Err(EmbedError::Config(format!(
+                "{}: the local model is not built in yet",
+                expand_home(dir).display()
+            ))),
+        },
+        "hash" => Ok(Some(Arc::new(LocalEmbedder::new(cfg.dimension)))),
+        "openai" => Ok(Some(Arc::new(HttpEmbedder::from_config(cfg)?))),
         other => Err(EmbedError::Config(format!(
-            "unknown provider {other:?} (expected \"local\" or \"openai\")"
+            "unknown provider {other:?} (expected \"local\", \"openai\" or \"hash\")"
         ))),
+    }
+}
+
+/// `~/x` → `$HOME/x`, as a user writes a model path in a configuration file.
+fn expand_home(p: &str) -> std::path::PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(p),
     }
 }

@@ -1,22 +1,33 @@
-//! The derived vector index (`WORKSPACE/.vikingfs/index.db`, SQLite in WAL mode).
+//! The derived index (`WORKSPACE/.vikingfs/index.db`, SQLite in WAL mode): lexical and dense.
 //!
 //! Owns records — one per (uri, level): a file's content, or a directory's abstract/overview
-//! summary — with the vector, a snippet and the version of the source it was built from.
-//! The files are the truth; everything here can be rebuilt from them, so the rule is
-//! "better to miss a search result than to return a bad one".
+//! summary — with a snippet, the version of the source it was built from, its terms in the
+//! lexical index and, once a model has embedded it, its vector. The files are the truth;
+//! everything here can be rebuilt from them, so the rule is "better to miss a search result
+//! than to return a bad one".
 //!
 //! Layout, chosen so a fresh `vikingfs find` process answers fast:
-//! - `records`: one row per record with its exact f32 vector (read back only for re-ranking);
-//! - `chunks`: the int8 codes of up to [`CHUNK_SLOTS`] records packed into one blob, so a search
-//!   reads a few hundred blobs instead of stepping through one SQLite row per record.
+//! - `records`: one row per record with its exact f32 vector when it has one (read back only
+//!   for re-ranking);
+//! - `lex`: an FTS5 table (BM25) over each record's name and text, rowid = the record's id,
+//!   written in the same transaction as the record, so the two never disagree ([`text`]
+//!   makes the terms);
+//! - `chunks`: the int8 codes of up to [`CHUNK_SLOTS`] vectors packed into one blob, so a
+//!   dense search reads a few hundred blobs instead of stepping through one row per record.
 //!
-//! The model id and dimension are stored in `meta`; opening with a different embedder is
-//! [`IndexError::ModelMismatch`], never a silent mix of vector spaces.
+//! Invariants: every record has exactly one `lex` row and every `lex` row is a record; a
+//! record has a vector only from the model named in `meta`, built from the record's current
+//! version (a new version clears the vector until the model embeds it again). Opening with a
+//! different model is [`IndexError::ModelMismatch`] or, for the daemon, drops the vectors
+//! only; never a silent mix of vector spaces.
 
 mod chunk;
+mod hybrid;
+mod lexical;
 mod quant;
 mod search;
 mod store;
+pub mod text;
 mod verify;
 
 use std::fmt;
@@ -30,11 +41,12 @@ use thiserror::Error;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
+pub use hybrid::{Evidence, Mode, SearchRequest, Verdict, SUMMARY_WEIGHT};
 pub use search::Found;
 
 /// Records per packed chunk: 256 × 256-dim codes = 64 KiB blobs.
 pub const CHUNK_SLOTS: usize = 256;
-const SCHEMA_VERSION: &str = "1";
+const SCHEMA_VERSION: &str = "2";
 /// Writers (job workers in several processes) queue behind each other this long.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Let SQLite read pages through mmap: the chunk scan then costs memcpy, not a pread per page.
@@ -113,17 +125,22 @@ impl fmt::Display for Level {
     }
 }
 
-/// What a background job writes: the vector of one source at one level.
+/// What a background job writes: one source at one level, as read at `source_version`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub uri: VPath,
     pub level: Level,
-    pub vector: Vec<f32>,
+    /// The text the lexical index holds (with the record's name); may be empty.
+    pub text: String,
+    /// The model's vector of the text, when it is known already; `None` keeps the stored
+    /// vector if the version is unchanged and clears it otherwise.
+    pub vector: Option<Vec<f32>>,
     pub snippet: String,
     pub source_version: String,
 }
 
-/// One search result. `score` is the cosine similarity.
+/// One search result. `score` orders results: the cosine similarity for a dense search, the
+/// fused score for [`Index::find`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
     pub uri: VPath,
@@ -131,6 +148,33 @@ pub struct Hit {
     pub score: f32,
     pub snippet: String,
     pub source_version: String,
+    /// Why it was returned.
+    pub evidence: Evidence,
+}
+
+/// How [`Index::open_or_reset`] found the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    /// As this build and model left it.
+    Current,
+    /// Created empty.
+    Created,
+    /// Of an older format (or damaged meta): recreated empty, to be rebuilt from the files.
+    Recreated,
+    /// Vectors of another model (or none configured now) were dropped; records stay.
+    VectorsDropped,
+    /// It had no vectors, and the configured model claimed it (its vectors are to be made).
+    Claimed,
+}
+
+/// Sizes, for `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexStats {
+    pub records: u64,
+    /// Rows of the lexical index (one per record).
+    pub lexical: u64,
+    /// Records with a vector of the current model.
+    pub vectors: u64,
 }
 
 impl Hit {
@@ -148,8 +192,14 @@ impl Hit {
 /// thread, for parallel searches) — opening is cheap.
 pub struct Index {
     path: PathBuf,
+    /// Dimension of the stored vectors (0: none stored).
     dim: usize,
+    /// The model the vectors are from ("" when none is configured: lexical only).
     model_id: String,
+    /// Whether this handle may use and write vectors: a model is configured and it is the
+    /// one the stored vectors came from.
+    dense: bool,
+    opened: Opened,
     conn: Mutex<Connection>,
     /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
     id_set_max: usize,
@@ -157,32 +207,43 @@ pub struct Index {
 
 impl Index {
     /// Open (creating when missing) the index at `path` for vectors of `dim` from `model_id`.
+    /// An index whose vectors came from another model is [`IndexError::ModelMismatch`].
     pub fn open(path: &Path, dim: usize, model_id: &str) -> Result<Index, IndexError> {
-        let index = Self::connect(path, dim, model_id)?;
-        index.init(false)?;
-        Ok(index)
-    }
-
-    /// Open the index at `path` and drop every record when it was built by another model,
-    /// dimension or format version, so it can be rebuilt from the files. Returns whether it
-    /// was reset.
-    pub fn open_or_reset(
-        path: &Path,
-        dim: usize,
-        model_id: &str,
-    ) -> Result<(Index, bool), IndexError> {
-        let index = Self::connect(path, dim, model_id)?;
-        let reset = index.init(true)?;
-        Ok((index, reset))
-    }
-
-    fn connect(path: &Path, dim: usize, model_id: &str) -> Result<Index, IndexError> {
         if dim == 0 {
             return Err(IndexError::Dimension {
                 expected: 1,
                 got: 0,
             });
         }
+        let mut index = Self::connect(path, dim, model_id)?;
+        index.init(false)?;
+        Ok(index)
+    }
+
+    /// Open (creating when missing) the index for lexical search only: vectors already stored
+    /// are kept but never used or written.
+    pub fn open_lexical(path: &Path) -> Result<Index, IndexError> {
+        let mut index = Self::connect(path, 0, "")?;
+        index.init(false)?;
+        Ok(index)
+    }
+
+    /// Open the index at `path` (lexical only when `dense` is `None`) and bring it to this
+    /// build and model: an older format is recreated empty (the files rebuild it), vectors of
+    /// another model are dropped. Returns whether anything was dropped; [`Index::opened`]
+    /// says what.
+    pub fn open_or_reset(
+        path: &Path,
+        dim: usize,
+        model_id: &str,
+    ) -> Result<(Index, bool), IndexError> {
+        let mut index = Self::connect(path, dim, model_id)?;
+        index.init(true)?;
+        let reset = matches!(index.opened, Opened::Recreated | Opened::VectorsDropped);
+        Ok((index, reset))
+    }
+
+    fn connect(path: &Path, dim: usize, model_id: &str) -> Result<Index, IndexError> {
         let err = |source| IndexError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -199,60 +260,94 @@ impl Index {
             path: path.to_path_buf(),
             dim,
             model_id: model_id.to_string(),
+            dense: dim > 0,
+            opened: Opened::Current,
             conn: Mutex::new(conn),
             id_set_max: search::ID_SET_MAX,
         })
     }
 
     /// Create the schema when missing and check (or, with `reset`, enforce) schema and model.
-    fn init(&self, reset: bool) -> Result<bool, IndexError> {
-        let mut conn = self.conn.lock();
+    fn init(&mut self, reset: bool) -> Result<(), IndexError> {
         let wanted = Meta {
             schema: SCHEMA_VERSION.to_string(),
             model: self.model_id.clone(),
             dim: self.dim,
         };
-        if read_meta(&conn).map_err(|e| self.sql(e))?.as_ref() == Some(&wanted) {
-            return Ok(false); // The common case: no write lock taken.
+        let stored = read_meta(&self.conn.lock()).map_err(|e| self.sql(e))?;
+        if let Some(m) = &stored {
+            if m.schema == wanted.schema && self.accepts(m, reset) {
+                return self.adopt(m, reset); // The common case: no write lock taken.
+            }
         }
+        let mut conn = self.conn.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.sql(e))?;
+            .map_err(|e| IndexError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
         // Re-read inside the write transaction: another process may have initialised it.
         let stored = read_meta(&tx).map_err(|e| self.sql(e))?;
-        match stored {
-            Some(m) if m == wanted => return Ok(false),
-            Some(m) if !reset && m.schema != wanted.schema => {
+        let opened = match &stored {
+            Some(m) if m.schema == wanted.schema && self.accepts(m, reset) => {
+                drop(tx);
+                drop(conn);
+                let m = stored.expect("matched Some");
+                return self.adopt(&m, reset);
+            }
+            Some(m) if m.schema != wanted.schema && !reset => {
                 return Err(IndexError::Schema {
                     path: self.path.clone(),
-                    found: m.schema,
+                    found: m.schema.clone(),
                 })
             }
-            Some(m) if !reset => {
+            Some(m) if m.schema == wanted.schema && !reset => {
                 return Err(IndexError::ModelMismatch {
                     path: self.path.clone(),
-                    stored_model: m.model,
+                    stored_model: m.model.clone(),
                     stored_dim: m.dim,
                     model: self.model_id.clone(),
                     dim: self.dim,
                 })
             }
-            _ => {}
-        }
-        // New, or reset: the records are derived, so starting empty loses nothing.
-        tx.execute_batch(&format!(
-            "DROP TABLE IF EXISTS records;
-             DROP TABLE IF EXISTS chunks;
-             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE records(
-                 id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
-                 version TEXT NOT NULL, chunk INTEGER NOT NULL, slot INTEGER NOT NULL,
-                 snippet TEXT NOT NULL, vec BLOB NOT NULL, UNIQUE(uri, level));
-             CREATE TABLE chunks(
-                 id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
-             CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};"
-        ))
-        .map_err(|e| self.sql(e))?;
+            Some(m) if m.schema == wanted.schema => {
+                // Another model's vectors: drop them, keep the records and their terms.
+                tx.execute_batch(
+                    "DELETE FROM chunks;
+                     UPDATE records SET chunk = NULL, slot = NULL, vec = NULL
+                      WHERE vec IS NOT NULL;",
+                )
+                .map_err(|e| self.sql(e))?;
+                Opened::VectorsDropped
+            }
+            other => {
+                // New, or of another format: the records are derived, so starting empty loses
+                // nothing (the caller rebuilds them from the files).
+                tx.execute_batch(&format!(
+                    "DROP TABLE IF EXISTS records;
+                     DROP TABLE IF EXISTS chunks;
+                     DROP TABLE IF EXISTS lex;
+                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                     CREATE TABLE records(
+                         id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
+                         version TEXT NOT NULL, snippet TEXT NOT NULL,
+                         chunk INTEGER, slot INTEGER, vec BLOB, UNIQUE(uri, level));
+                     CREATE INDEX records_novec ON records(id) WHERE vec IS NULL;
+                     CREATE TABLE chunks(
+                         id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
+                     CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};
+                     CREATE VIRTUAL TABLE lex USING fts5(
+                         name, body, tokenize = 'porter unicode61 remove_diacritics 2');"
+                ))
+                .map_err(|e| self.sql(e))?;
+                if other.is_some() {
+                    Opened::Recreated
+                } else {
+                    Opened::Created
+                }
+            }
+        };
         for (k, v) in [
             ("schema", wanted.schema),
             ("model", wanted.model),
@@ -265,7 +360,60 @@ impl Index {
             .map_err(|e| self.sql(e))?;
         }
         tx.commit().map_err(|e| self.sql(e))?;
-        Ok(stored.is_some())
+        self.opened = opened;
+        Ok(())
+    }
+
+    /// May this handle use an index of the current format whose meta is `m` as it is?
+    fn accepts(&self, m: &Meta, reset: bool) -> bool {
+        if m.model == self.model_id && m.dim == self.dim {
+            return true;
+        }
+        if self.model_id.is_empty() {
+            // Lexical only: a reader keeps the vectors it will not use; the daemon (reset)
+            // drops vectors no configured model can extend (unless there are none).
+            return !reset || m.model.is_empty();
+        }
+        // No vectors yet: a configured model claims the index (the daemon does, and fills
+        // in the vectors; a reader only searches the terms).
+        m.model.is_empty()
+    }
+
+    /// Take on the stored meta `m` (accepted by [`Self::accepts`]): a lexical-only handle
+    /// manages the stored vectors' chunks with their dimension; a model claims an index that
+    /// has no vectors yet.
+    fn adopt(&mut self, m: &Meta, reset: bool) -> Result<(), IndexError> {
+        if self.model_id.is_empty() || (m.model.is_empty() && !reset) {
+            self.dim = m.dim;
+            self.dense = false;
+            return Ok(());
+        }
+        if m.model.is_empty() {
+            self.opened = Opened::Claimed;
+            let conn = self.conn.lock();
+            for (k, v) in [
+                ("model", self.model_id.clone()),
+                ("dim", self.dim.to_string()),
+            ] {
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                    params![k, v],
+                )
+                .map_err(|e| self.sql(e))?;
+            }
+        }
+        self.dense = true;
+        Ok(())
+    }
+
+    /// How [`Index::open_or_reset`] found the database.
+    pub fn opened(&self) -> Opened {
+        self.opened
+    }
+
+    /// Whether searches use, and writes take, vectors.
+    pub fn has_dense(&self) -> bool {
+        self.dense
     }
 
     pub fn path(&self) -> &Path {
@@ -291,6 +439,26 @@ impl Index {
             .map_err(|e| self.sql(e))
     }
 
+    /// The version of the record at (uri, level) and whether it has a vector; `None` when
+    /// there is no such record.
+    pub fn vector_state(
+        &self,
+        uri: &VPath,
+        level: Level,
+    ) -> Result<Option<(String, bool)>, IndexError> {
+        let conn = self.conn.lock();
+        conn.prepare_cached(
+            "SELECT version, vec IS NOT NULL FROM records WHERE uri = ?1 AND level = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![uri.as_str(), level as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(|e| self.sql(e))
+    }
+
     /// Does any record name `prefix` or a path below it? (A read: no write transaction.)
     pub fn has_under(&self, prefix: &VPath) -> Result<bool, IndexError> {
         if prefix.is_root() {
@@ -302,6 +470,47 @@ impl Index {
         ))
         .and_then(|mut s| s.query_row(under_params(prefix), |r| r.get(0)))
         .map_err(|e| self.sql(e))
+    }
+
+    /// The model the stored vectors are from ("" when none).
+    pub fn stored_model(&self) -> Result<String, IndexError> {
+        let conn = self.conn.lock();
+        Ok(read_meta(&conn)
+            .map_err(|e| self.sql(e))?
+            .map(|m| m.model)
+            .unwrap_or_default())
+    }
+
+    /// Records, lexical rows and vectors.
+    pub fn stats(&self) -> Result<IndexStats, IndexError> {
+        let conn = self.conn.lock();
+        let n = |sql: &str| -> Result<u64, IndexError> {
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(|e| self.sql(e))
+        };
+        Ok(IndexStats {
+            records: n("SELECT COUNT(*) FROM records")?,
+            lexical: n("SELECT COUNT(*) FROM lex")?,
+            vectors: n("SELECT COUNT(*) FROM records WHERE vec IS NOT NULL")?,
+        })
+    }
+
+    /// Records that have no vector yet (the model's backlog), for re-queueing their jobs.
+    pub fn missing_vectors(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare("SELECT uri, level FROM records WHERE vec IS NULL ORDER BY uri, level")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (uri, level) = row.map_err(|e| self.sql(e))?;
+            out.push((self.vpath(&uri)?, self.level(level)?));
+        }
+        Ok(out)
     }
 
     /// Number of records.
@@ -352,7 +561,7 @@ impl Index {
     }
 
     fn check_dim(&self, got: usize) -> Result<(), IndexError> {
-        if got != self.dim {
+        if !self.dense || got != self.dim {
             return Err(IndexError::Dimension {
                 expected: self.dim,
                 got,

@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use super::chunk::Layout;
 use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
-use super::{under_params, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
+use super::{under_params, Evidence, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 
 /// How many int8 candidates are re-ranked exactly for a top-k: enough that quantisation error
@@ -196,12 +196,17 @@ impl Index {
             let vec = bytes_to_f32(&vec)
                 .filter(|v| v.len() == self.dim)
                 .ok_or_else(|| self.corrupt(format!("record {uri} has a bad vector")))?;
+            let score = dot_f32(&q.unit, &vec);
             hits.push(Hit {
                 uri,
                 level: self.level(level)?,
-                score: dot_f32(&q.unit, &vec),
+                score,
                 snippet,
                 source_version: version,
+                evidence: Evidence {
+                    cosine: Some(score),
+                    ..Evidence::default()
+                },
             });
         }
         hits.sort_by(|a, b| {
@@ -262,7 +267,8 @@ mod tests {
                 uri: VPath::from_rel(&format!("resources/d{}/f{i}", i % 3)).unwrap(),
                 level: Level::Content,
                 // Subtree d2 points away from the query, so it needs deep over-fetching.
-                vector: vec![1.0, (i % 3) as f32 * 2.0, (i % 17) as f32 / 17.0, 0.1],
+                text: String::new(),
+                vector: Some(vec![1.0, (i % 3) as f32 * 2.0, (i % 17) as f32 / 17.0, 0.1]),
                 snippet: String::new(),
                 source_version: String::new(),
             })

@@ -1,5 +1,5 @@
-//! Writes: upsert, delete, delete/rename by prefix. Each call is one SQLite transaction that
-//! keeps `records` and the packed `chunks` in step.
+//! Writes: upsert, set a vector, delete, delete/rename by prefix. Each call is one SQLite
+//! transaction that keeps `records`, their `lex` rows and the packed `chunks` in step.
 //!
 //! A chunk blob is tens of KiB (256 slots); a transaction usually changes one slot of it. The
 //! bytes it changed are written back in place (SQLite incremental blob I/O), so a delete puts
@@ -11,6 +11,7 @@ use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::chunk::Layout;
 use super::quant::{f32_to_bytes, normalised};
+use super::text;
 use super::{under_params, Index, IndexError, Level, Record, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 
@@ -34,11 +35,10 @@ struct Batch<'t> {
     chunks: HashMap<i64, ChunkBuf>,
 }
 
-/// A row's place in the packed chunks.
+/// A row and its place in the packed chunks (none while it has no vector).
 struct Placed {
     id: i64,
-    chunk: i64,
-    slot: usize,
+    place: Option<(i64, usize)>,
 }
 
 impl<'t> Batch<'t> {
@@ -138,12 +138,11 @@ impl<'t> Batch<'t> {
     fn remove(&mut self, rows: &[Placed]) -> Result<usize, IndexError> {
         let mut n = 0;
         for r in rows {
-            self.clear(r.chunk, r.slot)?;
-            n += self
-                .tx
-                .prepare_cached("DELETE FROM records WHERE id = ?1")
-                .and_then(|mut s| s.execute([r.id]))
-                .map_err(|e| self.index.sql(e))?;
+            if let Some((chunk, slot)) = r.place {
+                self.clear(chunk, slot)?;
+            }
+            self.exec("DELETE FROM lex WHERE rowid = ?1", params![r.id])?;
+            n += self.exec("DELETE FROM records WHERE id = ?1", params![r.id])?;
         }
         Ok(n)
     }
@@ -176,10 +175,11 @@ impl<'t> Batch<'t> {
         let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.index.sql(e))?;
         let rows = stmt
             .query_map(p, |r| {
+                let chunk: Option<i64> = r.get(1)?;
+                let slot: Option<i64> = r.get(2)?;
                 Ok(Placed {
                     id: r.get(0)?,
-                    chunk: r.get(1)?,
-                    slot: r.get::<_, i64>(2)? as usize,
+                    place: chunk.zip(slot).map(|(c, s)| (c, s as usize)),
                 })
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -197,49 +197,108 @@ impl<'t> Batch<'t> {
         )
     }
 
-    fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
-        self.index.check_dim(rec.vector.len())?;
-        let unit = normalised(&rec.vector);
-        let blob = f32_to_bytes(&unit);
-        let existing = self.placed(
-            "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
-            params![rec.uri.as_str(), rec.level as i64],
+    fn exec(&self, sql: &str, p: impl rusqlite::Params) -> Result<usize, IndexError> {
+        self.tx
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(p))
+            .map_err(|e| self.index.sql(e))
+    }
+
+    /// The record's terms: its name's and its text's, replacing what `lex` held for `id`.
+    fn put_terms(&self, id: i64, uri: &VPath, text: &str) -> Result<(), IndexError> {
+        let name = if uri.is_root() { "" } else { uri.name() };
+        self.exec("DELETE FROM lex WHERE rowid = ?1", params![id])?;
+        self.exec(
+            "INSERT INTO lex(rowid, name, body) VALUES (?1, ?2, ?3)",
+            params![id, text::document(name), text::document(text)],
         )?;
-        let (id, chunk, slot) = match existing.first() {
-            Some(p) => {
-                self.tx
-                    .prepare_cached(
-                        "UPDATE records SET version = ?2, snippet = ?3, vec = ?4 WHERE id = ?1",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![p.id, rec.source_version, rec.snippet, blob])
-                    })
-                    .map_err(|e| self.index.sql(e))?;
-                (p.id, p.chunk, p.slot)
+        Ok(())
+    }
+
+    /// Give record `id` (placed at `place`) the vector `v`, reusing its slot.
+    fn put_vector(
+        &mut self,
+        id: i64,
+        place: Option<(i64, usize)>,
+        v: &[f32],
+    ) -> Result<(), IndexError> {
+        self.index.check_dim(v.len())?;
+        let unit = normalised(v);
+        let (chunk, slot) = match place {
+            Some(p) => p,
+            None => self.alloc()?,
+        };
+        self.exec(
+            "UPDATE records SET chunk = ?2, slot = ?3, vec = ?4 WHERE id = ?1",
+            params![id, chunk, slot as i64, f32_to_bytes(&unit)],
+        )?;
+        self.fill(chunk, slot, id, &unit)
+    }
+
+    /// Take record `id`'s vector away (its source changed; the model embeds it again).
+    fn drop_vector(&mut self, id: i64, place: Option<(i64, usize)>) -> Result<(), IndexError> {
+        if let Some((chunk, slot)) = place {
+            self.clear(chunk, slot)?;
+            self.exec(
+                "UPDATE records SET chunk = NULL, slot = NULL, vec = NULL WHERE id = ?1",
+                params![id],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
+        if let Some(v) = &rec.vector {
+            self.index.check_dim(v.len())?;
+        }
+        let existing: Option<(i64, String)> = self
+            .tx
+            .prepare_cached("SELECT id, version FROM records WHERE uri = ?1 AND level = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![rec.uri.as_str(), rec.level as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(|e| self.index.sql(e))?;
+        let (id, place) = match existing {
+            Some((id, version)) => {
+                let place = self
+                    .placed(
+                        "SELECT id, chunk, slot FROM records WHERE id = ?1",
+                        params![id],
+                    )?
+                    .pop()
+                    .and_then(|p| p.place);
+                self.exec(
+                    "UPDATE records SET version = ?2, snippet = ?3 WHERE id = ?1",
+                    params![id, rec.source_version, rec.snippet],
+                )?;
+                let mut place = place;
+                if version != rec.source_version && rec.vector.is_none() {
+                    self.drop_vector(id, place)?;
+                    place = None;
+                }
+                (id, place)
             }
             None => {
-                let (chunk, slot) = self.alloc()?;
-                self.tx
-                    .prepare_cached(
-                        "INSERT INTO records(uri, level, version, chunk, slot, snippet, vec)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            rec.uri.as_str(),
-                            rec.level as i64,
-                            rec.source_version,
-                            chunk,
-                            slot as i64,
-                            rec.snippet,
-                            blob
-                        ])
-                    })
-                    .map_err(|e| self.index.sql(e))?;
-                (self.tx.last_insert_rowid(), chunk, slot)
+                self.exec(
+                    "INSERT INTO records(uri, level, version, snippet) VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        rec.uri.as_str(),
+                        rec.level as i64,
+                        rec.source_version,
+                        rec.snippet
+                    ],
+                )?;
+                (self.tx.last_insert_rowid(), None)
             }
         };
-        self.fill(chunk, slot, id, &unit)
+        self.put_terms(id, &rec.uri, &rec.text)?;
+        match &rec.vector {
+            Some(v) => self.put_vector(id, place, v),
+            None => Ok(()),
+        }
     }
 }
 
@@ -299,6 +358,34 @@ impl Index {
     /// Upsert many records in one transaction (bulk builds, rebuilds).
     pub fn upsert_many(&self, recs: &[Record]) -> Result<(), IndexError> {
         self.write(|b| recs.iter().try_for_each(|r| b.upsert(r)))
+    }
+
+    /// Give the record at (uri, level) the vector `v` if it is still at `version` (else the
+    /// source changed since the vector's text was read: a newer job embeds it). Returns
+    /// whether it was set. Never creates a record, so it needs no lock: a record that rm or
+    /// mv took away stays away.
+    pub fn set_vector(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        v: &[f32],
+    ) -> Result<bool, IndexError> {
+        self.check_dim(v.len())?;
+        self.write(|b| {
+            let Some(p) = b
+                .placed(
+                    "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                    params![uri.as_str(), level as i64, version],
+                )?
+                .pop()
+            else {
+                return Ok(false);
+            };
+            b.put_vector(p.id, p.place, v)?;
+            crate::crash_point!("index.set_vector.before_commit");
+            Ok(true)
+        })
     }
 
     /// Delete every level of `uri` (not what lies below it). Returns the records removed.
@@ -414,6 +501,15 @@ impl Index {
             crate::crash_point!("index.rename.between_passes");
             for (id, new, _) in &renamed {
                 set_uri(*id, new.as_str())?;
+            }
+            // Only the moved path itself changes its name; what lies below keeps its own.
+            if from.name() != to.name() {
+                for (id, new, _) in renamed.iter().filter(|r| r.1 == *to) {
+                    b.exec(
+                        "UPDATE lex SET name = ?2 WHERE rowid = ?1",
+                        params![id, text::document(new.name())],
+                    )?;
+                }
             }
             Ok(renamed.len())
         })

@@ -1,4 +1,4 @@
-//! Consistency check of the packed chunks against the records, for fsck.
+//! Consistency check of the packed chunks and the lexical rows against the records, for fsck.
 
 use std::collections::HashMap;
 
@@ -6,8 +6,9 @@ use super::chunk::Layout;
 use super::{Index, IndexError, CHUNK_SLOTS};
 
 impl Index {
-    /// Consistency check for fsck: every record's packed slot holds its id, every packed id is
-    /// a record, and the chunks' used counts are right. Returns the problems found.
+    /// Consistency check for fsck: every record with a vector has a packed slot holding its id,
+    /// every packed id is such a record, the chunks' used counts are right, and records and
+    /// lexical rows match one for one. Returns the problems found.
     pub fn verify(&self) -> Result<Vec<String>, IndexError> {
         let conn = self.conn.lock();
         let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
@@ -52,12 +53,15 @@ impl Index {
             .map_err(|e| self.sql(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.sql(e))?;
         while let Some(row) = rows.next().map_err(|e| self.sql(e))? {
-            let (id, uri, chunk, slot): (i64, String, i64, i64) = (
+            let (id, uri, chunk, slot): (i64, String, Option<i64>, Option<i64>) = (
                 row.get(0).map_err(|e| self.sql(e))?,
                 row.get(1).map_err(|e| self.sql(e))?,
                 row.get(2).map_err(|e| self.sql(e))?,
                 row.get(3).map_err(|e| self.sql(e))?,
             );
+            let Some((chunk, slot)) = chunk.zip(slot) else {
+                continue; // No vector (yet): nothing packed.
+            };
             match packed.remove(&id) {
                 Some(place) if place == (chunk, slot as usize) => {}
                 Some(place) => problems.push(format!(
@@ -68,6 +72,19 @@ impl Index {
         }
         for rid in packed.keys() {
             problems.push(format!("packed id {rid} has no record"));
+        }
+        let count = |sql: &str| -> Result<i64, IndexError> {
+            tx.query_row(sql, [], |r| r.get(0)).map_err(|e| self.sql(e))
+        };
+        let unlexed = count(
+            "SELECT COUNT(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM lex WHERE rowid = r.id)",
+        )?;
+        if unlexed > 0 {
+            problems.push(format!("{unlexed} records have no lexical row"));
+        }
+        let stray = count("SELECT COUNT(*) FROM lex WHERE rowid NOT IN (SELECT id FROM records)")?;
+        if stray > 0 {
+            problems.push(format!("{stray} lexical rows have no record"));
         }
         Ok(problems)
     }

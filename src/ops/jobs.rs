@@ -1,12 +1,16 @@
 //! The background jobs that derive the index and the summaries from the files, as
-//! [`JobHandler`] values for the worker pool: `embedding` (one file's content record) and
-//! `semantic` (a directory's `.abstract.md` / `.overview.md` and their records).
+//! [`JobHandler`] values for the worker pool: `embedding` (one file's content record: its
+//! text, searchable lexically at once), `semantic` (a directory's `.abstract.md` /
+//! `.overview.md` and their records) and, when a model is configured, `dense` (one record's
+//! vector, computed after its text is indexed).
 //!
 //! Every job reads its source and computes outside any lock, then takes the EXACT lock of what
 //! it writes and checks, under it, that the job is still the current version of its key
 //! (`Queue::is_current`: coalescing) and that the source still has the version it read
 //! ([`super::source_version`]). So a job never writes a record for a file that rm removed or a
-//! name that mv left, and an old result never overwrites a newer one. Every job is idempotent.
+//! name that mv left, and an old result never overwrites a newer one. A `dense` job takes no
+//! lock: it only sets the vector of a record that still has the version it embedded
+//! ([`crate::index::Index::set_vector`]), and never creates one. Every job is idempotent.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -22,8 +26,9 @@ use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Pr
 use crate::semantic::summary::{Child, DirInput};
 use crate::uri::VPath;
 
-/// How much of a file is embedded and shown as its snippet.
-const EMBED_BYTES: u64 = 32 * 1024;
+/// How much of a file is indexed (its terms) and read for its vector (the model keeps the
+/// head it can take).
+const INDEX_BYTES: u64 = 64 * 1024;
 const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
@@ -49,6 +54,19 @@ pub fn embed_job(p: &VPath, lifecycle: Option<&str>) -> NewJob {
         queue::EMBEDDING.to_string(),
         Some(embed_key(p)),
         json!({ "uri": p.uri(), "lifecycle": lifecycle }),
+    )
+}
+
+/// `dense:{level}:{uri}`.
+pub fn dense_key(p: &VPath, level: Level) -> String {
+    format!("dense:{}:{}", level.as_str(), p.uri())
+}
+
+pub fn dense_job(p: &VPath, level: Level) -> NewJob {
+    (
+        queue::DENSE.to_string(),
+        Some(dense_key(p, level)),
+        json!({ "uri": p.uri(), "level": level as u8 }),
     )
 }
 
@@ -160,6 +178,15 @@ fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
     ))
 }
 
+/// A regular file's indexable head and its version; `None` for anything else or nothing.
+pub(crate) fn read_text(path: &std::path::Path) -> Result<Option<(String, String)>, OpsError> {
+    match read_head(path, INDEX_BYTES) {
+        Ok(Head::Text(t, v)) => Ok(Some((t, v))),
+        Ok(_) => Ok(None),
+        Err(e) => Err(OpsError::io(path, e)),
+    }
+}
+
 fn snippet(text: &str) -> String {
     let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     t.chars().take(SNIPPET_CHARS).collect()
@@ -229,26 +256,17 @@ impl Ops {
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
             let head =
-                read_head(&fs, EMBED_BYTES).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
-            // Embed only what the index does not hold yet.
-            let vector = match &head {
-                Head::Text(text, v)
-                    if self
-                        .index
+                read_head(&fs, INDEX_BYTES).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
+            // Index only what the index does not hold yet.
+            let fresh = match &head {
+                Head::Text(_, v) => {
+                    self.index
                         .version_of(p, Level::Content)
                         .map_err(retry)?
                         .as_deref()
-                        != Some(v.as_str()) =>
-                {
-                    Some(
-                        self.embedder
-                            .embed(&[text])
-                            .map_err(retry)?
-                            .pop()
-                            .ok_or_else(|| retry("embedder returned no vector"))?,
-                    )
+                        != Some(v.as_str())
                 }
-                _ => None,
+                _ => false,
             };
             crate::crash_point!("job.embed.computed");
             // Its directory gone: whoever removed or moved it dealt with its record.
@@ -275,16 +293,8 @@ impl Ops {
                 }
                 (Head::Dir, Some(m)) if m.is_dir() => return self.job_finished(job, lc),
                 (Head::Text(text, v), Some(m)) if source_version(&m) == v => {
-                    if let Some(vector) = vector {
-                        self.index
-                            .upsert(&Record {
-                                uri: p.clone(),
-                                level: Level::Content,
-                                vector,
-                                snippet: snippet(&text),
-                                source_version: v,
-                            })
-                            .map_err(retry)?;
+                    if fresh {
+                        self.put_record(p, Level::Content, &text, v)?;
                         crate::crash_point!("job.embed.indexed");
                     }
                     return self.job_finished(job, lc);
@@ -294,6 +304,101 @@ impl Ops {
             }
         }
         Err(retry("source kept changing while it was being embedded"))
+    }
+
+    /// Write the record of `uri` at `level` from `text` as read at `version` (its terms are
+    /// searchable once this returns) and queue its vector when a model is configured.
+    /// Called under the source's lock, after checking the source still has `version`.
+    pub(crate) fn put_record(
+        &self,
+        uri: &VPath,
+        level: Level,
+        text: &str,
+        version: String,
+    ) -> Result<(), OpsError> {
+        self.index.upsert(&Record {
+            uri: uri.clone(),
+            level,
+            text: text.to_string(),
+            vector: None,
+            snippet: snippet(text),
+            source_version: version,
+        })?;
+        if self.embedder.is_some() {
+            let (q, key, payload) = dense_job(uri, level);
+            self.queue.submit(&[(q, key, payload)])?;
+        }
+        Ok(())
+    }
+
+    /// Where the text of the record (uri, level) lives: the file, or a summary sidecar.
+    fn record_source(&self, uri: &VPath, level: Level) -> Result<std::path::PathBuf, OpsError> {
+        Ok(match level {
+            Level::Content => self.fs(uri),
+            Level::Abstract => self.fs(&uri.join(ABSTRACT_FILE)?),
+            Level::Overview => self.fs(&uri.join(OVERVIEW_FILE)?),
+        })
+    }
+
+    /// The `dense` job: the vector of one record, from its source as it is now, set only if
+    /// the record still has the version read (see the module doc: no lock needed).
+    pub fn run_dense(&self, job: &Job) -> Result<(), JobError> {
+        let Some(embedder) = self.embedder.clone() else {
+            return Ok(()); // No model configured (any more): nothing to compute.
+        };
+        let t = target(self, job, "uri")?;
+        let level = job
+            .payload
+            .get("level")
+            .and_then(Value::as_i64)
+            .and_then(Level::from_i64)
+            .ok_or_else(|| JobError::Permanent(format!("payload has no level: {}", job.payload)))?;
+        let (version, has_vector) = match self.index.vector_state(&t.path, level).map_err(retry)? {
+            Some(s) => s,
+            None => return Ok(()), // No record (removed or moved): nothing to embed.
+        };
+        if has_vector {
+            return Ok(());
+        }
+        let src = self.record_source(&t.path, level)?;
+        let Head::Text(text, v) =
+            read_head(&src, INDEX_BYTES).map_err(|e| retry(format!("{}: {e}", src.display())))?
+        else {
+            return Ok(());
+        };
+        if v != version {
+            // The source changed since its record was written: its `embedding` (or
+            // `semantic`) job rewrites the record and queues a new vector.
+            return Ok(());
+        }
+        let vector = embedder
+            .embed(&[&text])
+            .map_err(retry)?
+            .pop()
+            .ok_or_else(|| retry("embedder returned no vector"))?;
+        crate::crash_point!("job.dense.computed");
+        self.index
+            .set_vector(&t.path, level, &v, &vector)
+            .map_err(retry)?;
+        Ok(())
+    }
+
+    /// Queue the vectors the index is missing (after a model was configured or changed, or
+    /// a job was lost to a move). Returns how many were queued.
+    pub fn backfill_vectors(&self) -> super::Result<usize> {
+        if self.embedder.is_none() || !self.index.has_dense() {
+            return Ok(0);
+        }
+        let jobs: Vec<NewJob> = self
+            .index
+            .missing_vectors()?
+            .iter()
+            .map(|(uri, level)| dense_job(uri, *level))
+            .collect();
+        for chunk in jobs.chunks(1000) {
+            self.queue.enqueue_many(chunk)?;
+        }
+        Ok(jobs.len())
     }
 
     /// The children a directory summary is built from.
@@ -360,10 +465,6 @@ impl Ops {
         // Whatever the summariser (a chat model may not listen), the sidecars keep their limits.
         let summary = summary.enforce_limits();
         let (abs, ov) = (summary.abstract_md, summary.overview_md);
-        let vectors = self.embedder.embed(&[&abs, &ov]).map_err(retry)?;
-        if vectors.len() != 2 {
-            return Err(retry("embedder returned the wrong number of vectors"));
-        }
         crate::crash_point!("job.semantic.computed");
         let abs_path = dir.join(ABSTRACT_FILE).map_err(OpsError::from)?;
         let ov_path = dir.join(OVERVIEW_FILE).map_err(OpsError::from)?;
@@ -408,21 +509,10 @@ impl Ops {
             }
             crate::crash_point!("job.semantic.propagated");
             if !indexed {
-                let mut vs = vectors.into_iter();
-                let recs = [
-                    (Level::Abstract, vs.next(), abs, abs_v),
-                    (Level::Overview, vs.next(), ov, ov_v),
-                ];
-                for (level, vector, text, version) in recs {
-                    self.index
-                        .upsert(&Record {
-                            uri: dir.clone(),
-                            level,
-                            vector: vector.unwrap_or_default(),
-                            snippet: snippet(&text),
-                            source_version: version,
-                        })
-                        .map_err(retry)?;
+                for (level, text, version) in
+                    [(Level::Abstract, abs, abs_v), (Level::Overview, ov, ov_v)]
+                {
+                    self.put_record(dir, level, &text, version)?;
                 }
             }
             crate::crash_point!("job.semantic.indexed");
@@ -518,6 +608,14 @@ impl Ops {
 pub struct EmbeddingHandler(pub Arc<Ops>);
 /// The worker pool's handler for the `semantic` queue.
 pub struct SemanticHandler(pub Arc<Ops>);
+/// The worker pool's handler for the `dense` queue.
+pub struct DenseHandler(pub Arc<Ops>);
+
+impl JobHandler for DenseHandler {
+    fn handle(&self, job: &Job) -> Result<(), JobError> {
+        self.0.run_dense(job)
+    }
+}
 
 impl JobHandler for EmbeddingHandler {
     fn handle(&self, job: &Job) -> Result<(), JobError> {
@@ -544,6 +642,11 @@ pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
             queue::SEMANTIC.to_string(),
             Arc::new(SemanticHandler(ops.clone())) as Arc<dyn JobHandler>,
             workers.semantic.max(1),
+        ),
+        (
+            queue::DENSE.to_string(),
+            Arc::new(DenseHandler(ops.clone())) as Arc<dyn JobHandler>,
+            workers.dense.max(1),
         ),
     ]
 }

@@ -22,7 +22,9 @@ pub mod journal;
 mod lifecycle;
 mod mv;
 mod recover;
+mod reindex;
 mod rm;
+pub mod search;
 mod tail;
 mod write;
 
@@ -38,7 +40,7 @@ use thiserror::Error;
 
 use crate::config::Config;
 use crate::embed::{self, EmbedError, Embedder};
-use crate::index::{Index, IndexError};
+use crate::index::{Index, IndexError, Opened};
 use crate::lock::{LockError, LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
@@ -49,6 +51,7 @@ pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
 pub use journal::{Intent, Journal};
 pub use mv::RenameFlags;
+pub use reindex::ReindexReport;
 pub use rm::RmReport;
 
 /// Why an operation failed. Each message is one line naming the problem.
@@ -145,7 +148,8 @@ pub struct Ops {
     locks: Arc<LockManager>,
     queue: Queue,
     index: Index,
-    embedder: Arc<dyn Embedder>,
+    /// The dense model; `None`: search is lexical only.
+    embedder: Option<Arc<dyn Embedder>>,
     summarizer: Arc<dyn Summarizer>,
     journal: Journal,
     /// How long background jobs wait for a lock a foreground operation holds.
@@ -176,22 +180,46 @@ impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
     /// left half-done ([`Ops::recover`]; failures there are logged, never fatal).
     pub fn open(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
+        Self::open_with_progress(ws, config, &mut |done, total| {
+            if done == total || done % 1000 == 0 {
+                tracing::info!(done, total, "rebuilding the lexical index from the files");
+            }
+        })
+    }
+
+    /// [`Ops::open`] that reports the progress of a rebuild of the index from the files (an
+    /// index of an older format, or a missing one beside existing files) to `progress`
+    /// as (done, total) files.
+    pub fn open_with_progress(
+        ws: &Workspace,
+        config: &Config,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Arc<Ops>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
             .map_err(|e| OpsError::Summarizer(e.to_string()))?;
-        Self::with_parts(ws, locks, embedder, summarizer)
+        let ops = Self::with_parts(ws, locks, embedder, summarizer)?;
+        if matches!(ops.index.opened(), Opened::Created | Opened::Recreated) {
+            // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
+            let root = VPath::root();
+            let rep = ops.reindex(&root, progress)?;
+            if rep.files > 0 {
+                tracing::info!(files = rep.files, "rebuilt the index from the files");
+            }
+        }
+        Ok(ops)
     }
 
     /// [`Ops::open`] with the parts given (tests, and a daemon that already has them).
     pub fn with_parts(
         ws: &Workspace,
         locks: Arc<LockManager>,
-        embedder: Arc<dyn Embedder>,
+        embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
         let queue = open_queue(&ws.queue_db())?;
-        let (index, reset) = open_index(&ws.index_db(), embedder.as_ref())?;
+        let (index, _) = open_index(&ws.index_db(), embedder.as_deref())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let root =
@@ -213,10 +241,12 @@ impl Ops {
             me: me.clone(),
         });
         lifecycle::start_refresher(&ops);
-        if reset {
-            // Another embedder built the old records: rebuild every record from the files.
-            tracing::warn!("index was built by another embedding model; re-indexing everything");
-            ops.reindex_all()?;
+        if ops.index.opened() == Opened::VectorsDropped {
+            // Another model built the old vectors: the records stay, new vectors are queued.
+            tracing::warn!("index vectors were built by another model; re-embedding every record");
+        }
+        if matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
+            ops.backfill_vectors()?;
         }
         if let Err(e) = ops.recover() {
             tracing::warn!("recovering interrupted operations: {e}");
@@ -259,8 +289,9 @@ impl Ops {
         &self.index
     }
 
-    pub fn embedder(&self) -> &Arc<dyn Embedder> {
-        &self.embedder
+    /// The dense model, when one is configured.
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
     }
 
     pub fn journal(&self) -> &Journal {
@@ -293,18 +324,27 @@ impl Ops {
         self.root.lstat(p).map_err(|e| OpsError::io(self.fs(p), e))
     }
 
-    /// Search: the `limit` best live records for `query` (records of missing files are dropped
-    /// and deleted on the way).
+    /// Search: the `limit` best live records for `query`, hybrid when a model is configured
+    /// (records of missing files are dropped and deleted on the way; summaries whose refresh
+    /// is queued are not shown).
     pub fn find(
         &self,
         query: &str,
         limit: usize,
         under: Option<&VPath>,
     ) -> Result<Vec<crate::index::Hit>> {
-        let v = self.embedder.embed(&[query])?.pop().unwrap_or_default();
-        let found = self
-            .index
-            .search_live(&v, limit, under, |h| h.is_live_in(&self.ws))?;
+        let found = search::find(
+            &self.ws,
+            &self.index,
+            Some(&self.queue),
+            self.embedder.as_deref(),
+            &search::Query {
+                text: query,
+                mode: crate::index::Mode::Hybrid,
+                limit,
+                under,
+            },
+        )?;
         Ok(found.hits)
     }
 }
@@ -326,11 +366,13 @@ fn open_queue(path: &Path) -> Result<Queue> {
     }
 }
 
-/// Open the index (dropping records of another model), retrying like [`open_queue`].
-fn open_index(path: &Path, embedder: &dyn Embedder) -> Result<(Index, bool)> {
+/// Open the index (dropping vectors of another model, recreating one of an older format),
+/// retrying like [`open_queue`].
+fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bool)> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
     loop {
-        match Index::open_or_reset(path, embedder.dim(), &embedder.model_id()) {
+        match Index::open_or_reset(path, dim, &model) {
             Err(IndexError::Sqlite { source, .. })
                 if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
                     && std::time::Instant::now() < deadline =>

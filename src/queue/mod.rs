@@ -26,12 +26,14 @@ pub use store::{Job, NewJob, Queue, QueueOptions};
 
 /// Directory summaries (`.abstract.md` / `.overview.md`).
 pub const SEMANTIC: &str = "semantic";
-/// Vectors for the derived index.
+/// A file's record in the derived index (its text, searchable at once).
 pub const EMBEDDING: &str = "embedding";
+/// A record's vector from the configured model (after its text is indexed).
+pub const DENSE: &str = "dense";
 /// Phase 2 of a session commit.
 pub const SESSION_COMMIT: &str = "session_commit";
 /// The queues this project uses; `status` always lists them, even when empty.
-pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, SESSION_COMMIT];
+pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, DENSE, SESSION_COMMIT];
 
 /// Work done for one job. Must be idempotent: a job may run again after its worker died.
 pub trait JobHandler: Send + Sync {

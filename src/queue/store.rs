@@ -609,6 +609,18 @@ impl Queue {
         })
     }
 
+    /// Is a job for `key` waiting or running (not done, not dead)? For readers that must not
+    /// show what such a job is about to replace (a summary whose refresh is queued).
+    pub fn has_pending(&self, queue: &str, key: &str) -> Result<bool, QueueError> {
+        let conn = self.conn()?;
+        let pending = conn
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND state < 2)",
+            )?
+            .query_row(params![queue, key], |r| r.get(0))?;
+        Ok(pending)
+    }
+
     /// Current version of a key (None when no job for it exists).
     pub fn key_version(&self, queue: &str, key: &str) -> Result<Option<i64>, QueueError> {
         let conn = self.conn()?;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::index::{Level, Record};
+use crate::index::Level;
 use crate::lock::{LockError, LockKind};
 use crate::ops::{source_version, Ops, OpsError};
 use crate::queue::{Job, JobError, JobHandler};
@@ -213,8 +213,8 @@ impl SessionCommitHandler {
     }
 
     /// The archive's summary sidecars and their index records, unless a previous run made
-    /// both already. The summariser (maybe a chat model) and the embedder run before any lock
-    /// is taken; the write-back holds EXACT on the two sidecars, as a directory summary's does.
+    /// both already. The summariser (maybe a chat model) runs before any lock is taken (the
+    /// records' vectors are queued); the write-back holds EXACT on the two sidecars, as a directory summary's does.
     fn summarize(&self, s: &SessionPath, n: u32, text: &str) -> Result<(), Phase2Error> {
         let ws = &self.sessions.ws;
         let dir = s.archive(n);
@@ -247,12 +247,6 @@ impl SessionCommitHandler {
                     (sm.abstract_md, sm.overview_md, true)
                 }
             };
-        let vectors = self
-            .ops
-            .embedder()
-            .embed(&[&abs_text, &ovw_text])
-            .map_err(OpsError::from)?;
-
         let _guard = self.sessions.locks.acquire(
             &[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)],
             LOCK_WAIT,
@@ -262,24 +256,13 @@ impl SessionCommitHandler {
             fsx::atomic_write(ws, &ovw, ovw_text.as_bytes())?;
             fsx::atomic_write(ws, &abs, abs_text.as_bytes())?;
         }
-        for ((level, path, text), vector) in [
+        for (level, path, text) in [
             (Level::Abstract, &abs, &abs_text),
             (Level::Overview, &ovw, &ovw_text),
-        ]
-        .into_iter()
-        .zip(vectors)
-        {
+        ] {
             let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
             self.ops
-                .index()
-                .upsert(&Record {
-                    uri: dir.clone(),
-                    level,
-                    vector,
-                    snippet: snippet(text),
-                    source_version: source_version(&meta),
-                })
-                .map_err(OpsError::from)?;
+                .put_record(&dir, level, text, source_version(&meta))?;
         }
         // `history/` summarises its archives: queue its regeneration.
         self.sessions.notify_dirs(&[s.history()])?;
@@ -422,16 +405,6 @@ fn conversation_text(jsonl: &str) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A record's snippet: the text on one line, cut to 200 characters.
-fn snippet(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(200)
-        .collect()
 }
 
 /// The day the archive was written (its file's mtime, stable across resumed runs).

@@ -43,6 +43,19 @@ impl Env {
         root
     }
 
+    /// Configure a dense model for every later command: the built-in `hash` embedder, which
+    /// runs the same `dense` jobs as a real model without its weights.
+    #[allow(dead_code)]
+    pub fn use_dense_model(&self) {
+        let dir = self.dir.path().join(".vikingfs");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.json"),
+            r#"{"embedding": {"dense": {"provider": "hash", "dimension": 64}}}"#,
+        )
+        .unwrap();
+    }
+
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
         c.arg("--workspace")
@@ -64,6 +77,7 @@ impl Env {
     }
 
     /// Run, expecting success.
+    #[allow(dead_code)]
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
@@ -90,7 +104,8 @@ impl Env {
 
     /// `find --json` results as (uri, level, score), best first.
     pub fn find_scored(&self, query: &str, limit: usize) -> Vec<(String, u64, f64)> {
-        let out = self.ok(&["find", query, "--json", "--limit", &limit.to_string()]);
+        let out = self.run(&["find", query, "--json", "--limit", &limit.to_string()]);
+        let out = found_json(&out);
         let v: Value = serde_json::from_str(&out).unwrap();
         v.as_array()
             .unwrap()
@@ -238,4 +253,18 @@ pub fn token(tag: &str) -> String {
             char::from(b'a' + ((h >> 33) % 26) as u8)
         })
         .collect()
+}
+
+/// The stdout of `find --json`, checking its exit status: 0 with results, 1 (like grep) with
+/// none (`[]`).
+pub fn found_json(out: &Output) -> String {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let empty = stdout.trim() == "[]";
+    assert_eq!(
+        out.status.code(),
+        Some(if empty { 1 } else { 0 }),
+        "find: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -56,6 +56,22 @@ impl Ws {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Run `find --json ...`; its stdout, after checking the exit status: 0 with results,
+    /// 1 (like grep) with none.
+    #[allow(dead_code)]
+    pub fn found(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let want = if stdout.trim() == "[]" { 1 } else { 0 };
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
     pub fn session_dir(&self, sid: &str) -> PathBuf {
         self.root()
             .join("viking/default/user/default/sessions")

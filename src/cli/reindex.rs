@@ -1,0 +1,51 @@
+//! `vikingfs reindex [--under URI] [--json]`: rebuild the index's records from the files now,
+//! with a progress bar (terms written before it returns; summaries and vectors queued).
+
+use anyhow::Context;
+use clap::Args;
+
+use super::ops::{bar, done};
+use super::Ctx;
+use crate::ops::Ops;
+
+#[derive(Args, Debug)]
+pub struct ReindexArgs {
+    /// Only this viking:// URI and what lies below it (default: everything).
+    #[arg(long, value_name = "URI")]
+    pub under: Option<String>,
+    /// Print a JSON object {files, removed, queued}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: &ReindexArgs) -> anyhow::Result<i32> {
+    let ws = ctx.workspace()?;
+    let b = bar(0, "reindex");
+    let mut progress = |d: u64, t: u64| {
+        b.set_length(t);
+        b.set_position(d);
+    };
+    let ops = Ops::open_with_progress(&ws, &ctx.config, &mut progress)?;
+    let under = match &a.under {
+        Some(u) => ops.parse(u).context("reindex: --under")?,
+        None => crate::uri::VPath::root(),
+    };
+    let rep = ops.reindex(&under, &mut progress).context("reindex")?;
+    b.finish_and_clear();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"files": rep.files, "removed": rep.removed, "queued": rep.queued})
+        );
+    } else {
+        println!(
+            "reindexed {} file(s) under {}; removed {} stale record(s); queued {} job(s) \
+             (summaries and vectors: `vikingfs wait` or the daemon finishes them)",
+            rep.files,
+            under.uri(),
+            rep.removed,
+            rep.queued
+        );
+    }
+    done(ops, 0)
+}

@@ -1,0 +1,210 @@
+//! What `find` asks of the index: lexical, semantic or hybrid retrieval, fused by reciprocal
+//! rank, behind a relevance floor, and never naming what is gone.
+//!
+//! Rules (the design's "better to miss a search result than to return a bad one"):
+//! - a result needs lexical evidence (a query term in its name or text) or a cosine
+//!   similarity of at least the floor; a query that matches nothing returns nothing;
+//! - hybrid ranking is reciprocal rank fusion (`Σ 1/(K + rank)` over the two lists): it needs
+//!   no calibration between BM25 values and cosines, which live on unrelated scales;
+//! - a directory summary counts [`SUMMARY_WEIGHT`] of a file with the same evidence, so the
+//!   content ranks above what summarises it;
+//! - the caller's verdict drops results whose source is gone (and deletes those records,
+//!   by version) or that must not be shown now (a summary whose refresh is queued).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{Found, Hit, Index, IndexError, Level, VPath};
+
+/// Reciprocal rank fusion's constant (Cormack et al. 2009): ranks beyond the first few count
+/// nearly alike, so neither list's head is drowned by the other's.
+const RRF_K: f32 = 60.0;
+/// A summary's score against a file's with the same evidence.
+pub const SUMMARY_WEIGHT: f32 = 0.5;
+
+/// Which retrieval `find` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// BM25 only.
+    Lexical,
+    /// The model's vectors only (cosine, above the floor).
+    Semantic,
+    /// Both, fused; lexical alone when no model is configured.
+    #[default]
+    Hybrid,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "lexical" => Some(Mode::Lexical),
+            "semantic" => Some(Mode::Semantic),
+            "hybrid" => Some(Mode::Hybrid),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Lexical => "lexical",
+            Mode::Semantic => "semantic",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Why a result was returned: its place and score in each list it was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Evidence {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bm25: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_rank: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f32>,
+}
+
+/// The caller's word on one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Show,
+    /// Its source is gone: drop it and delete the record.
+    Gone,
+    /// Keep the record but do not show it now.
+    Hide,
+}
+
+/// One `find`.
+#[derive(Debug, Clone)]
+pub struct SearchRequest<'a> {
+    pub text: &'a str,
+    /// The query's vector from the configured model (none: lexical only).
+    pub vector: Option<&'a [f32]>,
+    pub mode: Mode,
+    pub limit: usize,
+    pub under: Option<&'a VPath>,
+    /// The least cosine a result without lexical evidence needs.
+    pub floor: f32,
+}
+
+fn weight(level: Level) -> f32 {
+    if level == Level::Content {
+        1.0
+    } else {
+        SUMMARY_WEIGHT
+    }
+}
+
+impl Index {
+    /// The `req.limit` best results for `req`, best first, each with its evidence; results
+    /// `verdict` calls gone are deleted from the index on the way (by version, so a record
+    /// rebuilt meanwhile survives) and the search goes deeper until enough are left.
+    pub fn find(
+        &self,
+        req: &SearchRequest,
+        verdict: impl Fn(&Hit) -> Verdict,
+    ) -> Result<Found, IndexError> {
+        let mut found = Found::default();
+        if req.limit == 0 {
+            return Ok(found);
+        }
+        let use_lex = req.mode != Mode::Semantic;
+        let use_dense = req.mode != Mode::Lexical && self.has_dense() && req.vector.is_some();
+        let mut depth = req.limit.saturating_mul(3).max(30);
+        loop {
+            let lex = if use_lex {
+                self.search_lexical(req.text, depth, req.under)?
+            } else {
+                Vec::new()
+            };
+            let dense = match (use_dense, req.vector) {
+                (true, Some(v)) => self.search(v, depth, req.under)?,
+                _ => Vec::new(),
+            };
+            let deeper = lex.len() == depth || dense.len() == depth;
+            let fused = fuse(lex, dense, req);
+            let mut shown = Vec::new();
+            let mut gone: Vec<Hit> = Vec::new();
+            for h in fused {
+                match verdict(&h) {
+                    Verdict::Show => shown.push(h),
+                    Verdict::Gone => gone.push(h),
+                    Verdict::Hide => {}
+                }
+            }
+            let dead: Vec<(&VPath, Level, &str)> = gone
+                .iter()
+                .map(|h| (&h.uri, h.level, h.source_version.as_str()))
+                .collect();
+            found.orphans_removed += self.delete_if_versions(&dead)?;
+            if shown.len() >= req.limit || !deeper {
+                shown.truncate(req.limit);
+                found.hits = shown;
+                return Ok(found);
+            }
+            depth = depth.saturating_mul(4);
+        }
+    }
+}
+
+/// Merge the two ranked lists into one, best first, applying the floor and the summary
+/// weight. Ties go to the lexical score, then the name.
+fn fuse(lex: Vec<Hit>, dense: Vec<Hit>, req: &SearchRequest) -> Vec<Hit> {
+    let mut by_key: HashMap<(VPath, Level), Hit> = HashMap::new();
+    for (i, mut h) in dense.into_iter().enumerate() {
+        h.evidence = super::Evidence {
+            semantic_rank: Some(i + 1),
+            cosine: Some(h.score),
+            ..Default::default()
+        };
+        by_key.insert((h.uri.clone(), h.level), h);
+    }
+    for h in lex {
+        match by_key.get_mut(&(h.uri.clone(), h.level)) {
+            Some(d) => {
+                d.evidence.lexical_rank = h.evidence.lexical_rank;
+                d.evidence.bm25 = h.evidence.bm25;
+            }
+            None => {
+                by_key.insert((h.uri.clone(), h.level), h);
+            }
+        }
+    }
+    let mut out: Vec<Hit> = by_key
+        .into_values()
+        .filter(|h| {
+            h.evidence.lexical_rank.is_some() || h.evidence.cosine.is_some_and(|c| c >= req.floor)
+        })
+        .map(|mut h| {
+            let e = h.evidence;
+            let rrf = |r: Option<usize>| r.map_or(0.0, |r| 1.0 / (RRF_K + r as f32));
+            let raw = match req.mode {
+                Mode::Lexical => e.bm25.unwrap_or(0.0),
+                Mode::Semantic => e.cosine.unwrap_or(0.0),
+                Mode::Hybrid if req.vector.is_none() => {
+                    // Lexical alone (no model): BM25 orders, as in lexical mode.
+                    e.bm25.unwrap_or(0.0)
+                }
+                Mode::Hybrid => rrf(e.lexical_rank) + rrf(e.semantic_rank),
+            };
+            h.score = raw * weight(h.level);
+            h
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| {
+                b.evidence
+                    .bm25
+                    .unwrap_or(0.0)
+                    .total_cmp(&a.evidence.bm25.unwrap_or(0.0))
+            })
+            .then_with(|| a.uri.cmp(&b.uri))
+            .then(a.level.cmp(&b.level))
+    });
+    out
+}

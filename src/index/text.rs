@@ -1,0 +1,244 @@
+//! Terms for the lexical index: what a document is split into before SQLite FTS5 sees it,
+//! and what a query is split into, by the same rules.
+//!
+//! FTS5's own tokenizers split prose well but not what agents store beside it: `snake_case`
+//! and `CamelCase` identifiers, paths, ids like `r2x00269`, and CJK text written without
+//! spaces (unicode61 makes a whole CJK run one token, so no word inside it can be found).
+//! So terms are made here and joined with spaces; FTS5 (`porter unicode61`) then only
+//! lowercases, folds diacritics and stems each term.
+//!
+//! - A word is a run of letters and digits; `_`, `.`, `-`, `/` and all punctuation split.
+//! - A word with inner capitals is also split at them (`HTTPServer` → `httpserver http
+//!   server`), so both the whole identifier and its parts match; digits never split a word
+//!   (`r2x00269` stays one term, so an id matches only itself).
+//! - Words joined by `_` also give the joined form (`snake_case` → `snake case snakecase`).
+//! - CJK runs give overlapping bigrams (`全文检索` → `全文 文检 检索`), the usual way to
+//!   index text without word boundaries; a lone ideograph is a term of its own. A
+//!   one-character CJK query becomes a prefix query, so it finds the bigrams it starts.
+
+/// At most this many terms of one document are indexed (about 64 KiB of prose).
+pub const MAX_DOC_TERMS: usize = 12_000;
+/// At most this many distinct terms of a query are searched for.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// English function words dropped from queries (not from documents): they match nearly
+/// every document, cost the most to rank and say nothing about which one is meant. A query
+/// made only of them keeps them.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "do", "does",
+    "for", "from", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on",
+    "or", "that", "the", "their", "then", "there", "these", "this", "to", "was", "we", "were",
+    "what", "when", "where", "which", "who", "why", "will", "with", "you",
+];
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF
+        | 0xF900..=0xFAFF | 0x20000..=0x2FFFF)
+}
+
+/// One piece of the input: a word (with the `_`-joined group it belongs to) or a CJK run.
+enum Piece<'a> {
+    Words(Vec<&'a str>),
+    Cjk(Vec<char>),
+}
+
+/// Split `text` into `_`-joined word groups and CJK runs.
+fn pieces(text: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut group: Vec<&str> = Vec::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let mut word_start: Option<usize> = None;
+    let flush_cjk = |cjk: &mut Vec<char>, out: &mut Vec<Piece>| {
+        if !cjk.is_empty() {
+            out.push(Piece::Cjk(std::mem::take(cjk)));
+        }
+    };
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        let wordish = c.is_alphanumeric() && !is_cjk(c);
+        if wordish {
+            flush_cjk(&mut cjk, &mut out);
+            if word_start.is_none() {
+                word_start = Some(i);
+            }
+            continue;
+        }
+        if let Some(s) = word_start.take() {
+            group.push(&text[s..i]);
+        }
+        if c == '_' && !group.is_empty() {
+            continue; // the group goes on after the underscore
+        }
+        if !group.is_empty() {
+            out.push(Piece::Words(std::mem::take(&mut group)));
+        }
+        if is_cjk(c) {
+            cjk.push(c);
+        } else {
+            flush_cjk(&mut cjk, &mut out);
+        }
+    }
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+/// The parts of one word split at its inner capitals: `parseHTTPRequest` → parse, HTTP,
+/// Request. Returns one part for a word without inner capitals.
+fn camel_parts(word: &str) -> Vec<&str> {
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for k in 1..chars.len() {
+        let (i, c) = chars[k];
+        let prev = chars[k - 1].1;
+        let next_lower = chars.get(k + 1).is_some_and(|&(_, n)| n.is_lowercase());
+        // lower→Upper ("parseH"), or the last capital of a run before lowercase ("HTTPRequest").
+        let boundary =
+            c.is_uppercase() && (prev.is_lowercase() || (prev.is_uppercase() && next_lower));
+        if boundary {
+            parts.push(&word[start..i]);
+            start = i;
+        }
+    }
+    parts.push(&word[start..]);
+    parts
+}
+
+/// Terms of a text, in order, with the rules of the module doc. `push` gets each term.
+fn terms(text: &str, mut push: impl FnMut(String) -> bool) {
+    for piece in pieces(text) {
+        match piece {
+            Piece::Words(group) => {
+                for w in &group {
+                    let parts = camel_parts(w);
+                    if !push(w.to_lowercase()) {
+                        return;
+                    }
+                    if parts.len() > 1 {
+                        for p in parts {
+                            if !push(p.to_lowercase()) {
+                                return;
+                            }
+                        }
+                    }
+                }
+                if group.len() > 1 && !push(group.concat().to_lowercase()) {
+                    return;
+                }
+            }
+            Piece::Cjk(run) => {
+                if run.len() == 1 {
+                    if !push(run[0].to_string()) {
+                        return;
+                    }
+                    continue;
+                }
+                for pair in run.windows(2) {
+                    if !push(pair.iter().collect()) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What FTS5 indexes for a document: its terms joined by spaces, at most [`MAX_DOC_TERMS`].
+pub fn document(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(1 << 16) + 16);
+    let mut n = 0;
+    terms(text, |t| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&t);
+        n += 1;
+        n < MAX_DOC_TERMS
+    });
+    out
+}
+
+/// The FTS5 MATCH expression for a query: its distinct terms OR'ed (BM25 ranks documents
+/// holding more of them, and rarer ones, first), stopwords dropped unless nothing else is
+/// left. `None` when the query has no terms at all.
+pub fn match_expr(query: &str) -> Option<String> {
+    let mut all: Vec<String> = Vec::new();
+    terms(query, |t| {
+        if !all.contains(&t) {
+            all.push(t);
+        }
+        all.len() < MAX_QUERY_TERMS * 2
+    });
+    if all.is_empty() {
+        return None;
+    }
+    let content: Vec<&String> = all
+        .iter()
+        .filter(|t| !STOPWORDS.contains(&t.as_str()))
+        .collect();
+    let chosen: Vec<&String> = if content.is_empty() {
+        all.iter().collect()
+    } else {
+        content
+    };
+    let expr = chosen
+        .iter()
+        .take(MAX_QUERY_TERMS)
+        .map(|t| {
+            // Terms are letters and digits only, so quoting cannot be escaped from.
+            let lone_cjk = t.chars().count() == 1 && t.chars().all(is_cjk);
+            if lone_cjk {
+                format!("\"{t}\"*")
+            } else {
+                format!("\"{t}\"")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    Some(expr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prose_and_identifiers() {
+        assert_eq!(document("Hello, Wörld! x2"), "hello wörld x2");
+        assert_eq!(document("snake_case_name"), "snake case name snakecasename");
+        assert_eq!(
+            document("parseHTTPRequest"),
+            "parsehttprequest parse http request"
+        );
+        assert_eq!(document("src/index/mod.rs"), "src index mod rs");
+        assert_eq!(document("id r2x00269."), "id r2x00269");
+        assert_eq!(document("__init__"), "init");
+        assert_eq!(document(" ,.;"), "");
+    }
+
+    #[test]
+    fn cjk_bigrams() {
+        assert_eq!(document("全文检索"), "全文 文检 检索");
+        assert_eq!(document("ab中c"), "ab 中 c");
+        assert_eq!(document("日本語とEnglish"), "日本 本語 語と english");
+    }
+
+    #[test]
+    fn queries() {
+        assert_eq!(
+            match_expr("the lock of a file").as_deref(),
+            Some("\"lock\" OR \"file\"")
+        );
+        assert_eq!(match_expr("the").as_deref(), Some("\"the\""));
+        assert_eq!(match_expr("中").as_deref(), Some("\"中\"*"));
+        assert_eq!(match_expr("\"; DROP"), Some("\"drop\"".to_string()));
+        assert_eq!(match_expr("  ..  "), None);
+        assert_eq!(
+            match_expr("LockGuard lock").as_deref(),
+            Some("\"lockguard\" OR \"lock\" OR \"guard\"")
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! `find` for every face: the query's vector from the configured model, the relevance floor,
+//! and the verdict on each candidate — gone (its source is missing: dropped and deleted from
+//! the index) or hidden (a summary whose refresh is queued, so it may describe what is no
+//! longer there) — over [`Index::find`].
+
+use crate::embed::Embedder;
+use crate::index::{Found, Hit, Index, Level, Mode, SearchRequest, Verdict};
+use crate::queue::{self, Queue};
+use crate::uri::VPath;
+use crate::workspace::Workspace;
+
+use super::jobs::semantic_key;
+use super::Result;
+
+/// The least cosine similarity a result without lexical evidence needs. Calibrated on the
+/// search benchmark (`scripts/bench-search.sh`) for all-MiniLM-L6-v2: the best answer of a
+/// query that names nothing in the corpus rarely reaches it, the right answer of a real
+/// query usually does.
+pub const SEMANTIC_FLOOR: f32 = 0.35;
+
+/// One query.
+#[derive(Debug, Clone)]
+pub struct Query<'a> {
+    pub text: &'a str,
+    pub mode: Mode,
+    pub limit: usize,
+    pub under: Option<&'a VPath>,
+}
+
+/// Run `q` against `index`. `queue` (when given) hides summaries whose refresh is queued;
+/// `embedder` is the configured model (none: lexical only, whatever the mode asks).
+pub fn find(
+    ws: &Workspace,
+    index: &Index,
+    queue: Option<&Queue>,
+    embedder: Option<&dyn Embedder>,
+    q: &Query,
+) -> Result<Found> {
+    let vector = match embedder {
+        Some(e) if q.mode != Mode::Lexical && index.has_dense() => {
+            e.embed(&[q.text])?.pop().filter(|v| v.len() == index.dim())
+        }
+        _ => None,
+    };
+    let req = SearchRequest {
+        text: q.text,
+        vector: vector.as_deref(),
+        mode: q.mode,
+        limit: q.limit,
+        under: q.under,
+        floor: SEMANTIC_FLOOR,
+    };
+    Ok(index.find(&req, |h| verdict(ws, queue, h))?)
+}
+
+fn verdict(ws: &Workspace, queue: Option<&Queue>, h: &Hit) -> Verdict {
+    if !h.is_live_in(ws) {
+        return Verdict::Gone;
+    }
+    if h.level != Level::Content {
+        if let Some(q) = queue {
+            // A queue that cannot answer hides nothing: the summary is still the truth as
+            // last written.
+            if q.has_pending(queue::SEMANTIC, &semantic_key(&h.uri))
+                .unwrap_or(false)
+            {
+                return Verdict::Hide;
+            }
+        }
+    }
+    Verdict::Show
+}
