@@ -58,6 +58,11 @@ pub enum Problem {
     Interrupted { op: String, owner_alive: bool },
     /// Scratch left behind by a dead process (staging, removed trees, temp files).
     Leftover { path: PathBuf },
+    /// The index's records, lexical rows and packed vectors disagree (repair rebuilds the
+    /// index from the files).
+    IndexInconsistent { detail: String },
+    /// Records without a vector of the configured model and no job queued to make one.
+    MissingVectors { count: usize },
 }
 
 impl std::fmt::Display for Problem {
@@ -106,6 +111,10 @@ impl std::fmt::Display for Problem {
                 if *owner_alive { " (still running)" } else { "" }
             ),
             Problem::Leftover { path } => write!(f, "leftover scratch: {}", path.display()),
+            Problem::IndexInconsistent { detail } => write!(f, "index inconsistent: {detail}"),
+            Problem::MissingVectors { count } => {
+                write!(f, "{count} record(s) without a vector and none queued")
+            }
         }
     }
 }
@@ -304,6 +313,43 @@ impl Ops {
         if repair && !jobs.is_empty() {
             self.queue.enqueue_many(&jobs)?;
             rep.repaired += jobs.len();
+        }
+        self.check_index_shape(repair, rep)
+    }
+
+    /// The index's own invariants (records, lexical rows and packed vectors one for one) and
+    /// the vectors' backlog.
+    fn check_index_shape(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        let problems = self.index.verify()?;
+        if !problems.is_empty() {
+            for detail in &problems {
+                rep.problems.push(Problem::IndexInconsistent {
+                    detail: detail.clone(),
+                });
+            }
+            if repair {
+                // Derived: drop every record and rebuild them from the files.
+                self.index.delete_prefix(&VPath::root())?;
+                self.reindex(&VPath::root(), &mut |_, _| {})?;
+                rep.repaired += 1;
+            }
+            return Ok(());
+        }
+        if self.embedder.is_some() && self.index.has_dense() {
+            let mut lost = 0;
+            for (uri, level) in self.index.missing_vectors()? {
+                let key = super::jobs::dense_key(&uri, level);
+                if !self.queue.has_pending(crate::queue::DENSE, &key)? {
+                    lost += 1;
+                }
+            }
+            if lost > 0 {
+                rep.problems.push(Problem::MissingVectors { count: lost });
+                if repair {
+                    self.backfill_vectors()?;
+                    rep.repaired += 1;
+                }
+            }
         }
         Ok(())
     }

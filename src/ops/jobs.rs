@@ -84,7 +84,7 @@ pub(crate) fn has_summary(dir: &VPath) -> bool {
 }
 
 /// What a job's write-back lock came to.
-enum JobLock {
+pub(super) enum JobLock {
     /// Held (`None`: covered by a lifecycle lock held already).
     Held(Option<LockGuard>),
     /// The directory of a path to lock is gone.
@@ -200,7 +200,11 @@ impl Ops {
     /// worker dying under it leaves no lock file of its own behind. A busy lock is a retryable
     /// job error. The lock never creates a directory: a path whose directory was removed
     /// since the job read it is [`JobLock::Gone`].
-    fn job_lock(&self, paths: &[VPath], lifecycle: Option<&str>) -> Result<JobLock, JobError> {
+    pub(super) fn job_lock(
+        &self,
+        paths: &[VPath],
+        lifecycle: Option<&str>,
+    ) -> Result<JobLock, JobError> {
         let covering = match lifecycle {
             Some(h) => Some(h.to_string()),
             None => self

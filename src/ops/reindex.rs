@@ -3,21 +3,17 @@
 //! every directory's summary and every missing vector queued. Also what an index of an
 //! older format (or a lost one) is rebuilt with when the workspace is opened.
 //!
-//! Each file is read outside any lock and written back under its EXACT lock after checking
-//! it still has the version read, as the `embedding` job does; a file whose lock is busy
-//! (a user's operation, a lifecycle) gets that job queued instead.
+//! Each file is read outside any lock and written back under the lock a job's write-back
+//! takes (EXACT, or nothing more under a lifecycle covering it) after checking it still has
+//! the version read, as the `embedding` job does; a file whose lock stays busy (a user's
+//! operation) gets that job queued instead.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
-use super::jobs::{embed_job, semantic_job, NewJob};
+use super::jobs::{embed_job, semantic_job, JobLock, NewJob};
 use super::{source_version, stat, Ops, Result};
 use crate::index::Level;
-use crate::lock::LockKind;
 use crate::uri::VPath;
-
-/// How long reindex waits for one file's lock before leaving the file to a queued job.
-const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 /// What a reindex did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,11 +98,10 @@ impl Ops {
             if self.index.version_of(p, Level::Content)?.as_deref() == Some(v.as_str()) {
                 return Ok(true);
             }
-            let _g = match self
-                .locks
-                .acquire_background(&[(p.clone(), LockKind::Exact)], LOCK_WAIT)
-            {
-                Ok(g) => g,
+            // As a job's write-back: EXACT, or nothing more under a lifecycle covering it.
+            let _g = match self.job_lock(std::slice::from_ref(p), None) {
+                Ok(JobLock::Held(g)) => g,
+                Ok(JobLock::Gone) => return Ok(true),
                 Err(_) => return Ok(false),
             };
             match stat(&fs)? {

@@ -1,0 +1,265 @@
+//! What `find` promises, through the real binary: an exact token finds its file among many
+//! near-identical ones, a query that matches nothing answers nothing (exit 1), removed
+//! content is never named or summarised, summaries rank below the content they summarise,
+//! CJK and identifiers are searchable, and an index of the old format upgrades in place.
+
+mod ops_support;
+
+use ops_support::{found_json, token, Env};
+use serde_json::Value;
+
+fn hits(env: &Env, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["find", "--json"];
+    all.extend_from_slice(args);
+    let out = env.run(&all);
+    let v: Value = serde_json::from_str(&found_json(&out)).unwrap();
+    v.as_array().unwrap().clone()
+}
+
+fn uris(h: &[Value]) -> Vec<String> {
+    h.iter()
+        .map(|h| h["uri"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_exact_token_ranks_its_file_first_among_near_identical_files() {
+    let env = Env::new();
+    let files: Vec<(String, String)> = (0..1800)
+        .map(|i| {
+            (
+                format!("d{}/f{i:04}.md", i / 300),
+                format!(
+                    "Build report for the nightly pipeline. Artifact id r2x{:05}. \
+                     All stages passed; the cache was warm and the run took four minutes.",
+                    i * 7 + 3
+                ),
+            )
+        })
+        .collect();
+    let local = env.local(
+        "reports",
+        &files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.clone()))
+            .collect::<Vec<_>>(),
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/reports",
+    ]);
+    // The terms are searchable once the records are written; `reindex` writes them now.
+    env.ok(&["reindex", "--under", "viking://resources/reports"]);
+    let picks: Vec<usize> = (0..20).map(|k| (k * 89 + 11) % 1800).collect();
+    let qfile = env.dir.path().join("queries.txt");
+    let queries: Vec<String> = picks
+        .iter()
+        .map(|i| format!("r2x{:05}", i * 7 + 3))
+        .collect();
+    std::fs::write(&qfile, queries.join("\n")).unwrap();
+    let out = env.ok(&[
+        "find",
+        "--json",
+        "--mode",
+        "lexical",
+        "--queries",
+        qfile.to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), picks.len());
+    for (line, i) in lines.iter().zip(&picks) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let first = v[0]["uri"].as_str().unwrap_or_default();
+        let want = format!("viking://resources/reports/{}", files[*i].0);
+        assert_eq!(first, want, "query r2x{:05}: {v}", i * 7 + 3);
+        // And nothing else has the token.
+        assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    }
+}
+
+#[test]
+fn a_query_that_matches_nothing_answers_nothing() {
+    let env = Env::new();
+    let local = env.local(
+        "notes",
+        &[
+            (
+                "a.md",
+                "The quarterly budget review moved to Thursday.".into(),
+            ),
+            ("b.md", "Penguins huddle together on the ice shelf.".into()),
+        ],
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/notes",
+        "--wait",
+    ]);
+    for dense in [false, true] {
+        if dense {
+            // A model configured: a vector is always "nearest" to something, the floor
+            // keeps it out. (The hashing model's vectors share nothing with nonsense.)
+            env.use_dense_model();
+            env.ok(&["reindex"]);
+            env.drain();
+        }
+        let out = env.run(&["find", "qzxv wmplrt frobnicatory"]);
+        assert_eq!(out.status.code(), Some(1), "dense {dense}");
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let out = env.run(&["find", "--json", "qzxv wmplrt frobnicatory"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+        // While a real query still answers.
+        let h = hits(&env, &["budget review"]);
+        assert_eq!(
+            uris(&h)[0],
+            "viking://resources/notes/a.md",
+            "dense {dense}"
+        );
+        // Only stopwords: they are searched (nothing else is left), not dropped to nothing.
+        let out = env.run(&["find", "the"]);
+        assert_eq!(out.status.code(), Some(0), "{:?}", out);
+    }
+}
+
+#[test]
+fn removed_content_is_never_named_or_summarised() {
+    let env = Env::new();
+    let word = token("removed-content");
+    let keep = token("kept-content");
+    let local = env.local(
+        "docs",
+        &[
+            ("guide/intro.md", format!("# Intro\n\nThe {word} widget.\n")),
+            (
+                "guide/usage.md",
+                format!("# Usage\n\nUse the {word} widget.\n"),
+            ),
+            ("other.md", format!("# Other\n\nAbout {keep}.\n")),
+        ],
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/docs",
+        "--wait",
+    ]);
+    // The summaries of docs/ and guide/ quote the word, and are found by it.
+    let before = hits(&env, &[&word, "--limit", "20"]);
+    assert!(
+        before.iter().any(|h| h["level"] != 2),
+        "summaries quote the word: {before:?}"
+    );
+    // Content ranks above the summaries that describe it.
+    assert_eq!(before[0]["level"], 2, "{before:?}");
+    assert_eq!(before[1]["level"], 2, "{before:?}");
+    env.ok(&["rm", "-r", "viking://resources/docs/guide"]);
+    // At once (the parent's refresh still queued): nothing names or summarises it.
+    let out = env.run(&["find", "--json", &word]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // After the refresh too, and what stays is still found.
+    env.drain();
+    let out = env.run(&["find", "--json", &word]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let h = hits(&env, &[&keep]);
+    assert_eq!(uris(&h)[0], "viking://resources/docs/other.md");
+}
+
+#[test]
+fn identifiers_paths_and_cjk_are_searchable() {
+    let env = Env::new();
+    let local = env.local(
+        "code",
+        &[
+            (
+                "lock.rs",
+                "pub struct LockGuard { held: bool }\nfn acquire_exact_lock() {}".into(),
+            ),
+            (
+                "notes.md",
+                "全文检索支持中文分词，文件删除后不会返回。".into(),
+            ),
+            (
+                "prose.md",
+                "A guard stands at the gate of the castle.".into(),
+            ),
+        ],
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/code",
+        "--wait",
+    ]);
+    for (q, want) in [
+        ("LockGuard", "lock.rs"),
+        ("lock guard", "lock.rs"),
+        ("acquire_exact_lock", "lock.rs"),
+        ("exact lock", "lock.rs"),
+        ("检索", "notes.md"),
+        ("中文分词", "notes.md"),
+        ("castle gate", "prose.md"),
+    ] {
+        let h = hits(&env, &[q]);
+        let files: Vec<String> = h
+            .iter()
+            .filter(|h| h["level"] == 2)
+            .map(|h| h["uri"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            files.first().map(String::as_str),
+            Some(format!("viking://resources/code/{want}").as_str()),
+            "{q}: {h:?}"
+        );
+        // Every result shows why it was returned.
+        assert!(h.iter().all(|h| h["evidence"]["bm25"].is_number()), "{h:?}");
+    }
+}
+
+#[test]
+fn an_index_of_the_old_format_upgrades_in_place() {
+    let env = Env::new();
+    let word = token("upgrade");
+    let local = env.local("old", &[("a.md", format!("About {word}."))]);
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/old",
+        "--wait",
+    ]);
+    // Make it look like the previous format: schema 1, no lexical table.
+    let db = env.ws().join(".vikingfs/index.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("UPDATE meta SET value = '1' WHERE key = 'schema'; DROP TABLE lex;")
+        .unwrap();
+    drop(conn);
+    // The first `find` rebuilds the index from the files, then answers.
+    let h = hits(&env, &[&word]);
+    assert_eq!(uris(&h)[0], "viking://resources/old/a.md");
+    let v: Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    assert_eq!(v["index"]["lexical"], v["index"]["records"], "{v}");
+    // The summaries were queued by the rebuild.
+    env.drain();
+    env.check_fsck_clean();
+}
