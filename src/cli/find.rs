@@ -92,7 +92,8 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
              daemon (or `vikingfs wait`) embed the records"
         );
     }
-    let queue = Queue::open(&ws.queue_db()).ok();
+    // The queue says whether a summary's refresh is pending: opened at the first summary hit.
+    let queue = LazyQueue::new(ws.queue_db());
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut any = false;
     let mut orphans = 0;
@@ -101,7 +102,7 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         let found = search::find(
             &ws,
             &index,
-            queue.as_ref(),
+            Some(&queue),
             embedder.as_deref(),
             &Query {
                 text,
@@ -120,8 +121,36 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     if orphans > 0 {
         tracing::info!(removed = orphans, "deleted index records of missing files");
     }
+    // Exit without closing the databases: the last close checkpoints each WAL (fsyncs) and
+    // would cost a short search most of its time (see `super::ops::done`).
+    std::mem::forget(index);
+    std::mem::forget(queue);
     // Like grep: 1 when nothing matched (a batch: when no query matched anything).
     Ok(if any { 0 } else { 1 })
+}
+
+/// The queue, opened on first use (most searches meet no summary).
+struct LazyQueue {
+    path: std::path::PathBuf,
+    queue: std::sync::OnceLock<Option<Queue>>,
+}
+
+impl LazyQueue {
+    fn new(path: std::path::PathBuf) -> Self {
+        LazyQueue {
+            path,
+            queue: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl search::PendingSummaries for LazyQueue {
+    fn refresh_pending(&self, dir_key: &str) -> bool {
+        self.queue
+            .get_or_init(|| Queue::open(&self.path).ok())
+            .as_ref()
+            .is_some_and(|q| q.refresh_pending(dir_key))
+    }
 }
 
 fn read_queries(file: &str) -> anyhow::Result<Vec<String>> {

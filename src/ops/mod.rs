@@ -336,7 +336,7 @@ impl Ops {
         let found = search::find(
             &self.ws,
             &self.index,
-            Some(&self.queue),
+            Some(&self.queue as &dyn search::PendingSummaries),
             self.embedder.as_deref(),
             &search::Query {
                 text: query,

@@ -27,12 +27,25 @@ pub struct Query<'a> {
     pub under: Option<&'a VPath>,
 }
 
+/// Who knows whether a directory's summary is about to be rewritten.
+pub trait PendingSummaries {
+    /// Is a `semantic` job for this key waiting or running? (Unknown counts as no: the
+    /// summary is still the truth as last written.)
+    fn refresh_pending(&self, semantic_key: &str) -> bool;
+}
+
+impl PendingSummaries for Queue {
+    fn refresh_pending(&self, key: &str) -> bool {
+        self.has_pending(queue::SEMANTIC, key).unwrap_or(false)
+    }
+}
+
 /// Run `q` against `index`. `queue` (when given) hides summaries whose refresh is queued;
 /// `embedder` is the configured model (none: lexical only, whatever the mode asks).
 pub fn find(
     ws: &Workspace,
     index: &Index,
-    queue: Option<&Queue>,
+    queue: Option<&dyn PendingSummaries>,
     embedder: Option<&dyn Embedder>,
     q: &Query,
 ) -> Result<Found> {
@@ -53,20 +66,13 @@ pub fn find(
     Ok(index.find(&req, |h| verdict(ws, queue, h))?)
 }
 
-fn verdict(ws: &Workspace, queue: Option<&Queue>, h: &Hit) -> Verdict {
+fn verdict(ws: &Workspace, queue: Option<&dyn PendingSummaries>, h: &Hit) -> Verdict {
     if !h.is_live_in(ws) {
         return Verdict::Gone;
     }
-    if h.level != Level::Content {
-        if let Some(q) = queue {
-            // A queue that cannot answer hides nothing: the summary is still the truth as
-            // last written.
-            if q.has_pending(queue::SEMANTIC, &semantic_key(&h.uri))
-                .unwrap_or(false)
-            {
-                return Verdict::Hide;
-            }
-        }
+    if h.level != Level::Content && queue.is_some_and(|q| q.refresh_pending(&semantic_key(&h.uri)))
+    {
+        return Verdict::Hide;
     }
     Verdict::Show
 }
