@@ -281,11 +281,17 @@ fn bad_model_directories_are_config_errors_naming_the_file() {
 
 #[test]
 fn changed_files_change_the_model_id() {
+    // Temp dirs have different names, so compare the hash part of the ids only.
+    let hash = |m: &BertEmbedder| {
+        m.model_id()
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
     let base = edited_copy(|_| {});
-    let id = BertEmbedder::load(base.path()).unwrap().model_id();
-    // Same dir name requirement aside (temp dirs differ), the hash part must differ when a
-    // file's content does.
-    let hash = |id: &str| id.rsplit(':').next().unwrap_or_default().to_string();
+    let id = hash(&BertEmbedder::load(base.path()).unwrap());
+
     let edited = edited_copy(|d| {
         std::fs::write(
             d.join("sentence_bert_config.json"),
@@ -295,21 +301,49 @@ fn changed_files_change_the_model_id() {
     });
     let m = BertEmbedder::load(edited.path()).unwrap();
     assert_eq!(m.max_tokens(), 128);
-    assert_ne!(hash(&m.model_id()), hash(&id));
+    assert_ne!(hash(&m), id);
+
     // Without sentence_bert_config.json: min(256, max_position_embeddings).
     let plain = edited_copy(|d| std::fs::remove_file(d.join("sentence_bert_config.json")).unwrap());
     assert_eq!(BertEmbedder::load(plain.path()).unwrap().max_tokens(), 256);
+
+    // Other weights of the same size (one byte of the first tensor changed).
+    let reweighted = edited_copy(|d| {
+        let path = d.join("model.safetensors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        bytes[8 + header + 4096] ^= 0x01;
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+    });
+    assert_ne!(hash(&BertEmbedder::load(reweighted.path()).unwrap()), id);
+}
+
+/// This process's resident memory and its peak, in MiB (Linux /proc).
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Throughput of full 256-token windows, batches of 16, one calling thread (candle still
-/// spreads each matmul over its rayon pool: RAYON_NUM_THREADS=1 for one core).
-/// `cargo nextest run --release --test embed_bert --run-ignored only --no-capture`
+/// spreads each matmul over its rayon pool: RAYON_NUM_THREADS=1 for one core). Run alone,
+/// in release: `cargo nextest run --release --test embed_bert --run-ignored only --no-capture`
 #[test]
 #[ignore = "benchmark"]
 fn throughput_of_256_token_windows() {
+    let (rss0, _) = rss_mib();
     let t = Instant::now();
     let m = BertEmbedder::load(&model_dir()).unwrap();
-    println!("load: {:.3} s", t.elapsed().as_secs_f64());
+    let load = t.elapsed().as_secs_f64();
+    let (rss1, _) = rss_mib();
+    println!("load: {load:.3} s, resident +{:.0} MiB", rss1 - rss0);
     let window = words(m.max_tokens() - 2);
     let batch: Vec<&str> = vec![window.as_str(); 16];
     m.embed(&batch).unwrap(); // warm-up
@@ -319,8 +353,9 @@ fn throughput_of_256_token_windows() {
         m.embed(&batch).unwrap();
     }
     let secs = t.elapsed().as_secs_f64();
+    let (rss2, peak) = rss_mib();
     println!(
-        "{:.1} windows/s ({} windows of {} tokens in {secs:.2} s)",
+        "{:.1} windows/s ({} windows of {} tokens in {secs:.2} s); resident {rss2:.0} MiB, peak {peak:.0} MiB",
         (rounds * batch.len()) as f64 / secs,
         rounds * batch.len(),
         m.max_tokens()
