@@ -81,7 +81,7 @@ pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
     };
     for e in entries {
         let path = e?.path();
-        if path.extension().map_or(true, |x| x != "json") {
+        if path.extension().is_none_or(|x| x != "json") {
             continue;
         }
         let Ok(text) = std::fs::read(&path) else {

@@ -199,7 +199,7 @@ fn run(m: &Mount) {
     let only: Option<u64> = std::env::var("VIKINGFS_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
-    for seed in (0..seeds).filter(|s| only.map_or(true, |o| o == *s)) {
+    for seed in (0..seeds).filter(|s| only.is_none_or(|o| o == *s)) {
         let a = m.res().join(format!("s{seed}"));
         let b = plain.path().join(format!("s{seed}"));
         fs::create_dir(&a).unwrap();

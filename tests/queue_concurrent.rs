@@ -32,7 +32,7 @@ fn child() {
             let me = env_u64("VQ_INDEX", 0);
             let mut seq = 0;
             while seq < JOBS_EACH {
-                if (seq / BATCH) % 2 == 0 {
+                if (seq / BATCH).is_multiple_of(2) {
                     q.enqueue("embedding", None, &json!({ "p": me, "s": seq }))
                         .unwrap();
                     if seq % SHARED_EVERY == 0 {

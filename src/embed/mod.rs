@@ -1,10 +1,12 @@
 //! Embeddings: turning text into vectors for the derived index.
 //!
-//! Owns the [`Embedder`] trait and its two providers: [`LocalEmbedder`] (built in, deterministic,
-//! no network — the default so a fresh machine works offline) and [`HttpEmbedder`] (any
-//! OpenAI-compatible `/embeddings` API, configured like OpenViking's `embedding.dense`).
+//! Owns the [`Embedder`] trait and its providers: [`LocalEmbedder`] (built in, deterministic,
+//! no network — the default so a fresh machine works offline), [`HttpEmbedder`] (any
+//! OpenAI-compatible `/embeddings` API, configured like OpenViking's `embedding.dense`) and
+//! [`BertEmbedder`] (a sentence-transformers BERT model on disk, run in process).
 //! Every failure is an [`EmbedError`]; the job layer treats it as a retryable job error.
 
+mod bert;
 mod http;
 mod local;
 
@@ -14,6 +16,7 @@ use thiserror::Error;
 
 use crate::config::EmbeddingConfig;
 
+pub use bert::BertEmbedder;
 pub use http::HttpEmbedder;
 pub use local::LocalEmbedder;
 
@@ -40,6 +43,10 @@ pub enum EmbedError {
         expected: usize,
         got: usize,
     },
+    /// A local model failed on its input (tokenizer or tensor error): the same input fails
+    /// again, so it is not transient.
+    #[error("embedding model {model} failed: {msg}")]
+    Inference { model: String, msg: String },
 }
 
 impl EmbedError {
@@ -53,6 +60,7 @@ impl EmbedError {
             EmbedError::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
             EmbedError::BadResponse { .. }
             | EmbedError::Dimension { .. }
+            | EmbedError::Inference { .. }
             | EmbedError::Config(_) => false,
         }
     }

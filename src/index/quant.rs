@@ -75,7 +75,7 @@ pub fn f32_to_bytes(v: &[f32]) -> Vec<u8> {
 
 /// `None` when the blob is not a whole number of f32s.
 pub fn bytes_to_f32(b: &[u8]) -> Option<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     Some(

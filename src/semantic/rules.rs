@@ -63,7 +63,7 @@ fn sentences(content: &str) -> Vec<Sentence> {
     while let Some(c) = chars.next() {
         let ends = match c {
             '\n' | '。' | '！' | '？' => true,
-            '.' | '!' | '?' | ';' => chars.peek().map_or(true, |n| n.is_whitespace()),
+            '.' | '!' | '?' | ';' => chars.peek().is_none_or(|n| n.is_whitespace()),
             _ => false,
         };
         if c != '\n' {
