@@ -85,10 +85,7 @@ pub fn from_config(cfg: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, E
     match cfg.provider.as_str() {
         "local" => match cfg.model.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),
-            Some(dir) => Err(EmbedError::Config(format!(
-                "{}: the local model is not built in yet",
-                expand_home(dir).display()
-            ))),
+            Some(dir) => Ok(Some(Arc::new(BertEmbedder::load(&expand_home(dir))?))),
         },
         "hash" => Ok(Some(Arc::new(LocalEmbedder::new(cfg.dimension)))),
         "openai" => Ok(Some(Arc::new(HttpEmbedder::from_config(cfg)?))),
