@@ -269,6 +269,17 @@ fn bad_model_directories_are_config_errors_naming_the_file() {
     let dir = edited_copy(|d| std::fs::write(d.join("config.json"), "{\"hidden_size\": ").unwrap());
     assert!(config_error(dir.path()).contains("config.json"));
 
+    let dir = edited_copy(|d| {
+        let config = std::fs::read_to_string(d.join("config.json")).unwrap();
+        let config = config.replace(r#""model_type": "bert""#, r#""model_type": "roberta""#);
+        std::fs::write(d.join("config.json"), config).unwrap();
+    });
+    let msg = config_error(dir.path());
+    assert!(
+        msg.contains("config.json") && msg.contains("roberta"),
+        "{msg}"
+    );
+
     let dir = edited_copy(|d| std::fs::write(d.join("tokenizer.json"), "{}").unwrap());
     assert!(config_error(dir.path()).contains("tokenizer.json"));
 
@@ -332,8 +343,9 @@ fn rss_mib() -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// Throughput of full 256-token windows, batches of 16, one calling thread (candle still
-/// spreads each matmul over its rayon pool: RAYON_NUM_THREADS=1 for one core). Run alone,
+/// Throughput of full 256-token windows, 16 per `embed` call (the embedder runs them as two
+/// batches of 8), one calling thread (candle still spreads each matmul over its rayon pool:
+/// RAYON_NUM_THREADS=1 for one core). Run alone,
 /// in release: `cargo nextest run --release --test embed_bert --run-ignored only --no-capture`
 #[test]
 #[ignore = "benchmark"]
