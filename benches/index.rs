@@ -1,7 +1,10 @@
 //! Find latency over a large index, against a naive baseline in the same run.
 //!
-//! Builds a workspace of N synthetic documents (files on disk + index records from the local
-//! embedder), then times the same queries three ways:
+//! Builds a workspace of N synthetic documents (files on disk + index records with their terms
+//! and word-hash vectors), then times the same queries:
+//! - `lexical` / `hybrid`: in-process `Index::find` (BM25; BM25 fused with the dense scan), and
+//!   hybrid with the query embedded by all-MiniLM-L6-v2 when `--dim 384` and the model is in
+//!   `target/models` (`VIKINGFS_MODEL`);
 //! - `packed`: in-process `Index::search_live` (int8 chunk scan + f32 re-rank + existence checks);
 //! - `naive`:  in-process row-by-row SQLite scan of every record's f32 blob (the baseline);
 //! - `e2e`:    a fresh `vikingfs find --json` process per query, beside the bare process
@@ -22,12 +25,42 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vikingfs::embed::{Embedder, LocalEmbedder};
 use vikingfs::index::{Hit, Index, Level, Mode, Record, SearchRequest, Verdict};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 
 const K: usize = 10;
+
+/// Vectors for the dense scan: words hashed into `dim` signed buckets. They stand in for a
+/// model's (the scan costs the same for any vectors of the dimension) and keep the synthetic
+/// queries findable, so recall shows the int8 scan loses nothing against the f32 baseline.
+struct WordHash {
+    dim: usize,
+}
+
+impl WordHash {
+    fn new(dim: usize) -> Self {
+        WordHash { dim }
+    }
+
+    fn model_id(&self) -> String {
+        format!("bench-word-hash-{}", self.dim)
+    }
+
+    fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dim];
+        for w in text.split_whitespace() {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in w.bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h ^= h >> 33;
+            let sign = if h >> 63 == 1 { -1.0 } else { 1.0 };
+            v[(h % self.dim as u64) as usize] += sign;
+        }
+        v
+    }
+}
 
 struct Args {
     docs: usize,
@@ -193,8 +226,10 @@ fn build(
     write: bool,
 ) -> (Vec<String>, Vocab, Duration) {
     let vocab = Vocab::new(20_000, rng);
-    let e = LocalEmbedder::new(dim);
-    let index = Index::open(&ws.index_db(), dim, &e.model_id()).unwrap();
+    let e = WordHash::new(dim);
+    let index = Index::open_or_reset(&ws.index_db(), dim, &e.model_id())
+        .unwrap()
+        .0;
     let t = Instant::now();
     let mut texts = Vec::with_capacity(docs);
     let mut batch = Vec::with_capacity(1000);
@@ -282,7 +317,7 @@ fn main() {
         })
         .collect();
 
-    let e = LocalEmbedder::new(a.dim);
+    let e = WordHash::new(a.dim);
     let index = Index::open(&ws.index_db(), a.dim, &e.model_id()).unwrap();
     let conn = rusqlite::Connection::open(ws.index_db()).unwrap();
     let inproc = &queries[..a.queries];
@@ -333,6 +368,43 @@ fn main() {
         inproc,
         |q, _| find(q, Mode::Hybrid, None),
     );
+    // With the local model's query embedding (when its files are there and the dimension
+    // fits): what hybrid costs in a process that has the model loaded.
+    let model_dir = std::env::var_os("VIKINGFS_MODEL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
+        });
+    let model = vikingfs::embed::BertEmbedder::load(&model_dir)
+        .ok()
+        .filter(|m| vikingfs::embed::Embedder::dim(m) == a.dim);
+    let with_model = model.as_ref().map(|m| {
+        time(
+            "in-process find --mode hybrid, query by MiniLM",
+            inproc,
+            |q, _| {
+                let v = vikingfs::embed::Embedder::embed(m, &[q]).unwrap().remove(0);
+                let req = SearchRequest {
+                    text: q,
+                    vector: Some(&v),
+                    mode: Mode::Hybrid,
+                    limit: K,
+                    under: None,
+                    floor: 0.35,
+                };
+                let found = index
+                    .find(&req, |h| {
+                        if h.is_live_in(&ws) {
+                            Verdict::Show
+                        } else {
+                            Verdict::Gone
+                        }
+                    })
+                    .unwrap();
+                found.hits.iter().map(|h| h.uri.uri()).collect()
+            },
+        )
+    });
     let naive = time("in-process naive row-by-row f32 scan", inproc, |q, _| {
         naive_search(&conn, &e.embed_one(q), &ws)
     });
@@ -363,9 +435,8 @@ fn main() {
 
     let exe = env!("CARGO_BIN_EXE_vikingfs");
     let config = dir.join("config.json");
-    let dense =
-        serde_json::json!({"embedding": {"dense": {"provider": "hash", "dimension": a.dim}}});
-    std::fs::write(&config, dense.to_string()).unwrap();
+    // Out of the box (no model): the process runs BM25.
+    std::fs::write(&config, "{}").unwrap();
     let run = |args: &[&str]| {
         let out = Command::new(exe)
             .arg("--workspace")
@@ -384,7 +455,7 @@ fn main() {
     };
     let e2e_q = &queries[..a.e2e_queries];
     let e2e = time(
-        "end-to-end `vikingfs find --json` process",
+        "end-to-end `vikingfs find --json` (lexical)",
         e2e_q,
         |q, _| {
             let out = run(&["find", "--json", "--limit", "10", q]);
@@ -425,16 +496,10 @@ fn main() {
         "{:<46} {:>9} {:>9} {:>10}",
         "", "p50 ms", "p99 ms", "recall@10"
     );
-    for t in [
-        &packed,
-        &under_scope,
-        &under_dir,
-        &lexical,
-        &hybrid,
-        &naive,
-        &e2e,
-        &floor,
-    ] {
+    let mut rows = vec![&packed, &under_scope, &under_dir, &lexical, &hybrid];
+    rows.extend(with_model.as_ref());
+    rows.extend([&naive, &e2e, &floor]);
+    for t in rows {
         let recall = t.recall.map_or("-".to_string(), |r| format!("{:.2}", r));
         println!(
             "{:<46} {:>9.2} {:>9.2} {:>10}",

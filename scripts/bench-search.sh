@@ -22,9 +22,10 @@
 # Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|all] [--no-old] [--no-new]
 #   --quick   300 queries per corpus instead of 1200 (the same documents; a prefix of the
 #             full run's query sample)
-# Environment: VIKINGFS_BIN (default /work/main/target/release/vikingfs),
-#   VIKINGFS_OLD_BIN (default /work/wt-old/target/release/vikingfs),
-#   VIKINGFS_MODEL (default /work/main/target/models/all-MiniLM-L6-v2), TMPDIR,
+# Environment: VIKINGFS_BIN (default target/release/vikingfs of this repository),
+#   VIKINGFS_OLD_BIN (default: commit 2341f2f, the last before the search rewrite, built once
+#   into target/bench-old/ from a git worktree of this repository),
+#   VIKINGFS_MODEL (default target/models/all-MiniLM-L6-v2: scripts/fetch-model.sh), TMPDIR,
 #   BENCH_KEEP=1 keeps the temporary directory (its path is printed).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -46,9 +47,21 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-NEW_BIN=${VIKINGFS_BIN:-/work/main/target/release/vikingfs}
-OLD_BIN=${VIKINGFS_OLD_BIN:-/work/wt-old/target/release/vikingfs}
-MODEL=${VIKINGFS_MODEL:-/work/main/target/models/all-MiniLM-L6-v2}
+REPO=$(cd "$HERE/.." && pwd)
+OLD_COMMIT=2341f2f
+NEW_BIN=${VIKINGFS_BIN:-$REPO/target/release/vikingfs}
+OLD_BIN=${VIKINGFS_OLD_BIN:-$REPO/target/bench-old/target/release/vikingfs}
+MODEL=${VIKINGFS_MODEL:-$REPO/target/models/all-MiniLM-L6-v2}
+if [ "$RUN_OLD" = 1 ] && [ -z "${VIKINGFS_OLD_BIN:-}" ] && [ ! -x "$OLD_BIN" ]; then
+    # The build before this benchmark's subject: a worktree of the old commit, built once.
+    echo "building the old build ($OLD_COMMIT) into $REPO/target/bench-old (once)"
+    if [ ! -d "$REPO/target/bench-old/src" ]; then
+        git -C "$REPO" worktree add --detach "$REPO/target/bench-old/src" "$OLD_COMMIT" >/dev/null
+    fi
+    (cd "$REPO/target/bench-old/src" &&
+        timeout 1800 cargo build --release --target-dir "$REPO/target/bench-old/target") ||
+        echo "old build: cargo build failed"
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/vikingfs-bench-search.XXXX")
 if [ "${BENCH_KEEP:-0}" = 1 ]; then

@@ -82,8 +82,7 @@ pub struct RawEmbedding {
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingConfig {
     /// `local` (a sentence-transformers model directory named by `model`, run in process;
-    /// with no `model`, search is lexical only), `openai` (any OpenAI-compatible HTTP API) or
-    /// `hash` (the old built-in hashing embedder, kept for comparison).
+    /// with no `model`, search is lexical only) or `openai` (any OpenAI-compatible HTTP API).
     #[serde(default = "default_embed_provider")]
     pub provider: String,
     pub api_base: Option<String>,
@@ -384,10 +383,17 @@ impl Config {
         }
         cfg.workspace = raw.storage.workspace;
         if let Some(e) = raw.embedding.dense {
-            if !["local", "openai", "hash"].contains(&e.provider.as_str()) {
+            if e.provider == "hash" {
                 return Err(bad(
                     "embedding.dense.provider",
-                    "expected \"local\", \"openai\" or \"hash\"",
+                    "\"hash\" (the hashing embedder) was retired: lexical search replaces it; \
+                     remove the key, or set \"local\" with \"model\": a model directory",
+                ));
+            }
+            if !["local", "openai"].contains(&e.provider.as_str()) {
+                return Err(bad(
+                    "embedding.dense.provider",
+                    "expected \"local\" or \"openai\"",
                 ));
             }
             if e.dimension == 0 || e.dimension > 8192 {

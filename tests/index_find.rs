@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use vikingfs::embed::{Embedder, LocalEmbedder};
 use vikingfs::index::{Index, Level, Record};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
@@ -272,30 +271,38 @@ fn bad_input_gets_one_clear_line() {
 fn an_index_from_another_model_is_reported_not_mixed() {
     let f = Fixture::new();
     f.add("resources/a.md", TOPICS[0]);
-    // Vectors of the hashing model at 256 dimensions...
-    let e = LocalEmbedder::new(256);
-    let (ix, _) = Index::open_or_reset(&f.ws.index_db(), e.dim(), &e.model_id()).unwrap();
+    // Vectors of another model...
+    let (ix, _) = Index::open_or_reset(&f.ws.index_db(), 384, "another-model").unwrap();
     ix.upsert(&Record {
         uri: VPath::from_rel("resources/a.md").unwrap(),
         level: Level::Content,
         text: TOPICS[0].to_string(),
-        vector: Some(e.embed_one(TOPICS[0])),
+        vector: Some(vec![0.5; 384]),
         snippet: String::new(),
         source_version: "v".into(),
     })
     .unwrap();
     drop(ix);
-    // ...searched with the same model at 128: never compared, searched by its terms only.
+    // ...searched with the local model: never compared, searched by its terms only.
+    let model = std::env::var_os("VIKINGFS_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
+        });
     std::fs::write(
         &f.config,
-        r#"{"embedding":{"dense":{"provider":"hash","dimension":128}}}"#,
+        serde_json::json!({"embedding": {"dense": {"provider": "local", "model": model}}})
+            .to_string(),
     )
     .unwrap();
     let out = f.find(&["penguins", "--json"]);
     assert!(out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("128") && err.contains("lexically"), "{err}");
+    assert!(
+        err.contains("another-model") && err.contains("lexically"),
+        "{err}"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let hits = v.as_array().unwrap();
     assert_eq!(hits.len(), 1);

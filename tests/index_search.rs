@@ -102,7 +102,7 @@ fn a_query_that_matches_nothing_answers_nothing() {
     for dense in [false, true] {
         if dense {
             // A model configured: a vector is always "nearest" to something, the floor
-            // keeps it out. (The hashing model's vectors share nothing with nonsense.)
+            // keeps it out.
             env.use_dense_model();
             env.ok(&["reindex"]);
             env.drain();
@@ -262,4 +262,64 @@ fn an_index_of_the_old_format_upgrades_in_place() {
     // The summaries were queued by the rebuild.
     env.drain();
     env.check_fsck_clean();
+}
+
+#[test]
+fn the_local_model_finds_what_shares_no_word_with_the_query() {
+    let env = Env::new();
+    env.use_dense_model();
+    let local = env.local(
+        "notes",
+        &[
+            (
+                "penguins.md",
+                "Penguins huddle together on the Antarctic ice shelf during winter storms.".into(),
+            ),
+            (
+                "rust.md",
+                "The borrow checker rejects programs that alias mutable references.".into(),
+            ),
+            (
+                "bread.md",
+                "Sourdough needs a lively starter and a long, cold proof in the fridge.".into(),
+            ),
+        ],
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/notes",
+        "--wait",
+    ]);
+    let v: Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    assert_eq!(v["index"]["vectors"], v["index"]["records"], "{v}");
+    let q = "flightless seabirds in the frozen far south";
+    // No word in common: lexical search rightly answers nothing...
+    let out = env.run(&["find", "--mode", "lexical", q]);
+    assert_eq!(out.status.code(), Some(1));
+    // ...the model finds it, alone and fused, with its cosine as evidence.
+    for mode in ["semantic", "hybrid"] {
+        let h = hits(&env, &["--mode", mode, q]);
+        assert_eq!(
+            uris(&h)[0],
+            "viking://resources/notes/penguins.md",
+            "{mode}: {h:?}"
+        );
+        let cos = h[0]["evidence"]["cosine"].as_f64().unwrap();
+        assert!(cos >= 0.35, "{mode}: {h:?}");
+        // Only what the model finds close enough: not the other two notes.
+        assert!(
+            !uris(&h).iter().any(|u| u.ends_with("rust.md")),
+            "{mode}: {h:?}"
+        );
+    }
+    // Nonsense is near nothing: the floor keeps every record out.
+    let out = env.run(&["find", "--mode", "semantic", "qzxv wmplrt frobnicatory"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -133,7 +133,6 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
     let configured = match (e.provider.as_str(), e.model.as_deref()) {
         ("local", None) => "none (lexical only)".to_string(),
         ("local", Some(dir)) => format!("local {dir}"),
-        ("hash", _) => format!("hash ({} dims)", e.dimension),
         (p, m) => format!("{p} {}", m.unwrap_or("-")),
     };
     let opened = Index::open_lexical(&ws.index_db())

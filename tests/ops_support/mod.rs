@@ -43,15 +43,15 @@ impl Env {
         root
     }
 
-    /// Configure a dense model for every later command: the built-in `hash` embedder, which
-    /// runs the same `dense` jobs as a real model without its weights.
+    /// Configure the local model (all-MiniLM-L6-v2, [`model_dir`]) for every later command.
     #[allow(dead_code)]
     pub fn use_dense_model(&self) {
         let dir = self.dir.path().join(".vikingfs");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("config.json"),
-            r#"{"embedding": {"dense": {"provider": "hash", "dimension": 64}}}"#,
+            serde_json::json!({"embedding": {"dense": {"provider": "local", "model": model_dir()}}})
+                .to_string(),
         )
         .unwrap();
     }
@@ -267,4 +267,21 @@ pub fn found_json(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// The model directory the model's tests use: `VIKINGFS_TEST_MODEL`, else
+/// `target/models/all-MiniLM-L6-v2` (`scripts/fetch-model.sh` puts it there; CI runs it).
+#[allow(dead_code)]
+pub fn model_dir() -> PathBuf {
+    let dir = std::env::var_os("VIKINGFS_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
+        });
+    assert!(
+        dir.join("model.safetensors").exists(),
+        "no model at {} (set VIKINGFS_TEST_MODEL or run scripts/fetch-model.sh)",
+        dir.display()
+    );
+    dir
 }
