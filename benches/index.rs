@@ -375,6 +375,10 @@ fn main() {
         .unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
         });
+    // One thread for the query's embedding, as `vikingfs find` runs it.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global();
     let model = vikingfs::embed::BertEmbedder::load(&model_dir)
         .ok()
         .filter(|m| vikingfs::embed::Embedder::dim(m) == a.dim);
@@ -383,24 +387,20 @@ fn main() {
             "in-process find --mode hybrid, query by MiniLM",
             inproc,
             |q, _| {
-                let v = vikingfs::embed::Embedder::embed(m, &[q]).unwrap().remove(0);
-                let req = SearchRequest {
-                    text: q,
-                    vector: Some(&v),
-                    mode: Mode::Hybrid,
-                    limit: K,
-                    under: None,
-                    floor: 0.35,
-                };
-                let found = index
-                    .find(&req, |h| {
-                        if h.is_live_in(&ws) {
-                            Verdict::Show
-                        } else {
-                            Verdict::Gone
-                        }
-                    })
-                    .unwrap();
+                // What `find` runs: the query embedded, then the fused search.
+                let found = vikingfs::ops::search::find(
+                    &ws,
+                    &index,
+                    None,
+                    Some(m as &dyn vikingfs::embed::Embedder),
+                    &vikingfs::ops::search::Query {
+                        text: q,
+                        mode: Mode::Hybrid,
+                        limit: K,
+                        under: None,
+                    },
+                )
+                .unwrap();
                 found.hits.iter().map(|h| h.uri.uri()).collect()
             },
         )

@@ -84,7 +84,9 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     let embedder = if mode == Mode::Lexical {
         None
     } else {
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(1).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build_global();
         embed::from_config(&ctx.config.embedding).context("find")?
     };
     let index = open_index(ctx, &ws, embedder.as_deref())?;
