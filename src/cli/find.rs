@@ -193,13 +193,7 @@ fn open_index(
     match open() {
         Ok(i) => Ok(i),
         Err(IndexError::Schema { .. }) => {
-            let bar = super::ops::bar(0, "upgrade");
-            let ops = crate::ops::Ops::open_with_progress(ws, &ctx.config, &mut |d, t| {
-                bar.set_length(t);
-                bar.set_position(d);
-            })
-            .context("find: upgrading the index")?;
-            bar.finish_and_clear();
+            let ops = super::ops::open(ctx).context("find: upgrading the index")?;
             drop(ops);
             Ok(open().context("find")?)
         }

@@ -12,7 +12,18 @@ use crate::ops::{Ops, OpsError};
 
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     let ws = ctx.workspace()?;
-    Ok(Ops::open(&ws, &ctx.config)?)
+    // A rebuild of the index (an older format, or a lost one) shows its progress; the bar
+    // appears only if one runs.
+    let mut b: Option<ProgressBar> = None;
+    let ops = Ops::open_with_progress(&ws, &ctx.config, &mut |d, t| {
+        let b = b.get_or_insert_with(|| bar(t, "reindex"));
+        b.set_length(t);
+        b.set_position(d);
+    })?;
+    if let Some(b) = b {
+        b.finish_and_clear();
+    }
+    Ok(ops)
 }
 
 /// End of a one-shot command: let the process exit without closing the databases. SQLite's
