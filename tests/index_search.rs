@@ -323,3 +323,30 @@ fn the_local_model_finds_what_shares_no_word_with_the_query() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn a_snippet_shows_the_passage_that_matched() {
+    let env = Env::new();
+    let word = token("deep-in-the-file");
+    let mut text = String::from("# Notes\n\n");
+    for i in 0..80 {
+        text.push_str(&format!(
+            "Line {i} says nothing in particular about anything.\n"
+        ));
+    }
+    text.push_str(&format!("Here the {word} finally appears, near the end.\n"));
+    let local = env.local("notes", &[("long.md", text)]);
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/notes",
+        "--wait",
+    ]);
+    let h = hits(&env, &[&word]);
+    let snippet = h[0]["snippet"].as_str().unwrap();
+    assert!(snippet.contains(&word), "{snippet}");
+    assert!(snippet.contains("finally appears"), "{snippet}");
+    // Not the file's head.
+    assert!(!snippet.contains("# Notes"), "{snippet}");
+}

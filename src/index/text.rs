@@ -161,10 +161,9 @@ pub fn document(text: &str) -> String {
     out
 }
 
-/// The FTS5 MATCH expression for a query: its distinct terms OR'ed (BM25 ranks documents
-/// holding more of them, and rarer ones, first), stopwords dropped unless nothing else is
-/// left. `None` when the query has no terms at all.
-pub fn match_expr(query: &str) -> Option<String> {
+/// The distinct terms a query searches for (stopwords dropped unless nothing else is left),
+/// in order: what [`match_expr`] ORs together.
+pub fn query_terms(query: &str) -> Vec<String> {
     let mut all: Vec<String> = Vec::new();
     terms(query, |t| {
         if !all.contains(&t) {
@@ -172,21 +171,38 @@ pub fn match_expr(query: &str) -> Option<String> {
         }
         all.len() < MAX_QUERY_TERMS * 2
     });
-    if all.is_empty() {
-        return None;
-    }
-    let content: Vec<&String> = all
+    let content: Vec<String> = all
         .iter()
         .filter(|t| !STOPWORDS.contains(&t.as_str()))
+        .cloned()
         .collect();
-    let chosen: Vec<&String> = if content.is_empty() {
-        all.iter().collect()
-    } else {
-        content
-    };
+    let mut chosen = if content.is_empty() { all } else { content };
+    chosen.truncate(MAX_QUERY_TERMS);
+    chosen
+}
+
+/// How many of `wanted` occur among the terms of `text` (each counted once).
+pub fn matches_in(text: &str, wanted: &[String]) -> usize {
+    let mut seen = vec![false; wanted.len()];
+    terms(text, |t| {
+        if let Some(i) = wanted.iter().position(|w| *w == t) {
+            seen[i] = true;
+        }
+        true
+    });
+    seen.iter().filter(|&&b| b).count()
+}
+
+/// The FTS5 MATCH expression for a query: its distinct terms OR'ed (BM25 ranks documents
+/// holding more of them, and rarer ones, first), stopwords dropped unless nothing else is
+/// left. `None` when the query has no terms at all.
+pub fn match_expr(query: &str) -> Option<String> {
+    let chosen = query_terms(query);
+    if chosen.is_empty() {
+        return None;
+    }
     let expr = chosen
         .iter()
-        .take(MAX_QUERY_TERMS)
         .map(|t| {
             // Terms are letters and digits only, so quoting cannot be escaped from.
             let lone_cjk = t.chars().count() == 1 && t.chars().all(is_cjk);
@@ -236,6 +252,12 @@ mod tests {
         assert_eq!(match_expr("中").as_deref(), Some("\"中\"*"));
         assert_eq!(match_expr("\"; DROP"), Some("\"drop\"".to_string()));
         assert_eq!(match_expr("  ..  "), None);
+        assert_eq!(query_terms("the LockGuard"), ["lockguard", "lock", "guard"]);
+        assert_eq!(
+            matches_in("a lock_guard here", &query_terms("LockGuard")),
+            3
+        );
+        assert_eq!(matches_in("a guard here", &query_terms("LockGuard")), 1);
         assert_eq!(
             match_expr("LockGuard lock").as_deref(),
             Some("\"lockguard\" OR \"lock\" OR \"guard\"")

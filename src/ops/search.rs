@@ -64,7 +64,66 @@ pub fn find(
         under: q.under,
         floor: SEMANTIC_FLOOR,
     };
-    Ok(index.find(&req, |h| verdict(ws, queue, h))?)
+    let mut found = index.find(&req, |h| verdict(ws, queue, h))?;
+    // A file's stored snippet is its head; the passage holding the query's words says more.
+    let terms = crate::index::text::query_terms(q.text);
+    for h in &mut found.hits {
+        if h.level == Level::Content && h.evidence.lexical_rank.is_some() {
+            if let Some(s) = matching_snippet(&ws.fs_path(&h.uri), &terms) {
+                h.snippet = s;
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// How much of a file is searched for the passage to show.
+const SNIPPET_SCAN_BYTES: u64 = 64 * 1024;
+/// A shown passage's length, in characters.
+const SNIPPET_CHARS: usize = 200;
+
+/// The passage of the file at `path` (a line, or a window of a long line) holding the most
+/// of `terms`, on one line; `None` when none holds any (or the file cannot be read).
+fn matching_snippet(path: &std::path::Path, terms: &[String]) -> Option<String> {
+    use std::io::Read;
+    if terms.is_empty() {
+        return None;
+    }
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(SNIPPET_SCAN_BYTES)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let mut best: Option<(usize, String)> = None;
+    for line in text.lines() {
+        // Cheap first: a line holding none of the terms as text cannot hold them as terms.
+        let lower = line.to_lowercase();
+        if !terms.iter().any(|t| lower.contains(t.as_str())) {
+            continue;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        // Long lines (minified text, paragraphs without breaks) in overlapping windows.
+        let step = SNIPPET_CHARS / 2;
+        let mut start = 0;
+        loop {
+            let end = (start + SNIPPET_CHARS).min(chars.len());
+            let passage: String = chars[start..end].iter().collect();
+            let n = crate::index::text::matches_in(&passage, terms);
+            if n > 0 && best.as_ref().is_none_or(|(b, _)| n > *b) {
+                best = Some((n, passage));
+            }
+            if end == chars.len() {
+                break;
+            }
+            start += step;
+        }
+        if best.as_ref().is_some_and(|(b, _)| *b == terms.len()) {
+            break; // Every term in one passage: nothing beats it.
+        }
+    }
+    best.map(|(_, p)| p.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 fn verdict(ws: &Workspace, queue: Option<&dyn PendingSummaries>, h: &Hit) -> Verdict {
