@@ -350,3 +350,58 @@ fn a_snippet_shows_the_passage_that_matched() {
     // Not the file's head.
     assert!(!snippet.contains("# Notes"), "{snippet}");
 }
+
+#[test]
+fn a_name_is_searchable_and_follows_a_move() {
+    let env = Env::new();
+    let local = env.local(
+        "names",
+        &[
+            (
+                "quarterly-report.md",
+                "Numbers for the third period.".into(),
+            ),
+            ("sub/other.md", "Nothing to see.".into()),
+        ],
+    );
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/names",
+        "--wait",
+    ]);
+    // The file's name is part of its record: found by a word only its name holds.
+    let h = hits(&env, &["quarterly"]);
+    assert_eq!(uris(&h)[0], "viking://resources/names/quarterly-report.md");
+    env.ok(&[
+        "mv",
+        "viking://resources/names/quarterly-report.md",
+        "viking://resources/names/sub/annual-summary.md",
+    ]);
+    // The new name is searchable at once, the old one names nothing.
+    let h = hits(&env, &["annual summary"]);
+    assert_eq!(
+        uris(&h)[0],
+        "viking://resources/names/sub/annual-summary.md"
+    );
+    let out = env.run(&["find", "--json", "quarterly"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A directory's move keeps what lies below it findable under the new path.
+    env.ok(&[
+        "mv",
+        "viking://resources/names/sub",
+        "viking://resources/names/moved",
+    ]);
+    let h = hits(&env, &["annual"]);
+    assert_eq!(
+        uris(&h)[0],
+        "viking://resources/names/moved/annual-summary.md"
+    );
+    env.check_fsck_clean();
+}

@@ -549,22 +549,6 @@ impl Ops {
         Ok(())
     }
 
-    /// Rebuild everything derived from the files: enqueue every file's embedding and every
-    /// directory's summary.
-    pub fn reindex_all(&self) -> super::Result<usize> {
-        let mut files = Vec::new();
-        let mut dirs = Vec::new();
-        for scope in crate::uri::SCOPES {
-            let s = VPath::root().join(scope)?;
-            dirs.push(s.clone());
-            super::walk_tree(&self.ws, &s, &mut files, &mut dirs)?;
-        }
-        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
-        jobs.extend(dirs.iter().map(|d| semantic_job(d, None)));
-        self.queue.enqueue_many(&jobs)?;
-        Ok(jobs.len())
-    }
-
     /// Work the queues in this process until they are drained or `timeout` passes (for
     /// `--wait` commands and `vikingfs wait` when no daemon runs), then release lifecycles
     /// that can no longer finish. Returns whether everything was drained.
