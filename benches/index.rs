@@ -5,7 +5,8 @@
 //! - `lexical` / `hybrid`: in-process `Index::find` (BM25; BM25 fused with the dense scan), and
 //!   hybrid with the query embedded by all-MiniLM-L6-v2 when `--dim 384` and the model is in
 //!   `target/models` (`VIKINGFS_MODEL`);
-//! - `packed`: in-process `Index::search_live` (int8 chunk scan + f32 re-rank + existence checks);
+//! - `packed`: in-process `Index::find --mode semantic` without a floor (int8 chunk scan + f32
+//!   re-rank + existence checks);
 //! - `naive`:  in-process row-by-row SQLite scan of every record's f32 blob (the baseline);
 //! - `e2e`:    a fresh `vikingfs find --json` process per query, beside the bare process
 //!   start-up floor (`vikingfs config show`).
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vikingfs::index::{Hit, Index, Level, Mode, Record, SearchRequest, Verdict};
+use vikingfs::index::{Found, Hit, Index, Level, Mode, Record, SearchRequest, Verdict};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 
@@ -138,6 +139,28 @@ impl Vocab {
         let i = self.cdf.partition_point(|&c| c < x);
         &self.words[i.min(self.words.len() - 1)]
     }
+}
+
+/// The dense search alone, as `find --mode semantic` runs it but with no floor: the packed
+/// scan's cost, and the recall the int8 codes keep against the naive f32 scan.
+fn dense_live(index: &Index, ws: &Workspace, v: &[f32], under: Option<&VPath>) -> Found {
+    let req = SearchRequest {
+        text: "",
+        vector: Some(v),
+        mode: Mode::Semantic,
+        limit: K,
+        under,
+        floor: f32::MIN,
+    };
+    index
+        .find(&req, |h| {
+            if h.is_live_in(ws) {
+                Verdict::Show
+            } else {
+                Verdict::Gone
+            }
+        })
+        .unwrap()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -324,16 +347,12 @@ fn main() {
     // Warm the page cache for both, so neither pays the other's first read.
     for (q, _) in inproc.iter().take(5) {
         let v = e.embed_one(q);
-        index
-            .search_live(&v, K, None, |h| h.is_live_in(&ws))
-            .unwrap();
+        dense_live(&index, &ws, &v, None);
         naive_search(&conn, &v, &ws);
     }
     let packed = time("in-process packed int8 + f32 re-rank", inproc, |q, _| {
         let v = e.embed_one(q);
-        let found = index
-            .search_live(&v, K, None, |h| h.is_live_in(&ws))
-            .unwrap();
+        let found = dense_live(&index, &ws, &v, None);
         found.hits.iter().map(|h| h.uri.uri()).collect()
     });
     // What `find` runs: BM25 alone, and fused with the dense scan (this bench's hashing
@@ -414,9 +433,7 @@ fn main() {
         inproc,
         |q, _| {
             let v = e.embed_one(q);
-            let found = index
-                .search_live(&v, K, Some(&scope), |h| h.is_live_in(&ws))
-                .unwrap();
+            let found = dense_live(&index, &ws, &v, Some(&scope));
             found.hits.iter().map(|h| h.uri.uri()).collect()
         },
     );
@@ -426,9 +443,7 @@ fn main() {
         |q, want| {
             let v = e.embed_one(q);
             let dir = want.parent().unwrap();
-            let found = index
-                .search_live(&v, K, Some(&dir), |h| h.is_live_in(&ws))
-                .unwrap();
+            let found = dense_live(&index, &ws, &v, Some(&dir));
             found.hits.iter().map(|h| h.uri.uri()).collect()
         },
     );

@@ -16,6 +16,17 @@ fn hits(env: &Env, args: &[&str]) -> Vec<Value> {
     v.as_array().unwrap().clone()
 }
 
+/// `add-resource LOCAL --to viking://resources/NAME --wait`.
+fn add(env: &Env, local: &std::path::Path, name: &str) {
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        &format!("viking://resources/{name}"),
+        "--wait",
+    ]);
+}
+
 fn uris(h: &[Value]) -> Vec<String> {
     h.iter()
         .map(|h| h["uri"].as_str().unwrap().to_string())
@@ -92,13 +103,7 @@ fn a_query_that_matches_nothing_answers_nothing() {
             ("b.md", "Penguins huddle together on the ice shelf.".into()),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/notes",
-        "--wait",
-    ]);
+    add(&env, &local, "notes");
     for dense in [false, true] {
         if dense {
             // A model configured: a vector is always "nearest" to something, the floor
@@ -146,13 +151,7 @@ fn removed_content_is_never_named_or_summarised() {
             ("other.md", format!("# Other\n\nAbout {keep}.\n")),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/docs",
-        "--wait",
-    ]);
+    add(&env, &local, "docs");
     // The summaries of docs/ and guide/ quote the word, and are found by it.
     let before = hits(&env, &[&word, "--limit", "20"]);
     assert!(
@@ -204,13 +203,7 @@ fn identifiers_paths_and_cjk_are_searchable() {
             ),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/code",
-        "--wait",
-    ]);
+    add(&env, &local, "code");
     for (q, want) in [
         ("LockGuard", "lock.rs"),
         ("lock guard", "lock.rs"),
@@ -241,13 +234,7 @@ fn an_index_of_the_old_format_upgrades_in_place() {
     let env = Env::new();
     let word = token("upgrade");
     let local = env.local("old", &[("a.md", format!("About {word}."))]);
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/old",
-        "--wait",
-    ]);
+    add(&env, &local, "old");
     // Make it look like the previous format: schema 1, no lexical table.
     let db = env.ws().join(".vikingfs/index.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -285,13 +272,7 @@ fn the_local_model_finds_what_shares_no_word_with_the_query() {
             ),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/notes",
-        "--wait",
-    ]);
+    add(&env, &local, "notes");
     let v: Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
     assert_eq!(v["index"]["vectors"], v["index"]["records"], "{v}");
     let q = "flightless seabirds in the frozen far south";
@@ -336,13 +317,7 @@ fn a_snippet_shows_the_passage_that_matched() {
     }
     text.push_str(&format!("Here the {word} finally appears, near the end.\n"));
     let local = env.local("notes", &[("long.md", text)]);
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/notes",
-        "--wait",
-    ]);
+    add(&env, &local, "notes");
     let h = hits(&env, &[&word]);
     let snippet = h[0]["snippet"].as_str().unwrap();
     assert!(snippet.contains(&word), "{snippet}");
@@ -364,13 +339,7 @@ fn a_name_is_searchable_and_follows_a_move() {
             ("sub/other.md", "Nothing to see.".into()),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/names",
-        "--wait",
-    ]);
+    add(&env, &local, "names");
     // The file's name is part of its record: found by a word only its name holds.
     let h = hits(&env, &["quarterly"]);
     assert_eq!(uris(&h)[0], "viking://resources/names/quarterly-report.md");

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vikingfs::index::{Index, IndexError, Level, Record, CHUNK_SLOTS};
+use vikingfs::index::{
+    Index, IndexError, Level, Mode, Record, SearchRequest, Verdict, CHUNK_SLOTS,
+};
 use vikingfs::uri::VPath;
 
 const DIM: usize = 16;
@@ -368,34 +370,59 @@ fn search_matches_brute_force_across_many_chunks_with_slot_reuse() {
     }
 }
 
+/// `Index::find` over the vectors alone, without a floor, with `gone` as the verdict.
+fn find_live(
+    ix: &Index,
+    q: &[f32],
+    limit: usize,
+    gone: impl Fn(&vikingfs::index::Hit) -> bool,
+) -> vikingfs::index::Found {
+    let req = SearchRequest {
+        text: "",
+        vector: Some(q),
+        mode: Mode::Semantic,
+        limit,
+        under: None,
+        floor: f32::MIN,
+    };
+    ix.find(&req, |h| {
+        if gone(h) {
+            Verdict::Gone
+        } else {
+            Verdict::Show
+        }
+    })
+    .unwrap()
+}
+
 #[test]
-fn search_live_drops_and_deletes_orphans_but_keeps_the_limit() {
+fn find_drops_and_deletes_orphans_but_keeps_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let ix = open(&dir);
-    // 30 records all close to axis 0, the best first.
-    let recs: Vec<Record> = (0..30)
+    // 100 records all close to axis 0, the best first.
+    let recs: Vec<Record> = (0..100)
         .map(|i| {
             let mut v = axis(0);
-            v[1] = i as f32 * 0.05;
+            v[1] = i as f32 * 0.01;
             rec(&format!("resources/f{i:02}.md"), Level::Content, v, "v")
         })
         .collect();
     ix.upsert_many(&recs).unwrap();
-    // The 20 best are "gone".
-    let gone = |h: &vikingfs::index::Hit| h.uri.name() < "f20.md";
-    let found = ix.search_live(&axis(0), 5, None, |h| !gone(h)).unwrap();
+    // The 80 best are "gone": more than the first fetch, so the search must go deeper.
+    let gone = |h: &vikingfs::index::Hit| h.uri.name() < "f80.md";
+    let found = find_live(&ix, &axis(0), 5, gone);
     assert_eq!(found.hits.len(), 5);
     assert!(found.hits.iter().all(|h| !gone(h)), "{:?}", found.hits);
-    assert_eq!(found.hits[0].uri.as_str(), "resources/f20.md");
-    assert!(found.orphans_removed >= 20 - 5, "{}", found.orphans_removed);
+    assert_eq!(found.hits[0].uri.as_str(), "resources/f80.md");
+    assert!(found.orphans_removed >= 80 - 5, "{}", found.orphans_removed);
     // Every orphan the search met is out of the index; nothing live was touched.
     let left = ix.all_uris().unwrap();
     assert!(left
         .iter()
-        .all(|(u, _)| u.name() >= "f20.md" || !found.hits.iter().any(|h| &h.uri == u)));
-    assert_eq!(left.len(), 30 - found.orphans_removed);
+        .all(|(u, _)| u.name() >= "f80.md" || !found.hits.iter().any(|h| &h.uri == u)));
+    assert_eq!(left.len(), 100 - found.orphans_removed);
     // A second search cleans the rest and still answers.
-    let found = ix.search_live(&axis(0), 50, None, |h| !gone(h)).unwrap();
-    assert_eq!(found.hits.len(), 10);
-    assert_eq!(ix.count().unwrap(), 10);
+    let found = find_live(&ix, &axis(0), 50, gone);
+    assert_eq!(found.hits.len(), 20);
+    assert_eq!(ix.count().unwrap(), 20);
 }

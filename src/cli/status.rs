@@ -143,7 +143,7 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             "records": st.records,
             "lexical": st.lexical,
             "vectors": st.vectors,
-            "vectors_missing": st.records - st.vectors.min(st.records),
+            "vectors_missing": st.records.saturating_sub(st.vectors),
             "bytes": bytes,
             "model": if stored.is_empty() { Value::Null } else { json!(stored) },
             "configured_model": configured,

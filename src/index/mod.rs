@@ -498,19 +498,7 @@ impl Index {
 
     /// Records that have no vector yet (the model's backlog), for re-queueing their jobs.
     pub fn missing_vectors(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
-        let conn = self.conn.lock();
-        let mut stmt = conn
-            .prepare("SELECT uri, level FROM records WHERE vec IS NULL ORDER BY uri, level")
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-            .map_err(|e| self.sql(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (uri, level) = row.map_err(|e| self.sql(e))?;
-            out.push((self.vpath(&uri)?, self.level(level)?));
-        }
-        Ok(out)
+        self.uris_where("vec IS NULL")
     }
 
     /// Number of records.
@@ -523,9 +511,16 @@ impl Index {
 
     /// Every (uri, level) in the index, sorted; for fsck.
     pub fn all_uris(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
+        self.uris_where("1")
+    }
+
+    /// The (uri, level) of the records matching the SQL condition `cond`, sorted.
+    fn uris_where(&self, cond: &str) -> Result<Vec<(VPath, Level)>, IndexError> {
         let conn = self.conn.lock();
         let mut stmt = conn
-            .prepare("SELECT uri, level FROM records ORDER BY uri, level")
+            .prepare_cached(&format!(
+                "SELECT uri, level FROM records WHERE {cond} ORDER BY uri, level"
+            ))
             .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))

@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use super::chunk::Layout;
 use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
-use super::{under_params, Evidence, Hit, Index, IndexError, Level, CHUNK_SLOTS, UNDER_SQL};
+use super::{under_params, Evidence, Hit, Index, IndexError, CHUNK_SLOTS, UNDER_SQL};
 use crate::uri::VPath;
 
 /// How many int8 candidates are re-ranked exactly for a top-k: enough that quantisation error
@@ -17,7 +17,7 @@ fn candidates_for(k: usize) -> usize {
     (k * 4).max(k + 32)
 }
 
-/// Result of [`Index::search_live`].
+/// Result of [`Index::find`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Found {
     /// Live hits, best first, at most `limit`.
@@ -216,38 +216,6 @@ impl Index {
                 .then(a.level.cmp(&b.level))
         });
         Ok(hits)
-    }
-
-    /// [`Index::search`] that never returns a record whose source is gone: hits failing
-    /// `is_live` are dropped and deleted from the index (the design's on-demand orphan
-    /// cleanup) with [`Index::delete_if_version`], so a record rebuilt meanwhile from a new
-    /// source survives. Over-fetches so that up to `limit` live hits still come back.
-    pub fn search_live(
-        &self,
-        query: &[f32],
-        limit: usize,
-        under: Option<&VPath>,
-        is_live: impl Fn(&Hit) -> bool,
-    ) -> Result<Found, IndexError> {
-        let mut found = Found::default();
-        let mut k = limit.saturating_mul(2).saturating_add(8);
-        loop {
-            let hits = self.search(query, k, under)?;
-            let exhausted = hits.len() < k;
-            let (mut live, dead): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(&is_live);
-            let dead: Vec<(&VPath, Level, &str)> = dead
-                .iter()
-                .map(|h| (&h.uri, h.level, h.source_version.as_str()))
-                .collect();
-            found.orphans_removed += self.delete_if_versions(&dead)?;
-            // The orphans seen are deleted, so a larger fetch makes progress.
-            if live.len() >= limit || exhausted {
-                live.truncate(limit);
-                found.hits = live;
-                return Ok(found);
-            }
-            k = k.saturating_mul(4);
-        }
     }
 }
 

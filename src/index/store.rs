@@ -35,10 +35,13 @@ struct Batch<'t> {
     chunks: HashMap<i64, ChunkBuf>,
 }
 
+/// A vector's place in the packed chunks: (chunk id, slot).
+type Slot = (i64, usize);
+
 /// A row and its place in the packed chunks (none while it has no vector).
 struct Placed {
     id: i64,
-    place: Option<(i64, usize)>,
+    place: Option<Slot>,
 }
 
 impl<'t> Batch<'t> {
@@ -216,12 +219,7 @@ impl<'t> Batch<'t> {
     }
 
     /// Give record `id` (placed at `place`) the vector `v`, reusing its slot.
-    fn put_vector(
-        &mut self,
-        id: i64,
-        place: Option<(i64, usize)>,
-        v: &[f32],
-    ) -> Result<(), IndexError> {
+    fn put_vector(&mut self, id: i64, place: Option<Slot>, v: &[f32]) -> Result<(), IndexError> {
         self.index.check_dim(v.len())?;
         let unit = normalised(v);
         let (chunk, slot) = match place {
@@ -236,7 +234,7 @@ impl<'t> Batch<'t> {
     }
 
     /// Take record `id`'s vector away (its source changed; the model embeds it again).
-    fn drop_vector(&mut self, id: i64, place: Option<(i64, usize)>) -> Result<(), IndexError> {
+    fn drop_vector(&mut self, id: i64, place: Option<Slot>) -> Result<(), IndexError> {
         if let Some((chunk, slot)) = place {
             self.clear(chunk, slot)?;
             self.exec(
@@ -251,35 +249,38 @@ impl<'t> Batch<'t> {
         if let Some(v) = &rec.vector {
             self.index.check_dim(v.len())?;
         }
-        let existing: Option<(i64, String)> = self
+        // One lookup for the row, its version and its slot.
+        let existing: Option<(i64, String, Option<Slot>)> = self
             .tx
-            .prepare_cached("SELECT id, version FROM records WHERE uri = ?1 AND level = ?2")
+            .prepare_cached(
+                "SELECT id, version, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
+            )
             .and_then(|mut s| {
                 s.query_row(params![rec.uri.as_str(), rec.level as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
+                    let chunk: Option<i64> = r.get(2)?;
+                    let slot: Option<i64> = r.get(3)?;
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        chunk.zip(slot).map(|(c, s)| (c, s as usize)),
+                    ))
                 })
                 .optional()
             })
             .map_err(|e| self.index.sql(e))?;
         let (id, place) = match existing {
-            Some((id, version)) => {
-                let place = self
-                    .placed(
-                        "SELECT id, chunk, slot FROM records WHERE id = ?1",
-                        params![id],
-                    )?
-                    .pop()
-                    .and_then(|p| p.place);
+            Some((id, version, place)) => {
                 self.exec(
                     "UPDATE records SET version = ?2, snippet = ?3 WHERE id = ?1",
                     params![id, rec.source_version, rec.snippet],
                 )?;
-                let mut place = place;
+                // A new version without a vector: the old vector described other text.
                 if version != rec.source_version && rec.vector.is_none() {
                     self.drop_vector(id, place)?;
-                    place = None;
+                    (id, None)
+                } else {
+                    (id, place)
                 }
-                (id, place)
             }
             None => {
                 self.exec(
