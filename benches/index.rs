@@ -278,6 +278,7 @@ fn build(
             vector: Some(e.embed_one(&text)),
             snippet: text.chars().take(120).collect(),
             source_version: format!("{:016x}", i * 7919),
+            partial: false,
         });
         if batch.len() == 1000 {
             index.upsert_many(&batch).unwrap();

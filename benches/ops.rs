@@ -106,6 +106,7 @@ fn main() {
                     vector: None,
                     snippet: String::new(),
                     source_version: "v".into(),
+                    partial: false,
                 })
                 .collect();
             ops.index().upsert_many(&recs).unwrap();

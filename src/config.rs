@@ -134,6 +134,16 @@ pub struct RawVikingfs {
     pub user: Option<String>,
     #[serde(default)]
     pub workers: RawWorkers,
+    #[serde(default)]
+    pub index: RawIndex,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIndex {
+    /// Gitignore-syntax patterns that replace the built-in ignore defaults.
+    pub ignore: Option<Vec<String>>,
+    pub max_file_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -159,6 +169,28 @@ impl Default for LockConfig {
         LockConfig {
             timeout: Duration::ZERO,
             expire: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What is derived from the files (see `crate::content`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexConfig {
+    /// The built-in ignore patterns (`.vikingignore` files add to them at any level).
+    pub ignore: Vec<String>,
+    /// How much of a text file is indexed; a longer file is indexed up to here (and `status`
+    /// counts it), so a huge log never stalls the queue.
+    pub max_file_bytes: u64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            ignore: crate::content::DEFAULT_IGNORE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            max_file_bytes: 1024 * 1024,
         }
     }
 }
@@ -196,6 +228,7 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     pub vlm: Option<ChatConfig>,
     pub workers: WorkerConfig,
+    pub index: IndexConfig,
     /// Where each key that did not keep its default came from (`file PATH`, `env NAME`, `flag`).
     pub origins: std::collections::BTreeMap<String, String>,
 }
@@ -211,6 +244,7 @@ impl Default for Config {
             embedding: EmbeddingConfig::default(),
             vlm: None,
             workers: WorkerConfig::default(),
+            index: IndexConfig::default(),
             origins: Default::default(),
         }
     }
@@ -260,6 +294,11 @@ impl Config {
             (
                 "vikingfs.workers.session_commit",
                 json!(self.workers.session_commit),
+            ),
+            ("vikingfs.index.ignore", json!(self.index.ignore)),
+            (
+                "vikingfs.index.max_file_bytes",
+                json!(self.index.max_file_bytes),
             ),
         ];
         rows.into_iter()
@@ -456,6 +495,22 @@ impl Config {
         }
         for key in worker_keys {
             set(&mut cfg, key);
+        }
+        if let Some(pats) = raw.vikingfs.index.ignore {
+            crate::content::rules::check_patterns(&pats)
+                .map_err(|m| bad("vikingfs.index.ignore", &m))?;
+            cfg.index.ignore = pats;
+            set(&mut cfg, "vikingfs.index.ignore");
+        }
+        if let Some(n) = raw.vikingfs.index.max_file_bytes {
+            if n < 4096 {
+                return Err(bad(
+                    "vikingfs.index.max_file_bytes",
+                    "must be at least 4096",
+                ));
+            }
+            cfg.index.max_file_bytes = n;
+            set(&mut cfg, "vikingfs.index.max_file_bytes");
         }
         Ok(cfg)
     }

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod content;
 pub mod daemon;
 pub mod embed;
 pub mod failpoint;

@@ -51,6 +51,7 @@ fn record(uri: &str, i: usize) -> Record {
         vector: Some(vector),
         snippet: String::new(),
         source_version: format!("v{i}"),
+        partial: false,
     }
 }
 

@@ -55,6 +55,7 @@ impl Fixture {
                 vector: None,
                 snippet: text.chars().take(80).collect(),
                 source_version: format!("sha-{}", text.len()),
+                partial: false,
             })
             .unwrap();
     }
@@ -280,6 +281,7 @@ fn an_index_from_another_model_is_reported_not_mixed() {
         vector: Some(vec![0.5; 384]),
         snippet: String::new(),
         source_version: "v".into(),
+        partial: false,
     })
     .unwrap();
     drop(ix);

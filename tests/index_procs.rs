@@ -57,6 +57,7 @@ fn writer(db: &Path, w: usize) {
             vector: Some(vector(w, i)),
             snippet: format!("w{w} i{i}"),
             source_version: format!("{w}.{i}"),
+            partial: false,
         })
         .unwrap();
         if i % 5 == 4 {

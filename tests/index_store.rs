@@ -24,6 +24,7 @@ fn rec(uri: &str, level: Level, vector: Vec<f32>, version: &str) -> Record {
         vector: Some(vector),
         snippet: format!("snippet of {uri}"),
         source_version: version.into(),
+        partial: false,
     }
 }
 

@@ -143,7 +143,7 @@ proptest! {
             .iter()
             .zip(texts.iter().cycle())
             .enumerate()
-            .map(|(i, (n, t))| Child { name: n.clone(), is_dir: i % 3 == 0, text: t.clone() })
+            .map(|(i, (n, t))| Child { name: n.clone(), is_dir: i % 3 == 0, text: t.clone(), binary: None })
             .collect();
         let input = DirInput { uri: "viking://resources/p".into(), children };
         let s = LocalSummarizer.summarize(&input);

@@ -103,6 +103,14 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
                 "index: {} records, {} bytes\n  lexical  {} rows (BM25)\n",
                 index["records"], index["bytes"], index["lexical"],
             );
+            let partial = index["partial"].as_u64().unwrap_or(0);
+            if partial > 0 {
+                out += &format!(
+                    "  partial  {partial} file(s) longer than vikingfs.index.max_file_bytes ({}): \
+                     indexed up to it\n",
+                    crate::content::human_size(index["max_file_bytes"].as_u64().unwrap_or(0))
+                );
+            }
             let configured = index["configured_model"].as_str().unwrap_or("-");
             match index["model"].as_str() {
                 Some(stored) => {
@@ -144,6 +152,8 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             "lexical": st.lexical,
             "vectors": st.vectors,
             "vectors_missing": st.records.saturating_sub(st.vectors),
+            "partial": st.partial,
+            "max_file_bytes": ctx.config.index.max_file_bytes,
             "bytes": bytes,
             "model": if stored.is_empty() { Value::Null } else { json!(stored) },
             "configured_model": configured,

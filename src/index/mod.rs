@@ -46,7 +46,7 @@ pub use search::Found;
 
 /// Records per packed chunk: 256 × 256-dim codes = 64 KiB blobs.
 pub const CHUNK_SLOTS: usize = 256;
-const SCHEMA_VERSION: &str = "2";
+const SCHEMA_VERSION: &str = "3";
 /// Writers (job workers in several processes) queue behind each other this long.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Let SQLite read pages through mmap: the chunk scan then costs memcpy, not a pread per page.
@@ -137,6 +137,8 @@ pub struct Record {
     pub vector: Option<Vec<f32>>,
     pub snippet: String,
     pub source_version: String,
+    /// The text is only the head of a source longer than the indexing limit.
+    pub partial: bool,
 }
 
 /// One search result. `score` orders results: the cosine similarity for a dense search, the
@@ -175,6 +177,8 @@ pub struct IndexStats {
     pub lexical: u64,
     /// Records with a vector of the current model.
     pub vectors: u64,
+    /// Records of files indexed only up to the limit (`vikingfs.index.max_file_bytes`).
+    pub partial: u64,
 }
 
 impl Hit {
@@ -332,7 +336,8 @@ impl Index {
                      CREATE TABLE records(
                          id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
                          version TEXT NOT NULL, snippet TEXT NOT NULL,
-                         chunk INTEGER, slot INTEGER, vec BLOB, UNIQUE(uri, level));
+                         chunk INTEGER, slot INTEGER, vec BLOB,
+                         partial INTEGER NOT NULL DEFAULT 0, UNIQUE(uri, level));
                      CREATE INDEX records_novec ON records(id) WHERE vec IS NULL;
                      CREATE TABLE chunks(
                          id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
@@ -493,12 +498,21 @@ impl Index {
             records: n("SELECT COUNT(*) FROM records")?,
             lexical: n("SELECT COUNT(*) FROM lex")?,
             vectors: n("SELECT COUNT(*) FROM records WHERE vec IS NOT NULL")?,
+            partial: n("SELECT COUNT(*) FROM records WHERE partial != 0")?,
         })
     }
 
     /// Records that have no vector yet (the model's backlog), for re-queueing their jobs.
     pub fn missing_vectors(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
-        self.uris_where("vec IS NULL")
+        self.uris_where("vec IS NULL", [])
+    }
+
+    /// The (uri, level) of every record at or below `prefix`, sorted.
+    pub fn uris_under(&self, prefix: &VPath) -> Result<Vec<(VPath, Level)>, IndexError> {
+        if prefix.is_root() {
+            return self.all_uris();
+        }
+        self.uris_where(UNDER_SQL, under_params(prefix))
     }
 
     /// Number of records.
@@ -511,11 +525,15 @@ impl Index {
 
     /// Every (uri, level) in the index, sorted; for fsck.
     pub fn all_uris(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
-        self.uris_where("1")
+        self.uris_where("1", [])
     }
 
     /// The (uri, level) of the records matching the SQL condition `cond`, sorted.
-    fn uris_where(&self, cond: &str) -> Result<Vec<(VPath, Level)>, IndexError> {
+    fn uris_where(
+        &self,
+        cond: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<(VPath, Level)>, IndexError> {
         let conn = self.conn.lock();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -523,7 +541,9 @@ impl Index {
             ))
             .map_err(|e| self.sql(e))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .query_map(params, |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
             .map_err(|e| self.sql(e))?;
         let mut out = Vec::new();
         for row in rows {

@@ -239,6 +239,7 @@ mod tests {
                 vector: Some(vec![1.0, (i % 3) as f32 * 2.0, (i % 17) as f32 / 17.0, 0.1]),
                 snippet: String::new(),
                 source_version: String::new(),
+                partial: false,
             })
             .collect();
         ix.upsert_many(&recs).unwrap();

@@ -271,8 +271,8 @@ impl<'t> Batch<'t> {
         let (id, place) = match existing {
             Some((id, version, place)) => {
                 self.exec(
-                    "UPDATE records SET version = ?2, snippet = ?3 WHERE id = ?1",
-                    params![id, rec.source_version, rec.snippet],
+                    "UPDATE records SET version = ?2, snippet = ?3, partial = ?4 WHERE id = ?1",
+                    params![id, rec.source_version, rec.snippet, rec.partial],
                 )?;
                 // A new version without a vector: the old vector described other text.
                 if version != rec.source_version && rec.vector.is_none() {
@@ -284,12 +284,14 @@ impl<'t> Batch<'t> {
             }
             None => {
                 self.exec(
-                    "INSERT INTO records(uri, level, version, snippet) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO records(uri, level, version, snippet, partial) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![
                         rec.uri.as_str(),
                         rec.level as i64,
                         rec.source_version,
-                        rec.snippet
+                        rec.snippet,
+                        rec.partial
                     ],
                 )?;
                 (self.tx.last_insert_rowid(), None)

@@ -21,7 +21,7 @@ use super::jobs::{embed_job, semantic_job, NewJob};
 use super::journal::Intent;
 use super::lifecycle::new_handle;
 use super::rm::check_user_path;
-use super::{stat, walk_tree, Ops, OpsError, Result};
+use super::{stat, Ops, OpsError, Result};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
@@ -339,16 +339,33 @@ impl Ops {
         is_file: bool,
     ) -> Result<usize> {
         let h = Some(handle);
-        let mut jobs: Vec<NewJob> = changed.iter().map(|f| embed_job(f, h)).collect();
-        for d in dirty.iter().filter(|d| d.starts_with(target)) {
+        let mut jobs: Vec<NewJob> = changed
+            .iter()
+            .filter(|f| self.derives(f, false))
+            .map(|f| embed_job(f, h))
+            .collect();
+        for d in dirty
+            .iter()
+            .filter(|d| d.starts_with(target) && self.summarised(d))
+        {
             jobs.push(semantic_job(d, h));
         }
         let keys: Vec<String> = jobs.iter().filter_map(|j| j.1.clone()).collect();
         self.journal.lifecycle_start(handle, target, kind, &keys)?;
+        // A rule file that came with the resource: what it ignores may have been walked
+        // before its directory's rules were looked at again.
+        for f in changed {
+            if f.name() == crate::content::IGNORE_FILE {
+                if let Some(d) = f.parent() {
+                    self.derive.rules.invalidate(&d);
+                    jobs.push(super::derive::rederive_job(&d));
+                }
+            }
+        }
         // Outside the resource: its parent's summary, not part of the lifecycle (the target's
         // own summary propagates there too once written).
         if is_file || dirty.iter().any(|d| !d.starts_with(target)) {
-            if let Some(parent) = target.parent().filter(super::jobs::has_summary) {
+            if let Some(parent) = target.parent().filter(|d| self.summarised(d)) {
                 jobs.push(semantic_job(&parent, None));
             }
         }
@@ -407,7 +424,7 @@ impl Ops {
             files.push(target.clone());
         } else {
             dirs.push(target.clone());
-            walk_tree(&self.ws, target, &mut files, &mut dirs)?;
+            self.walk(target, &mut files, &mut dirs)?;
         }
         let dirty: BTreeSet<VPath> = dirs.into_iter().collect();
         self.enqueue_add_jobs(target, handle, kind, &files, &dirty, is_file)?;

@@ -29,6 +29,8 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 pub enum Problem {
     /// An index record whose source is gone (or is the other kind).
     OrphanRecord { uri: String, level: String },
+    /// An index record of a path the ignore rules exclude (`.vikingignore`, the defaults).
+    IgnoredRecord { uri: String, level: String },
     /// A file without a content record, or whose record was built from an older version.
     Unindexed { uri: String, stale: bool },
     /// A directory without its summaries or their records, or whose records are older than
@@ -70,6 +72,9 @@ impl std::fmt::Display for Problem {
         match self {
             Problem::OrphanRecord { uri, level } => {
                 write!(f, "record without its source: {uri} ({level})")
+            }
+            Problem::IgnoredRecord { uri, level } => {
+                write!(f, "record of an ignored path: {uri} ({level})")
             }
             Problem::Unindexed { uri, stale: false } => write!(f, "file without a record: {uri}"),
             Problem::Unindexed { uri, stale: true } => {
@@ -237,7 +242,7 @@ impl Ops {
             let s = VPath::root().join(scope)?;
             if stat(&self.fs(&s))?.is_some() {
                 dirs.push(s.clone());
-                super::walk_tree(&self.ws, &s, &mut files, &mut dirs)?;
+                self.walk(&s, &mut files, &mut dirs)?;
             }
         }
         let mut have: HashMap<(VPath, Level), ()> = HashMap::new();
@@ -250,6 +255,17 @@ impl Ops {
                 Some(m) => m.is_dir() == level.names_directory(),
                 None => false,
             };
+            if live && !self.derives(uri, level.names_directory()) {
+                if repair {
+                    self.index.delete(uri)?;
+                    rep.repaired += 1;
+                }
+                rep.problems.push(Problem::IgnoredRecord {
+                    uri: uri.uri(),
+                    level: level.as_str().to_string(),
+                });
+                continue;
+            }
             if !live {
                 if repair {
                     if let Some(v) = self.index.version_of(uri, *level)? {
@@ -274,6 +290,8 @@ impl Ops {
             let current = source_version(&meta);
             match self.index.version_of(f, Level::Content)? {
                 Some(v) if v == current => {}
+                // Not text: never indexed, only named in its directory's summary.
+                None if super::jobs::read_text(&self.fs(f), self.max_file_bytes())?.is_none() => {}
                 other => {
                     rep.problems.push(Problem::Unindexed {
                         uri: f.uri(),
@@ -288,7 +306,7 @@ impl Ops {
         let mut needs: HashSet<VPath> = HashSet::new();
         for f in &files {
             let mut cur = f.parent();
-            while let Some(d) = cur.filter(super::jobs::has_summary) {
+            while let Some(d) = cur.filter(|d| self.summarised(d)) {
                 if !needs.insert(d.clone()) {
                     break;
                 }

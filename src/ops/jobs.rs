@@ -20,15 +20,16 @@ use serde_json::{json, Value};
 
 use super::{is_source_name, source_version, stat, write_atomic, Ops, OpsError};
 use crate::config::WorkerConfig;
+use crate::content::Content;
 use crate::index::{Level, Record};
 use crate::lock::{LockError, LockGuard, LockKind};
 use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
 use crate::semantic::summary::{Child, DirInput};
 use crate::uri::VPath;
 
-/// How much of a file is indexed (its terms) and read for its vector (the model keeps the
-/// head it can take).
-const INDEX_BYTES: u64 = 64 * 1024;
+/// How much of a source is read for its vector (the model keeps the head it can take); its
+/// terms are read up to `vikingfs.index.max_file_bytes`.
+const DENSE_BYTES: u64 = 64 * 1024;
 const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
@@ -104,6 +105,18 @@ impl From<OpsError> for JobError {
     }
 }
 
+impl From<crate::index::IndexError> for JobError {
+    fn from(e: crate::index::IndexError) -> Self {
+        JobError::Retry(e.to_string())
+    }
+}
+
+impl From<crate::queue::QueueError> for JobError {
+    fn from(e: crate::queue::QueueError) -> Self {
+        JobError::Retry(e.to_string())
+    }
+}
+
 /// What a job's payload names.
 struct Target {
     path: VPath,
@@ -129,8 +142,18 @@ fn target(ops: &Ops, job: &Job, field: &str) -> Result<Target, JobError> {
 
 /// What a job found at a source path.
 enum Head {
-    /// A regular file's leading text and the version it was read at.
-    Text(String, String),
+    /// A regular file's leading text, the version it was read at, and whether the file is
+    /// longer than what was read.
+    Text {
+        text: String,
+        version: String,
+        partial: bool,
+    },
+    /// A regular file that is not text ([`crate::content::sniff`]): its kind and size.
+    Binary {
+        kind: String,
+        size: u64,
+    },
     /// A directory (its summaries are another job's).
     Dir,
     /// A symlink or special file: never indexed (a FIFO would block a reader, a symlink may
@@ -139,8 +162,9 @@ enum Head {
     Gone,
 }
 
-/// Read at most `max` bytes of `path` as text, with the version of what was read. Opened
-/// with O_NOFOLLOW | O_NONBLOCK and judged by fstat, so what is read is what is versioned.
+/// Read at most `max` bytes of `path` and judge them, with the version of what was read.
+/// Opened with O_NOFOLLOW | O_NONBLOCK and judged by fstat, so what is read is what is
+/// versioned.
 fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
     use std::os::unix::fs::OpenOptionsExt;
     // O_NOATIME: a job reading a file in the background must not move the atime its user
@@ -172,24 +196,43 @@ fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
     }
     let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
     f.take(max).read_to_end(&mut buf)?;
-    Ok(Head::Text(
-        String::from_utf8_lossy(&buf).into_owned(),
-        source_version(&meta),
-    ))
+    let partial = meta.len() > buf.len() as u64;
+    Ok(match crate::content::sniff(buf) {
+        Content::Text(text) => Head::Text {
+            text,
+            version: source_version(&meta),
+            partial,
+        },
+        Content::Binary(kind) => Head::Binary {
+            kind,
+            size: meta.len(),
+        },
+    })
 }
 
-/// A regular file's indexable head and its version; `None` for anything else or nothing.
-pub(crate) fn read_text(path: &std::path::Path) -> Result<Option<(String, String)>, OpsError> {
-    match read_head(path, INDEX_BYTES) {
-        Ok(Head::Text(t, v)) => Ok(Some((t, v))),
+/// A regular file's indexable head (up to `max` bytes), its version and whether it was cut;
+/// `None` for anything else (a binary, a directory, a special file) or nothing.
+pub(crate) fn read_text(
+    path: &std::path::Path,
+    max: u64,
+) -> Result<Option<(String, String, bool)>, OpsError> {
+    match read_head(path, max) {
+        Ok(Head::Text {
+            text,
+            version,
+            partial,
+        }) => Ok(Some((text, version, partial))),
         Ok(_) => Ok(None),
         Err(e) => Err(OpsError::io(path, e)),
     }
 }
 
 fn snippet(text: &str) -> String {
-    let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    t.chars().take(SNIPPET_CHARS).collect()
+    let head: String = text.chars().take(SNIPPET_CHARS * 4).collect();
+    crate::content::quotable(&head)
+        .chars()
+        .take(SNIPPET_CHARS)
+        .collect()
 }
 
 impl Ops {
@@ -259,16 +302,21 @@ impl Ops {
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
-            let head =
-                read_head(&fs, INDEX_BYTES).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
+            // An ignored path is read for nothing: only a leftover record is dropped.
+            let head = if self.derives(p, false) {
+                read_head(&fs, self.max_file_bytes())
+                    .map_err(|e| retry(format!("{}: {e}", fs.display())))?
+            } else {
+                Head::Other
+            };
             // Index only what the index does not hold yet.
             let fresh = match &head {
-                Head::Text(_, v) => {
+                Head::Text { version, .. } => {
                     self.index
                         .version_of(p, Level::Content)
                         .map_err(retry)?
                         .as_deref()
-                        != Some(v.as_str())
+                        != Some(version.as_str())
                 }
                 _ => false,
             };
@@ -283,11 +331,21 @@ impl Ops {
                 return Ok(());
             }
             let now = stat(&fs)?;
+            // Checked again under the lock: a rule file changed since the read is obeyed
+            // (its `rederive` job removes records under this same lock).
+            let head = if self.derives(p, false) {
+                head
+            } else {
+                Head::Other
+            };
             match (head, now) {
-                (Head::Gone, None) | (Head::Other, Some(_)) => {
-                    // Gone for good (whoever removed or moved it dealt with its record), or
-                    // never indexable: drop a leftover record — by version, so a record
-                    // rebuilt meanwhile survives.
+                (Head::Gone, None)
+                | (Head::Other, Some(_))
+                | (Head::Other, None)
+                | (Head::Binary { .. }, Some(_)) => {
+                    // Gone for good (whoever removed or moved it dealt with its record),
+                    // never indexable, not text or ignored: drop a leftover record — by
+                    // version, so a record rebuilt meanwhile survives.
                     if let Some(v) = self.index.version_of(p, Level::Content).map_err(retry)? {
                         self.index
                             .delete_if_version(p, Level::Content, &v)
@@ -296,9 +354,16 @@ impl Ops {
                     return self.job_finished(job, lc);
                 }
                 (Head::Dir, Some(m)) if m.is_dir() => return self.job_finished(job, lc),
-                (Head::Text(text, v), Some(m)) if source_version(&m) == v => {
+                (
+                    Head::Text {
+                        text,
+                        version,
+                        partial,
+                    },
+                    Some(m),
+                ) if source_version(&m) == version => {
                     if fresh {
-                        self.put_record(p, Level::Content, &text, v)?;
+                        self.put_record(p, Level::Content, &text, version, partial)?;
                         crate::crash_point!("job.embed.indexed");
                     }
                     return self.job_finished(job, lc);
@@ -319,6 +384,7 @@ impl Ops {
         level: Level,
         text: &str,
         version: String,
+        partial: bool,
     ) -> Result<(), OpsError> {
         self.index.upsert(&Record {
             uri: uri.clone(),
@@ -327,6 +393,7 @@ impl Ops {
             vector: None,
             snippet: snippet(text),
             source_version: version,
+            partial,
         })?;
         if self.embedder.is_some() {
             let (q, key, payload) = dense_job(uri, level);
@@ -365,8 +432,9 @@ impl Ops {
             return Ok(());
         }
         let src = self.record_source(&t.path, level)?;
-        let Head::Text(text, v) =
-            read_head(&src, INDEX_BYTES).map_err(|e| retry(format!("{}: {e}", src.display())))?
+        let Head::Text {
+            text, version: v, ..
+        } = read_head(&src, DENSE_BYTES).map_err(|e| retry(format!("{}: {e}", src.display())))?
         else {
             return Ok(());
         };
@@ -418,15 +486,20 @@ impl Ops {
                 continue;
             }
             let Ok(ft) = e.file_type() else { continue };
+            // What is ignored is not the directory's content, to its summary either.
+            let Ok(p) = dir.join(&name) else { continue };
+            if !self.derives(&p, ft.is_dir()) {
+                continue;
+            }
             if ft.is_dir() {
                 let abs = std::fs::read_to_string(e.path().join(ABSTRACT_FILE)).unwrap_or_default();
                 children.push(Child::dir(name, abs));
             } else if ft.is_file() {
-                let text = match read_head(&e.path(), CHILD_HEAD_BYTES) {
-                    Ok(Head::Text(t, _)) => t,
-                    _ => String::new(),
-                };
-                children.push(Child::file(name, text));
+                children.push(match read_head(&e.path(), CHILD_HEAD_BYTES) {
+                    Ok(Head::Text { text, .. }) => Child::file(name, text),
+                    Ok(Head::Binary { kind, size }) => Child::binary(name, kind, size),
+                    _ => Child::file(name, String::new()),
+                });
             }
         }
         Ok(DirInput {
@@ -444,7 +517,14 @@ impl Ops {
         let fs = self.fs(dir);
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.semantic.start");
-        if !has_summary(dir) || !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+        let is_dir = stat(&fs)?.is_some_and(|m| m.is_dir());
+        if is_dir && has_summary(dir) && !self.derives(dir, true) {
+            // Ignored (a rule file changed after this job was queued): nothing derived.
+            self.drop_records_under(dir)?;
+            self.drop_sidecars_of(dir)?;
+            return self.job_finished(job, lc);
+        }
+        if !self.summarised(dir) || !is_dir {
             // Gone (or never a directory): drop summary records built from it, by version, so
             // a directory re-created meanwhile keeps its fresh ones.
             for level in [Level::Abstract, Level::Overview] {
@@ -480,7 +560,9 @@ impl Ops {
             if !self.queue.is_current(job).map_err(retry)? {
                 return Ok(());
             }
-            if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+            // Ignored since the job started (a rule file changed): its rederive job
+            // removes what was written before.
+            if !stat(&fs)?.is_some_and(|m| m.is_dir()) || !self.summarised(dir) {
                 return self.job_finished(job, lc);
             }
             let (abs_fs, ov_fs) = (self.fs(&abs_path), self.fs(&ov_path));
@@ -516,7 +598,7 @@ impl Ops {
                 for (level, text, version) in
                     [(Level::Abstract, abs, abs_v), (Level::Overview, ov, ov_v)]
                 {
-                    self.put_record(dir, level, &text, version)?;
+                    self.put_record(dir, level, &text, version, false)?;
                 }
             }
             crate::crash_point!("job.semantic.indexed");
@@ -526,7 +608,7 @@ impl Ops {
 
     /// Enqueue the parent's summary; inside a resource whose lifecycle is open, as part of it.
     fn propagate(&self, dir: &VPath, lifecycle: Option<&str>) -> Result<(), JobError> {
-        let Some(parent) = dir.parent().filter(has_summary) else {
+        let Some(parent) = dir.parent().filter(|d| self.summarised(d)) else {
             return Ok(());
         };
         let mut lc = None;
@@ -635,6 +717,12 @@ pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
             queue::DENSE.to_string(),
             Arc::new(DenseHandler(ops.clone())) as Arc<dyn JobHandler>,
             workers.dense.max(1),
+        ),
+        // A rule file's change walks one tree: one worker is plenty.
+        (
+            queue::REDERIVE.to_string(),
+            Arc::new(super::derive::RederiveHandler(ops.clone())) as Arc<dyn JobHandler>,
+            1,
         ),
     ]
 }

@@ -16,6 +16,7 @@
 
 mod add;
 mod at;
+pub mod derive;
 pub mod fsck;
 pub mod jobs;
 pub mod journal;
@@ -152,6 +153,8 @@ pub struct Ops {
     embedder: Option<Arc<dyn Embedder>>,
     summarizer: Arc<dyn Summarizer>,
     journal: Journal,
+    /// Which paths get derived state, and how much of a file ([`derive`]).
+    derive: derive::Derivation,
     /// How long background jobs wait for a lock a foreground operation holds.
     job_lock_wait: Duration,
     /// How long a foreground operation waits for a busy lock: the configured lock_timeout, but
@@ -199,7 +202,7 @@ impl Ops {
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
             .map_err(|e| OpsError::Summarizer(e.to_string()))?;
-        let ops = Self::with_parts(ws, locks, embedder, summarizer)?;
+        let ops = Self::assemble(ws, locks, embedder, summarizer, &config.index)?;
         if matches!(ops.index.opened(), Opened::Created | Opened::Recreated) {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
             let root = VPath::root();
@@ -211,13 +214,31 @@ impl Ops {
         Ok(ops)
     }
 
-    /// [`Ops::open`] with the parts given (tests, and a daemon that already has them).
+    /// [`Ops::open`] with the parts given (tests, and a daemon that already has them) and
+    /// the default content rules.
     pub fn with_parts(
         ws: &Workspace,
         locks: Arc<LockManager>,
         embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
+        Self::assemble(
+            ws,
+            locks,
+            embedder,
+            summarizer,
+            &crate::config::IndexConfig::default(),
+        )
+    }
+
+    fn assemble(
+        ws: &Workspace,
+        locks: Arc<LockManager>,
+        embedder: Option<Arc<dyn Embedder>>,
+        summarizer: Arc<dyn Summarizer>,
+        content: &crate::config::IndexConfig,
+    ) -> Result<Arc<Ops>> {
+        let derive = derive::Derivation::new(&ws.data_root(), content)?;
         let queue = open_queue(&ws.queue_db())?;
         let (index, _) = open_index(&ws.index_db(), embedder.as_deref())?;
         let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
@@ -233,6 +254,7 @@ impl Ops {
             embedder,
             summarizer,
             journal,
+            derive,
             job_lock_wait: Duration::from_secs(2),
             working: Default::default(),
             write_probe: std::sync::OnceLock::new(),
@@ -428,9 +450,22 @@ pub(crate) fn is_source_name(name: &str) -> bool {
     !crate::uri::is_internal_name(name) && !crate::uri::is_sidecar_name(name)
 }
 
-/// Every source file and directory below `dir` (itself excluded), as namespace paths.
-pub(crate) fn walk_tree(
+impl Ops {
+    /// Every source file and directory below `dir` (itself excluded) that gets derived
+    /// state, as namespace paths: ignored paths are skipped, and not descended into.
+    pub(crate) fn walk(
+        &self,
+        dir: &VPath,
+        files: &mut Vec<VPath>,
+        dirs: &mut Vec<VPath>,
+    ) -> Result<()> {
+        walk_tree(&self.ws, &self.derive.rules, dir, files, dirs)
+    }
+}
+
+fn walk_tree(
     ws: &Workspace,
+    rules: &crate::content::IgnoreRules,
     dir: &VPath,
     files: &mut Vec<VPath>,
     dirs: &mut Vec<VPath>,
@@ -453,9 +488,12 @@ pub(crate) fn walk_tree(
         let ft = e
             .file_type()
             .map_err(|e| OpsError::io(e_path(&fs, &name), e))?;
+        if rules.is_ignored(&p, ft.is_dir()) {
+            continue;
+        }
         if ft.is_dir() {
             dirs.push(p.clone());
-            walk_tree(ws, &p, files, dirs)?;
+            walk_tree(ws, rules, &p, files, dirs)?;
         } else if ft.is_file() {
             files.push(p);
         }

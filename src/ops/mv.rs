@@ -191,6 +191,9 @@ impl Ops {
         guard: LockGuard,
         intent: i64,
     ) -> Result<()> {
+        // Moved into an ignored place: nothing stays derived from it. Still under the
+        // source's TREE lock, which rename(2) carried into the destination.
+        self.prune_ignored(dst, src_dir)?;
         if src_dir {
             self.locks.release_owned(dst, guard.owner())?;
         }
@@ -209,6 +212,8 @@ impl Ops {
     pub fn renamed(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.index.delete_prefix(dst)?;
         self.move_records(src, dst)?;
+        let is_dir = super::stat(&self.fs(dst))?.is_some_and(|m| m.is_dir());
+        self.prune_ignored(dst, is_dir)?;
         self.enqueue_parent_summary(src)?;
         self.enqueue_parent_summary(dst)?;
         self.refresh_under(dst).map(drop)

@@ -110,9 +110,11 @@ impl Ops {
         let mut dirs = Vec::new();
         match stat(&self.fs(p))? {
             None => return Ok(None),
+            // Nothing is derived from an ignored path.
+            Some(m) if !self.derives(p, m.is_dir()) => {}
             Some(m) if m.is_dir() => {
                 dirs.push(p.clone());
-                super::walk_tree(&self.ws, p, &mut files, &mut dirs)?;
+                self.walk(p, &mut files, &mut dirs)?;
             }
             Some(_) => files.push(p.clone()),
         }

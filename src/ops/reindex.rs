@@ -40,11 +40,13 @@ impl Ops {
             for scope in crate::uri::SCOPES {
                 let s = VPath::root().join(scope)?;
                 dirs.push(s.clone());
-                super::walk_tree(&self.ws, &s, &mut files, &mut dirs)?;
+                self.walk(&s, &mut files, &mut dirs)?;
             }
+        } else if !self.may_derive(under) {
+            // Ignored: nothing is derived (what was is removed below).
         } else if stat(&self.fs(under))?.is_some_and(|m| m.is_dir()) {
             dirs.push(under.clone());
-            super::walk_tree(&self.ws, under, &mut files, &mut dirs)?;
+            self.walk(under, &mut files, &mut dirs)?;
         } else if stat(&self.fs(under))?.is_some_and(|m| m.is_file()) {
             files.push(under.clone());
         }
@@ -77,7 +79,7 @@ impl Ops {
         }
         later.extend(
             dirs.iter()
-                .filter(|d| super::jobs::has_summary(d))
+                .filter(|d| self.summarised(d))
                 .map(|d| semantic_job(d, None)),
         );
         for chunk in later.chunks(1000) {
@@ -92,8 +94,16 @@ impl Ops {
     fn index_now(&self, p: &VPath) -> Result<bool> {
         let fs = self.fs(p);
         for _round in 0..3 {
-            let Some((text, v)) = super::jobs::read_text(&fs)? else {
-                return Ok(true); // Not a regular file (or gone): nothing to index.
+            let Some((text, v, partial)) = super::jobs::read_text(&fs, self.max_file_bytes())?
+            else {
+                // Not a regular text file (or gone): nothing to index, and a record left
+                // from before (by version: one rebuilt meanwhile survives) goes.
+                if let Some(v) = self.index.version_of(p, Level::Content)? {
+                    if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+                        self.index.delete_if_version(p, Level::Content, &v)?;
+                    }
+                }
+                return Ok(true);
             };
             if self.index.version_of(p, Level::Content)?.as_deref() == Some(v.as_str()) {
                 return Ok(true);
@@ -106,7 +116,7 @@ impl Ops {
             };
             match stat(&fs)? {
                 Some(m) if source_version(&m) == v => {
-                    self.put_record(p, Level::Content, &text, v)?;
+                    self.put_record(p, Level::Content, &text, v, partial)?;
                     return Ok(true);
                 }
                 None => return Ok(true),

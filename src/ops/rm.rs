@@ -189,10 +189,21 @@ impl Ops {
         Ok(RmReport { records })
     }
 
-    /// The parent directory's summary must be regenerated after a child changed.
+    /// The parent directory's summary must be regenerated after a child changed (a child
+    /// that gets derived state; a rule file's change re-derives the whole directory).
     pub(crate) fn enqueue_parent_summary(&self, p: &VPath) -> Result<()> {
-        if let Some(parent) = p.parent().filter(super::jobs::has_summary) {
-            self.queue.submit(&[semantic_job(&parent, None)])?;
+        let Some(parent) = p.parent() else {
+            return Ok(());
+        };
+        let mut jobs = Vec::new();
+        if p.name() == crate::content::IGNORE_FILE && self.derives(&parent, true) {
+            jobs.push(super::derive::rederive_job(&parent));
+        }
+        if self.summarised(&parent) && self.may_derive(p) {
+            jobs.push(semantic_job(&parent, None));
+        }
+        if !jobs.is_empty() {
+            self.queue.submit(&jobs)?;
         }
         Ok(())
     }

@@ -7,7 +7,6 @@
 //! and a job that runs early and reads the old bytes finds, under the same lock, that the
 //! version changed and retries (or a newer job of its key supersedes it).
 
-use super::jobs::{embed_job, semantic_job, NewJob};
 use super::rm::check_user_path;
 use super::{Ops, OpsError, Result};
 use crate::uri::VPath;
@@ -32,7 +31,7 @@ impl Ops {
         // The old record would name this file for words it is about to lose: better no
         // result until the job has indexed the new content than a wrong one.
         self.index.delete(p)?;
-        self.queue.enqueue_many(&self.jobs_for_file(p))?;
+        self.queue.enqueue_many(&self.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
         self.root
             .write_atomic(p, bytes)
@@ -41,21 +40,16 @@ impl Ops {
         Ok(())
     }
 
-    fn jobs_for_file(&self, p: &VPath) -> Vec<NewJob> {
-        let mut jobs = vec![embed_job(p, None)];
-        if let Some(parent) = p.parent().filter(super::jobs::has_summary) {
-            jobs.push(semantic_job(&parent, None));
-        }
-        jobs
-    }
-
     /// The mount finished writing `p` (closed after a write): re-index it and its directory.
     /// Idempotent and cheap (one queue transaction; repeated calls coalesce).
     pub fn file_written(&self, p: &VPath) -> Result<()> {
         if !super::is_source_name(p.name()) {
             return Ok(());
         }
-        self.queue.submit(&self.jobs_for_file(p))?;
+        let jobs = self.jobs_for_change(p);
+        if !jobs.is_empty() {
+            self.queue.submit(&jobs)?;
+        }
         Ok(())
     }
 

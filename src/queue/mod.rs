@@ -30,10 +30,12 @@ pub const SEMANTIC: &str = "semantic";
 pub const EMBEDDING: &str = "embedding";
 /// A record's vector from the configured model (after its text is indexed).
 pub const DENSE: &str = "dense";
+/// Bringing the derived state in line with a changed `.vikingignore`.
+pub const REDERIVE: &str = "rederive";
 /// Phase 2 of a session commit.
 pub const SESSION_COMMIT: &str = "session_commit";
 /// The queues this project uses; `status` always lists them, even when empty.
-pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, DENSE, SESSION_COMMIT];
+pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, DENSE, REDERIVE, SESSION_COMMIT];
 
 /// Work done for one job. Must be idempotent: a job may run again after its worker died.
 pub trait JobHandler: Send + Sync {

@@ -29,6 +29,9 @@ pub struct Child {
     pub is_dir: bool,
     /// A file's leading content, or a child directory's `.abstract.md` (may be empty).
     pub text: String,
+    /// A file that is not text: its kind and size in words ("gzip compressed data, 12 KiB");
+    /// its `text` is empty, and it is only ever named, never quoted.
+    pub binary: Option<String>,
 }
 
 impl Child {
@@ -37,6 +40,21 @@ impl Child {
             name: name.into(),
             is_dir: false,
             text: text.into(),
+            binary: None,
+        }
+    }
+
+    /// A file that is not text, by its kind (`crate::content::sniff`) and size.
+    pub fn binary(name: impl Into<String>, kind: impl Into<String>, size: u64) -> Child {
+        Child {
+            name: name.into(),
+            is_dir: false,
+            text: String::new(),
+            binary: Some(format!(
+                "{}, {}",
+                kind.into(),
+                crate::content::human_size(size)
+            )),
         }
     }
 
@@ -45,6 +63,7 @@ impl Child {
             name: name.into(),
             is_dir: true,
             text: abstract_text.into(),
+            binary: None,
         }
     }
 }

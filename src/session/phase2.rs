@@ -262,7 +262,7 @@ impl SessionCommitHandler {
         ] {
             let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
             self.ops
-                .put_record(&dir, level, text, source_version(&meta))?;
+                .put_record(&dir, level, text, source_version(&meta), false)?;
         }
         // `history/` summarises its archives: queue its regeneration.
         self.sessions.notify_dirs(&[s.history()])?;
