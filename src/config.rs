@@ -525,6 +525,29 @@ mod tests {
     }
 
     #[test]
+    fn index_keys_replace_defaults_and_refuse_bad_values() {
+        let c =
+            parse(r#"{"vikingfs":{"index":{"ignore":["*.tmp"],"max_file_bytes":8192}}}"#).unwrap();
+        assert_eq!(c.index.ignore, vec!["*.tmp".to_string()]);
+        assert_eq!(c.index.max_file_bytes, 8192);
+        assert!(Config::default()
+            .index
+            .ignore
+            .contains(&".git/".to_string()));
+        let e = parse(r#"{"vikingfs":{"index":{"ignore":["{a"]}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vikingfs.index.ignore") && e.contains("{a"),
+            "{e}"
+        );
+        let e = parse(r#"{"vikingfs":{"index":{"max_file_bytes":10}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vikingfs.index.max_file_bytes"), "{e}");
+    }
+
+    #[test]
     fn new_keys_win_over_legacy() {
         let c = parse(
             r#"{"storage":{"agfs":{"pathlock":{"lock_expire_secs":5}},
