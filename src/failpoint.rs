@@ -31,6 +31,9 @@ pub const ALL: &[&str] = &[
     "job.semantic.propagated",
     "job.semantic.start",
     "job.semantic.written",
+    // ops::derive (rederive)
+    "job.rederive.start",
+    "job.rederive.underived",
     // ops::lifecycle
     "lifecycle.before_release",
     // ops::mv

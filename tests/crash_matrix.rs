@@ -23,6 +23,8 @@ enum Op {
     Jobs,
     /// The same with a dense model configured (the built-in `hash` one): the vectors' jobs.
     Dense,
+    /// A `.vikingignore` written after the baseline was indexed: its `rederive` job.
+    Rederive,
 }
 
 fn op_of(point: &str) -> Op {
@@ -32,6 +34,7 @@ fn op_of(point: &str) -> Op {
         "add" => Op::Add,
         "write" => Op::Write,
         _ if point.contains("dense") || point.contains("set_vector") => Op::Dense,
+        _ if point.contains("rederive") => Op::Rederive,
         "job" | "lifecycle" => Op::Jobs,
         // The index's own points: a rename is an mv's, any other write is first met by a job.
         "index" if point.starts_with("index.rename") => Op::Mv,
@@ -269,6 +272,33 @@ fn run_point(point: &str) {
             env.check(&files);
             env.check_repair();
         }
+        Op::Rederive => {
+            let files = baseline(&env, true);
+            let mut c = env.cmd(&["write", "viking://resources/base/.vikingignore"]);
+            c.stdin(std::process::Stdio::piped());
+            let mut ch = c.spawn().unwrap();
+            {
+                use std::io::Write;
+                ch.stdin.take().unwrap().write_all(b"sub/\n").unwrap();
+            }
+            assert!(ch.wait().unwrap().success());
+            crash(&env, point, &["wait", "--timeout", "120"], None);
+            env.drain();
+            // What the rule keeps is found; what it ignores is named by no search, and has
+            // no summaries left.
+            let kept: Vec<_> = files
+                .into_iter()
+                .filter(|(u, _)| !u.contains("/sub/"))
+                .collect();
+            env.check(&kept);
+            for t in ["charlie", "delta"] {
+                let hits = env.find(&token(t), 5);
+                assert!(hits.iter().all(|(u, _)| !u.contains("/sub")), "{hits:?}");
+            }
+            assert!(!env.data("resources/base/sub/.abstract.md").exists());
+            assert!(!env.data("resources/base/sub/deep/.overview.md").exists());
+            env.check_repair();
+        }
         Op::Dense => {
             env.use_dense_model();
             let files = baseline(&env, false);
@@ -329,6 +359,8 @@ matrix! {
     job_embed_computed => "job.embed.computed",
     job_embed_indexed => "job.embed.indexed",
     job_semantic_start => "job.semantic.start",
+    job_rederive_start => "job.rederive.start",
+    job_rederive_underived => "job.rederive.underived",
     job_semantic_computed => "job.semantic.computed",
     job_semantic_written => "job.semantic.written",
     job_semantic_propagated => "job.semantic.propagated",

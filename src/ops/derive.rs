@@ -145,6 +145,7 @@ impl Ops {
         let dir = self
             .parse(uri)
             .map_err(|e| JobError::Permanent(e.to_string()))?;
+        crate::crash_point!("job.rederive.start");
         self.derive.rules.invalidate(&dir);
         if !self.derives(&dir, true) || !stat(&self.fs(&dir))?.is_some_and(|m| m.is_dir()) {
             return Ok(());
@@ -155,6 +156,7 @@ impl Ops {
             for (p, is_dir) in self.children(&d)? {
                 if !self.derives(&p, is_dir) {
                     self.underive(&p, is_dir)?;
+                    crate::crash_point!("job.rederive.underived");
                 } else if is_dir {
                     jobs.push(semantic_job(&p, None));
                     stack.push(p);
