@@ -277,3 +277,25 @@ fn a_file_past_the_limit_is_indexed_up_to_it_and_status_says_so() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("partial  1 file"), "{text}");
 }
+
+#[test]
+fn special_files_are_never_opened_and_leave_no_dead_jobs() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir sp && cd sp && mkfifo pipe && mknod null c 1 3 && echo 'plain words' > note.md && \
+         python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind(\"sock\")'",
+    );
+    // A worker that opened the FIFO would hang; one that opened the socket would fail.
+    drain(&m);
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (q, s) in v["queues"].as_object().unwrap() {
+        assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
+    }
+    let hits: Vec<String> = find(&m, "plain words").into_iter().map(|(u, _)| u).collect();
+    assert!(hits.iter().any(|u| u.ends_with("sp/note.md")), "{hits:?}");
+    assert!(!hits.iter().any(|u| u.ends_with("pipe") || u.ends_with("null")), "{hits:?}");
+    m.check_index_agrees();
+}

@@ -291,7 +291,7 @@ impl Ops {
             match self.index.version_of(f, Level::Content)? {
                 Some(v) if v == current => {}
                 // Not text: never indexed, only named in its directory's summary.
-                None if super::jobs::read_text(&self.fs(f), self.max_file_bytes())?.is_none() => {}
+                None if self.read_text(f, self.max_file_bytes())?.is_none() => {}
                 other => {
                     rep.problems.push(Problem::Unindexed {
                         uri: f.uri(),

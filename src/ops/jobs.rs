@@ -159,71 +159,77 @@ enum Head {
     /// A symlink or special file: never indexed (a FIFO would block a reader, a symlink may
     /// point outside the workspace).
     Other,
+    /// A regular file that cannot be opened, for a reason retrying will not cure.
+    Unreadable(String),
     Gone,
 }
 
-/// Read at most `max` bytes of `path` and judge them, with the version of what was read.
-/// Opened with O_NOFOLLOW | O_NONBLOCK and judged by fstat, so what is read is what is
-/// versioned.
-fn read_head(path: &std::path::Path, max: u64) -> std::io::Result<Head> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // O_NOATIME: a job reading a file in the background must not move the atime its user
-    // just set (utimensat(2) then stat(2) sees what was set). Only the file's owner (or
-    // CAP_FOWNER) may ask for it: otherwise read as usual.
-    let open = |noatime: i32| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | noatime)
-            .open(path)
-    };
-    let opened = match open(libc::O_NOATIME) {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
-        r => r,
-    };
-    let f = match opened {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::Gone),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(Head::Gone),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Head::Other),
-        Err(e) => return Err(e),
-    };
-    let meta = f.metadata()?;
-    if meta.is_dir() {
-        return Ok(Head::Dir);
+impl Ops {
+    /// Read at most `max` bytes of file `p` and judge them, with the version of what was
+    /// read. Only a regular file is opened (a FIFO, socket or device node is never touched:
+    /// opening one can block, fail or have effects), relative to the data root (so a path
+    /// near the kernel's limits through the mount is no longer than that), and judged by
+    /// fstat, so what is read is what is versioned. A file that cannot be opened for a reason
+    /// retrying cannot cure is [`Head::Unreadable`].
+    fn read_head(&self, p: &VPath, max: u64) -> std::io::Result<Head> {
+        match self.root.lstat(p)? {
+            None => return Ok(Head::Gone),
+            Some(st) if st.is_dir() => return Ok(Head::Dir),
+            Some(st) if !st.is_file() => return Ok(Head::Other),
+            Some(_) => {}
+        }
+        let f = match self.root.open_read(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::Gone),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ENOTDIR) => return Ok(Head::Gone),
+                // Replaced by a symlink or a special file since the lstat.
+                Some(libc::ELOOP | libc::ENXIO | libc::ENODEV) => return Ok(Head::Other),
+                Some(libc::EACCES | libc::EPERM | libc::ENAMETOOLONG | libc::EINVAL) => {
+                    return Ok(Head::Unreadable(e.to_string()))
+                }
+                _ => return Err(e),
+            },
+        };
+        let meta = f.metadata()?;
+        if meta.is_dir() {
+            return Ok(Head::Dir);
+        }
+        if !meta.is_file() {
+            return Ok(Head::Other);
+        }
+        let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
+        f.take(max).read_to_end(&mut buf)?;
+        let partial = meta.len() > buf.len() as u64;
+        Ok(match crate::content::sniff(buf) {
+            Content::Text(text) => Head::Text {
+                text,
+                version: source_version(&meta),
+                partial,
+            },
+            Content::Binary(kind) => Head::Binary {
+                kind,
+                size: meta.len(),
+            },
+        })
     }
-    if !meta.is_file() {
-        return Ok(Head::Other);
-    }
-    let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
-    f.take(max).read_to_end(&mut buf)?;
-    let partial = meta.len() > buf.len() as u64;
-    Ok(match crate::content::sniff(buf) {
-        Content::Text(text) => Head::Text {
-            text,
-            version: source_version(&meta),
-            partial,
-        },
-        Content::Binary(kind) => Head::Binary {
-            kind,
-            size: meta.len(),
-        },
-    })
-}
 
-/// A regular file's indexable head (up to `max` bytes), its version and whether it was cut;
-/// `None` for anything else (a binary, a directory, a special file) or nothing.
-pub(crate) fn read_text(
-    path: &std::path::Path,
-    max: u64,
-) -> Result<Option<(String, String, bool)>, OpsError> {
-    match read_head(path, max) {
-        Ok(Head::Text {
-            text,
-            version,
-            partial,
-        }) => Ok(Some((text, version, partial))),
-        Ok(_) => Ok(None),
-        Err(e) => Err(OpsError::io(path, e)),
+    /// A regular file's indexable head (up to `max` bytes), its version and whether it was
+    /// cut; `None` for anything else (a binary, a directory, a special file) or nothing.
+    pub(crate) fn read_text(
+        &self,
+        p: &VPath,
+        max: u64,
+    ) -> Result<Option<(String, String, bool)>, OpsError> {
+        match self.read_head(p, max) {
+            Ok(Head::Text {
+                text,
+                version,
+                partial,
+            }) => Ok(Some((text, version, partial))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(OpsError::io(self.fs(p), e)),
+        }
     }
 }
 
@@ -304,8 +310,16 @@ impl Ops {
         for _round in 0..3 {
             // An ignored path is read for nothing: only a leftover record is dropped.
             let head = if self.derives(p, false) {
-                read_head(&fs, self.max_file_bytes())
+                match self
+                    .read_head(p, self.max_file_bytes())
                     .map_err(|e| retry(format!("{}: {e}", fs.display())))?
+                {
+                    Head::Unreadable(why) => {
+                        tracing::info!(uri = %p.uri(), "not indexed: {why}");
+                        Head::Other
+                    }
+                    h => h,
+                }
             } else {
                 Head::Other
             };
@@ -403,11 +417,11 @@ impl Ops {
     }
 
     /// Where the text of the record (uri, level) lives: the file, or a summary sidecar.
-    fn record_source(&self, uri: &VPath, level: Level) -> Result<std::path::PathBuf, OpsError> {
+    fn record_source(&self, uri: &VPath, level: Level) -> Result<VPath, OpsError> {
         Ok(match level {
-            Level::Content => self.fs(uri),
-            Level::Abstract => self.fs(&uri.join(ABSTRACT_FILE)?),
-            Level::Overview => self.fs(&uri.join(OVERVIEW_FILE)?),
+            Level::Content => uri.clone(),
+            Level::Abstract => uri.join(ABSTRACT_FILE)?,
+            Level::Overview => uri.join(OVERVIEW_FILE)?,
         })
     }
 
@@ -434,7 +448,9 @@ impl Ops {
         let src = self.record_source(&t.path, level)?;
         let Head::Text {
             text, version: v, ..
-        } = read_head(&src, DENSE_BYTES).map_err(|e| retry(format!("{}: {e}", src.display())))?
+        } = self
+            .read_head(&src, DENSE_BYTES)
+            .map_err(|e| retry(format!("{}: {e}", self.fs(&src).display())))?
         else {
             return Ok(());
         };
@@ -495,7 +511,7 @@ impl Ops {
                 let abs = std::fs::read_to_string(e.path().join(ABSTRACT_FILE)).unwrap_or_default();
                 children.push(Child::dir(name, abs));
             } else if ft.is_file() {
-                children.push(match read_head(&e.path(), CHILD_HEAD_BYTES) {
+                children.push(match self.read_head(&p, CHILD_HEAD_BYTES) {
                     Ok(Head::Text { text, .. }) => Child::file(name, text),
                     Ok(Head::Binary { kind, size }) => Child::binary(name, kind, size),
                     _ => Child::file(name, String::new()),

@@ -94,8 +94,7 @@ impl Ops {
     fn index_now(&self, p: &VPath) -> Result<bool> {
         let fs = self.fs(p);
         for _round in 0..3 {
-            let Some((text, v, partial)) = super::jobs::read_text(&fs, self.max_file_bytes())?
-            else {
+            let Some((text, v, partial)) = self.read_text(p, self.max_file_bytes())? else {
                 // Not a regular text file (or gone): nothing to index, and a record left
                 // from before (by version: one rebuilt meanwhile survives) goes.
                 if let Some(v) = self.index.version_of(p, Level::Content)? {
