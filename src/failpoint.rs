@@ -83,9 +83,34 @@ fn armed() -> Option<&'static str> {
         .as_deref()
 }
 
-/// Abort the process if `name` is the armed crash point.
+/// `VIKINGFS_PAUSE_AT=NAME:MS`: sleep MS milliseconds at point NAME instead (tests that need
+/// background work to hold its locks a while, e.g. `job.embed.indexed`).
+#[cfg(feature = "failpoints")]
+fn paused() -> Option<(&'static str, std::time::Duration)> {
+    use std::sync::OnceLock;
+    static PAUSED: OnceLock<Option<(String, std::time::Duration)>> = OnceLock::new();
+    PAUSED
+        .get_or_init(|| {
+            let v = std::env::var("VIKINGFS_PAUSE_AT").ok()?;
+            let (name, ms) = v.rsplit_once(':')?;
+            Some((
+                name.to_string(),
+                std::time::Duration::from_millis(ms.parse().ok()?),
+            ))
+        })
+        .as_ref()
+        .map(|(n, d)| (n.as_str(), *d))
+}
+
+/// Abort the process if `name` is the armed crash point (or pause there, see [`paused`]).
 #[inline]
 pub fn hit(name: &'static str) {
+    #[cfg(feature = "failpoints")]
+    if let Some((p, d)) = paused() {
+        if p == name {
+            std::thread::sleep(d);
+        }
+    }
     #[cfg(feature = "failpoints")]
     if armed() == Some(name) {
         // stderr is unbuffered: tests look for this line to know the point was reached.

@@ -294,8 +294,16 @@ fn special_files_are_never_opened_and_leave_no_dead_jobs() {
     for (q, s) in v["queues"].as_object().unwrap() {
         assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
     }
-    let hits: Vec<String> = find(&m, "plain words").into_iter().map(|(u, _)| u).collect();
+    let hits: Vec<String> = find(&m, "plain words")
+        .into_iter()
+        .map(|(u, _)| u)
+        .collect();
     assert!(hits.iter().any(|u| u.ends_with("sp/note.md")), "{hits:?}");
-    assert!(!hits.iter().any(|u| u.ends_with("pipe") || u.ends_with("null")), "{hits:?}");
+    assert!(
+        !hits
+            .iter()
+            .any(|u| u.ends_with("pipe") || u.ends_with("null")),
+        "{hits:?}"
+    );
     m.check_index_agrees();
 }

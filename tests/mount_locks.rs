@@ -331,3 +331,55 @@ fn two_daemons_on_one_workspace_respect_each_others_locks() {
     assert_eq!(ls_user(&ra.join("d")), "");
     a.check_index_agrees();
 }
+
+/// Foreground first: right after `cp -r` of 2,000 files the daemon's workers are writing
+/// records back under EXACT locks (each held 20 ms here, at a pause point, so that they
+/// always are). A user's `vikingfs lock --tree` (lock_timeout 0) and an `rm -rf` through the
+/// mount wait for those short locks, and the workers give way, instead of failing busy.
+#[cfg(feature = "failpoints")]
+#[test]
+fn background_work_never_fails_the_users_lock_or_rm() {
+    let m = Mount::new();
+    m.unmount();
+    m.mount_with_env(&[("VIKINGFS_PAUSE_AT", "job.embed.indexed:20")]);
+    let src = m.dir.path().join("many");
+    for d in 0..20 {
+        let dir = src.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f:03}.md")), note(&format!("{d}-{f}"))).unwrap();
+        }
+    }
+    let r = m.res();
+    ok(&r, &format!("cp -r {} tree", src.display()));
+    for i in 0..20 {
+        let out = m
+            .cli(&["lock", "--tree", "viking://resources/tree", "--", "true"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "lock --tree #{i} while the workers index: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for i in 0..20 {
+        let dir = format!("d{i:02}");
+        let out = sh(&r.join("tree"), &format!("rm -rf {dir}"));
+        assert!(
+            out.status.success(),
+            "rm -rf {dir}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // And a fresh copy to remove while its own jobs run.
+        ok(&r, &format!("cp -r {}/d00 again{i}", src.display()));
+        let out = sh(&r, &format!("rm -rf again{i}"));
+        assert!(
+            out.status.success(),
+            "rm -rf again{i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(ls_user(&r.join("tree")), "");
+    m.check_index_agrees();
+}

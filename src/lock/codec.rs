@@ -139,6 +139,29 @@ pub fn new_owner() -> String {
     )
 }
 
+/// A fresh owner name for background work (a job's write-back): `…-bg{n}`. Still an
+/// ordinary owner to OpenViking and to the liveness check; to vikingfs it says that the lock
+/// is held for milliseconds by work that gives way, so a foreground request waits for it
+/// ([`is_background_owner`]) instead of failing at once.
+pub fn new_background_owner() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{}bg{}",
+        process_owner_prefix(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether `owner` is a vikingfs process's background work ([`new_background_owner`]).
+pub fn is_background_owner(owner: &str) -> bool {
+    owner.starts_with(PREFIX)
+        && owner
+            .rsplit('-')
+            .next()
+            .is_some_and(|n| n.starts_with("bg") && n[2..].bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Whether an owner can be checked directly, and what the check says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Liveness {
@@ -178,6 +201,17 @@ pub fn liveness(owner: &str) -> Liveness {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn background_owners_are_recognised_and_checkable() {
+        let bg = super::new_background_owner();
+        assert!(super::is_background_owner(&bg), "{bg}");
+        assert!(!super::is_background_owner(&super::new_owner()));
+        assert!(!super::is_background_owner(
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        ));
+        assert_eq!(super::liveness(&bg), super::Liveness::Alive);
+    }
+
     use super::*;
 
     #[test]

@@ -31,6 +31,11 @@ use crate::workspace::Workspace;
 /// First and longest pause between polls of a lock held by another process (OpenViking's).
 const BACKOFF_FIRST: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// How long a foreground request waits, at least, for locks held by vikingfs's background
+/// work (a job's write-back holds one for milliseconds; a burst of them, a little longer).
+const BACKGROUND_GRACE: Duration = Duration::from_secs(10);
+/// How often a foreground batch that keeps its files looks again at a background lock.
+const BACKGROUND_POLL: Duration = Duration::from_millis(5);
 
 struct Inner {
     res: Resolver,
@@ -185,9 +190,14 @@ impl LockManager {
         background: bool,
     ) -> Result<LockGuard, LockError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let owner = if background {
+            codec::new_background_owner()
+        } else {
+            codec::new_owner()
+        };
         let handle = Arc::new(Handle {
             id,
-            owner: codec::new_owner().into(),
+            owner: owner.into(),
             create_dirs,
             background,
         });
@@ -221,7 +231,15 @@ impl Inner {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let mut deadline = start + timeout;
+        // Foreground first: a lock a vikingfs job holds (for its write-back, milliseconds)
+        // is waited for, whatever the timeout; only other foreground work answers busy.
+        let outwait = |deadline: &mut Instant, owner: &str| {
+            if !handle.background && codec::is_background_owner(owner) {
+                *deadline = (*deadline).max(start + BACKGROUND_GRACE);
+            }
+        };
         let id = this.next_id.fetch_add(1, Ordering::Relaxed);
         let mut backoff = BACKOFF_FIRST;
         loop {
@@ -237,6 +255,7 @@ impl Inner {
                             .flatten()
                     });
                     let Some(e) = blocker else { break };
+                    outwait(&mut deadline, &e.owner);
                     if Instant::now() >= deadline {
                         let busy = LockError::Busy {
                             path: e.path.uri(),
@@ -261,7 +280,8 @@ impl Inner {
                 }
                 t.insert(reqs, handle.id, id, &handle.owner);
             }
-            match this.take_all(reqs, &handle.owner, handle.create_dirs) {
+            let keep_until = (!handle.background).then_some(start + BACKGROUND_GRACE);
+            match this.take_all(reqs, &handle.owner, handle.create_dirs, keep_until) {
                 Ok(held) => {
                     this.held.lock().insert(id, held);
                     return Ok(LockGuard {
@@ -274,6 +294,9 @@ impl Inner {
                 Err(e) => {
                     this.table.lock().remove_guard(id);
                     this.released.notify_all();
+                    if let LockError::Busy { owner, .. } = &e {
+                        outwait(&mut deadline, owner);
+                    }
                     let now = Instant::now();
                     match e {
                         LockError::Busy { .. } if now < deadline => {
@@ -287,12 +310,17 @@ impl Inner {
         }
     }
 
-    /// The disk protocol for a whole batch, all or nothing.
+    /// The disk protocol for a whole batch, all or nothing. With `outwait` (a foreground
+    /// batch), a check that meets a lock of vikingfs's background work keeps this batch's
+    /// files and looks again until then: the job's own check sees them and gives way (a
+    /// background batch never keeps its files on a conflict), so the user's request is not
+    /// starved by a stream of write-backs that each back off in turn.
     fn take_all(
         &self,
         reqs: &[(VPath, LockKind)],
         me: &str,
         create_dirs: bool,
+        outwait: Option<Instant>,
     ) -> Result<Vec<Held>, LockError> {
         let eng = self.engine();
         let mut held = Vec::with_capacity(reqs.len());
@@ -320,9 +348,20 @@ impl Inner {
         }
         let mut free = Vec::new();
         for r in &checks {
-            if let Err(e) = eng.recheck(r, me, &mut free) {
-                undo(held);
-                return Err(e);
+            loop {
+                match eng.recheck(r, me, &mut free) {
+                    Ok(()) => break,
+                    Err(LockError::Busy { ref owner, .. })
+                        if codec::is_background_owner(owner)
+                            && outwait.is_some_and(|t| Instant::now() < t) =>
+                    {
+                        std::thread::sleep(BACKGROUND_POLL);
+                    }
+                    Err(e) => {
+                        undo(held);
+                        return Err(e);
+                    }
+                }
             }
         }
         Ok(held)
