@@ -4,8 +4,9 @@
 //!
 //! Reads go straight to the backing files. Every change goes through the [`Mutations`] seam
 //! with a validated [`VPath`]; the core itself enforces what the namespace shows: internal
-//! names are invisible and can't be created, sidecars are read-only, and the root holds only
-//! the scopes.
+//! names are invisible and can't be created; sidecars (the directory summaries) are read-only
+//! and reached by name but not listed, unless [`FsConfig::show_summaries`]; and the root holds
+//! only the scopes.
 
 mod dir;
 pub mod error;
@@ -52,6 +53,16 @@ pub struct Attr {
 /// What `statfs` reports.
 pub type StatFs = libc::statvfs;
 
+/// How the core presents the namespace: the mount options that change what programs see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsConfig {
+    /// List the sidecars (`.abstract.md`, `.overview.md`) in directory listings
+    /// (`-o show_summaries`). Off by default: they are derived data, and tools that walk a
+    /// tree (`cp -r`, `find`, `git status`, rsync, an agent's glob) would copy, track or read
+    /// them as if a user had written them. Either way they are reachable by name.
+    pub show_summaries: bool,
+}
+
 /// The filesystem core. Cheap to share (`Arc`) between worker threads: every method takes
 /// `&self`.
 pub struct VikingFs {
@@ -59,6 +70,7 @@ pub struct VikingFs {
     inodes: InodeTable,
     handles: Handles,
     mutations: Arc<dyn Mutations>,
+    config: FsConfig,
 }
 
 /// A name a program asked for, checked against what the namespace allows.
@@ -96,7 +108,14 @@ impl VikingFs {
             inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fd_budget)?,
             handles: Handles::default(),
             mutations,
+            config: FsConfig::default(),
         })
+    }
+
+    /// The core presenting the namespace as `config` says (default: [`FsConfig::default`]).
+    pub fn with_config(mut self, config: FsConfig) -> Self {
+        self.config = config;
+        self
     }
 
     /// The core with plain system calls behind its mutation seam.

@@ -83,6 +83,10 @@ struct Fixture {
 }
 
 fn fixture(busy: Option<&str>) -> Fixture {
+    fixture_with(busy, FsConfig::default())
+}
+
+fn fixture_with(busy: Option<&str>, config: FsConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
     let rec = Arc::new(Recording {
@@ -90,7 +94,7 @@ fn fixture(busy: Option<&str>) -> Fixture {
         calls: Mutex::new(Vec::new()),
         busy: busy.map(String::from),
     });
-    let fs = VikingFs::new(&ws, rec.clone()).unwrap();
+    let fs = VikingFs::new(&ws, rec.clone()).unwrap().with_config(config);
     let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
     Fixture {
         _dir: dir,
@@ -105,6 +109,19 @@ const ME: Owner = Owner { uid: 0, gid: 0 };
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
+}
+
+/// The names a listing of directory `ino` shows, in order.
+fn list(fs: &VikingFs, ino: u64) -> Vec<String> {
+    let dh = fs.opendir(ino).unwrap();
+    let names = fs
+        .readdir(dh, 0)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.name.to_string_lossy().into_owned())
+        .collect();
+    fs.releasedir(dh);
+    names
 }
 
 #[test]
@@ -168,16 +185,9 @@ fn internal_names_are_hidden_and_cannot_be_created() {
     let e =
         f.fs.create(f.res, os(".vikingfs.x"), 0o644, libc::O_WRONLY, ME);
     assert_eq!(e.unwrap_err().errno(), libc::EPERM);
-    let dh = f.fs.opendir(f.res).unwrap();
-    let names: Vec<_> =
-        f.fs.readdir(dh, 0)
-            .unwrap()
-            .into_iter()
-            .map(|(_, e)| e.name.to_string_lossy().into_owned())
-            .collect();
-    f.fs.releasedir(dh);
-    assert_eq!(names, [".", "..", "plain.md", ".abstract.md"]);
-    // Sidecars read, never written, and look read-only.
+    // Neither the lock file nor the sidecar is listed (see the next test for the sidecar).
+    assert_eq!(list(&f.fs, f.res), [".", "..", "plain.md"]);
+    // Sidecars read by name, never written, and look read-only.
     let s = f.fs.lookup(f.res, os(".abstract.md")).unwrap();
     assert_eq!(s.st.st_mode & 0o222, 0);
     let fh = f.fs.open(s.ino, libc::O_RDONLY).unwrap();
@@ -192,6 +202,50 @@ fn internal_names_are_hidden_and_cannot_be_created() {
         libc::EACCES
     );
     assert_eq!(f.fs.open_file_handles(), 0);
+}
+
+#[test]
+fn sidecars_are_listed_only_with_show_summaries() {
+    for show in [false, true] {
+        let f = fixture_with(
+            None,
+            FsConfig {
+                show_summaries: show,
+            },
+        );
+        let d = f.ws.data_root().join("resources/d");
+        std::fs::create_dir(&d).unwrap();
+        for n in [
+            "z.md",
+            ".overview.md",
+            ".abstract.md",
+            ".exact.ovlock.z.md.0",
+        ] {
+            std::fs::write(d.join(n), n).unwrap();
+        }
+        let di = f.fs.lookup(f.res, os("d")).unwrap().ino;
+        let got = list(&f.fs, di);
+        assert_eq!(got[..3], [".", "..", "z.md"], "show_summaries={show}");
+        // Listed after the user's entries, so that `rm -rf` reaches them last.
+        let mut sidecars = got[3..].to_vec();
+        sidecars.sort();
+        let want: &[&str] = if show {
+            &[".abstract.md", ".overview.md"]
+        } else {
+            &[]
+        };
+        assert_eq!(sidecars, want, "show_summaries={show}");
+        // Listed or not, a sidecar answers by name.
+        let s = f.fs.lookup(di, os(".overview.md")).unwrap();
+        let fh = f.fs.open(s.ino, libc::O_RDONLY).unwrap();
+        assert_eq!(f.fs.read(fh, 0, 100).unwrap(), b".overview.md");
+        f.fs.release(fh).unwrap();
+        // The directory shows nothing once z.md goes, and rmdir takes its sidecars with it.
+        f.fs.unlink(di, os("z.md")).unwrap();
+        assert_eq!(list(&f.fs, di).len(), if show { 4 } else { 2 });
+        f.fs.rmdir(f.res, os("d")).unwrap();
+        assert!(!d.exists(), "show_summaries={show}");
+    }
 }
 
 #[test]
