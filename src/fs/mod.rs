@@ -387,14 +387,36 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
-        let n = match self.name(parent, name)? {
-            // A sidecar goes only with its directory: when nothing else is left in it (listings
-            // put sidecars last, so `rm -rf` reaches them once the rest is gone).
-            Name::Sidecar(s) if !self.has_user_entries(parent)? => s,
-            _ => self.existing_name(parent, name)?,
+        let p = match self.name(parent, name)? {
+            Name::Sidecar(s) => {
+                let p = self.child(parent, s)?;
+                self.check_sidecar_removable(parent, &p)?;
+                p
+            }
+            Name::Plain(_) => {
+                let n = self.existing_name(parent, name)?;
+                self.child(parent, n)?
+            }
         };
-        let p = self.child(parent, n)?;
         Ok(self.mutations.unlink(&p)?)
+    }
+
+    /// A sidecar goes only with its directory: once nothing else is left in it (rmdir removes
+    /// it itself; with `show_summaries` listings put sidecars last, so `rm -rf` reaches them
+    /// once the rest is gone). While user entries remain it is read-only derived data
+    /// (EACCES), but that is judged once the lock its unlink takes is free: someone else
+    /// holding it (a TREE lock on the directory) may be removing those very entries, and an
+    /// `rm -rf` whose removals of them met that lock got EBUSY for them. The directory may be
+    /// about to go: its sidecars answer EBUSY too, not EACCES.
+    fn check_sidecar_removable(&self, parent: u64, p: &VPath) -> FsResult<()> {
+        if !self.has_user_entries(parent)? {
+            return Ok(());
+        }
+        self.mutations.wait_unlocked(p)?;
+        if self.has_user_entries(parent)? {
+            return Err(FsError::ReadOnlySidecar(p.as_str().to_string()));
+        }
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", skip(self))]

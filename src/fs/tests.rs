@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use super::*;
 use crate::fs::mutations::MResult;
 
-/// The real direct mutations, recording each call and refusing (Busy) one path, as the
-/// locked operations will when a lock stays taken.
+/// The real direct mutations, recording each call and refusing (Busy) one path and what is
+/// below it, as the locked operations do while someone else holds a TREE lock on it.
 struct Recording {
     inner: DirectMutations,
     calls: Mutex<Vec<String>>,
@@ -19,7 +19,13 @@ struct Recording {
 impl Recording {
     fn check(&self, op: &str, p: &VPath) -> MResult<()> {
         self.calls.lock().push(format!("{op} {}", p.as_str()));
-        if self.busy.as_deref() == Some(p.as_str()) {
+        let under = |b: &str| {
+            p.as_str() == b
+                || p.as_str()
+                    .strip_prefix(b)
+                    .is_some_and(|r| r.starts_with('/'))
+        };
+        if self.busy.as_deref().is_some_and(under) {
             return Err(mutations::MutationError::Busy {
                 path: p.as_str().into(),
             });
@@ -59,6 +65,9 @@ impl Mutations for Recording {
     fn unlink(&self, p: &VPath) -> MResult<()> {
         self.check("unlink", p)?;
         self.inner.unlink(p)
+    }
+    fn wait_unlocked(&self, p: &VPath) -> MResult<()> {
+        self.check("wait_unlocked", p)
     }
     fn rmdir(&self, p: &VPath) -> MResult<()> {
         self.check("rmdir", p)?;
@@ -245,6 +254,41 @@ fn sidecars_are_listed_only_with_show_summaries() {
         assert_eq!(list(&f.fs, di).len(), if show { 4 } else { 2 });
         f.fs.rmdir(f.res, os("d")).unwrap();
         assert!(!d.exists(), "show_summaries={show}");
+    }
+}
+
+/// Unlinking a sidecar while its directory holds a user entry: read-only derived data
+/// (EACCES), unless someone else's lock covers it, which answers first (EBUSY), as it does
+/// for the user entry itself. With nothing else left, the sidecar goes (or waits, busy).
+#[test]
+fn sidecar_unlink_is_busy_under_a_lock_and_read_only_otherwise() {
+    for locked in [false, true] {
+        let f = fixture(locked.then_some("resources/d"));
+        let d = f.ws.data_root().join("resources/d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("f.md"), "f").unwrap();
+        std::fs::write(d.join(".overview.md"), "o").unwrap();
+        let di = f.fs.lookup(f.res, os("d")).unwrap().ino;
+        let errno = |n: &str| f.fs.unlink(di, os(n)).err().map(|e| e.errno());
+        if locked {
+            assert_eq!(errno("f.md"), Some(libc::EBUSY));
+            assert_eq!(errno(".overview.md"), Some(libc::EBUSY));
+            // Its holder removed the user entry meanwhile: the sidecar is still busy.
+            std::fs::remove_file(d.join("f.md")).unwrap();
+            assert_eq!(errno(".overview.md"), Some(libc::EBUSY));
+            assert!(d.join(".overview.md").exists());
+            let calls = f.rec.calls.lock().clone();
+            assert!(
+                calls.contains(&"wait_unlocked resources/d/.overview.md".to_string()),
+                "{calls:?}"
+            );
+        } else {
+            assert_eq!(errno(".overview.md"), Some(libc::EACCES));
+            assert!(d.join(".overview.md").exists());
+            assert_eq!(errno("f.md"), None);
+            assert_eq!(errno(".overview.md"), None);
+            assert!(!d.join(".overview.md").exists());
+        }
     }
 }
 
