@@ -46,7 +46,8 @@ pub fn is_internal_name(name: &str) -> bool {
         || name.starts_with(".vikingfs.")
 }
 
-/// Derived sidecar files: readable, listed with `ls -a`, never written by users.
+/// Derived sidecar files: readable by name, listed only with the mount option `show_summaries`,
+/// never written by users.
 pub fn is_sidecar_name(name: &str) -> bool {
     name == ".abstract.md" || name == ".overview.md"
 }

@@ -1,7 +1,7 @@
 //! The mount under the locked operations, with plain programs: `vikingfs find` agrees with the
 //! files after each tool; a TREE lock held by `vikingfs lock` makes `rm -rf` fail busy and lose
-//! nothing while other directories answer; two daemons on one workspace respect each other's
-//! locks.
+//! nothing while other directories answer, and the directory's summaries answer busy too; two
+//! daemons on one workspace respect each other's locks.
 
 mod common;
 
@@ -216,6 +216,53 @@ fn tree_lock_makes_rm_rf_busy_loses_nothing_and_other_dirs_answer() {
     ok(&r, "rm -rf locked");
     assert_eq!(ls_user(&r), "other\n");
     m.check_index_agrees();
+}
+
+/// The errno of unlink(2) of `p`, or 0.
+fn unlink_errno(p: &Path) -> i32 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    if unsafe { libc::unlink(c.as_ptr()) } == 0 {
+        return 0;
+    }
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+/// A summary is read-only while its directory holds user entries (EACCES), but under someone
+/// else's TREE lock on the directory its unlink answers EBUSY, as the user entries' do: the
+/// lock, not the summary, is what stops it. So `rm -rf` of a locked directory whose summaries
+/// it lists (`-o show_summaries`) reports only busy entries, and succeeds once the lock goes.
+#[test]
+fn a_summary_under_a_foreign_lock_is_busy_not_read_only() {
+    for show in [false, true] {
+        let m = Mount::with_options(if show { &["show_summaries"] } else { &[] });
+        let r = m.res();
+        ok(&r, "mkdir d && echo 1 > d/f");
+        let out = m.cli(&["wait", "--timeout", "300"]).output().unwrap();
+        assert!(out.status.success());
+        let b = m.backing().join("d");
+        assert!(b.join(".overview.md").exists() && b.join(".abstract.md").exists());
+        let holder = Holder::tree(&m, "viking://resources/d");
+        assert_eq!(unlink_errno(&r.join("d/.overview.md")), libc::EBUSY);
+        assert_eq!(unlink_errno(&r.join("d/f")), libc::EBUSY);
+        let out = sh(&r, "rm -rf d");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("'d/f': Device or resource busy"), "{err}");
+        assert!(!err.contains("Permission denied"), "{err}");
+        if show {
+            assert!(
+                err.contains("'d/.overview.md': Device or resource busy"),
+                "{err}"
+            );
+        }
+        assert!(b.join("f").exists() && b.join(".overview.md").exists());
+        holder.release();
+        // Free, with a user entry left: read-only.
+        assert_eq!(unlink_errno(&r.join("d/.overview.md")), libc::EACCES);
+        ok(&r, "rm -rf d");
+        assert!(!b.exists(), "show_summaries={show}");
+    }
 }
 
 /// A second daemon serving the same workspace at another mount point; unmounted on drop.

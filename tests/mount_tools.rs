@@ -1,8 +1,26 @@
-//! Plain programs (cp, mv, rm, cat, ls, touch, ln, find, stat) through a real vikingfs mount.
+//! Plain programs (cp, mv, rm, cat, ls, touch, ln, find, stat, git) through a real vikingfs
+//! mount.
 
 mod common;
 
-use common::{fails, ls_user, ok, sh, stale_token, user_tree, Mount};
+use std::path::Path;
+
+use common::{fails, ls_user, ok, sh, stale_token, tree, user_tree, Mount};
+
+/// Drain the queues: the daemon's workers have written every summary that was due.
+fn drain(m: &Mount) {
+    let out = m.cli(&["wait", "--timeout", "300"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "vikingfs wait: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether the workers wrote both summaries of the backing directory `d`.
+fn summarised(d: &Path) -> bool {
+    d.join(".abstract.md").is_file() && d.join(".overview.md").is_file()
+}
 
 #[test]
 fn root_shows_the_scopes_and_type_is_fuse_vikingfs() {
@@ -30,18 +48,16 @@ fn copy_move_append_remove_with_plain_tools() {
     }
     let r = m.res();
     ok(&r, &format!("cp -r {} tree", src.display()));
-    // The workers may have summarised the copy meanwhile: compare what users made.
-    assert_eq!(user_tree(&r.join("tree")), user_tree(&src));
-    assert_eq!(user_tree(&m.backing().join("tree")), user_tree(&src));
+    // The workers may have summarised the copy meanwhile: the backing directory holds what
+    // users made and the summaries; the mount lists only what users made.
+    assert_eq!(tree(&r.join("tree")), tree(&src));
+    assert_eq!(user_tree(&m.backing().join("tree")), tree(&src));
     ok(&r, "echo more >> tree/a.md");
     assert_eq!(ok(&r, "cat tree/a.md"), "content 0\nmore\n");
     ok(&r, "mv tree moved && touch moved/new.md");
     assert!(!m.backing().join("tree").exists());
     assert_eq!(
-        ok(
-            &r,
-            "find moved -type f ! -name .abstract.md ! -name .overview.md | sort"
-        ),
+        ok(&r, "find moved -type f | sort"),
         "moved/a.md\nmoved/d/b.md\nmoved/d/e/c.md\nmoved/new.md\n"
     );
     ok(&r, "rm -rf moved");
@@ -77,8 +93,11 @@ fn internal_names_are_invisible_and_sidecars_read_only() {
     std::fs::write(b.join(".abstract.md"), "summary").unwrap();
     std::fs::write(b.join(".overview.md"), "overview").unwrap();
     let d = m.res().join("d");
-    assert_eq!(ok(&d, "ls -a"), ".\n..\n.abstract.md\n.overview.md\n");
-    // Read before anything changes in d (a change has the workers write a new summary).
+    // Summaries are not listed (see `summaries_are_read_by_name_but_not_listed`)...
+    assert_eq!(ok(&d, "ls -a"), ".\n..\n");
+    // ...but answer by name. Read before anything changes in d (a change has the workers
+    // write a new summary).
+    assert_eq!(ok(&d, "ls -a .overview.md"), ".overview.md\n");
     assert_eq!(ok(&d, "cat .abstract.md"), "summary");
     ok(&d, "echo x > f");
     fails(&d, "cat .path.ovlock");
@@ -256,4 +275,210 @@ fn cache_timeout_sets_how_long_the_kernel_trusts_a_name() {
             "cache_timeout={timeout}"
         );
     }
+}
+
+/// The summaries the workers write are derived data: no listing shows them (so `ls -a` and
+/// `find` see only what users made), yet they answer by name, read-only.
+#[test]
+fn summaries_are_read_by_name_but_not_listed() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir -p d/e && echo alpha > d/a.md && echo beta > d/e/b.md",
+    );
+    drain(&m);
+    for d in ["d", "d/e"] {
+        assert!(summarised(&m.backing().join(d)), "no summaries in {d}");
+    }
+    assert_eq!(ok(&r, "LC_ALL=C ls -a d"), ".\n..\na.md\ne\n");
+    assert_eq!(ok(&r, "find d | sort"), "d\nd/a.md\nd/e\nd/e/b.md\n");
+    let overview = std::fs::read_to_string(m.backing().join("d/.overview.md")).unwrap();
+    assert!(overview.contains("a.md"), "{overview}");
+    assert_eq!(ok(&r, "cat d/.overview.md"), overview);
+    assert_eq!(
+        ok(&r, "stat -c '%n %A' d/e/.abstract.md"),
+        "d/e/.abstract.md -r--r--r--\n"
+    );
+    assert!(fails(&r, "echo x > d/.overview.md").contains("denied"));
+    assert_eq!(
+        std::fs::read_to_string(m.backing().join("d/.overview.md")).unwrap(),
+        overview
+    );
+}
+
+/// `-o show_summaries` lists them as files of the directory (after the user's entries in
+/// readdir order); they stay read-only.
+#[test]
+fn show_summaries_lists_them() {
+    let m = Mount::with_options(&["show_summaries"]);
+    let r = m.res();
+    ok(&r, "mkdir d && echo alpha > d/a.md");
+    drain(&m);
+    assert!(summarised(&m.backing().join("d")));
+    assert_eq!(
+        ok(&r, "LC_ALL=C ls -a d"),
+        ".\n..\n.abstract.md\n.overview.md\na.md\n"
+    );
+    assert_eq!(
+        ok(&r, "find d -name '.*.md' | sort"),
+        "d/.abstract.md\nd/.overview.md\n"
+    );
+    assert!(fails(&r, "echo x > d/.overview.md").contains("denied"));
+}
+
+/// `mount -t fuse.vikingfs -o show_summaries` and an fstab line run the mount helper
+/// `mount.fuse.vikingfs SOURCE MOUNTPOINT -o OPTIONS` (a link to the binary): the option
+/// goes through it to the core.
+#[test]
+fn show_summaries_comes_through_the_mount_helper() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, mp) = (dir.path().join("ws"), dir.path().join("mnt"));
+    std::fs::create_dir(&mp).unwrap();
+    let helper = dir.path().join("mount.fuse.vikingfs");
+    std::os::unix::fs::symlink(common::BIN, &helper).unwrap();
+    let out = std::process::Command::new(&helper)
+        .env("HOME", dir.path())
+        .env_remove("VIKINGFS_CONFIG")
+        .arg(&ws)
+        .arg(&mp)
+        .args(["-o", "rw,nosuid,nodev,_netdev,show_summaries"])
+        .output()
+        .unwrap();
+    // Unmounted on drop from here on.
+    let m = Mount {
+        dir,
+        ws,
+        mp,
+        options: Vec::new(),
+    };
+    assert!(
+        out.status.success(),
+        "mount helper: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b = m.backing().join("d");
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(b.join(".overview.md"), "overview").unwrap();
+    assert_eq!(ok(&m.res(), "ls -a d"), ".\n..\n.overview.md\n");
+}
+
+/// A git repository on the mount: the summaries the workers write into its directories are
+/// neither added nor reported as untracked.
+#[test]
+fn git_status_is_clean_after_the_workers_summarised() {
+    let m = Mount::new();
+    let repo = m.res().join("repo");
+    ok(
+        &m.res(),
+        "mkdir -p repo/src/lib && echo 'fn main() {}' > repo/src/main.rs \
+         && echo 'pub fn x() {}' > repo/src/lib/x.rs && echo '# r' > repo/README.md",
+    );
+    // Summaries first, so that `git add .` would find them if they were listed.
+    drain(&m);
+    for d in ["repo", "repo/src", "repo/src/lib"] {
+        assert!(summarised(&m.backing().join(d)), "no summaries in {d}");
+    }
+    ok(
+        &repo,
+        "git init -q && git add . \
+         && git -c user.name=t -c user.email=t@example.com commit -qm init",
+    );
+    assert_eq!(
+        ok(&repo, "git ls-files"),
+        "README.md\nsrc/lib/x.rs\nsrc/main.rs\n"
+    );
+    // The commit changed the directories: let the workers summarise them again.
+    drain(&m);
+    assert!(summarised(&m.backing().join("repo/src")));
+    assert_eq!(
+        ok(&repo, "git status --porcelain --untracked-files=all"),
+        ""
+    );
+}
+
+/// rmdir and `rm -rf` remove directories that hold summaries, listed or not: a full tree, a
+/// directory whose only entries left are its summaries, and with rmdir such a directory.
+#[test]
+fn rm_rf_of_a_summarised_tree_leaves_nothing() {
+    for show in [false, true] {
+        let m = Mount::with_options(if show { &["show_summaries"] } else { &[] });
+        let r = m.res();
+        ok(
+            &r,
+            "mkdir -p t/a/b t/only e && echo 1 > t/f && echo 2 > t/a/g && echo 3 > t/a/b/h \
+             && echo 4 > t/only/x && echo 5 > e/y",
+        );
+        drain(&m);
+        // t/only and e now hold nothing but the summaries written before.
+        ok(&r, "rm t/only/x e/y");
+        drain(&m);
+        for d in ["t", "t/a", "t/a/b", "t/only", "e"] {
+            assert!(summarised(&m.backing().join(d)), "no summaries in {d}");
+        }
+        let listed = if show {
+            ".abstract.md\n.overview.md\n"
+        } else {
+            ""
+        };
+        assert_eq!(ok(&r, "LC_ALL=C ls -A e"), listed, "show_summaries={show}");
+        ok(&r, "rmdir e");
+        assert!(!m.backing().join("e").exists(), "show_summaries={show}");
+        ok(&r, "rm -rf t/only");
+        assert!(
+            !m.backing().join("t/only").exists(),
+            "show_summaries={show}"
+        );
+        ok(&r, "rm -rf t");
+        assert!(!m.backing().join("t").exists(), "show_summaries={show}");
+        // What the removals queued ran: nothing came back, the index agrees.
+        m.check_index_agrees();
+        assert!(!m.backing().join("t").exists(), "show_summaries={show}");
+        assert_eq!(ls_user(&r), "");
+        assert_eq!(ls_user(&m.backing()), "");
+    }
+}
+
+/// `cp -r` out of the mount copies what users made, no summaries; `mv` of a directory that
+/// holds only its summaries (within the mount, onto it, and out to another filesystem, which
+/// is a copy and `rm -rf`) moves it like an empty directory.
+#[test]
+fn cp_r_and_mv_of_summarised_directories() {
+    let m = Mount::new();
+    let r = m.res();
+    let out = m.dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    ok(
+        &r,
+        "mkdir -p t/sub only1 only2 && echo 1 > t/f && echo 2 > t/sub/g \
+         && echo 3 > only1/x && echo 4 > only2/x",
+    );
+    drain(&m);
+    ok(&r, "rm only1/x only2/x");
+    drain(&m);
+    for d in ["t", "t/sub", "only1", "only2"] {
+        assert!(summarised(&m.backing().join(d)), "no summaries in {d}");
+    }
+    let want = vec![
+        ("f".to_string(), "file 1\n".to_string()),
+        ("sub".to_string(), "dir".to_string()),
+        ("sub/g".to_string(), "file 2\n".to_string()),
+    ];
+    ok(&r, &format!("cp -r t {}", out.join("t").display()));
+    assert_eq!(tree(&out.join("t")), want);
+    // Within the mount.
+    ok(&r, "mv only1 moved");
+    assert!(!m.backing().join("only1").exists());
+    assert_eq!(ok(&r, "ls -A moved"), "");
+    // Onto it: rename(2) replaces a directory that looks empty.
+    ok(&r, "mkdir new && echo 5 > new/k && mv -T new moved");
+    assert_eq!(ok(&r, "ls -A moved && cat moved/k"), "k\n5\n");
+    // Out of the mount.
+    ok(&r, &format!("mv only2 {}", out.display()));
+    assert!(!m.backing().join("only2").exists());
+    assert_eq!(tree(&out.join("only2")), vec![]);
+    ok(&r, &format!("mv t {}", out.join("t2").display()));
+    assert!(!m.backing().join("t").exists());
+    assert_eq!(tree(&out.join("t2")), want);
+    m.check_index_agrees();
 }

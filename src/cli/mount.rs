@@ -19,7 +19,7 @@ use crate::cli::Ctx;
 use crate::config::Config;
 use crate::daemon::{self, Registration};
 use crate::fs::locked::LockedMutations;
-use crate::fs::{sys, VikingFs};
+use crate::fs::{sys, FsConfig, VikingFs};
 use crate::fuse::mount::{self, Mounted};
 use crate::ops::Ops;
 use crate::queue::WorkerPool;
@@ -34,8 +34,9 @@ pub struct MountArgs {
     #[arg(long, short = 'f')]
     pub foreground: bool,
     /// Mount options, comma separated: ro, nopassthrough, cache_timeout=SECS (how long the
-    /// kernel caches names and attributes, default 1); generic ones like rw,nosuid,_netdev are
-    /// accepted.
+    /// kernel caches names and attributes, default 1), show_summaries (list the directory
+    /// summaries .abstract.md and .overview.md, which are otherwise readable by name only);
+    /// generic ones like rw,nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Write the daemon's pid to this file.
@@ -199,7 +200,10 @@ fn serve(
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
         let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
-        let core = Arc::new(VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?);
+        let core = VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?;
+        let core = Arc::new(core.with_config(FsConfig {
+            show_summaries: opts.show_summaries,
+        }));
         let weak = Arc::downgrade(&core);
         ops.set_write_probe(Box::new(move |p| {
             weak.upgrade().is_some_and(|c| c.is_open_for_write(p))

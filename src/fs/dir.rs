@@ -1,4 +1,5 @@
-//! Directory handles of the core: listings as snapshots, filtered to what the namespace shows.
+//! Directory handles of the core: listings as snapshots, filtered to what the namespace shows
+//! (never an internal name; the sidecars only with [`super::FsConfig::show_summaries`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -39,7 +40,11 @@ impl VikingFs {
             let name = e.file_name();
             let visible = match name.to_str() {
                 Some(s) if ino == ROOT_INO => SCOPES.contains(&s),
-                Some(s) => !is_internal_name(s),
+                // Sidecars stay reachable by name (lookup, open, stat); hidden from listings they
+                // are not copied, tracked or walked by tools as if users had written them.
+                Some(s) => {
+                    !is_internal_name(s) && (self.config.show_summaries || !is_sidecar_name(s))
+                }
                 None => true,
             };
             if !visible {
@@ -56,7 +61,8 @@ impl VikingFs {
                 kind,
             });
         }
-        // Sidecars last: `rm -rf` removes the user's entries first, then may remove them.
+        // Sidecars (when listed) last: `rm -rf` removes the user's entries first, then may
+        // remove them.
         entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
         Ok(self.handles.add_dir(DirHandle {
             ino,

@@ -166,6 +166,11 @@ impl Mutations for LockedMutations {
             .map_err(|e| from_ops("unlink", path, e))
     }
 
+    /// The EXACT lock a single-path change takes (a sidecar's unlink above among them).
+    fn wait_unlocked(&self, path: &VPath) -> MResult<()> {
+        self.exact_with("wait_unlocked", path, Release::Now, || Ok(()))
+    }
+
     fn rmdir(&self, path: &VPath) -> MResult<()> {
         self.ops.rmdir(path).map_err(|e| from_ops("rmdir", path, e))
     }

@@ -4,8 +4,9 @@
 //!
 //! Reads go straight to the backing files. Every change goes through the [`Mutations`] seam
 //! with a validated [`VPath`]; the core itself enforces what the namespace shows: internal
-//! names are invisible and can't be created, sidecars are read-only, and the root holds only
-//! the scopes.
+//! names are invisible and can't be created; sidecars (the directory summaries) are read-only
+//! and reached by name but not listed, unless [`FsConfig::show_summaries`]; and the root holds
+//! only the scopes.
 
 mod dir;
 pub mod error;
@@ -52,6 +53,16 @@ pub struct Attr {
 /// What `statfs` reports.
 pub type StatFs = libc::statvfs;
 
+/// How the core presents the namespace: the mount options that change what programs see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsConfig {
+    /// List the sidecars (`.abstract.md`, `.overview.md`) in directory listings
+    /// (`-o show_summaries`). Off by default: they are derived data, and tools that walk a
+    /// tree (`cp -r`, `find`, `git status`, rsync, an agent's glob) would copy, track or read
+    /// them as if a user had written them. Either way they are reachable by name.
+    pub show_summaries: bool,
+}
+
 /// The filesystem core. Cheap to share (`Arc`) between worker threads: every method takes
 /// `&self`.
 pub struct VikingFs {
@@ -59,6 +70,7 @@ pub struct VikingFs {
     inodes: InodeTable,
     handles: Handles,
     mutations: Arc<dyn Mutations>,
+    config: FsConfig,
 }
 
 /// A name a program asked for, checked against what the namespace allows.
@@ -96,7 +108,14 @@ impl VikingFs {
             inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fd_budget)?,
             handles: Handles::default(),
             mutations,
+            config: FsConfig::default(),
         })
+    }
+
+    /// The core presenting the namespace as `config` says (default: [`FsConfig::default`]).
+    pub fn with_config(mut self, config: FsConfig) -> Self {
+        self.config = config;
+        self
     }
 
     /// The core with plain system calls behind its mutation seam.
@@ -368,14 +387,36 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
-        let n = match self.name(parent, name)? {
-            // A sidecar goes only with its directory: when nothing else is left in it (listings
-            // put sidecars last, so `rm -rf` reaches them once the rest is gone).
-            Name::Sidecar(s) if !self.has_user_entries(parent)? => s,
-            _ => self.existing_name(parent, name)?,
+        let p = match self.name(parent, name)? {
+            Name::Sidecar(s) => {
+                let p = self.child(parent, s)?;
+                self.check_sidecar_removable(parent, &p)?;
+                p
+            }
+            Name::Plain(_) => {
+                let n = self.existing_name(parent, name)?;
+                self.child(parent, n)?
+            }
         };
-        let p = self.child(parent, n)?;
         Ok(self.mutations.unlink(&p)?)
+    }
+
+    /// A sidecar goes only with its directory: once nothing else is left in it (rmdir removes
+    /// it itself; with `show_summaries` listings put sidecars last, so `rm -rf` reaches them
+    /// once the rest is gone). While user entries remain it is read-only derived data
+    /// (EACCES), but that is judged once the lock its unlink takes is free: someone else
+    /// holding it (a TREE lock on the directory) may be removing those very entries, and an
+    /// `rm -rf` whose removals of them met that lock got EBUSY for them. The directory may be
+    /// about to go: its sidecars answer EBUSY too, not EACCES.
+    fn check_sidecar_removable(&self, parent: u64, p: &VPath) -> FsResult<()> {
+        if !self.has_user_entries(parent)? {
+            return Ok(());
+        }
+        self.mutations.wait_unlocked(p)?;
+        if self.has_user_entries(parent)? {
+            return Err(FsError::ReadOnlySidecar(p.as_str().to_string()));
+        }
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", skip(self))]

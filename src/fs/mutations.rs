@@ -76,7 +76,8 @@ pub struct AttrChange {
 }
 
 /// Every change the mount makes. Paths are validated namespace paths (never an internal name);
-/// sidecars are already refused by the caller.
+/// the caller refuses every change of a sidecar but one: its unlink once its directory holds
+/// nothing else.
 pub trait Mutations: Send + Sync + 'static {
     /// Create and open a regular file (`flags` as open(2), O_CREAT included).
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File>;
@@ -109,6 +110,14 @@ pub trait Mutations: Send + Sync + 'static {
     fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()>;
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()>;
     fn unlink(&self, path: &VPath) -> MResult<()>;
+    /// Wait, as a change of `path` alone would, for a lock someone else holds on it, then
+    /// give the lock back at once; changes nothing. [`MutationError::Busy`] when it stays
+    /// taken. The core asks it before refusing a change for a reason the lock holder may be
+    /// changing (see `VikingFs::unlink` of a sidecar), so that the refusal is judged once the
+    /// lock is free, and a locked path answers EBUSY as it does for every other change.
+    fn wait_unlocked(&self, _path: &VPath) -> MResult<()> {
+        Ok(())
+    }
     /// Remove a directory that holds nothing but derived sidecars and internal files.
     fn rmdir(&self, path: &VPath) -> MResult<()>;
     fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()>;

@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use super::*;
 use crate::fs::mutations::MResult;
 
-/// The real direct mutations, recording each call and refusing (Busy) one path, as the
-/// locked operations will when a lock stays taken.
+/// The real direct mutations, recording each call and refusing (Busy) one path and what is
+/// below it, as the locked operations do while someone else holds a TREE lock on it.
 struct Recording {
     inner: DirectMutations,
     calls: Mutex<Vec<String>>,
@@ -19,7 +19,13 @@ struct Recording {
 impl Recording {
     fn check(&self, op: &str, p: &VPath) -> MResult<()> {
         self.calls.lock().push(format!("{op} {}", p.as_str()));
-        if self.busy.as_deref() == Some(p.as_str()) {
+        let under = |b: &str| {
+            p.as_str() == b
+                || p.as_str()
+                    .strip_prefix(b)
+                    .is_some_and(|r| r.starts_with('/'))
+        };
+        if self.busy.as_deref().is_some_and(under) {
             return Err(mutations::MutationError::Busy {
                 path: p.as_str().into(),
             });
@@ -60,6 +66,9 @@ impl Mutations for Recording {
         self.check("unlink", p)?;
         self.inner.unlink(p)
     }
+    fn wait_unlocked(&self, p: &VPath) -> MResult<()> {
+        self.check("wait_unlocked", p)
+    }
     fn rmdir(&self, p: &VPath) -> MResult<()> {
         self.check("rmdir", p)?;
         self.inner.rmdir(p)
@@ -83,6 +92,10 @@ struct Fixture {
 }
 
 fn fixture(busy: Option<&str>) -> Fixture {
+    fixture_with(busy, FsConfig::default())
+}
+
+fn fixture_with(busy: Option<&str>, config: FsConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
     let rec = Arc::new(Recording {
@@ -90,7 +103,7 @@ fn fixture(busy: Option<&str>) -> Fixture {
         calls: Mutex::new(Vec::new()),
         busy: busy.map(String::from),
     });
-    let fs = VikingFs::new(&ws, rec.clone()).unwrap();
+    let fs = VikingFs::new(&ws, rec.clone()).unwrap().with_config(config);
     let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
     Fixture {
         _dir: dir,
@@ -105,6 +118,19 @@ const ME: Owner = Owner { uid: 0, gid: 0 };
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
+}
+
+/// The names a listing of directory `ino` shows, in order.
+fn list(fs: &VikingFs, ino: u64) -> Vec<String> {
+    let dh = fs.opendir(ino).unwrap();
+    let names = fs
+        .readdir(dh, 0)
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.name.to_string_lossy().into_owned())
+        .collect();
+    fs.releasedir(dh);
+    names
 }
 
 #[test]
@@ -168,16 +194,9 @@ fn internal_names_are_hidden_and_cannot_be_created() {
     let e =
         f.fs.create(f.res, os(".vikingfs.x"), 0o644, libc::O_WRONLY, ME);
     assert_eq!(e.unwrap_err().errno(), libc::EPERM);
-    let dh = f.fs.opendir(f.res).unwrap();
-    let names: Vec<_> =
-        f.fs.readdir(dh, 0)
-            .unwrap()
-            .into_iter()
-            .map(|(_, e)| e.name.to_string_lossy().into_owned())
-            .collect();
-    f.fs.releasedir(dh);
-    assert_eq!(names, [".", "..", "plain.md", ".abstract.md"]);
-    // Sidecars read, never written, and look read-only.
+    // Neither the lock file nor the sidecar is listed (see the next test for the sidecar).
+    assert_eq!(list(&f.fs, f.res), [".", "..", "plain.md"]);
+    // Sidecars read by name, never written, and look read-only.
     let s = f.fs.lookup(f.res, os(".abstract.md")).unwrap();
     assert_eq!(s.st.st_mode & 0o222, 0);
     let fh = f.fs.open(s.ino, libc::O_RDONLY).unwrap();
@@ -192,6 +211,85 @@ fn internal_names_are_hidden_and_cannot_be_created() {
         libc::EACCES
     );
     assert_eq!(f.fs.open_file_handles(), 0);
+}
+
+#[test]
+fn sidecars_are_listed_only_with_show_summaries() {
+    for show in [false, true] {
+        let f = fixture_with(
+            None,
+            FsConfig {
+                show_summaries: show,
+            },
+        );
+        let d = f.ws.data_root().join("resources/d");
+        std::fs::create_dir(&d).unwrap();
+        for n in [
+            "z.md",
+            ".overview.md",
+            ".abstract.md",
+            ".exact.ovlock.z.md.0",
+        ] {
+            std::fs::write(d.join(n), n).unwrap();
+        }
+        let di = f.fs.lookup(f.res, os("d")).unwrap().ino;
+        let got = list(&f.fs, di);
+        assert_eq!(got[..3], [".", "..", "z.md"], "show_summaries={show}");
+        // Listed after the user's entries, so that `rm -rf` reaches them last.
+        let mut sidecars = got[3..].to_vec();
+        sidecars.sort();
+        let want: &[&str] = if show {
+            &[".abstract.md", ".overview.md"]
+        } else {
+            &[]
+        };
+        assert_eq!(sidecars, want, "show_summaries={show}");
+        // Listed or not, a sidecar answers by name.
+        let s = f.fs.lookup(di, os(".overview.md")).unwrap();
+        let fh = f.fs.open(s.ino, libc::O_RDONLY).unwrap();
+        assert_eq!(f.fs.read(fh, 0, 100).unwrap(), b".overview.md");
+        f.fs.release(fh).unwrap();
+        // The directory shows nothing once z.md goes, and rmdir takes its sidecars with it.
+        f.fs.unlink(di, os("z.md")).unwrap();
+        assert_eq!(list(&f.fs, di).len(), if show { 4 } else { 2 });
+        f.fs.rmdir(f.res, os("d")).unwrap();
+        assert!(!d.exists(), "show_summaries={show}");
+    }
+}
+
+/// Unlinking a sidecar while its directory holds a user entry: read-only derived data
+/// (EACCES), unless someone else's lock covers it, which answers first (EBUSY), as it does
+/// for the user entry itself. With nothing else left, the sidecar goes (or waits, busy).
+#[test]
+fn sidecar_unlink_is_busy_under_a_lock_and_read_only_otherwise() {
+    for locked in [false, true] {
+        let f = fixture(locked.then_some("resources/d"));
+        let d = f.ws.data_root().join("resources/d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("f.md"), "f").unwrap();
+        std::fs::write(d.join(".overview.md"), "o").unwrap();
+        let di = f.fs.lookup(f.res, os("d")).unwrap().ino;
+        let errno = |n: &str| f.fs.unlink(di, os(n)).err().map(|e| e.errno());
+        if locked {
+            assert_eq!(errno("f.md"), Some(libc::EBUSY));
+            assert_eq!(errno(".overview.md"), Some(libc::EBUSY));
+            // Its holder removed the user entry meanwhile: the sidecar is still busy.
+            std::fs::remove_file(d.join("f.md")).unwrap();
+            assert_eq!(errno(".overview.md"), Some(libc::EBUSY));
+            assert!(d.join(".overview.md").exists());
+            let calls = f.rec.calls.lock().clone();
+            assert!(
+                calls.contains(&"wait_unlocked resources/d/.overview.md".to_string()),
+                "{calls:?}"
+            );
+        } else {
+            assert_eq!(errno(".overview.md"), Some(libc::EACCES));
+            assert!(d.join(".overview.md").exists());
+            assert_eq!(errno("f.md"), None);
+            assert_eq!(errno(".overview.md"), None);
+            assert!(!d.join(".overview.md").exists());
+        }
+    }
 }
 
 #[test]

@@ -53,6 +53,9 @@ pub struct MountOptions {
     pub passthrough: bool,
     /// `cache_timeout=SECS`: how long the kernel may cache names and attributes.
     pub cache_timeout: std::time::Duration,
+    /// `show_summaries`: list `.abstract.md` and `.overview.md` in directories (the core's
+    /// [`crate::fs::FsConfig::show_summaries`]).
+    pub show_summaries: bool,
 }
 
 impl Default for MountOptions {
@@ -61,6 +64,7 @@ impl Default for MountOptions {
             read_only: false,
             passthrough: true,
             cache_timeout: crate::fuse::DEFAULT_TTL,
+            show_summaries: false,
         }
     }
 }
@@ -114,6 +118,7 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
             match opt {
                 "ro" => o.read_only = true,
                 "nopassthrough" => o.passthrough = false,
+                "show_summaries" => o.show_summaries = true,
                 x if x.starts_with("cache_timeout=") => {
                     o.cache_timeout = parse_seconds(x).ok_or_else(|| MountError::BadValue {
                         option: x.to_string(),
@@ -315,6 +320,9 @@ mod tests {
         assert_eq!(o, MountOptions::default());
         assert!(parse_options(&["ro,nopassthrough"]).unwrap().read_only);
         assert!(!parse_options(&["nopassthrough"]).unwrap().passthrough);
+        assert!(!o.show_summaries);
+        let o = parse_options(&["rw,show_summaries", "_netdev"]).unwrap();
+        assert!(o.show_summaries && !o.read_only);
         let o = parse_options(&["rw,cache_timeout=10"]).unwrap();
         assert_eq!(o.cache_timeout, std::time::Duration::from_secs(10));
         let o = parse_options(&["cache_timeout=0.25"]).unwrap();
