@@ -374,3 +374,56 @@ fn a_name_is_searchable_and_follows_a_move() {
     );
     env.check_fsck_clean();
 }
+
+/// The index is derived: one cut short (a full disk, a bad copy) or overwritten with garbage
+/// is moved aside with a warning and rebuilt from the files by the next command, and `find`
+/// answers as before.
+#[test]
+fn a_damaged_index_is_moved_aside_and_rebuilt() {
+    for damage in ["cut", "garbage"] {
+        let env = Env::new();
+        let files: Vec<(String, String)> = (0..300)
+            .map(|i| {
+                (
+                    format!("n{i:03}.md"),
+                    format!("note {i}: {}", token(&format!("w{i}"))),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, String)> =
+            files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let local = env.local("docs", &refs);
+        add(&env, &local, "docs");
+        let db = env.ws().join(".vikingfs/index.db");
+        // Everything in the main file, so that cutting it damages records.
+        env.ok(&["fsck"]);
+        let len = std::fs::metadata(&db).unwrap().len();
+        match damage {
+            "cut" => std::fs::OpenOptions::new()
+                .write(true)
+                .open(&db)
+                .unwrap()
+                .set_len(len / 2)
+                .unwrap(),
+            _ => std::fs::write(&db, vec![0xa5u8; len as usize]).unwrap(),
+        }
+        let _ = std::fs::remove_file(db.with_extension("db-wal"));
+        let status = env.ok(&["status"]);
+        assert!(status.contains("damaged"), "{damage}: {status}");
+        let out = env.run(&["find", "--json", &token("w123")]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let found = found_json(&out);
+        assert!(found.contains("docs/n123.md"), "{damage}: {found} {stderr}");
+        let aside = std::fs::read_dir(db.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("index.db.damaged-")
+            });
+        assert!(aside, "{damage}: the damaged file is kept aside");
+        env.drain();
+        env.check_fsck_clean();
+    }
+}

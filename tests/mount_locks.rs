@@ -430,3 +430,41 @@ fn background_work_never_fails_the_users_lock_or_rm() {
     assert_eq!(ls_user(&r.join("tree")), "");
     m.check_index_agrees();
 }
+
+/// A lock file that holds no token (garbage) is never taken as free: what it covers answers
+/// EBUSY (not EIO) through the mount, plain `fsck --repair` keeps it, and
+/// `fsck --repair --break-corrupt-locks` removes it, after which the path works again.
+#[test]
+fn a_garbage_lock_token_answers_busy_until_fsck_breaks_it() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "mkdir x && echo keep > x/a.md");
+    let lock = m.backing().join("x/.path.ovlock");
+    std::fs::write(&lock, "garbage").unwrap();
+    for script in [
+        "touch x/new",
+        "mkdir x/sub",
+        "rm x/a.md",
+        "mv x/a.md x/b.md",
+    ] {
+        let out = sh(&r, script);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{script} under a garbage lock succeeded"
+        );
+        assert!(err.contains("Device or resource busy"), "{script}: {err}");
+    }
+    assert_eq!(ok(&r, "cat x/a.md"), "keep\n");
+    let out = m.cli(&["fsck", "--repair"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("corrupt lock"), "{text}");
+    assert!(lock.exists(), "plain --repair keeps a lock it cannot read");
+    let out = m
+        .cli(&["fsck", "--repair", "--break-corrupt-locks"])
+        .output()
+        .unwrap();
+    assert!(!lock.exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    ok(&r, "touch x/new && mv x/a.md x/b.md && cat x/b.md");
+    m.check_index_agrees();
+}

@@ -482,3 +482,14 @@ fn cp_r_and_mv_of_summarised_directories() {
     assert_eq!(tree(&out.join("t2")), want);
     m.check_index_agrees();
 }
+
+/// POSIX: a directory stream that is rewound sees names created after it was opened
+/// (xfstests generic/471).
+#[test]
+fn names_created_after_opendir_appear_after_rewinddir() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "mkdir d && touch d/a");
+    let script = r#"perl -e 'opendir(my $d, ".") or die; my @a = readdir($d); open(my $f, ">", "b") or die; close $f; rewinddir($d); print join(",", sort grep { !/^\./ } readdir($d)), "\n"'"#;
+    assert_eq!(ok(&r.join("d"), script), "a,b\n");
+}

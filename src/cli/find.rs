@@ -186,13 +186,18 @@ fn open_index(
     embedder: Option<&dyn Embedder>,
 ) -> anyhow::Result<Index> {
     let path = ws.index_db();
+    if crate::index::health::damage(&path).is_some() {
+        // Opening the engine moves the damaged file aside and rebuilds it from the files.
+        drop(super::ops::open(ctx).context("find: rebuilding a damaged index")?);
+    }
     let open = || match embedder {
         Some(e) => Index::open(&path, e.dim(), &e.model_id()),
         None => Index::open_lexical(&path),
     };
     match open() {
         Ok(i) => Ok(i),
-        Err(IndexError::Schema { .. }) => {
+        // An older format, or a damaged file: opening the engine rebuilds it from the files.
+        Err(e) if matches!(e, IndexError::Schema { .. }) || crate::index::health::is_damage(&e) => {
             let ops = super::ops::open(ctx).context("find: upgrading the index")?;
             drop(ops);
             Ok(open().context("find")?)

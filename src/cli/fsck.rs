@@ -11,6 +11,10 @@ pub struct FsckArgs {
     /// leftover scratch. Never deletes a source file.
     #[arg(long)]
     pub repair: bool,
+    /// With --repair: also remove lock files that hold no token (garbage, never treated as
+    /// free), each named in the log. Only once their owner is known to be gone.
+    #[arg(long, requires = "repair")]
+    pub break_corrupt_locks: bool,
     /// Print a JSON object {problems: [...], repaired: N}.
     #[arg(long)]
     pub json: bool,
@@ -18,7 +22,7 @@ pub struct FsckArgs {
 
 pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
     let ops = open(ctx)?;
-    let rep = ops.fsck(a.repair)?;
+    let rep = ops.fsck(a.repair, a.break_corrupt_locks)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {

@@ -65,7 +65,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
         .canonicalize()
         .or_else(|e| {
             // A stale mount point answers ENOTCONN: clear it, then resolve again.
-            if e.raw_os_error() == Some(libc::ENOTCONN) {
+            if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) {
                 mount::detach(&args.mountpoint)?;
                 args.mountpoint.canonicalize()
             } else {

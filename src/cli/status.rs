@@ -143,6 +143,13 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
         ("local", Some(dir)) => format!("local {dir}"),
         (p, m) => format!("{p} {}", m.unwrap_or("-")),
     };
+    if let Some(why) = crate::index::health::damage(&ws.index_db()) {
+        return json!({
+            "error": format!("damaged ({why}); the daemon's next start or any command that \
+                              opens the engine moves it aside and rebuilds it"),
+            "bytes": bytes,
+        });
+    }
     let opened = Index::open_lexical(&ws.index_db())
         .map_err(anyhow::Error::from)
         .and_then(|i| Ok((i.stats()?, i.stored_model()?)));

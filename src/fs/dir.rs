@@ -12,6 +12,16 @@ impl VikingFs {
     /// Open a directory: snapshot its visible entries.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let entries = self.listing(ino)?;
+        Ok(self.handles.add_dir(DirHandle {
+            ino,
+            entries: parking_lot::Mutex::new(entries),
+            read: Default::default(),
+        }))
+    }
+
+    /// The visible entries of directory `ino`, `.` and `..` first.
+    fn listing(&self, ino: u64) -> FsResult<Vec<super::DirEntry>> {
         let inode = self.inodes.get(ino)?;
         let fd = inode.fd()?;
         let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
@@ -64,16 +74,17 @@ impl VikingFs {
         // Sidecars (when listed) last: `rm -rf` removes the user's entries first, then may
         // remove them.
         entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
-        Ok(self.handles.add_dir(DirHandle {
-            ino,
-            entries: parking_lot::Mutex::new(entries),
-        }))
+        Ok(entries)
     }
 
-    /// Entries from `offset` on (offset i+1 follows entry i).
+    /// Entries from `offset` on (offset i+1 follows entry i). A read from 0 after the first
+    /// is a `rewinddir`: the snapshot is taken again.
     pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<(u64, DirEntry)>> {
         let d = self.handles.dir(fh)?;
-        let entries = d.entries.lock();
+        let mut entries = d.entries.lock();
+        if offset == 0 && d.read.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            *entries = self.listing(d.ino)?;
+        }
         Ok(entries
             .iter()
             .enumerate()

@@ -53,6 +53,9 @@ pub struct DirEntry {
 pub struct DirHandle {
     pub ino: u64,
     pub entries: Mutex<Vec<DirEntry>>,
+    /// A listing was read from offset 0 already: the next read from 0 is a `rewinddir`,
+    /// which must see the directory as it is then (POSIX), not the old snapshot.
+    pub read: std::sync::atomic::AtomicBool,
 }
 
 /// Handle numbers for both kinds; never reused while the daemon runs.

@@ -134,7 +134,8 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
     Ok(o)
 }
 
-/// Clear a mount left by a killed daemon (it answers ENOTCONN) with a lazy unmount.
+/// Clear a mount left by a killed daemon (it answers ENOTCONN, or ECONNABORTED while the
+/// kernel is still tearing the connection down) with a lazy unmount.
 /// Refuses a live mount.
 pub fn clear_stale(mp: &Path) -> Result<(), MountError> {
     match std::fs::metadata(mp) {
@@ -144,7 +145,7 @@ pub fn clear_stale(mp: &Path) -> Result<(), MountError> {
             }
             Ok(())
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
             tracing::info!(mountpoint = %mp.display(), "clearing a stale mount");
             detach(mp).map_err(|e| io_err(mp, e))
         }

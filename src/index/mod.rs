@@ -22,6 +22,7 @@
 //! only; never a silent mix of vector spaces.
 
 mod chunk;
+pub mod health;
 mod hybrid;
 mod lexical;
 mod quant;

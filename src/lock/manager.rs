@@ -34,6 +34,8 @@ const BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// How long a foreground request waits, at least, for locks held by vikingfs's background
 /// work (a job's write-back holds one for milliseconds; a burst of them, a little longer).
 const BACKGROUND_GRACE: Duration = Duration::from_secs(10);
+/// The reason [`LockManager::clear_corrupt`] gives a file it removed.
+const CLEARED: &str = "corrupt: removed";
 /// How often a foreground batch that keeps its files looks again at a background lock.
 const BACKGROUND_POLL: Duration = Duration::from_millis(5);
 
@@ -206,13 +208,26 @@ impl LockManager {
 
     /// Every lock file in the workspace.
     pub fn list(&self) -> Result<Vec<LockInfo>, LockError> {
-        self.inner.scan(false).map(|(v, _)| v)
+        self.inner.scan(false, false).map(|(v, _)| v)
     }
 
     /// Remove every stale lock file (by compare-and-swap); corrupt ones are left and reported
     /// by [`list`](Self::list). Returns how many were removed.
     pub fn clear_stale(&self) -> Result<usize, LockError> {
-        self.inner.scan(true).map(|(_, n)| n)
+        self.inner.scan(true, false).map(|(_, n)| n)
+    }
+
+    /// Remove every lock file whose content is not a token (by compare-and-swap: one that
+    /// became a token meanwhile stays), logging each. Only on request (`fsck --repair
+    /// --break-corrupt-locks`): such a file may be an OpenViking build's we cannot read.
+    /// Returns the files removed.
+    pub fn clear_corrupt(&self) -> Result<Vec<PathBuf>, LockError> {
+        let (list, _) = self.inner.scan(false, true)?;
+        Ok(list
+            .into_iter()
+            .filter(|l| l.owner.is_empty() && l.stale_reason.as_deref() == Some(CLEARED))
+            .map(|l| l.file)
+            .collect())
     }
 }
 
@@ -408,7 +423,7 @@ impl Inner {
     }
 
     /// Walk every lock file; with `clear`, remove the stale ones.
-    fn scan(&self, clear: bool) -> Result<(Vec<LockInfo>, usize), LockError> {
+    fn scan(&self, clear: bool, corrupt: bool) -> Result<(Vec<LockInfo>, usize), LockError> {
         let root = self.res.workspace().data_root();
         let base = self.res.root().map_err(|e| LockError::io(&root, e))?;
         let eng = self.engine();
@@ -463,11 +478,19 @@ impl Inner {
                 .or_else(|| at.call(provider::mtime_ns).ok())
                 .unwrap_or(0);
             let age_secs = codec::now_ns().saturating_sub(time) as f64 / 1e9;
-            let (stale, reason) = match eng.judge(at, &buf, "", Filter::Any, name_kind) {
+            let (stale, mut reason) = match eng.judge(at, &buf, "", Filter::Any, name_kind) {
                 Ok(Verdict::Stale(why)) => (true, Some(why)),
                 Ok(_) => (false, None),
                 Err(e) => (false, Some(e.to_string())),
             };
+            if corrupt && !stale && codec::parse(&buf).is_none() {
+                if let Ok(Cas::Done) =
+                    at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &buf))
+                {
+                    tracing::warn!(file = %file.display(), content = %String::from_utf8_lossy(&buf), "removed a corrupt lock file");
+                    reason = Some(CLEARED.to_string());
+                }
+            }
             if clear && stale {
                 if let Ok(Cas::Done) =
                     at.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, &buf))

@@ -89,7 +89,7 @@ pub enum LockError {
         owner: String,
     },
     /// A lock file whose content is not a token. It is never treated as free nor deleted.
-    #[error("corrupt lock token in {file}: {content:?} (remove the file by hand once its owner is known to be gone)")]
+    #[error("corrupt lock token in {file}: {content:?} (once its owner is known to be gone: vikingfs fsck --repair --break-corrupt-locks)")]
     CorruptToken { file: PathBuf, content: String },
     /// A lock was asked on a path below a regular file.
     #[error("{path} is not a directory, nothing can be locked below it")]

@@ -137,8 +137,9 @@ fn pid_alive(pid: u32) -> bool {
 }
 
 impl Ops {
-    /// Check the workspace; with `repair`, fix what is derived.
-    pub fn fsck(&self, repair: bool) -> Result<FsckReport> {
+    /// Check the workspace; with `repair`, fix what is derived (with `break_corrupt` too,
+    /// remove lock files that hold no token).
+    pub fn fsck(&self, repair: bool, break_corrupt: bool) -> Result<FsckReport> {
         let mut rep = FsckReport::default();
         if repair {
             rep.repaired += self.recover()?;
@@ -154,6 +155,9 @@ impl Ops {
         self.check_leftovers(repair, &mut rep)?;
         self.check_records(repair, &mut rep)?;
         self.check_locks(repair, &mut rep)?;
+        if repair && break_corrupt {
+            rep.repaired += self.locks.clear_corrupt()?.len();
+        }
         self.check_jobs(repair, &mut rep)?;
         if repair {
             rep.repaired += self.sweep_lifecycles()?;

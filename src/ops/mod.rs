@@ -101,6 +101,12 @@ impl From<LockError> for OpsError {
     fn from(e: LockError) -> Self {
         match &e {
             LockError::Busy { path, .. } => OpsError::Busy(path.clone(), e),
+            // A lock file that is not a token is never taken as free: the path stays busy
+            // (EBUSY, exit 75) until `fsck --repair --break-corrupt-locks` or its owner clears it.
+            LockError::CorruptToken { file, .. } => {
+                tracing::warn!("{e}");
+                OpsError::Busy(file.display().to_string(), e)
+            }
             _ => OpsError::Lock(e),
         }
     }
@@ -389,10 +395,26 @@ fn open_queue(path: &Path) -> Result<Queue> {
 }
 
 /// Open the index (dropping vectors of another model, recreating one of an older format),
-/// retrying like [`open_queue`].
+/// retrying like [`open_queue`]. A damaged one (its header, or SQLite's answer) is moved
+/// aside with a one-line warning and opened anew: it is derived, so the caller rebuilds it
+/// from the files ([`Opened::Created`]).
 fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bool)> {
+    use crate::index::health;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
+    let set_aside = |why: &str| -> Result<()> {
+        let aside = health::move_aside(path).map_err(|e| OpsError::io(path, e))?;
+        tracing::warn!(
+            "index {} is damaged ({why}): moved to {}; rebuilding it from the files",
+            path.display(),
+            aside.display()
+        );
+        Ok(())
+    };
+    if let Some(why) = health::damage(path) {
+        set_aside(&why)?;
+    }
+    let mut healed = false;
     loop {
         match Index::open_or_reset(path, dim, &model) {
             Err(IndexError::Sqlite { source, .. })
@@ -400,6 +422,10 @@ fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bo
                     && std::time::Instant::now() < deadline =>
             {
                 std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) if !healed && health::is_damage(&e) => {
+                set_aside(&e.to_string())?;
+                healed = true;
             }
             r => return Ok(r?),
         }
