@@ -194,6 +194,9 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (a full disk under the daemon's log file) is
+        // dropped: reporting the failure on stderr again would panic and kill the daemon.
+        .log_internal_errors(false)
         .with_target(false)
         .try_init();
 }

@@ -197,8 +197,14 @@ impl Mutations for LockedMutations {
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
-        // Released before the times are set again below.
-        self.exact_with("setattr", path, Release::Now, || {
+        // Released before the times are set again below; a truncate frees space, so on a
+        // full disk its lock gets the reserve's room.
+        let release = if change.size.is_some() {
+            Release::Freeing
+        } else {
+            Release::Now
+        };
+        self.exact_with("setattr", path, release, || {
             if change.size.is_some() {
                 self.queue_first(path);
             }

@@ -93,12 +93,19 @@ pub(super) enum JobLock {
 }
 
 fn retry(e: impl std::fmt::Display) -> JobError {
-    JobError::Retry(e.to_string())
+    let m = e.to_string();
+    // Errors that reach here as text still say when the disk is full.
+    if m.contains("No space left on device") || m.contains("database or disk is full") {
+        JobError::Wait(m)
+    } else {
+        JobError::Retry(m)
+    }
 }
 
 impl From<OpsError> for JobError {
     fn from(e: OpsError) -> Self {
         match e {
+            e if e.is_disk_full() => JobError::Wait(e.to_string()),
             OpsError::Uri(_) | OpsError::Derived(_) => JobError::Permanent(e.to_string()),
             e => JobError::Retry(e.to_string()),
         }
@@ -107,13 +114,13 @@ impl From<OpsError> for JobError {
 
 impl From<crate::index::IndexError> for JobError {
     fn from(e: crate::index::IndexError) -> Self {
-        JobError::Retry(e.to_string())
+        OpsError::from(e).into()
     }
 }
 
 impl From<crate::queue::QueueError> for JobError {
     fn from(e: crate::queue::QueueError) -> Self {
-        JobError::Retry(e.to_string())
+        OpsError::from(e).into()
     }
 }
 

@@ -24,6 +24,7 @@ mod lifecycle;
 mod mv;
 mod recover;
 mod reindex;
+mod reserve;
 mod rm;
 pub mod search;
 mod tail;
@@ -127,6 +128,10 @@ impl OpsError {
 
     /// The errno a mount answers for this error.
     pub fn errno(&self) -> i32 {
+        if self.is_disk_full() {
+            // Never EIO: a lock file, a journal row or an index page that found no room.
+            return libc::ENOSPC;
+        }
         match self {
             OpsError::NotFound(_) => libc::ENOENT,
             OpsError::Exists(_) => libc::EEXIST,
@@ -138,6 +143,9 @@ impl OpsError {
             OpsError::Busy(..) => libc::EBUSY,
             OpsError::Lock(LockError::NotADirectory { .. }) => libc::ENOTDIR,
             OpsError::Lock(LockError::Gone { .. }) => libc::ENOENT,
+            OpsError::Lock(LockError::Io { source, .. }) => {
+                source.raw_os_error().unwrap_or(libc::EIO)
+            }
             OpsError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             _ => libc::EIO,
         }
@@ -161,6 +169,8 @@ pub struct Ops {
     journal: Journal,
     /// Which paths get derived state, and how much of a file ([`derive`]).
     derive: derive::Derivation,
+    /// Room to free room on a full disk ([`reserve`]).
+    reserve: reserve::Reserve,
     /// How long background jobs wait for a lock a foreground operation holds.
     job_lock_wait: Duration,
     /// How long a foreground operation waits for a busy lock: the configured lock_timeout, but
@@ -245,9 +255,24 @@ impl Ops {
         content: &crate::config::IndexConfig,
     ) -> Result<Arc<Ops>> {
         let derive = derive::Derivation::new(&ws.data_root(), content)?;
-        let queue = open_queue(&ws.queue_db())?;
-        let (index, _) = open_index(&ws.index_db(), embedder.as_deref())?;
-        let journal = Journal::open(&ws.internal_dir().join("ops.db"))?;
+        // On a full disk the stores may not open (a WAL or shared-memory file to create):
+        // the reserve makes the room, so that the user can then free space.
+        let reserve = reserve::Reserve::new(&ws.internal_dir());
+        let full = |e: &OpsError| e.is_disk_full() && reserve.release();
+        let queue = match open_queue(&ws.queue_db()) {
+            Err(e) if full(&e) => open_queue(&ws.queue_db()),
+            r => r,
+        }?;
+        let (index, _) = match open_index(&ws.index_db(), embedder.as_deref()) {
+            Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref()),
+            r => r,
+        }?;
+        let ops_db = ws.internal_dir().join("ops.db");
+        let journal = match Journal::open(&ops_db).map_err(OpsError::from) {
+            Err(e) if full(&e) => Journal::open(&ops_db).map_err(OpsError::from),
+            r => r,
+        }?;
+        reserve.ensure();
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let root =
             at::DataRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
@@ -261,6 +286,7 @@ impl Ops {
             summarizer,
             journal,
             derive,
+            reserve,
             job_lock_wait: Duration::from_secs(2),
             working: Default::default(),
             write_probe: std::sync::OnceLock::new(),

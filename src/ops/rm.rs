@@ -75,17 +75,17 @@ impl Ops {
 impl Ops {
     /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
     pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
-        self.remove(p, if recursive { Mode::Any } else { Mode::File })
+        self.freeing(|| self.remove(p, if recursive { Mode::Any } else { Mode::File }))
     }
 
     /// unlink(2) through the mount: a file.
     pub fn unlink(&self, p: &VPath) -> Result<()> {
-        self.remove(p, Mode::File).map(drop)
+        self.freeing(|| self.remove(p, Mode::File)).map(drop)
     }
 
     /// rmdir(2) through the mount: an empty directory (its summaries and lock files go too).
     pub fn rmdir(&self, p: &VPath) -> Result<()> {
-        self.remove(p, Mode::EmptyDir).map(drop)
+        self.freeing(|| self.remove(p, Mode::EmptyDir)).map(drop)
     }
 
     fn remove(&self, p: &VPath, mode: Mode) -> Result<RmReport> {

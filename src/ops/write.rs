@@ -76,9 +76,14 @@ impl Ops {
         change: impl FnOnce() -> std::io::Result<T>,
     ) -> Result<T> {
         self.foreground.touch();
-        let guard = self
-            .locks
-            .acquire_existing(&[(p.clone(), crate::lock::LockKind::Exact)], self.fg_wait)?;
+        let req = [(p.clone(), crate::lock::LockKind::Exact)];
+        let acquire = || Ok(self.locks.acquire_existing(&req, self.fg_wait)?);
+        // A truncate frees space: on a full disk its lock file gets the reserve's room.
+        let guard = if release == Release::Freeing {
+            self.freeing(acquire)?
+        } else {
+            acquire()?
+        };
         let out = change().map_err(|e| OpsError::io(self.fs(p), e));
         if release == Release::AfterReply {
             let _ = super::tail::after_reply("release", move || {
@@ -97,4 +102,7 @@ pub enum Release {
     Now,
     /// After the mount's reply (at once where no reply scope is open).
     AfterReply,
+    /// Before it returns, for a change that frees space (a truncate): on a full disk, the
+    /// lock is placed with the reserve's room ([`Ops::freeing`]).
+    Freeing,
 }

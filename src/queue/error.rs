@@ -42,12 +42,30 @@ pub enum JobError {
     Retry(String),
     /// Will never succeed (bad payload, source gone for good): dead at once.
     Permanent(String),
+    /// Cannot succeed until something outside the job changes (a full disk): retried after
+    /// the longest back-off, without using up an attempt, so it is never dead-lettered.
+    Wait(String),
+}
+
+impl QueueError {
+    /// The disk (or the quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        let sql =
+            |e: &rusqlite::Error| e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+        match self {
+            QueueError::Open { source, .. } | QueueError::Sql(source) => sql(source),
+            QueueError::Spool(_, e) => {
+                matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl JobError {
     pub fn message(&self) -> &str {
         match self {
-            JobError::Retry(m) | JobError::Permanent(m) => m,
+            JobError::Retry(m) | JobError::Permanent(m) | JobError::Wait(m) => m,
         }
     }
 }
@@ -57,6 +75,7 @@ impl std::fmt::Display for JobError {
         match self {
             JobError::Retry(m) => write!(f, "retryable: {m}"),
             JobError::Permanent(m) => write!(f, "permanent: {m}"),
+            JobError::Wait(m) => write!(f, "waiting: {m}"),
         }
     }
 }

@@ -89,7 +89,10 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), QueueErr
         )?;
     }
     // Future migrations: `if found < 2 { ... }`.
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    if found < SCHEMA_VERSION {
+        // Written only when it changes: an open that writes nothing works on a full disk.
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
     tx.commit()?;
     Ok(())
 }

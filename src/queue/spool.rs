@@ -205,9 +205,20 @@ impl Spool {
                             }
                         }
                     }
+                    Err(e) if stopping => {
+                        // Stopping with a database that takes nothing (a full disk): the
+                        // lines stay in the spool file, which the next open replays. Never
+                        // hang the daemon's exit on it.
+                        tracing::warn!(
+                            file = %self.path.display(),
+                            "spooled jobs kept for the next start: {e}"
+                        );
+                        return;
+                    }
                     Err(e) => {
                         // The database is unavailable (another process holds its write lock
-                        // past the busy timeout): the lines stay in the spool; try again.
+                        // past the busy timeout, the disk is full): the lines stay in the
+                        // spool; try again.
                         tracing::warn!("moving spooled jobs into the queue: {e}");
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }

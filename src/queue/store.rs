@@ -30,6 +30,10 @@ const RUNNING: i64 = 1;
 
 /// Connections kept open for reuse per `Queue` (more may be open while busy).
 const MAX_IDLE_CONNECTIONS: usize = 8;
+/// When a job that waits for something outside it ([`JobError::Wait`]: a full disk) runs
+/// again.
+const WAIT_RETRY: Duration = Duration::from_secs(10);
+
 /// Retry policy and database settings.
 #[derive(Debug, Clone)]
 pub struct QueueOptions {
@@ -251,8 +255,14 @@ impl Queue {
                 spool: Mutex::new(None),
             }),
         };
-        // Jobs a dead process spooled but never moved into the database.
-        q.replay_spools()?;
+        // Jobs a dead process spooled but never moved into the database. On a full disk
+        // they stay spooled (nothing is lost) for the next open: the queue still answers.
+        match q.replay_spools() {
+            Err(e) if e.is_disk_full() => {
+                tracing::warn!("queue: disk full; spooled jobs of dead processes wait: {e}")
+            }
+            r => drop(r?),
+        }
         Ok(q)
     }
 
@@ -541,6 +551,20 @@ impl Queue {
             if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
                 tx.execute("DELETE FROM jobs WHERE id = ?1", [job.id])?;
                 prune_key(tx, &job.queue, job.key.as_deref())?;
+                return Ok(());
+            }
+            if let JobError::Wait(m) = err {
+                // Not the job's fault: the attempt is given back.
+                tx.execute(
+                    "UPDATE jobs SET state = 0, worker = NULL, last_error = ?2, due = ?3, \
+                     attempts = MAX(attempts - 1, 0), updated = ?4 WHERE id = ?1",
+                    params![
+                        job.id,
+                        m,
+                        now.saturating_add(ms(WAIT_RETRY.min(opts.backoff_max))),
+                        now
+                    ],
+                )?;
                 return Ok(());
             }
             let dead = matches!(err, JobError::Permanent(_)) || job.attempts >= opts.max_attempts;
