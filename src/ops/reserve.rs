@@ -45,7 +45,7 @@ impl Reserve {
         let Ok(st) = nix::sys::statvfs::statvfs(self.path.parent().unwrap_or(&self.path)) else {
             return;
         };
-        let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+        let free = st.blocks_available() * st.fragment_size();
         if free < RESERVE_BYTES + MARGIN {
             return;
         }
