@@ -505,6 +505,7 @@ impl Ops {
         Ok(DirInput {
             uri: dir.uri(),
             children,
+            weights: None,
         })
     }
 
