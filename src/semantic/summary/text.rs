@@ -117,10 +117,16 @@ pub(super) fn lead_of(syntax: Syntax, text: &str) -> Lead {
     }
 }
 
-/// One block of prose: a heading or a paragraph (its lines joined, and how many there were).
+/// One block of prose: a heading or a paragraph.
 enum Block {
     Heading(String),
-    Para(String, usize),
+    Para {
+        /// Its lines joined, markup off.
+        text: String,
+        lines: usize,
+        /// It reads as code or data, not prose (see [`looks_like_code`]).
+        code: bool,
+    },
 }
 
 /// A plain-text title: one short line, no sentence end, with more text after it.
@@ -141,18 +147,19 @@ fn prose_lead(text: &str) -> Lead {
                 }
             }
             // Code or data in a text file (a test fixture, a table) is not what it is about.
-            Block::Para(p, _) if looks_like_code(&p) => {}
+            Block::Para { code: true, .. } => {}
             // Plain text has no heading markup: a first line standing alone, short and not
             // a sentence ("Contributed Software"), is its title.
-            Block::Para(p, 1)
-                if i == 0
-                    && i + 1 < n
-                    && p.chars().count() <= TITLE_MAX_CHARS
-                    && !p.ends_with(['.', '!', '?', ':', ';', ',', '。']) =>
+            Block::Para {
+                text: p, lines: 1, ..
+            } if i == 0
+                && i + 1 < n
+                && p.chars().count() <= TITLE_MAX_CHARS
+                && !p.ends_with(['.', '!', '?', ':', ';', ',', '。']) =>
             {
                 lead.title = Some(p);
             }
-            Block::Para(p, _) => {
+            Block::Para { text: p, .. } => {
                 lead.sentences = sentences(&p, 2);
                 if !lead.sentences.is_empty() {
                     break;
@@ -167,7 +174,17 @@ fn prose_lead(text: &str) -> Lead {
 /// percent, make it code rather than prose; prose has a parenthesis or two.
 const CODE_SYMBOLS_PERCENT: usize = 6;
 
-fn looks_like_code(p: &str) -> bool {
+/// Whether a raw paragraph is code or data rather than prose. What it quotes in backticks
+/// (`{owner}:{time_ns}`) is meant as code inside prose, and link targets are markup: neither
+/// counts.
+fn looks_like_code(raw: &str) -> bool {
+    let mut unquoted = String::with_capacity(raw.len());
+    for (i, part) in raw.split('`').enumerate() {
+        if i % 2 == 0 {
+            unquoted.push_str(part);
+        }
+    }
+    let p = clean_inline(&unquoted);
     let n = p.chars().count().max(1);
     let symbols = p.chars().filter(|c| "{}();=<>[]|&$\\".contains(*c)).count();
     symbols * 100 > n * CODE_SYMBOLS_PERCENT || p.ends_with(['{', ';'])
@@ -184,9 +201,14 @@ fn blocks(text: &str, max: usize) -> Vec<Block> {
     let mut in_comment = false;
     let flush = |para: &mut Vec<&str>, out: &mut Vec<Block>| {
         if !para.is_empty() {
-            let joined = clean_inline(&para.join(" "));
+            let raw = para.join(" ");
+            let joined = clean_inline(&raw);
             if !joined.is_empty() {
-                out.push(Block::Para(joined, para.len()));
+                out.push(Block::Para {
+                    text: joined,
+                    lines: para.len(),
+                    code: looks_like_code(&raw),
+                });
             }
             para.clear();
         }
@@ -411,8 +433,17 @@ fn link_end(chars: &[char], open: usize) -> Option<usize> {
     }
     match chars.get(close + 1) {
         Some('(') => {
-            let end = close + 1 + chars[close + 1..].iter().position(|&c| c == ')')?;
-            Some(end + 1)
+            // Targets may hold parentheses of their own (`wiki/Lock_(computing)`).
+            let mut depth = 0usize;
+            for (k, &c) in chars.iter().enumerate().skip(close + 1) {
+                match c {
+                    '(' => depth += 1,
+                    ')' if depth == 1 => return Some(k + 1),
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+            }
+            None
         }
         Some('[') => {
             let end = close + 1 + chars[close + 1..].iter().position(|&c| c == ']')?;
@@ -818,6 +849,12 @@ mod tests {
         assert_eq!(
             gist(Syntax::Prose, "| a | b |\n|---|---|\n| 1 | 2 |\n"),
             None
+        );
+        // Code quoted in prose, and links, are prose.
+        let quoted = "Lock tokens `{owner}:{time_ns}:{E|T}` and [owners](a(b).md).";
+        assert_eq!(
+            gist(Syntax::Prose, quoted).as_deref(),
+            Some("Lock tokens {owner}:{time_ns}:{E|T} and owners.")
         );
         // A first line alone, then text: the title of a plain-text file.
         let l = lead_of(
