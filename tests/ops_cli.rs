@@ -380,6 +380,33 @@ fn summaries_are_written_bounded_and_indexed() {
 }
 
 #[test]
+fn summary_keywords_are_weighed_against_the_workspace() {
+    let env = Env::new();
+    let (common, rare) = (token("common-word"), token("rare-word"));
+    // Elsewhere in the workspace, every file speaks of `common`.
+    let elsewhere: Vec<(String, String)> = (0..12)
+        .map(|i| (format!("n{i}.md"), format!("# Note {i}\n\nOn {common}.\n")))
+        .collect();
+    let refs: Vec<(&str, String)> = elsewhere
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.clone()))
+        .collect();
+    let other = env.local("other", &refs);
+    env.ok(&["add-resource", other.to_str().unwrap(), "--wait"]);
+    // Here `common` is written more often than `rare`: alone, it would be the first keyword.
+    let text = format!("{common} {common} {common} and {rare} {rare}.\n");
+    let local = env.local("topic", &[("a.md", text.clone()), ("b.md", text)]);
+    env.ok(&["add-resource", local.to_str().unwrap(), "--wait"]);
+    let abs = std::fs::read_to_string(env.data("resources/topic/.abstract.md")).unwrap();
+    let keywords = abs.split_once("Keywords: ").map_or("", |(_, k)| k);
+    assert!(keywords.contains(&rare), "{abs}");
+    assert!(
+        !keywords.contains(&common),
+        "common in the workspace: {abs}"
+    );
+}
+
+#[test]
 fn fsck_finds_and_repairs_derived_state_only() {
     let env = Env::new();
     let files = base(&env);

@@ -129,6 +129,7 @@ fn dir() -> DirInput {
     DirInput {
         uri: "viking://resources/docs".into(),
         children: vec![Child::file("a.md", "# Alpha\nText."), Child::dir("sub", "")],
+        weights: None,
     }
 }
 

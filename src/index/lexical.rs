@@ -1,8 +1,9 @@
-//! Lexical search: BM25 over the `lex` FTS5 table, terms made by [`super::text`].
+//! Lexical search: BM25 over the `lex` FTS5 table, terms made by [`super::text`]; and the
+//! document frequencies of words (how many files use each), for weighting summary keywords.
 
 use rusqlite::params;
 
-use super::{text, under_params, Evidence, Hit, Index, IndexError, UNDER_SQL};
+use super::{text, under_params, Evidence, Hit, Index, IndexError, Level, UNDER_SQL};
 use crate::uri::VPath;
 
 /// BM25 weight of a record's name against its text: a query word in a file's name says
@@ -70,5 +71,141 @@ impl Index {
             });
         }
         Ok(hits)
+    }
+
+    /// How many content records (files) there are, and how many of them hold each of
+    /// `terms`, not counting those at or below `excluding` (a directory weighs its words
+    /// against the rest of the workspace). A term is matched as a query for it would be: made
+    /// into index terms by [`text::document`] and stemmed by FTS5's porter tokenizer, so
+    /// `locks` counts the files with `lock`, `locks` or `locking`. Summary records are not
+    /// counted: a summary's words are its children's, and counting them would let each
+    /// written summary shift the statistics it was made from. A term without index terms
+    /// counts 0.
+    pub fn doc_freq(
+        &self,
+        terms: &[&str],
+        excluding: Option<&VPath>,
+    ) -> Result<(u64, Vec<u64>), IndexError> {
+        let conn = self.conn.lock();
+        let outside = match excluding {
+            Some(p) if p.is_root() => return Ok((0, vec![0; terms.len()])),
+            Some(_) => format!("AND NOT ({UNDER_SQL})"),
+            None => String::new(),
+        };
+        let [p1, p2, p3] = match excluding {
+            Some(p) => under_params(p),
+            None => Default::default(),
+        };
+        let count_sql = format!(
+            "SELECT count(*) FROM records WHERE level = {} {outside}",
+            Level::Content as i64
+        );
+        let docs: i64 = match excluding {
+            Some(_) => conn
+                .prepare_cached(&count_sql)
+                .and_then(|mut s| s.query_row(params![p1, p2, p3], |r| r.get(0))),
+            None => conn
+                .prepare_cached(&count_sql)
+                .and_then(|mut s| s.query_row([], |r| r.get(0))),
+        }
+        .map_err(|e| self.sql(e))?;
+        let df_sql = format!(
+            "SELECT count(*) FROM lex JOIN records r ON r.id = lex.rowid
+              WHERE lex MATCH ?4 AND r.level = {} {outside}",
+            Level::Content as i64
+        );
+        let mut stmt = conn.prepare_cached(&df_sql).map_err(|e| self.sql(e))?;
+        let mut out = Vec::with_capacity(terms.len());
+        for t in terms {
+            let doc = text::document(t);
+            if doc.is_empty() {
+                out.push(0);
+                continue;
+            }
+            // The term's index terms as one phrase (`LockGuard` -> "lockguard lock guard", as
+            // its documents hold it). Index terms are letters and digits: nothing to escape.
+            let expr = format!("\"{doc}\"");
+            let n: i64 = stmt
+                .query_row(params![p1, p2, p3, expr], |r| r.get(0))
+                .map_err(|e| self.sql(e))?;
+            out.push(n as u64);
+        }
+        Ok((docs as u64, out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::index::{Index, Level, Record};
+    use crate::uri::VPath;
+
+    fn rec(uri: &str, level: Level, text: &str) -> Record {
+        Record {
+            uri: VPath::from_rel(uri).unwrap(),
+            level,
+            text: text.to_string(),
+            vector: None,
+            snippet: String::new(),
+            source_version: "v1".into(),
+            partial: false,
+        }
+    }
+
+    #[test]
+    fn doc_freq_counts_files_outside_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = Index::open_lexical(&dir.path().join("i.db")).unwrap();
+        ix.upsert_many(&[
+            rec(
+                "resources/a/one.md",
+                Level::Content,
+                "The lock is held. Locks expire.",
+            ),
+            rec(
+                "resources/a/two.md",
+                Level::Content,
+                "Locking a LockGuard twice.",
+            ),
+            rec(
+                "resources/b/three.md",
+                Level::Content,
+                "A queue of jobs, no lock.",
+            ),
+            rec(
+                "resources/b/four.md",
+                Level::Content,
+                "Jobs retry. 全文检索",
+            ),
+            rec("resources/b/queue.md", Level::Content, "Nothing else here."),
+            // Summaries are not files: never counted.
+            rec("resources/a", Level::Abstract, "lock lock queue jobs"),
+            rec("resources/a", Level::Overview, "lock queue"),
+        ])
+        .unwrap();
+        let terms = [
+            "locks",
+            "jobs",
+            "LockGuard",
+            "queue",
+            "检索",
+            "absent",
+            "...",
+        ];
+        let (docs, df) = ix.doc_freq(&terms, None).unwrap();
+        assert_eq!(docs, 5);
+        // "locks" is stemmed like the index: lock, locks and locking all count; the name of
+        // queue.md counts as a word of its file.
+        assert_eq!(df, [3, 2, 1, 2, 1, 0, 0]);
+        let a = VPath::from_rel("resources/a").unwrap();
+        let (docs, df) = ix.doc_freq(&terms, Some(&a)).unwrap();
+        assert_eq!(docs, 3);
+        assert_eq!(df, [1, 2, 0, 2, 1, 0, 0]);
+        let (docs, df) = ix.doc_freq(&terms, Some(&VPath::root())).unwrap();
+        assert_eq!((docs, df), (0, vec![0; terms.len()]));
+        // `resources/a` is a component: `resources/ab` is outside it.
+        ix.upsert(&rec("resources/ab/x.md", Level::Content, "lock"))
+            .unwrap();
+        let (docs, df) = ix.doc_freq(&["lock"], Some(&a)).unwrap();
+        assert_eq!((docs, df), (4, vec![2]));
     }
 }

@@ -24,7 +24,7 @@ use crate::content::Content;
 use crate::index::{Level, Record};
 use crate::lock::{LockError, LockGuard, LockKind};
 use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
-use crate::semantic::summary::{Child, DirInput};
+use crate::semantic::summary::{Child, DirInput, TermWeights};
 use crate::uri::VPath;
 
 /// How much of a source is read for its vector (the model keeps the head it can take); its
@@ -525,10 +525,18 @@ impl Ops {
                 });
             }
         }
-        Ok(DirInput {
+        let mut input = DirInput {
             uri: dir.uri(),
             children,
-        })
+            weights: None,
+        };
+        // Keywords are weighed against the rest of the workspace: how many files outside this
+        // directory use each candidate word (the chat summariser ignores this).
+        let terms = input.keyword_candidates();
+        let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
+        let (docs, df) = self.index.doc_freq(&terms, Some(dir))?;
+        input.weights = Some(TermWeights::from_doc_freq(docs, terms.into_iter().zip(df)));
+        Ok(input)
     }
 
     /// The `semantic` job: regenerate a directory's summaries, index them, and propagate to

@@ -242,6 +242,7 @@ impl SessionCommitHandler {
                     let input = DirInput {
                         uri: dir.uri(),
                         children: vec![Child::file(MESSAGES, conversation_text(text))],
+                        weights: None,
                     };
                     let sm = self.summarizer.summarize(&input)?.enforce_limits();
                     (sm.abstract_md, sm.overview_md, true)
