@@ -71,6 +71,30 @@ pub fn register(
     Ok(Registration { path })
 }
 
+/// The running daemon that serves the mount at `mp`, from the records of the workspace whose
+/// root is `ws_root` (what the mount table names as the mount's source).
+pub fn serving(ws_root: &Path, mp: &Path) -> Option<DaemonRecord> {
+    let dir = ws_root.join(crate::workspace::INTERNAL_DIR).join("daemons");
+    let want = mp.canonicalize().unwrap_or_else(|_| mp.to_path_buf());
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .filter_map(|b| serde_json::from_slice::<DaemonRecord>(&b).ok())
+        .find(|r| {
+            r.mountpoint.as_deref() == Some(want.as_path())
+                && r.host == host_id()
+                && running_process_start(r.pid) == Some(r.start)
+        })
+}
+
+impl DaemonRecord {
+    /// Whether the process of this record still runs.
+    pub fn is_running(&self) -> bool {
+        running_process_start(self.pid) == Some(self.start)
+    }
+}
+
 /// Daemons of `ws` that are running now; records of dead ones are removed.
 pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
     let mut out = Vec::new();

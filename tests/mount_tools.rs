@@ -493,3 +493,69 @@ fn names_created_after_opendir_appear_after_rewinddir() {
     let script = r#"perl -e 'opendir(my $d, ".") or die; my @a = readdir($d); open(my $f, ">", "b") or die; close $f; rewinddir($d); print join(",", sort grep { !/^\./ } readdir($d)), "\n"'"#;
     assert_eq!(ok(&r.join("d"), script), "a,b\n");
 }
+
+/// `mount -o remount,ro` and `remount,rw` (mount(8) runs the helper with those options): the
+/// live mount turns read-only (writes answer EROFS, reads work) and back, with the same
+/// daemon serving throughout.
+#[test]
+fn remount_ro_and_rw_through_the_mount_helper() {
+    let m = Mount::new();
+    let pid = m.pid();
+    let r = m.res();
+    ok(&r, "echo before > f");
+    let helper = m.dir.path().join("mount.fuse.vikingfs");
+    std::os::unix::fs::symlink(common::BIN, &helper).unwrap();
+    let remount = |how: &str| {
+        let out = std::process::Command::new(&helper)
+            .env("HOME", m.dir.path())
+            .arg(&m.ws)
+            .arg(&m.mp)
+            .args(["-o", &format!("remount,{how}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "remount,{how}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    remount("ro");
+    let out = sh(&r, "echo more >> f");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Read-only file system"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ok(&r, "cat f"), "before\n");
+    remount("rw");
+    ok(&r, "echo after >> f");
+    assert_eq!(ok(&r, "cat f"), "before\nafter\n");
+    assert_eq!(m.pid(), pid);
+    assert!(common::alive(pid));
+}
+
+/// `vikingfs umount` returns once the daemon has exited (its databases closed), not when
+/// the kernel let the mount go.
+#[test]
+fn umount_returns_after_the_daemon_exited() {
+    let m = Mount::new();
+    let pid = m.pid();
+    ok(
+        &m.res(),
+        "mkdir d && i=0; while [ $i -lt 300 ]; do echo $i > d/f$i; i=$((i+1)); done",
+    );
+    let out = common::vikingfs(m.dir.path())
+        .arg("umount")
+        .arg(&m.mp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !common::alive(pid),
+        "umount returned while the daemon still ran"
+    );
+}

@@ -35,8 +35,9 @@ pub struct MountArgs {
     pub foreground: bool,
     /// Mount options, comma separated: ro, nopassthrough, cache_timeout=SECS (how long the
     /// kernel caches names and attributes, default 1), show_summaries (list the directory
-    /// summaries .abstract.md and .overview.md, which are otherwise readable by name only);
-    /// generic ones like rw,nosuid,_netdev are accepted.
+    /// summaries .abstract.md and .overview.md, which are otherwise readable by name only),
+    /// remount with ro or rw (change a live mount's read-only flag); generic ones like
+    /// nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Write the daemon's pid to this file.
@@ -53,13 +54,41 @@ pub struct UmountArgs {
     pub mountpoint: PathBuf,
 }
 
+/// How long `vikingfs umount` waits for the daemon to finish (in-flight jobs handed back,
+/// databases closed) once the kernel let the mount go.
+const UMOUNT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
+    let daemon = mount::mounted_source(&args.mountpoint)
+        .and_then(|ws| crate::daemon::serving(&ws, &args.mountpoint));
     mount::unmount(&args.mountpoint)?;
+    // Return once the daemon has exited, so that a script can move, copy or open the
+    // workspace's databases right after.
+    if let Some(d) = daemon {
+        let deadline = std::time::Instant::now() + UMOUNT_WAIT;
+        while d.is_running() {
+            if std::time::Instant::now() >= deadline {
+                eprintln!(
+                    "vikingfs: umount: the mount is gone, but its daemon (pid {}) is still \
+                     finishing after {}s; see its log in the workspace's .vikingfs/mount.log",
+                    d.pid,
+                    UMOUNT_WAIT.as_secs()
+                );
+                return Ok(1);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     Ok(0)
 }
 
 pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow::Result<i32> {
     let opts = mount::parse_options(&args.options)?;
+    if opts.remount {
+        // `mount -o remount,ro|rw` (mount(8) runs the helper with the options): no daemon.
+        mount::remount(&args.mountpoint, opts.read_only)?;
+        return Ok(0);
+    }
     let mp = args
         .mountpoint
         .canonicalize()

@@ -56,6 +56,8 @@ pub struct MountOptions {
     /// `show_summaries`: list `.abstract.md` and `.overview.md` in directories (the core's
     /// [`crate::fs::FsConfig::show_summaries`]).
     pub show_summaries: bool,
+    /// `remount` (with `ro` or `rw`): change a live mount's read-only flag ([`remount`]).
+    pub remount: bool,
 }
 
 impl Default for MountOptions {
@@ -65,6 +67,7 @@ impl Default for MountOptions {
             passthrough: true,
             cache_timeout: crate::fuse::DEFAULT_TTL,
             show_summaries: false,
+            remount: false,
         }
     }
 }
@@ -117,6 +120,8 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
         for opt in v.as_ref().split(',').filter(|s| !s.is_empty()) {
             match opt {
                 "ro" => o.read_only = true,
+                "rw" => o.read_only = false,
+                "remount" => o.remount = true,
                 "nopassthrough" => o.passthrough = false,
                 "show_summaries" => o.show_summaries = true,
                 x if x.starts_with("cache_timeout=") => {
@@ -132,6 +137,34 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
         }
     }
     Ok(o)
+}
+
+/// `mount -o remount,ro|rw MOUNTPOINT`: the kernel flips the live mount's read-only flag;
+/// the daemon goes on serving (writes then answer EROFS from the kernel, or work again).
+pub fn remount(mp: &Path, read_only: bool) -> Result<(), MountError> {
+    if mounted_fs_type(mp).as_deref() != Some("fuse.vikingfs") {
+        return Err(MountError::NotMounted(mp.display().to_string()));
+    }
+    let c = cpath(mp).map_err(|e| io_err(mp, e))?;
+    // The flags the mount was made with (mount_fuse) stay.
+    let mut flags = libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: a NUL-terminated target; no source, type or data are read for a remount.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(io_err(mp, io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Clear a mount left by a killed daemon (it answers ENOTCONN, or ECONNABORTED while the
@@ -194,6 +227,11 @@ fn mount_entry(mp: &Path) -> Option<(String, String)> {
 /// Whether something is mounted exactly at `mp`.
 pub fn is_mount_point(mp: &Path) -> bool {
     mount_entry(mp).is_some()
+}
+
+/// The source /proc/self/mounts shows for the mount at `mp` (for vikingfs: the workspace).
+pub fn mounted_source(mp: &Path) -> Option<PathBuf> {
+    mount_entry(mp).map(|(s, _)| PathBuf::from(s.replace("\\040", " ")))
 }
 
 /// The type /proc/self/mounts shows for the mount at `mp`.
