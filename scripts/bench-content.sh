@@ -60,9 +60,11 @@ run_one() {
     printf '%-34s %s\n' "dead jobs" "$dead"
     printf '%-34s %s lines, git fsck %s\n' "git status --porcelain (clone)" "$porcelain" "$fsck_ok"
     echo "abstract of docs/:"
-    sed 's/^/    /' "$data/resources/docs/.abstract.md" 2>/dev/null || echo "    (none)"
+    { sed 's/^/    /' "$data/resources/docs/.abstract.md" 2>/dev/null || echo "    (none)"; } | fold -s -w 100
+    echo
     echo "abstract of repo/src/lock/:"
-    sed 's/^/    /' "$data/resources/repo/src/lock/.abstract.md" 2>/dev/null || echo "    (none)"
+    { sed 's/^/    /' "$data/resources/repo/src/lock/.abstract.md" 2>/dev/null || echo "    (none)"; } | fold -s -w 100
+    echo
     for q in "lock file" "release notes"; do
         echo "find \"$q\" (top 5):"
         timeout 60 "$bin" find --limit 5 "$q" 2>/dev/null | sed 's/^/    /' | cut -c1-110 || true
