@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod content;
 pub mod daemon;
+pub mod db;
 pub mod embed;
 pub mod failpoint;
 pub mod fs;

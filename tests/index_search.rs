@@ -427,3 +427,43 @@ fn a_damaged_index_is_moved_aside_and_rebuilt() {
         env.check_fsck_clean();
     }
 }
+
+/// The queue is derived too: one overwritten with garbage while jobs were pending is moved
+/// aside by the next command, and its jobs are queued again from what the files have and the
+/// index lacks: everything is found after `wait`.
+#[test]
+fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
+    let env = Env::new();
+    let files: Vec<(String, String)> = (0..50)
+        .map(|i| {
+            (
+                format!("q{i:02}.md"),
+                format!("note {i}: {}", token(&format!("q{i}"))),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let local = env.local("docs", &refs);
+    // Without --wait: the jobs are only in the queue.
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/docs",
+    ]);
+    let db = env.ws().join(".vikingfs/queue.db");
+    let len = std::fs::metadata(&db).unwrap().len().max(8192);
+    std::fs::write(&db, vec![0x3cu8; len as usize]).unwrap();
+    let _ = std::fs::remove_file(db.with_extension("db-wal"));
+    let _ = std::fs::remove_file(db.with_extension("db-shm"));
+    let status = env.ok(&["status"]);
+    assert!(status.contains("damaged"), "{status}");
+    env.drain();
+    let out = env.run(&["find", "--json", &token("q37")]);
+    assert!(
+        found_json(&out).contains("docs/q37.md"),
+        "{}",
+        found_json(&out)
+    );
+    env.check_fsck_clean();
+}

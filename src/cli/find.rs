@@ -186,7 +186,7 @@ fn open_index(
     embedder: Option<&dyn Embedder>,
 ) -> anyhow::Result<Index> {
     let path = ws.index_db();
-    if crate::index::health::damage(&path).is_some() {
+    if crate::db::damage(&path).is_some() {
         // Opening the engine moves the damaged file aside and rebuilds it from the files.
         drop(super::ops::open(ctx).context("find: rebuilding a damaged index")?);
     }
@@ -197,7 +197,7 @@ fn open_index(
     match open() {
         Ok(i) => Ok(i),
         // An older format, or a damaged file: opening the engine rebuilds it from the files.
-        Err(e) if matches!(e, IndexError::Schema { .. }) || crate::index::health::is_damage(&e) => {
+        Err(e) if matches!(e, IndexError::Schema { .. }) || e.is_damage() => {
             let ops = super::ops::open(ctx).context("find: upgrading the index")?;
             drop(ops);
             Ok(open().context("find")?)

@@ -48,8 +48,19 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
 }
 
 fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
-    let queue = Queue::open(&ws.queue_db())?;
-    let stats = queue_stats(&queue)?;
+    // A damaged queue is derived state: say so and go on (the engine's next open rebuilds it).
+    let damaged = crate::db::damage(&ws.queue_db());
+    let stats = match &damaged {
+        Some(_) => Vec::new(),
+        None => queue_stats(&Queue::open(&ws.queue_db())?)?,
+    };
+    let queue_note = damaged.map(|why| {
+        format!(
+            "damaged ({why}); the daemon's next start or any command that opens the engine \
+             moves it aside and queues its jobs again"
+        )
+    });
+    let disk = disk_note(ws);
     let daemons = daemon::running(ws)?;
     let locks = LockManager::new(ws, ctx.config.lock.clone())?.list()?;
     let index = index_section(ctx, ws);
@@ -59,6 +70,8 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
             "workspace": ws.root(),
             "daemons": daemons,
             "queues": queues_json(&stats),
+            "queue_error": queue_note,
+            "disk": disk,
             "locks": {"held": locks.len() - stale, "stale": stale, "list": locks},
             "index": index,
         });
@@ -79,7 +92,13 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
             out += &format!("  pid {}  {mp}{w}  vikingfs {}\n", d.pid, d.version);
         }
     }
-    out += &queues_text(&stats);
+    if let Some(d) = &disk {
+        out += &format!("disk: {d}\n");
+    }
+    match &queue_note {
+        Some(n) => out += &format!("queues: {n}\n"),
+        None => out += &queues_text(&stats),
+    }
     let stale = locks.iter().filter(|l| l.stale).count();
     out += &format!("locks: {} held, {} stale\n", locks.len() - stale, stale);
     for l in &locks {
@@ -126,6 +145,20 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// "full" (with what is left) when the workspace's filesystem has almost no room: writes
+/// answer ENOSPC, and rm, rmdir and truncate still work (the engine's reserve).
+fn disk_note(ws: &Workspace) -> Option<String> {
+    let st = nix::sys::statvfs::statvfs(&ws.internal_dir()).ok()?;
+    let free = st.blocks_available() * st.fragment_size();
+    let total = st.blocks() * st.fragment_size();
+    (free < (16 << 20).min(total / 50)).then(|| {
+        format!(
+            "full ({} free): writes answer ENOSPC; rm, rmdir and truncate still work",
+            crate::content::human_size(free)
+        )
+    })
+}
+
 /// Record count, size on disk and model of the index; an `error` key when it can't be read.
 fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
     let bytes: u64 = ["", "-wal", "-shm"]
@@ -143,7 +176,7 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
         ("local", Some(dir)) => format!("local {dir}"),
         (p, m) => format!("{p} {}", m.unwrap_or("-")),
     };
-    if let Some(why) = crate::index::health::damage(&ws.index_db()) {
+    if let Some(why) = crate::db::damage(&ws.index_db()) {
         return json!({
             "error": format!("damaged ({why}); the daemon's next start or any command that \
                               opens the engine moves it aside and rebuilds it"),

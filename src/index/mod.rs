@@ -22,7 +22,6 @@
 //! only; never a silent mix of vector spaces.
 
 mod chunk;
-pub mod health;
 mod hybrid;
 mod lexical;
 mod quant;
@@ -596,6 +595,17 @@ struct Meta {
 }
 
 /// The stored [`Meta`], or `None` on a new database.
+impl IndexError {
+    /// The index file is damaged (rather than busy, missing or full): it is rebuilt.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            IndexError::Sqlite { source, .. } => crate::db::is_damage_code(source),
+            IndexError::Corrupt { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 fn read_meta(conn: &Connection) -> rusqlite::Result<Option<Meta>> {
     let exists: bool = conn.query_row(
         "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",

@@ -259,8 +259,8 @@ impl Ops {
         // the reserve makes the room, so that the user can then free space.
         let reserve = reserve::Reserve::new(&ws.internal_dir());
         let full = |e: &OpsError| e.is_disk_full() && reserve.release();
-        let queue = match open_queue(&ws.queue_db()) {
-            Err(e) if full(&e) => open_queue(&ws.queue_db()),
+        let (queue, queue_lost) = match open_queue_healing(&ws.queue_db()) {
+            Err(e) if full(&e) => open_queue_healing(&ws.queue_db()),
             r => r,
         }?;
         let (index, _) = match open_index(&ws.index_db(), embedder.as_deref()) {
@@ -299,7 +299,15 @@ impl Ops {
             // Another model built the old vectors: the records stay, new vectors are queued.
             tracing::warn!("index vectors were built by another model; re-embedding every record");
         }
-        if matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
+        if queue_lost {
+            // The damaged queue's jobs: whatever the files have that the index does not.
+            let mut n = 0;
+            for scope in crate::uri::SCOPES {
+                n += ops.refresh_under(&VPath::root().join(scope)?)?;
+            }
+            tracing::warn!(jobs = n, "queued again what the damaged queue held");
+        }
+        if queue_lost || matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
             ops.backfill_vectors()?;
         }
         if let Err(e) = ops.recover() {
@@ -420,12 +428,41 @@ fn open_queue(path: &Path) -> Result<Queue> {
     }
 }
 
+/// [`open_queue`], moving a damaged queue database aside (its header, or SQLite's answer)
+/// and starting an empty one; returns whether it did. The jobs it held are derived: the
+/// caller queues again what the files and the index say is missing (and the spool's jobs
+/// are replayed by the new queue).
+fn open_queue_healing(path: &Path) -> Result<(Queue, bool)> {
+    let set_aside = |why: &str| -> Result<()> {
+        let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
+        tracing::warn!(
+            "queue {} is damaged ({why}): moved to {}; its jobs are derived again from the files",
+            path.display(),
+            aside.display()
+        );
+        Ok(())
+    };
+    if let Some(why) = crate::db::damage(path) {
+        set_aside(&why)?;
+        return Ok((open_queue(path)?, true));
+    }
+    match open_queue(path) {
+        Err(OpsError::Queue(QueueError::Open { source, .. } | QueueError::Sql(source)))
+            if crate::db::is_damage_code(&source) =>
+        {
+            set_aside(&source.to_string())?;
+            Ok((open_queue(path)?, true))
+        }
+        r => Ok((r?, false)),
+    }
+}
+
 /// Open the index (dropping vectors of another model, recreating one of an older format),
 /// retrying like [`open_queue`]. A damaged one (its header, or SQLite's answer) is moved
 /// aside with a one-line warning and opened anew: it is derived, so the caller rebuilds it
 /// from the files ([`Opened::Created`]).
 fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bool)> {
-    use crate::index::health;
+    use crate::db as health;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
     let set_aside = |why: &str| -> Result<()> {
@@ -449,7 +486,7 @@ fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bo
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            Err(e) if !healed && health::is_damage(&e) => {
+            Err(e) if !healed && e.is_damage() => {
                 set_aside(&e.to_string())?;
                 healed = true;
             }

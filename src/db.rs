@@ -1,15 +1,13 @@
-//! Is an index file whole? The index is derived state: a damaged one is moved aside (kept for
-//! a post-mortem, never deleted) and rebuilt from the files, never fatal.
+//! Is an SQLite store's file whole? The index and the queue are derived state: a damaged one
+//! is moved aside (kept for a post-mortem, never deleted) and rebuilt, never fatal.
 //!
 //! Two looks, both cheap enough for every open: the file's header (SQLite's magic, and a
 //! length at least what the header says the database holds — a file cut short is the common
-//! damage of a full disk or a bad copy), and the error codes SQLite answers with when it
-//! meets a damaged page (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+//! damage of a full disk or a bad copy, see [`damage`]), and the error codes SQLite answers
+//! with when it meets a damaged page ([`is_damage_code`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-
-use super::IndexError;
 
 /// Why the database file at `path` is damaged, judged by its header; `None` when it looks
 /// whole (or does not exist, or is empty: SQLite creates it).
@@ -41,16 +39,12 @@ pub fn damage(path: &Path) -> Option<String> {
     None
 }
 
-/// Whether an index error says its file is damaged (rather than busy, missing or full).
-pub fn is_damage(e: &IndexError) -> bool {
-    match e {
-        IndexError::Sqlite { source, .. } => matches!(
-            source.sqlite_error_code(),
-            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-        ),
-        IndexError::Corrupt { .. } => true,
-        _ => false,
-    }
+/// Whether SQLite's answer says the file is damaged (rather than busy, missing or full).
+pub fn is_damage_code(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
 }
 
 /// Move the database at `path` (with its `-wal` and `-shm`) aside, to
@@ -88,12 +82,11 @@ mod tests {
         let p = d.path().join("i.db");
         assert_eq!(damage(&p), None, "missing: SQLite creates it");
         {
-            let ix = super::super::Index::open_lexical(&p).unwrap();
-            let conn = ix.conn.lock();
+            let conn = rusqlite::Connection::open(&p).unwrap();
             conn.execute_batch(
                 "CREATE TABLE pad(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 \
                  FROM n WHERE i < 2000) INSERT INTO pad SELECT randomblob(200) FROM n;
-                 PRAGMA wal_checkpoint(TRUNCATE);",
+                 ",
             )
             .unwrap();
         }
