@@ -307,3 +307,34 @@ fn special_files_are_never_opened_and_leave_no_dead_jobs() {
     );
     m.check_index_agrees();
 }
+
+/// A tree deeper than PATH_MAX as a backing path (4,070 bytes below the mount, the kernel
+/// allows it step by step): its file is indexed and its directories summarised, no job dies.
+#[test]
+fn a_tree_deeper_than_path_max_behind_the_mount_is_derived() {
+    let m = Mount::new();
+    let descend = "n=$(printf 'd%.0s' $(seq 1 202)); i=0; while [ $i -lt 20 ]; do \
+                   [ -d $n ] || mkdir $n || exit 1; cd $n || exit 1; i=$((i+1)); done";
+    ok(
+        &m.res(),
+        &format!("{descend}; echo 'an abyssal note' > f.md"),
+    );
+    drain(&m);
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (q, s) in v["queues"].as_object().unwrap() {
+        assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
+    }
+    let hits: Vec<String> = find(&m, "abyssal").into_iter().map(|(u, _)| u).collect();
+    assert!(hits.iter().any(|u| u.ends_with("/f.md")), "{hits:?}");
+    // The deepest directory got its summaries (looked at step by step, as the kernel
+    // allows).
+    // (dash's `cd` builds the whole path, too long here: python changes directory a step
+    // at a time.)
+    ok(
+        &m.backing(),
+        "python3 -c \"import os\nfor _ in range(20): os.chdir('d' * 202)\n\
+         assert os.path.getsize('.abstract.md') and os.path.getsize('.overview.md')\"",
+    );
+    m.check_index_agrees();
+}

@@ -187,6 +187,16 @@ impl Hit {
     pub fn is_live_in(&self, ws: &Workspace) -> bool {
         match std::fs::metadata(ws.fs_path(&self.uri)) {
             Ok(m) => m.is_dir() == self.level.names_directory(),
+            // Deeper than PATH_MAX as a backing path (the mount allows it): look relative to
+            // the data root, in steps.
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                crate::sysutil::open_path_dir(&ws.data_root())
+                    .and_then(|root| {
+                        use std::os::fd::AsFd;
+                        crate::sysutil::lstat(root.as_fd(), self.uri.as_str().as_bytes())
+                    })
+                    .is_ok_and(|st| st.is_dir() == self.level.names_directory())
+            }
             Err(_) => false,
         }
     }

@@ -82,8 +82,9 @@ impl DataRoot {
     }
 
     /// Replace file `p` with `bytes` atomically: a temp file of an internal name
-    /// (`.vikingfs.*`, never listed) in the same directory, then rename(2) (see
-    /// [`super::write_atomic`]).
+    /// (`.vikingfs.*`, never listed) in the same directory, then rename(2). A crash leaves
+    /// the old or the new content, never a torn file; a leftover temp file is found and
+    /// removed by `fsck --repair`.
     pub fn write_atomic(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
         use std::io::Write;
         let parent = p.parent().unwrap_or_else(VPath::root);

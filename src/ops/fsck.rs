@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::jobs::{embed_job, semantic_job, NewJob};
-use super::{source_version, stat, Ops, Result};
+use super::{stat_version, Ops, Result};
 use crate::index::Level;
 use crate::lock::codec::{liveness, Liveness};
 use crate::uri::VPath;
@@ -244,7 +244,7 @@ impl Ops {
         let mut dirs = Vec::new();
         for scope in crate::uri::SCOPES {
             let s = VPath::root().join(scope)?;
-            if stat(&self.fs(&s))?.is_some() {
+            if self.lstat(&s)?.is_some() {
                 dirs.push(s.clone());
                 self.walk(&s, &mut files, &mut dirs)?;
             }
@@ -255,7 +255,7 @@ impl Ops {
         }
         // Records without their source.
         for (uri, level) in have.keys() {
-            let live = match stat(&self.fs(uri))? {
+            let live = match self.lstat(uri)? {
                 Some(m) => m.is_dir() == level.names_directory(),
                 None => false,
             };
@@ -274,7 +274,7 @@ impl Ops {
                 if repair {
                     if let Some(v) = self.index.version_of(uri, *level)? {
                         // By version: a record rebuilt meanwhile survives.
-                        if stat(&self.fs(uri))?.is_none() {
+                        if self.lstat(uri)?.is_none() {
                             self.index.delete_if_version(uri, *level, &v)?;
                             rep.repaired += 1;
                         }
@@ -288,10 +288,10 @@ impl Ops {
         }
         let mut jobs: Vec<NewJob> = Vec::new();
         for f in &files {
-            let Some(meta) = stat(&self.fs(f))? else {
+            let Some(meta) = self.lstat(f)? else {
                 continue;
             };
-            let current = source_version(&meta);
+            let current = stat_version(&meta);
             match self.index.version_of(f, Level::Content)? {
                 Some(v) if v == current => {}
                 // Not text: never indexed, only named in its directory's summary.
@@ -321,8 +321,8 @@ impl Ops {
             if !needs.contains(d) {
                 continue;
             }
-            let abs = stat(&self.fs(d).join(super::jobs::ABSTRACT_FILE))?;
-            let current = abs.map(|m| source_version(&m));
+            let abs = self.lstat(&d.join(super::jobs::ABSTRACT_FILE)?)?;
+            let current = abs.map(|m| stat_version(&m));
             let missing = current.is_none() || !have.contains_key(&(d.clone(), Level::Abstract));
             if missing || self.index.version_of(d, Level::Abstract)? != current {
                 rep.problems.push(Problem::MissingSummary {

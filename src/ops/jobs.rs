@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{is_source_name, source_version, stat, write_atomic, Ops, OpsError};
+use super::{is_source_name, source_version, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::content::Content;
 use crate::index::{Level, Record};
@@ -351,7 +351,10 @@ impl Ops {
                 // will write the record.
                 return Ok(());
             }
-            let now = stat(&fs)?;
+            let now = self
+                .root
+                .lstat(p)
+                .map_err(|e| retry(format!("{}: {e}", fs.display())))?;
             // Checked again under the lock: a rule file changed since the read is obeyed
             // (its `rederive` job removes records under this same lock).
             let head = if self.derives(p, false) {
@@ -382,7 +385,7 @@ impl Ops {
                         partial,
                     },
                     Some(m),
-                ) if source_version(&m) == version => {
+                ) if super::stat_version(&m) == version => {
                     if fresh {
                         self.put_record(p, Level::Content, &text, version, partial)?;
                         crate::crash_point!("job.embed.indexed");
@@ -496,28 +499,37 @@ impl Ops {
         Ok(jobs.len())
     }
 
-    /// The children a directory summary is built from.
+    /// The children a directory summary is built from. Every call is relative to the data
+    /// root, so a directory deeper than PATH_MAX as a backing path is summarised too.
     fn summary_input(&self, dir: &VPath) -> Result<DirInput, JobError> {
-        let fs = self.fs(dir);
         let mut children = Vec::new();
-        let rd = std::fs::read_dir(&fs).map_err(|e| retry(format!("{}: {e}", fs.display())))?;
-        for e in rd.flatten() {
-            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+        let names = self
+            .root
+            .names(dir)
+            .map_err(|e| retry(format!("{}: {e}", self.fs(dir).display())))?;
+        for name in names {
+            let Some(name) = name.to_str().map(str::to_string) else {
                 continue;
             };
             if !is_source_name(&name) {
                 continue;
             }
-            let Ok(ft) = e.file_type() else { continue };
-            // What is ignored is not the directory's content, to its summary either.
             let Ok(p) = dir.join(&name) else { continue };
-            if !self.derives(&p, ft.is_dir()) {
+            let Ok(Some(st)) = self.root.lstat(&p) else {
+                continue;
+            };
+            // What is ignored is not the directory's content, to its summary either.
+            if !self.derives(&p, st.is_dir()) {
                 continue;
             }
-            if ft.is_dir() {
-                let abs = std::fs::read_to_string(e.path().join(ABSTRACT_FILE)).unwrap_or_default();
+            if st.is_dir() {
+                let abs = p
+                    .join(ABSTRACT_FILE)
+                    .ok()
+                    .and_then(|a| self.read_small(&a))
+                    .unwrap_or_default();
                 children.push(Child::dir(name, abs));
-            } else if ft.is_file() {
+            } else if st.is_file() {
                 children.push(match self.read_head(&p, CHILD_HEAD_BYTES) {
                     Ok(Head::Text { text, .. }) => Child::file(name, text),
                     Ok(Head::Binary { kind, size }) => Child::binary(name, kind, size),
@@ -539,16 +551,42 @@ impl Ops {
         Ok(input)
     }
 
+    /// The whole of a small file (a sidecar) as text; `None` when it is missing or not text.
+    fn read_small(&self, p: &VPath) -> Option<String> {
+        let mut f = self.root.open_read(p).ok()?;
+        let mut s = String::new();
+        f.read_to_string(&mut s).ok()?;
+        Some(s)
+    }
+
+    /// Whether `p` is a directory now (relative to the data root: no PATH_MAX limit).
+    fn is_dir_now(&self, p: &VPath) -> Result<bool, JobError> {
+        Ok(self
+            .root
+            .lstat(p)
+            .map_err(|e| retry(format!("{}: {e}", self.fs(p).display())))?
+            .is_some_and(|st| st.is_dir()))
+    }
+
+    /// The version of `p` as a record carries it ([`source_version`]), or "" when missing.
+    fn version_now(&self, p: &VPath) -> Result<String, JobError> {
+        Ok(self
+            .root
+            .lstat(p)
+            .map_err(|e| retry(format!("{}: {e}", self.fs(p).display())))?
+            .map(|st| super::stat_version(&st))
+            .unwrap_or_default())
+    }
+
     /// The `semantic` job: regenerate a directory's summaries, index them, and propagate to
     /// the parent when the abstract changed.
     pub fn run_semantic(&self, job: &Job) -> Result<(), JobError> {
         let t = target(self, job, "dir")?;
         let lc = t.lifecycle.as_deref();
         let dir = &t.path;
-        let fs = self.fs(dir);
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.semantic.start");
-        let is_dir = stat(&fs)?.is_some_and(|m| m.is_dir());
+        let is_dir = self.is_dir_now(dir)?;
         if is_dir && has_summary(dir) && !self.derives(dir, true) {
             // Ignored (a rule file changed after this job was queued): nothing derived.
             self.drop_records_under(dir)?;
@@ -560,7 +598,7 @@ impl Ops {
             // a directory re-created meanwhile keeps its fresh ones.
             for level in [Level::Abstract, Level::Overview] {
                 if let Some(v) = self.index.version_of(dir, level).map_err(retry)? {
-                    if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+                    if !self.is_dir_now(dir)? {
                         self.index
                             .delete_if_version(dir, level, &v)
                             .map_err(retry)?;
@@ -593,27 +631,27 @@ impl Ops {
             }
             // Ignored since the job started (a rule file changed): its rederive job
             // removes what was written before.
-            if !stat(&fs)?.is_some_and(|m| m.is_dir()) || !self.summarised(dir) {
+            if !self.is_dir_now(dir)? || !self.summarised(dir) {
                 return self.job_finished(job, lc);
             }
-            let (abs_fs, ov_fs) = (self.fs(&abs_path), self.fs(&ov_path));
-            let old_abs = std::fs::read_to_string(&abs_fs).ok();
-            let old_ov = std::fs::read_to_string(&ov_fs).ok();
+            let old_abs = self.read_small(&abs_path);
+            let old_ov = self.read_small(&ov_path);
+            let write = |p: &VPath, text: &str| {
+                self.root
+                    .write_atomic(p, text.as_bytes())
+                    .map_err(|e| OpsError::io(self.fs(p), e))
+            };
             // Overview first: the abstract is what the parent reads, so it lands last.
             if old_ov.as_deref() != Some(ov.as_str()) {
-                write_atomic(&ov_fs, ov.as_bytes())?;
+                write(&ov_path, &ov)?;
             }
             let abs_changed = old_abs.as_deref() != Some(abs.as_str());
             if abs_changed {
-                write_atomic(&abs_fs, abs.as_bytes())?;
+                write(&abs_path, &abs)?;
             }
             crate::crash_point!("job.semantic.written");
-            let abs_v = stat(&abs_fs)?
-                .map(|m| source_version(&m))
-                .unwrap_or_default();
-            let ov_v = stat(&ov_fs)?
-                .map(|m| source_version(&m))
-                .unwrap_or_default();
+            let abs_v = self.version_now(&abs_path)?;
+            let ov_v = self.version_now(&ov_path)?;
             let indexed = self.index.version_of(dir, Level::Abstract).map_err(retry)?
                 == Some(abs_v.clone())
                 && self.index.version_of(dir, Level::Overview).map_err(retry)?

@@ -504,6 +504,12 @@ pub fn source_version(meta: &std::fs::Metadata) -> String {
     format!("{:x}-{:x}-{:x}", meta.ino(), meta.size(), mtime_ns)
 }
 
+/// [`source_version`] from an `lstat` made relative to the data root (the same string).
+pub(crate) fn stat_version(st: &crate::sysutil::Stat) -> String {
+    let mtime_ns = st.0.st_mtime as i128 * 1_000_000_000 + st.0.st_mtime_nsec as i128;
+    format!("{:x}-{:x}-{:x}", st.0.st_ino, st.0.st_size, mtime_ns)
+}
+
 /// The metadata of a path without following a final symlink; `None` when it does not exist.
 pub(crate) fn stat(path: &Path) -> Result<Option<std::fs::Metadata>> {
     match std::fs::symlink_metadata(path) {
@@ -514,25 +520,6 @@ pub(crate) fn stat(path: &Path) -> Result<Option<std::fs::Metadata>> {
     }
 }
 
-/// Replace `path` with `bytes` atomically: a temp file of an internal name (`.vikingfs.*`, never
-/// listed) in the same directory, then rename(2). A crash leaves the old or the new content,
-/// never a torn file; a leftover temp file is found and removed by `fsck --repair`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(OpsError::io(path, e));
-    }
-    Ok(())
-}
-
 /// Whether a directory entry is a source file the index covers: not a lock, internal or
 /// sidecar name.
 pub(crate) fn is_source_name(name: &str) -> bool {
@@ -541,55 +528,39 @@ pub(crate) fn is_source_name(name: &str) -> bool {
 
 impl Ops {
     /// Every source file and directory below `dir` (itself excluded) that gets derived
-    /// state, as namespace paths: ignored paths are skipped, and not descended into.
+    /// state, as namespace paths: ignored paths are skipped, and not descended into. Read
+    /// relative to the data root, so a tree deeper than PATH_MAX as a backing path is walked
+    /// too.
     pub(crate) fn walk(
         &self,
         dir: &VPath,
         files: &mut Vec<VPath>,
         dirs: &mut Vec<VPath>,
     ) -> Result<()> {
-        walk_tree(&self.ws, &self.derive.rules, dir, files, dirs)
-    }
-}
-
-fn walk_tree(
-    ws: &Workspace,
-    rules: &crate::content::IgnoreRules,
-    dir: &VPath,
-    files: &mut Vec<VPath>,
-    dirs: &mut Vec<VPath>,
-) -> Result<()> {
-    let fs = ws.fs_path(dir);
-    let rd = match std::fs::read_dir(&fs) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(OpsError::io(&fs, e)),
-    };
-    for e in rd {
-        let e = e.map_err(|e| OpsError::io(&fs, e))?;
-        let Some(name) = e.file_name().to_str().map(str::to_string) else {
-            continue;
+        let names = match self.root.names(dir) {
+            Ok(n) => n,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                return Ok(())
+            }
+            Err(e) => return Err(OpsError::io(self.fs(dir), e)),
         };
-        if !is_source_name(&name) {
-            continue;
+        for name in names {
+            let Some(name) = name.to_str() else { continue };
+            if !is_source_name(name) {
+                continue;
+            }
+            let Ok(p) = dir.join(name) else { continue };
+            let Some(st) = self.lstat(&p)? else { continue };
+            if self.derive.rules.is_ignored(&p, st.is_dir()) {
+                continue;
+            }
+            if st.is_dir() {
+                dirs.push(p.clone());
+                self.walk(&p, files, dirs)?;
+            } else if st.is_file() {
+                files.push(p);
+            }
         }
-        let Ok(p) = dir.join(&name) else { continue };
-        let ft = e
-            .file_type()
-            .map_err(|e| OpsError::io(e_path(&fs, &name), e))?;
-        if rules.is_ignored(&p, ft.is_dir()) {
-            continue;
-        }
-        if ft.is_dir() {
-            dirs.push(p.clone());
-            walk_tree(ws, rules, &p, files, dirs)?;
-        } else if ft.is_file() {
-            files.push(p);
-        }
+        Ok(())
     }
-    Ok(())
-}
-
-fn e_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }

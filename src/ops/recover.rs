@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::add::process_owner;
 use super::journal::Intent;
-use super::{stat, Ops, Result};
+use super::{Ops, Result};
 use crate::lock::codec::{liveness, Liveness};
 use crate::lock::LockKind;
 use crate::uri::VPath;
@@ -52,7 +52,7 @@ impl Ops {
         match intent {
             Intent::Rm { path, dir } => {
                 let p = VPath::from_rel(path)?;
-                let exists_dir = stat(&self.fs(&p))?.map(|m| m.is_dir());
+                let exists_dir = self.lstat(&p)?.map(|m| m.is_dir());
                 let kind = if exists_dir == Some(true) {
                     LockKind::Tree
                 } else {
@@ -65,7 +65,7 @@ impl Ops {
                 let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);
                 // A TREE on a missing path would create it: EXACT on the source, and TREE on
                 // the destination only when the renamed tree is there.
-                let dst_kind = if *dir && stat(&self.fs(&dst))?.is_some_and(|m| m.is_dir()) {
+                let dst_kind = if *dir && self.lstat(&dst)?.is_some_and(|m| m.is_dir()) {
                     LockKind::Tree
                 } else {
                     LockKind::Exact
@@ -74,8 +74,8 @@ impl Ops {
                     &[(src.clone(), LockKind::Exact), (dst.clone(), dst_kind)],
                     Duration::ZERO,
                 )?;
-                let src_there = stat(&self.fs(&src))?.is_some();
-                let dst_there = stat(&self.fs(&dst))?.is_some();
+                let src_there = self.lstat(&src)?.is_some();
+                let dst_there = self.lstat(&dst)?.is_some();
                 if !src_there && dst_there {
                     // Renamed, records maybe not yet: move them now (idempotent).
                     self.index.rename_prefix(&src, &dst)?;
@@ -108,7 +108,7 @@ impl Ops {
     fn tree_of(&self, p: &VPath) -> Result<Option<(Vec<VPath>, Vec<VPath>)>> {
         let mut files = Vec::new();
         let mut dirs = Vec::new();
-        match stat(&self.fs(p))? {
+        match self.lstat(p)? {
             None => return Ok(None),
             // Nothing is derived from an ignored path.
             Some(m) if !self.derives(p, m.is_dir()) => {}
@@ -132,14 +132,14 @@ impl Ops {
         };
         let mut jobs = Vec::new();
         for f in &files {
-            let current = stat(&self.fs(f))?.map(|m| super::source_version(&m));
+            let current = self.lstat(f)?.map(|m| super::stat_version(&m));
             if current.is_some() && self.index.version_of(f, Level::Content)? != current {
                 jobs.push(super::jobs::embed_job(f, None));
             }
         }
         for d in &dirs {
-            let abs = self.fs(d).join(super::jobs::ABSTRACT_FILE);
-            let current = stat(&abs)?.map(|m| super::source_version(&m));
+            let abs = d.join(super::jobs::ABSTRACT_FILE)?;
+            let current = self.lstat(&abs)?.map(|m| super::stat_version(&m));
             if current.is_none() || self.index.version_of(d, Level::Abstract)? != current {
                 jobs.push(super::jobs::semantic_job(d, None));
             }

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use super::jobs::{embed_job, semantic_job, JobLock, NewJob};
-use super::{source_version, stat, Ops, Result};
+use super::{stat_version, Ops, Result};
 use crate::index::Level;
 use crate::uri::VPath;
 
@@ -44,10 +44,10 @@ impl Ops {
             }
         } else if !self.may_derive(under) {
             // Ignored: nothing is derived (what was is removed below).
-        } else if stat(&self.fs(under))?.is_some_and(|m| m.is_dir()) {
+        } else if self.lstat(under)?.is_some_and(|m| m.is_dir()) {
             dirs.push(under.clone());
             self.walk(under, &mut files, &mut dirs)?;
-        } else if stat(&self.fs(under))?.is_some_and(|m| m.is_file()) {
+        } else if self.lstat(under)?.is_some_and(|m| m.is_file()) {
             files.push(under.clone());
         }
         let mut rep = ReindexReport::default();
@@ -92,13 +92,12 @@ impl Ops {
     /// Write the record of file `p` from what it holds now, under its lock. Returns false
     /// when the lock stayed busy or the file kept changing (a queued job does it later).
     fn index_now(&self, p: &VPath) -> Result<bool> {
-        let fs = self.fs(p);
         for _round in 0..3 {
             let Some((text, v, partial)) = self.read_text(p, self.max_file_bytes())? else {
                 // Not a regular text file (or gone): nothing to index, and a record left
                 // from before (by version: one rebuilt meanwhile survives) goes.
                 if let Some(v) = self.index.version_of(p, Level::Content)? {
-                    if !stat(&fs)?.is_some_and(|m| m.is_dir()) {
+                    if !self.lstat(p)?.is_some_and(|m| m.is_dir()) {
                         self.index.delete_if_version(p, Level::Content, &v)?;
                     }
                 }
@@ -113,8 +112,8 @@ impl Ops {
                 Ok(JobLock::Gone) => return Ok(true),
                 Err(_) => return Ok(false),
             };
-            match stat(&fs)? {
-                Some(m) if source_version(&m) == v => {
+            match self.lstat(p)? {
+                Some(m) if stat_version(&m) == v => {
                     self.put_record(p, Level::Content, &text, v, partial)?;
                     return Ok(true);
                 }
