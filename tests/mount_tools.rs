@@ -559,3 +559,27 @@ fn umount_returns_after_the_daemon_exited() {
         "umount returned while the daemon still ran"
     );
 }
+
+/// Names up to the kernel's limits relative to the mount (the C pjdfstest's `*/03.t`): a
+/// 4,095-byte path below a directory of the mount (longer than PATH_MAX from the data root)
+/// can be created, written, read, truncated and removed; so can a directory there. (chmod
+/// and rename at that depth are still open work: issue 14.)
+#[test]
+fn paths_at_the_kernels_limit_below_the_mount_work() {
+    let m = Mount::new();
+    let script = r#"python3 -c "
+import os
+os.mkdir('t'); os.chdir('t')
+d = '/'.join(['x' * 255] * 15)
+os.makedirs(d)
+f, w = d + '/' + 'y' * 255, d + '/' + 'w' * 255
+assert len(f) == 4095
+fd = os.open(f, os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, b'deep'); os.close(fd)
+assert open(f).read() == 'deep'
+os.truncate(f, 2); assert open(f).read() == 'de'
+os.mkdir(w); os.rmdir(w)
+os.unlink(f); assert not os.path.exists(f)
+print('ok')
+""#;
+    assert_eq!(ok(&m.res(), script), "ok\n");
+}

@@ -10,7 +10,7 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use thiserror::Error;
@@ -133,6 +133,23 @@ pub struct DirectMutations {
     root: OwnedFd,
 }
 
+/// A path as one `*at` call takes it: a directory descriptor (`None`: the data root) and a
+/// name relative to it.
+struct At {
+    dir: Option<OwnedFd>,
+    name: CString,
+}
+
+impl At {
+    fn fd(&self, root: RawFd) -> RawFd {
+        self.dir.as_ref().map_or(root, |d| d.as_raw_fd())
+    }
+
+    fn os(&self) -> &OsStr {
+        OsStr::from_bytes(self.name.to_bytes())
+    }
+}
+
 /// A path relative to the data root, as the `*at` calls take it.
 fn rel(p: &VPath) -> io::Result<CString> {
     let s = if p.is_root() { "." } else { p.as_str() };
@@ -154,11 +171,25 @@ impl DirectMutations {
         self.root.as_raw_fd()
     }
 
+    /// Where `p` is for an `*at` call: the data root and `p` itself while the path fits one
+    /// system call, else a directory on its way opened in steps and the rest (the kernel lets
+    /// the mount hold paths longer than PATH_MAX relative to the data root).
+    fn at(&self, p: &VPath) -> io::Result<At> {
+        let c = rel(p)?;
+        if c.as_bytes().len() < crate::sysutil::PATH_MAX {
+            return Ok(At { dir: None, name: c });
+        }
+        let (dir, rest) = crate::sysutil::split_long(self.root.as_fd(), c.as_bytes())?;
+        Ok(At {
+            dir,
+            name: crate::sysutil::cstring(rest)?,
+        })
+    }
+
     /// Whether `p` is a directory now (not following a final symlink).
     pub fn is_dir(&self, p: &VPath) -> bool {
-        rel(p).is_ok_and(|c| {
-            sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes())).is_ok_and(|st| sys::is_dir(&st))
-        })
+        self.at(p)
+            .is_ok_and(|a| sys::statat(a.fd(self.fd()), a.os()).is_ok_and(|st| sys::is_dir(&st)))
     }
 
     /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.
@@ -169,28 +200,23 @@ impl DirectMutations {
             return Ok(());
         }
         let parent = p.parent().unwrap_or_else(VPath::root);
-        let prel = rel(&parent)?;
-        let pst = sys::statat(self.fd(), OsStr::from_bytes(prel.to_bytes()))?;
+        let pa = self.at(&parent)?;
+        let pst = sys::statat(pa.fd(self.fd()), pa.os())?;
         // BSD semantics: a set-group-ID directory passes its group on.
         let gid = if pst.st_mode & libc::S_ISGID != 0 {
             pst.st_gid
         } else {
             owner.gid
         };
-        let c = rel(p)?;
-        let st = sys::statat(self.fd(), OsStr::from_bytes(c.to_bytes()))?;
+        let a = self.at(p)?;
+        let (d, c) = (a.fd(self.fd()), &a.name);
+        let st = sys::statat(d, a.os())?;
         if st.st_uid != owner.uid || st.st_gid != gid {
             sys::cvt(unsafe {
-                libc::fchownat(
-                    self.fd(),
-                    c.as_ptr(),
-                    owner.uid,
-                    gid,
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
+                libc::fchownat(d, c.as_ptr(), owner.uid, gid, libc::AT_SYMLINK_NOFOLLOW)
             })?;
             if mode & 0o7000 != 0 && !sys::is_lnk(&st) {
-                sys::cvt(unsafe { libc::fchmodat(self.fd(), c.as_ptr(), mode & 0o7777, 0) })?;
+                sys::cvt(unsafe { libc::fchmodat(d, c.as_ptr(), mode & 0o7777, 0) })?;
             }
         }
         Ok(())
@@ -199,10 +225,10 @@ impl DirectMutations {
     /// Remove what a user can't see or remove (sidecars, lock files) so the directory can go.
     /// Fails with ENOTEMPTY when anything else is left.
     fn clear_hidden(&self, p: &VPath) -> io::Result<()> {
-        let c = rel(p)?;
+        let a = self.at(p)?;
         let dir = sys::openat(
-            self.fd(),
-            OsStr::from_bytes(c.to_bytes()),
+            a.fd(self.fd()),
+            a.os(),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )?;
@@ -231,9 +257,9 @@ impl DirectMutations {
 impl Mutations for DirectMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
         let e = |e| MutationError::io("create", path, e);
-        let c = rel(path).map_err(e)?;
+        let a = self.at(path).map_err(e)?;
         let excl = flags | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
-        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), excl, mode) };
+        let fd = unsafe { libc::openat(a.fd(self.fd()), a.name.as_ptr(), excl, mode) };
         if fd >= 0 {
             let f = unsafe { File::from_raw_fd(fd) };
             self.give_to(path, owner, mode).map_err(e)?;
@@ -248,11 +274,13 @@ impl Mutations for DirectMutations {
     }
 
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
-        let c = rel(path).map_err(|e| MutationError::io("open", path, e))?;
+        let a = self
+            .at(path)
+            .map_err(|e| MutationError::io("open", path, e))?;
         let flags = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
             | libc::O_CLOEXEC
             | libc::O_NOFOLLOW;
-        let fd = unsafe { libc::openat(self.fd(), c.as_ptr(), flags) };
+        let fd = unsafe { libc::openat(a.fd(self.fd()), a.name.as_ptr(), flags) };
         if fd < 0 {
             return Err(MutationError::io("open", path, io::Error::last_os_error()));
         }
@@ -265,8 +293,8 @@ impl Mutations for DirectMutations {
 
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let c = rel(path)?;
-            sys::cvt(unsafe { libc::mkdirat(self.fd(), c.as_ptr(), mode) })?;
+            let a = self.at(path)?;
+            sys::cvt(unsafe { libc::mkdirat(a.fd(self.fd()), a.name.as_ptr(), mode) })?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mkdir", path, e))
@@ -274,8 +302,8 @@ impl Mutations for DirectMutations {
 
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let c = rel(path)?;
-            sys::cvt(unsafe { libc::mknodat(self.fd(), c.as_ptr(), mode, rdev) })?;
+            let a = self.at(path)?;
+            sys::cvt(unsafe { libc::mknodat(a.fd(self.fd()), a.name.as_ptr(), mode, rdev) })?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mknod", path, e))
@@ -283,8 +311,8 @@ impl Mutations for DirectMutations {
 
     fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let (t, c) = (sys::cstr(target)?, rel(link)?);
-            sys::cvt(unsafe { libc::symlinkat(t.as_ptr(), self.fd(), c.as_ptr()) })?;
+            let (t, a) = (sys::cstr(target)?, self.at(link)?);
+            sys::cvt(unsafe { libc::symlinkat(t.as_ptr(), a.fd(self.fd()), a.name.as_ptr()) })?;
             self.give_to(link, owner, 0o777)
         };
         run().map_err(|e| MutationError::io("symlink", link, e))
@@ -292,25 +320,26 @@ impl Mutations for DirectMutations {
 
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let (a, b) = (rel(existing)?, rel(new)?);
-            sys::cvt(unsafe { libc::linkat(self.fd(), a.as_ptr(), self.fd(), b.as_ptr(), 0) })
-                .map(drop)
+            let (a, b) = (self.at(existing)?, self.at(new)?);
+            let (ad, bd) = (a.fd(self.fd()), b.fd(self.fd()));
+            sys::cvt(unsafe { libc::linkat(ad, a.name.as_ptr(), bd, b.name.as_ptr(), 0) }).map(drop)
         };
         run().map_err(|e| MutationError::io("link", new, e))
     }
 
     fn unlink(&self, path: &VPath) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let c = rel(path)?;
-            sys::cvt(unsafe { libc::unlinkat(self.fd(), c.as_ptr(), 0) }).map(drop)
+            let a = self.at(path)?;
+            sys::cvt(unsafe { libc::unlinkat(a.fd(self.fd()), a.name.as_ptr(), 0) }).map(drop)
         };
         run().map_err(|e| MutationError::io("unlink", path, e))
     }
 
     fn rmdir(&self, path: &VPath) -> MResult<()> {
         let run = || -> io::Result<()> {
-            let c = rel(path)?;
-            let call = || unsafe { libc::unlinkat(self.fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+            let a = self.at(path)?;
+            let call =
+                || unsafe { libc::unlinkat(a.fd(self.fd()), a.name.as_ptr(), libc::AT_REMOVEDIR) };
             if call() == 0 {
                 return Ok(());
             }
@@ -331,10 +360,10 @@ impl Mutations for DirectMutations {
             RenameMode::Exchange => libc::RENAME_EXCHANGE,
         };
         let run = || -> io::Result<()> {
-            let (cs, cd) = (rel(src)?, rel(dst)?);
-            let call = || unsafe {
-                libc::renameat2(self.fd(), cs.as_ptr(), self.fd(), cd.as_ptr(), flags)
-            };
+            let (cs, cd) = (self.at(src)?, self.at(dst)?);
+            let (sd, dd) = (cs.fd(self.fd()), cd.fd(self.fd()));
+            let call =
+                || unsafe { libc::renameat2(sd, cs.name.as_ptr(), dd, cd.name.as_ptr(), flags) };
             if call() == 0 {
                 return Ok(());
             }
@@ -352,7 +381,10 @@ impl Mutations for DirectMutations {
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
-        let run = || apply_attr_change(self.fd(), &rel(path)?, change);
+        let run = || {
+            let a = self.at(path)?;
+            apply_attr_change(a.fd(self.fd()), &a.name, change)
+        };
         run().map_err(|e| MutationError::io("setattr", path, e))
     }
 }
