@@ -212,8 +212,9 @@ impl VikingFs {
         let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) else {
             return false;
         };
-        sys::statat(root.as_raw_fd(), OsStr::new(p.as_str()))
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == inode.key)
+        // In steps when the path is longer than PATH_MAX (the mount allows it).
+        crate::sysutil::lstat(root.as_fd(), p.as_str().as_bytes())
+            .is_ok_and(|st| (st.0.st_dev, st.0.st_ino) == inode.key)
     }
 
     /// The path of `name` under directory `parent`.
