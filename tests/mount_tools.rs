@@ -562,8 +562,8 @@ fn umount_returns_after_the_daemon_exited() {
 
 /// Names up to the kernel's limits relative to the mount (the C pjdfstest's `*/03.t`): a
 /// 4,095-byte path below a directory of the mount (longer than PATH_MAX from the data root)
-/// can be created, written, read, chmod-ed, truncated and removed; so can a directory there.
-/// (A rename at that depth still answers ENOENT: open in issue 14.)
+/// can be created, written, read, chmod-ed, truncated, renamed, linked and removed; so can a
+/// directory there.
 #[test]
 fn paths_at_the_kernels_limit_below_the_mount_work() {
     let m = Mount::new();
@@ -578,7 +578,9 @@ fd = os.open(f, os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, b'deep'); os.clos
 assert open(f).read() == 'deep'
 os.chmod(f, 0o600); assert os.stat(f).st_mode & 0o777 == 0o600
 os.truncate(f, 2); assert open(f).read() == 'de'
-os.unlink(f); assert not os.path.exists(f)
+g = d + '/' + 'z' * 255
+os.rename(f, g); os.link(g, f); assert os.stat(f).st_nlink == 2
+os.unlink(f); os.unlink(g); assert not os.path.exists(g)
 os.mkdir(w); os.rmdir(w)
 print('ok')
 ""#;

@@ -477,7 +477,19 @@ impl VikingFs {
             Some(dir) if parent == newparent => dir.join(nn)?,
             _ => self.child(newparent, nn)?,
         };
-        Ok(self.mutations.rename(&src, &dst, mode)?)
+        self.mutations.rename(&src, &dst, mode)?;
+        // The moved inode's new name: what its path is found by when its descriptor's name
+        // is too long for the kernel to report (deeper than PATH_MAX from the data root).
+        if let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) {
+            if let Ok(st) = crate::sysutil::lstat(root.as_fd(), dst.as_str().as_bytes()) {
+                if let Some(ino) = self.inodes.find((st.0.st_dev, st.0.st_ino)) {
+                    if let Ok(inode) = self.inodes.get(ino) {
+                        inode.add_name(newparent, nn);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     // ---- files -------------------------------------------------------------------------
