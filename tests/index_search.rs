@@ -467,3 +467,53 @@ fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
     );
     env.check_fsck_clean();
 }
+
+/// A workspace copied whole (`cp -a`) opens as it was: every inode changed, but records whose
+/// file differs only in its inode follow it (no "record older than its file", no re-index),
+/// and the copy answers `find` at once.
+#[test]
+fn a_workspace_copied_whole_opens_as_it_was() {
+    let env = Env::new();
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| {
+            (
+                format!("c{i:02}.md"),
+                format!("note {i}: {}", token(&format!("c{i}"))),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let local = env.local("docs", &refs);
+    add(&env, &local, "docs");
+    env.check_fsck_clean();
+    let copy = env.dir.path().join("copy");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(env.ws())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let run = |args: &[&str]| {
+        std::process::Command::new(ops_support::BIN)
+            .arg("--workspace")
+            .arg(&copy)
+            .args(args)
+            .env("HOME", env.dir.path())
+            .env_remove("VIKINGFS_CONFIG")
+            .env_remove("VIKINGFS_WORKSPACE")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["fsck", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["problems"], serde_json::json!([]), "{v}");
+    let out = run(&["find", "--json", &token("c17")]);
+    assert!(
+        found_json(&out).contains("docs/c17.md"),
+        "{}",
+        found_json(&out)
+    );
+    // The original is untouched by the copy's adoption.
+    env.check_fsck_clean();
+}

@@ -454,6 +454,46 @@ impl Index {
             .map_err(|e| self.sql(e))
     }
 
+    /// A value this index keeps about itself (`None` when unset).
+    pub fn meta(&self, key: &str) -> Result<Option<String>, IndexError> {
+        let conn = self.conn.lock();
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Keep `value` under `key` (written only when it changes).
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), IndexError> {
+        if self.meta(key)?.as_deref() == Some(value) {
+            return Ok(());
+        }
+        let conn = self.conn.lock();
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+            [key, value],
+        )
+        .map(drop)
+        .map_err(|e| self.sql(e))
+    }
+
+    /// Give the record at (uri, level) the version `to` if it still has `from` (a source
+    /// that is the same file under another inode: a copied workspace). Whether it did.
+    pub fn restamp(
+        &self,
+        uri: &VPath,
+        level: Level,
+        from: &str,
+        to: &str,
+    ) -> Result<bool, IndexError> {
+        let conn = self.conn.lock();
+        conn.execute(
+            "UPDATE records SET version = ?4 WHERE uri = ?1 AND level = ?2 AND version = ?3",
+            params![uri.as_str(), level as i64, from, to],
+        )
+        .map(|n| n > 0)
+        .map_err(|e| self.sql(e))
+    }
+
     /// The version of the record at (uri, level) and whether it has a vector; `None` when
     /// there is no such record.
     pub fn vector_state(

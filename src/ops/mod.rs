@@ -299,6 +299,9 @@ impl Ops {
             // Another model built the old vectors: the records stay, new vectors are queued.
             tracing::warn!("index vectors were built by another model; re-embedding every record");
         }
+        if let Err(e) = ops.adopt_copied_index() {
+            tracing::warn!("checking whether the workspace was copied: {e}");
+        }
         if queue_lost {
             // The damaged queue's jobs: whatever the files have that the index does not.
             let mut n = 0;
@@ -502,6 +505,58 @@ pub fn source_version(meta: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
     format!("{:x}-{:x}-{:x}", meta.ino(), meta.size(), mtime_ns)
+}
+
+/// Whether two source versions differ only in the inode number: the same size and the same
+/// modification time to the nanosecond, under another inode — a copy (`cp -a`, `rsync -a`,
+/// a restore), whose content is the one the record was built from.
+pub(crate) fn same_but_inode(a: &str, b: &str) -> bool {
+    match (a.split_once('-'), b.split_once('-')) {
+        (Some((ia, ra)), Some((ib, rb))) => ia != ib && ra == rb,
+        _ => false,
+    }
+}
+
+impl Ops {
+    /// A workspace copied whole (`cp -a`, `rsync -a`, a backup restore) opens as it was: its
+    /// records name their sources by inode too, and every inode changed. When the data root
+    /// is not the one the index was built beside, every record whose source differs only in
+    /// its inode gets the new version (no re-indexing); anything else changed is left to the
+    /// jobs and `fsck` as usual.
+    fn adopt_copied_index(&self) -> Result<()> {
+        let here = self
+            .lstat(&VPath::root())?
+            .map(|st| format!("{}:{}", st.0.st_dev, st.0.st_ino))
+            .unwrap_or_default();
+        let built = self.index.meta("data_root")?;
+        if built.as_deref() == Some(here.as_str()) {
+            return Ok(());
+        }
+        let mut restamped = 0usize;
+        if built.is_some() {
+            for (uri, level) in self.index.all_uris()? {
+                let src = match level {
+                    crate::index::Level::Content => uri.clone(),
+                    crate::index::Level::Abstract => uri.join(jobs::ABSTRACT_FILE)?,
+                    crate::index::Level::Overview => uri.join(jobs::OVERVIEW_FILE)?,
+                };
+                let (Some(v), Some(st)) = (self.index.version_of(&uri, level)?, self.lstat(&src)?)
+                else {
+                    continue;
+                };
+                let now = stat_version(&st);
+                if same_but_inode(&v, &now) && self.index.restamp(&uri, level, &v, &now)? {
+                    restamped += 1;
+                }
+            }
+            tracing::info!(
+                restamped,
+                "the workspace was copied: records follow their files"
+            );
+        }
+        self.index.set_meta("data_root", &here)?;
+        Ok(())
+    }
 }
 
 /// [`source_version`] from an `lstat` made relative to the data root (the same string).
