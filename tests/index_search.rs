@@ -27,6 +27,21 @@ fn add(env: &Env, local: &std::path::Path, name: &str) {
     ]);
 }
 
+/// A local directory of `n` notes `{p}{i:03}.md`, each holding `token("{p}{i}")` (the
+/// damage and copy tests' workload).
+fn notes(env: &Env, p: &str, n: usize) -> std::path::PathBuf {
+    let files: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            (
+                format!("{p}{i:03}.md"),
+                format!("note {i}: {}", token(&format!("{p}{i}"))),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    env.local("docs", &refs)
+}
+
 fn uris(h: &[Value]) -> Vec<String> {
     h.iter()
         .map(|h| h["uri"].as_str().unwrap().to_string())
@@ -382,17 +397,7 @@ fn a_name_is_searchable_and_follows_a_move() {
 fn a_damaged_index_is_moved_aside_and_rebuilt() {
     for damage in ["cut", "garbage"] {
         let env = Env::new();
-        let files: Vec<(String, String)> = (0..300)
-            .map(|i| {
-                (
-                    format!("n{i:03}.md"),
-                    format!("note {i}: {}", token(&format!("w{i}"))),
-                )
-            })
-            .collect();
-        let refs: Vec<(&str, String)> =
-            files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
-        let local = env.local("docs", &refs);
+        let local = notes(&env, "n", 300);
         add(&env, &local, "docs");
         let db = env.ws().join(".vikingfs/index.db");
         // Everything in the main file, so that cutting it damages records.
@@ -410,7 +415,7 @@ fn a_damaged_index_is_moved_aside_and_rebuilt() {
         let _ = std::fs::remove_file(db.with_extension("db-wal"));
         let status = env.ok(&["status"]);
         assert!(status.contains("damaged"), "{damage}: {status}");
-        let out = env.run(&["find", "--json", &token("w123")]);
+        let out = env.run(&["find", "--json", &token("n123")]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let found = found_json(&out);
         assert!(found.contains("docs/n123.md"), "{damage}: {found} {stderr}");
@@ -434,16 +439,7 @@ fn a_damaged_index_is_moved_aside_and_rebuilt() {
 #[test]
 fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
     let env = Env::new();
-    let files: Vec<(String, String)> = (0..50)
-        .map(|i| {
-            (
-                format!("q{i:02}.md"),
-                format!("note {i}: {}", token(&format!("q{i}"))),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
-    let local = env.local("docs", &refs);
+    let local = notes(&env, "q", 50);
     // Without --wait: the jobs are only in the queue.
     env.ok(&[
         "add-resource",
@@ -461,7 +457,7 @@ fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
     env.drain();
     let out = env.run(&["find", "--json", &token("q37")]);
     assert!(
-        found_json(&out).contains("docs/q37.md"),
+        found_json(&out).contains("docs/q037.md"),
         "{}",
         found_json(&out)
     );
@@ -474,16 +470,7 @@ fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
 #[test]
 fn a_workspace_copied_whole_opens_as_it_was() {
     let env = Env::new();
-    let files: Vec<(String, String)> = (0..40)
-        .map(|i| {
-            (
-                format!("c{i:02}.md"),
-                format!("note {i}: {}", token(&format!("c{i}"))),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
-    let local = env.local("docs", &refs);
+    let local = notes(&env, "c", 40);
     add(&env, &local, "docs");
     env.check_fsck_clean();
     let copy = env.dir.path().join("copy");
@@ -510,7 +497,7 @@ fn a_workspace_copied_whole_opens_as_it_was() {
     assert_eq!(v["problems"], serde_json::json!([]), "{v}");
     let out = run(&["find", "--json", &token("c17")]);
     assert!(
-        found_json(&out).contains("docs/c17.md"),
+        found_json(&out).contains("docs/c017.md"),
         "{}",
         found_json(&out)
     );

@@ -134,10 +134,7 @@ fn a_full_disk_is_survivable() {
         "echo 'after the storm, quokkas' > docs/after.md && truncate -s 0 docs/n3.md",
     );
     m.check_index_agrees();
-    let st = status_json(&m);
-    for (q, s) in st["queues"].as_object().unwrap() {
-        assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
-    }
+    m.assert_no_dead_jobs();
     let out = m.cli(&["find", "--json", "quokkas"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(found.contains("docs/after.md"), "{found}");

@@ -503,8 +503,13 @@ fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bo
 /// does not make moved records look stale.
 pub fn source_version(meta: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
-    let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
-    format!("{:x}-{:x}-{:x}", meta.ino(), meta.size(), mtime_ns)
+    format_version(meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec())
+}
+
+/// The one format of a source version: `{ino}-{size}-{mtime_ns}` in hex.
+fn format_version(ino: u64, size: u64, mtime: i64, mtime_nsec: i64) -> String {
+    let mtime_ns = mtime as i128 * 1_000_000_000 + mtime_nsec as i128;
+    format!("{ino:x}-{size:x}-{mtime_ns:x}")
 }
 
 /// Whether two source versions differ only in the inode number: the same size and the same
@@ -561,8 +566,8 @@ impl Ops {
 
 /// [`source_version`] from an `lstat` made relative to the data root (the same string).
 pub(crate) fn stat_version(st: &crate::sysutil::Stat) -> String {
-    let mtime_ns = st.0.st_mtime as i128 * 1_000_000_000 + st.0.st_mtime_nsec as i128;
-    format!("{:x}-{:x}-{:x}", st.0.st_ino, st.0.st_size, mtime_ns)
+    let s = &st.0;
+    format_version(s.st_ino, s.st_size as u64, s.st_mtime, s.st_mtime_nsec)
 }
 
 /// The metadata of a path without following a final symlink; `None` when it does not exist.

@@ -91,6 +91,20 @@ impl Mount {
         }
     }
 
+    /// `status --json` says no queue holds a dead job.
+    pub fn assert_no_dead_jobs(&self) {
+        let out = self.cli(&["status", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "status output: {e}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        for (q, s) in v["queues"].as_object().unwrap() {
+            assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
+        }
+    }
+
     pub fn pid_file(&self) -> PathBuf {
         self.dir.path().join("daemon.pid")
     }
