@@ -83,18 +83,28 @@ impl Ops {
     /// directory.
     pub(crate) fn jobs_for_change(&self, p: &VPath) -> Vec<NewJob> {
         let mut jobs = Vec::new();
-        if self.derives(p, false) {
+        // One look at the rules per path: this runs on every close of a written file.
+        let derived = self.derives(p, false);
+        if derived {
             jobs.push(embed_job(p, None));
         }
-        if let Some(parent) = p.parent() {
-            if p.name() == IGNORE_FILE && self.derives(&parent, true) {
-                jobs.push(rederive_job(&parent));
-            }
-            if self.summarised(&parent) && self.may_derive(p) {
-                jobs.push(semantic_job(&parent, None));
-            }
-        }
+        self.parent_jobs(p, Some(derived), &mut jobs);
         jobs
+    }
+
+    /// What a change of `p` gives its directory: its summary, when `p` gets derived state
+    /// (`derived`, when the caller knows; else as a file or a directory), and the rederive
+    /// of the directory when `p` is its rule file.
+    pub(crate) fn parent_jobs(&self, p: &VPath, derived: Option<bool>, jobs: &mut Vec<NewJob>) {
+        let Some(parent) = p.parent().filter(|d| self.summarised(d)) else {
+            return;
+        };
+        if p.name() == IGNORE_FILE {
+            jobs.push(rederive_job(&parent));
+        }
+        if derived.unwrap_or_else(|| self.may_derive(p)) {
+            jobs.push(semantic_job(&parent, None));
+        }
     }
 
     /// Under a lock that covers `p` (a move's, after the rename): remove what is derived

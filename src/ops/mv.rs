@@ -193,7 +193,10 @@ impl Ops {
     ) -> Result<()> {
         // Moved into an ignored place: nothing stays derived from it. Still under the
         // source's TREE lock, which rename(2) carried into the destination.
-        self.prune_ignored(dst, src_dir)?;
+        // A file moved to a path that gets derived state has nothing ignored below it.
+        if src_dir || !self.derives(dst, false) {
+            self.prune_ignored(dst, src_dir)?;
+        }
         if src_dir {
             self.locks.release_owned(dst, guard.owner())?;
         }

@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use super::jobs::semantic_job;
 use super::journal::Intent;
 use super::tail;
 use super::{Ops, OpsError, Result};
@@ -192,16 +191,8 @@ impl Ops {
     /// The parent directory's summary must be regenerated after a child changed (a child
     /// that gets derived state; a rule file's change re-derives the whole directory).
     pub(crate) fn enqueue_parent_summary(&self, p: &VPath) -> Result<()> {
-        let Some(parent) = p.parent() else {
-            return Ok(());
-        };
         let mut jobs = Vec::new();
-        if p.name() == crate::content::IGNORE_FILE && self.derives(&parent, true) {
-            jobs.push(super::derive::rederive_job(&parent));
-        }
-        if self.summarised(&parent) && self.may_derive(p) {
-            jobs.push(semantic_job(&parent, None));
-        }
+        self.parent_jobs(p, None, &mut jobs);
         if !jobs.is_empty() {
             self.queue.submit(&jobs)?;
         }
