@@ -8,6 +8,7 @@ pub mod config;
 pub mod content;
 pub mod daemon;
 pub mod db;
+pub mod dirtimes;
 pub mod embed;
 pub mod failpoint;
 pub mod fs;

@@ -586,3 +586,73 @@ print('ok')
 ""#;
     assert_eq!(ok(&m.res(), script), "ok\n");
 }
+
+/// A directory's times as `stat` through the mount shows them (cached for 0 s).
+fn dir_times(p: &Path) -> ((i64, i64), (i64, i64)) {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(p).unwrap();
+    ((md.mtime(), md.mtime_nsec()), (md.ctime(), md.ctime_nsec()))
+}
+
+/// The lock protocol leaves no trace in a directory's times (pjdfstest link/00, xfstests
+/// generic/003): changing a file — mode, owner, times, size, content, and the summaries the
+/// workers then write beside it — leaves its directory's mtime and ctime as they were, while a
+/// change of the directory's entries moves both, and a chmod of the directory its ctime alone.
+#[test]
+fn directory_times_move_only_with_its_entries() {
+    let m = Mount::with_options(&["cache_timeout=0"]);
+    let d = m.res().join("d");
+    ok(&m.res(), "mkdir d && echo one > d/f");
+    drain(&m);
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(30));
+    let file_changes = [
+        ("chmod", "chmod 600 f"),
+        ("chown", "chown 1234:1234 f"),
+        ("touch", "touch -d @1000000000 f"),
+        ("truncate", "truncate -s 2 f"),
+        ("write", "echo two words of new content >> f"),
+        ("read", "cat f > /dev/null && ls -la > /dev/null"),
+    ];
+    for (what, script) in file_changes {
+        let before = dir_times(&d);
+        tick();
+        ok(&d, script);
+        drain(&m);
+        tick();
+        assert_eq!(
+            dir_times(&d),
+            before,
+            "{what} (`{script}`) moved the directory's times"
+        );
+    }
+    assert!(
+        summarised(&m.backing().join("d")),
+        "the workers wrote d's summaries meanwhile"
+    );
+    let entry_changes = [
+        ("create", "touch g"),
+        ("link", "ln g h"),
+        ("rename", "mv h i"),
+        ("unlink", "rm i"),
+        ("mkdir", "mkdir s"),
+        ("rmdir", "rmdir s"),
+        ("symlink", "ln -s f l"),
+    ];
+    for (what, script) in entry_changes {
+        let (m0, c0) = dir_times(&d);
+        tick();
+        ok(&d, script);
+        let (m1, c1) = dir_times(&d);
+        assert!(
+            m1 > m0 && c1 > c0,
+            "{what}: mtime {m0:?} -> {m1:?}, ctime {c0:?} -> {c1:?}"
+        );
+        drain(&m);
+    }
+    let (m0, c0) = dir_times(&d);
+    tick();
+    ok(&m.res(), "chmod 700 d");
+    let (m1, c1) = dir_times(&d);
+    assert_eq!(m1, m0, "chmod of the directory moved its mtime");
+    assert!(c1 > c0, "chmod of the directory left its ctime");
+}

@@ -115,6 +115,8 @@ impl VikingFs {
     /// The core presenting the namespace as `config` says (default: [`FsConfig::default`]).
     pub fn with_config(mut self, config: FsConfig) -> Self {
         self.config = config;
+        // Listed summaries are entries like any other: their replacement is not quiet.
+        crate::dirtimes::set_summaries_listed(config.show_summaries);
         self
     }
 
@@ -228,6 +230,7 @@ impl VikingFs {
 
     fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
         let mut st = sys::fstat(inode.fd()?.as_fd()).map_err(|e| FsError::io("getattr", e))?;
+        crate::dirtimes::shown(&mut st);
         if self.is_sidecar_inode(inode) {
             st.st_mode &= !0o222;
         }
@@ -237,6 +240,14 @@ impl VikingFs {
             st.st_ino = inode.ino;
         }
         Ok(Attr { ino: inode.ino, st })
+    }
+
+    /// Directory `ino`'s entries were changed through the mount: its times show the change,
+    /// whatever lock traces surround it (see [`crate::dirtimes`]).
+    fn entries_changed(&self, ino: u64) {
+        if let Ok(inode) = self.inodes.get(ino) {
+            crate::dirtimes::changed(inode.key);
+        }
     }
 
     fn is_sidecar_inode(&self, inode: &Inode) -> bool {
@@ -339,6 +350,7 @@ impl VikingFs {
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.mkdir(&p, mode, owner)?;
+        self.entries_changed(parent);
         self.lookup(parent, name)
     }
 
@@ -354,6 +366,7 @@ impl VikingFs {
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.mknod(&p, mode, rdev, owner)?;
+        self.entries_changed(parent);
         self.lookup(parent, name)
     }
 
@@ -368,6 +381,7 @@ impl VikingFs {
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.symlink(target.as_os_str(), &p, owner)?;
+        self.entries_changed(parent);
         self.lookup(parent, name)
     }
 
@@ -383,6 +397,7 @@ impl VikingFs {
         let n = self.new_name(newparent, newname)?;
         let dst = self.child(newparent, n)?;
         self.mutations.link(&src, &dst)?;
+        self.entries_changed(newparent);
         self.lookup(newparent, newname)
     }
 
@@ -399,7 +414,9 @@ impl VikingFs {
                 self.child(parent, n)?
             }
         };
-        Ok(self.mutations.unlink(&p)?)
+        self.mutations.unlink(&p)?;
+        self.entries_changed(parent);
+        Ok(())
     }
 
     /// A sidecar goes only with its directory: once nothing else is left in it (rmdir removes
@@ -427,7 +444,9 @@ impl VikingFs {
             return Err(FsError::RootIsFixed);
         }
         let p = self.child(parent, n)?;
-        Ok(self.mutations.rmdir(&p)?)
+        self.mutations.rmdir(&p)?;
+        self.entries_changed(parent);
+        Ok(())
     }
 
     /// Whether directory `ino` holds anything a user made (not a sidecar, not internal).
@@ -478,6 +497,8 @@ impl VikingFs {
             _ => self.child(newparent, nn)?,
         };
         self.mutations.rename(&src, &dst, mode)?;
+        self.entries_changed(parent);
+        self.entries_changed(newparent);
         // The moved inode's new name: what its path is found by when its descriptor's name
         // is too long for the kernel to report (deeper than PATH_MAX from the data root).
         if let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) {
@@ -532,6 +553,7 @@ impl VikingFs {
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         let file = self.mutations.create(&p, mode, flags, owner)?;
+        self.entries_changed(parent);
         let attr = self.lookup(parent, name)?;
         let fh = self.add_handle(attr.ino, file, true, true);
         Ok((attr, fh))

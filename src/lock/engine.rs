@@ -212,8 +212,10 @@ impl Engine<'_> {
                 }
                 Verdict::Stale(why) => {
                     tracing::info!(file = %file.path.display(), %why, "removing stale lock");
-                    file.call_or(Cas::Changed, |d, n| provider::cas_remove(d, n, buf))
-                        .map_err(|e| LockError::io(file.path, e))?;
+                    file.call_or(Cas::Changed, |d, n| {
+                        crate::dirtimes::quietly(d, n, || provider::cas_remove(d, n, buf))
+                    })
+                    .map_err(|e| LockError::io(file.path, e))?;
                 }
             }
         }
@@ -396,7 +398,7 @@ impl Engine<'_> {
         let at = self.at(&target)?;
         let mut spare = None;
         let fd = loop {
-            let created = at.call(|d, n| match self.pool.place(d, n, token.as_bytes()) {
+            let created = at.call_quietly(|d, n| match self.pool.place(d, n, token.as_bytes()) {
                 Ok(Some((f, name))) => Ok((f, Some(name))),
                 Ok(None) => provider::create_excl(d, n, token.as_bytes()).map(|f| (f, None)),
                 Err(e) => Err(e),
@@ -519,14 +521,14 @@ impl Engine<'_> {
             let fresh = (self.expire / 2).min(FAST_RELEASE_WINDOW).as_nanos() as u64;
             if age_ns(t.time_ns) < fresh {
                 let len = h.token.len() as u64;
-                match at.call(|d, n| self.pool.retire(d, n, &mut h.fd, &mut h.spare, len)) {
+                match at.call_quietly(|d, n| self.pool.retire(d, n, &mut h.fd, &mut h.spare, len)) {
                     Ok(true) => return true,
                     Ok(false) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
                     Err(_) => {} // fall through to the careful path, which reports the error
                 }
                 if h.fd.is_some() {
-                    match at.call(|d, n| sysutil::unlink_c(d.as_raw_fd(), n, 0)) {
+                    match at.call_quietly(|d, n| sysutil::unlink_c(d.as_raw_fd(), n, 0)) {
                         Ok(()) => return true,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
                         Err(_) => {} // the careful path below reports the error
@@ -536,10 +538,12 @@ impl Engine<'_> {
         }
         let r = match &h.fd {
             Some(f) => at.call_or(Cas::Changed, |d, n| {
-                provider::cas_remove_open(f, d, n, h.token.as_bytes())
+                crate::dirtimes::quietly(d, n, || {
+                    provider::cas_remove_open(f, d, n, h.token.as_bytes())
+                })
             }),
             None => at.call_or(Cas::Changed, |d, n| {
-                provider::cas_remove(d, n, h.token.as_bytes())
+                crate::dirtimes::quietly(d, n, || provider::cas_remove(d, n, h.token.as_bytes()))
             }),
         };
         match r {

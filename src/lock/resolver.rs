@@ -89,6 +89,15 @@ impl At<'_> {
         sysutil::with_at_c(self.dir, self.rel, f)
     }
 
+    /// [`call`](Self::call) for a change of the lock file's directory that programs do not see
+    /// (placing or removing the lock file): its shown times stay (see [`crate::dirtimes`]).
+    pub fn call_quietly<T>(
+        &self,
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+    ) -> io::Result<T> {
+        self.call(|d, n| crate::dirtimes::quietly(d, n, || f(d, n)))
+    }
+
     /// [`call`](Self::call), with a missing file answered by `absent`. A long path is walked
     /// in chunks before `f` runs, so a directory missing on the way fails before `f` could
     /// answer it as the one system call would have; this answers both alike.

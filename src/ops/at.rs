@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -86,9 +86,27 @@ impl DataRoot {
     /// the old or the new content, never a torn file; a leftover temp file is found and
     /// removed by `fsck --repair`.
     pub fn write_atomic(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
-        use std::io::Write;
         let parent = p.parent().unwrap_or_else(VPath::root);
         let dir = sysutil::open_dir(self.0.as_fd(), rel(&parent))?;
+        Self::replace_in(dir.as_fd(), p, bytes)
+    }
+
+    /// [`write_atomic`](Self::write_atomic) of a summary: unless the mount lists summaries,
+    /// a change programs do not see, which leaves its directory's shown times as they were
+    /// (see [`crate::dirtimes`]).
+    pub fn write_summary(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
+        if crate::dirtimes::summaries_listed() {
+            return self.write_atomic(p, bytes);
+        }
+        let parent = p.parent().unwrap_or_else(VPath::root);
+        let dir = sysutil::open_dir(self.0.as_fd(), rel(&parent))?;
+        crate::dirtimes::quietly(dir.as_fd(), c".", || {
+            Self::replace_in(dir.as_fd(), p, bytes)
+        })
+    }
+
+    fn replace_in(dir: BorrowedFd<'_>, p: &VPath, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
         let tmp = format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple());
         let tmp = sysutil::cstring(tmp.as_bytes())?;
         let name = sysutil::cstring(p.name().as_bytes())?;

@@ -638,7 +638,7 @@ impl Ops {
             let old_ov = self.read_small(&ov_path);
             let write = |p: &VPath, text: &str| {
                 self.root
-                    .write_atomic(p, text.as_bytes())
+                    .write_summary(p, text.as_bytes())
                     .map_err(|e| OpsError::io(self.fs(p), e))
             };
             // Overview first: the abstract is what the parent reads, so it lands last.
