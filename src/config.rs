@@ -136,6 +136,8 @@ pub struct RawVikingfs {
     pub workers: RawWorkers,
     #[serde(default)]
     pub index: RawIndex,
+    /// `ADDR:PORT` to serve Prometheus metrics on (the mount's `-o metrics=` wins).
+    pub metrics: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -229,6 +231,8 @@ pub struct Config {
     pub vlm: Option<ChatConfig>,
     pub workers: WorkerConfig,
     pub index: IndexConfig,
+    /// Where the daemon serves Prometheus metrics (`vikingfs.metrics`); off when `None`.
+    pub metrics: Option<std::net::SocketAddr>,
     /// Where each key that did not keep its default came from (`file PATH`, `env NAME`, `flag`).
     pub origins: std::collections::BTreeMap<String, String>,
 }
@@ -245,6 +249,7 @@ impl Default for Config {
             vlm: None,
             workers: WorkerConfig::default(),
             index: IndexConfig::default(),
+            metrics: None,
             origins: Default::default(),
         }
     }
@@ -299,6 +304,10 @@ impl Config {
             (
                 "vikingfs.index.max_file_bytes",
                 json!(self.index.max_file_bytes),
+            ),
+            (
+                "vikingfs.metrics",
+                json!(self.metrics.map(|a| a.to_string())),
             ),
         ];
         rows.into_iter()
@@ -511,6 +520,15 @@ impl Config {
             }
             cfg.index.max_file_bytes = n;
             set(&mut cfg, "vikingfs.index.max_file_bytes");
+        }
+        if let Some(a) = raw.vikingfs.metrics {
+            cfg.metrics = Some(a.parse().map_err(|_| {
+                bad(
+                    "vikingfs.metrics",
+                    "must be an address and port, such as 127.0.0.1:9464",
+                )
+            })?);
+            set(&mut cfg, "vikingfs.metrics");
         }
         Ok(cfg)
     }

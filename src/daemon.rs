@@ -25,6 +25,9 @@ pub struct DaemonRecord {
     pub version: String,
     /// True when this daemon runs the worker pool.
     pub workers: bool,
+    /// Where it serves Prometheus metrics (`-o metrics=`), if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
 }
 
 /// Removes the record when the daemon stops (also on panic).
@@ -48,6 +51,7 @@ pub fn register(
     ws: &Workspace,
     mountpoint: Option<&Path>,
     workers: bool,
+    metrics: Option<String>,
 ) -> io::Result<Registration> {
     let pid = std::process::id();
     let rec = DaemonRecord {
@@ -61,6 +65,7 @@ pub fn register(
             .unwrap_or(0),
         version: env!("CARGO_PKG_VERSION").to_string(),
         workers,
+        metrics,
     };
     let d = dir(ws);
     std::fs::create_dir_all(&d)?;
@@ -144,7 +149,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let ws = Workspace::open(d.path(), "default", "default").unwrap();
         assert!(running(&ws).unwrap().is_empty());
-        let reg = register(&ws, Some(Path::new("/mnt/x")), true).unwrap();
+        let reg = register(&ws, Some(Path::new("/mnt/x")), true, None).unwrap();
         let list = running(&ws).unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].pid, std::process::id());

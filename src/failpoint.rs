@@ -34,6 +34,8 @@ pub const ALL: &[&str] = &[
     // ops::derive (rederive)
     "job.rederive.start",
     "job.rederive.underived",
+    // ops::rebuild
+    "index.rebuild.file",
     // ops::lifecycle
     "lifecycle.before_release",
     // ops::mv

@@ -15,6 +15,7 @@ pub mod fs;
 pub mod fuse;
 pub mod index;
 pub mod lock;
+pub mod metrics;
 pub mod ops;
 pub mod queue;
 pub mod semantic;

@@ -25,6 +25,8 @@ enum Op {
     Dense,
     /// A `.vikingignore` written after the baseline was indexed: its `rederive` job.
     Rederive,
+    /// The index lost (deleted) after the baseline was indexed: its rebuild from the files.
+    Rebuild,
 }
 
 fn op_of(point: &str) -> Op {
@@ -38,6 +40,7 @@ fn op_of(point: &str) -> Op {
         "job" | "lifecycle" => Op::Jobs,
         // The index's own points: a rename is an mv's, any other write is first met by a job.
         "index" if point.starts_with("index.rename") => Op::Mv,
+        "index" if point.starts_with("index.rebuild") => Op::Rebuild,
         "index" => Op::Jobs,
         other => panic!("crash point {point}: no scenario for {other:?}"),
     }
@@ -299,6 +302,18 @@ fn run_point(point: &str) {
             assert!(!env.data("resources/base/sub/deep/.overview.md").exists());
             env.check_repair();
         }
+        Op::Rebuild => {
+            let files = baseline(&env, true);
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(env.ws().join(format!(".vikingfs/index.db{suffix}")));
+            }
+            // The next command to open the engine rebuilds the index, and dies midway.
+            crash(&env, point, &["wait", "--timeout", "120"], None);
+            // The one after finds the rebuild unfinished and does it again.
+            env.drain();
+            env.check(&files);
+            env.check_repair();
+        }
         Op::Dense => {
             env.use_dense_model();
             let files = baseline(&env, false);
@@ -350,6 +365,7 @@ matrix! {
     index_write_before_commit => "index.write.before_commit",
     index_set_vector_before_commit => "index.set_vector.before_commit",
     job_dense_computed => "job.dense.computed",
+    index_rebuild_file => "index.rebuild.file",
     add_staged => "add.staged",
     add_locked => "add.locked",
     add_synced => "add.synced",

@@ -113,3 +113,44 @@ fn jobs_spooled_by_a_dead_daemon_are_not_lost() {
     assert_eq!(spooled(&spool), 0, "the spool was replayed");
     eprintln!("{written} file(s) written before the daemon died");
 }
+
+/// A lost index is rebuilt from the files by the daemon in the background: the mount is up
+/// and answering before the rebuild ends, `status` shows how far it is, `find` answers from
+/// what is rebuilt so far, and `vikingfs wait` returns once it is done (a pause of 10 ms per
+/// file stretches the rebuild of 200 files to two seconds or more).
+#[test]
+fn a_lost_index_is_rebuilt_in_the_background_while_the_mount_serves() {
+    let m = Mount::new();
+    let r = m.res();
+    std::fs::create_dir(r.join("docs")).unwrap();
+    for i in 0..200 {
+        std::fs::write(
+            r.join(format!("docs/n{i:03}.md")),
+            format!("# note {i}\n\nword{i:03}x appears here.\n"),
+        )
+        .unwrap();
+    }
+    m.check_index_agrees();
+    m.unmount();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(m.ws.join(format!(".vikingfs/index.db{suffix}")));
+    }
+    m.mount_with_env(&[("VIKINGFS_PAUSE_AT", "index.rebuild.file:10")]);
+    // Served at once: a listing, and a status saying a rebuild runs.
+    assert_eq!(std::fs::read_dir(r.join("docs")).unwrap().count(), 200);
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reb = &st["index"]["rebuilding"];
+    assert!(reb.is_object(), "no rebuild in progress: {}", st["index"]);
+    let out = m.cli(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rebuilding from the files"), "{text}");
+    // `wait` waits for it; then every file is found again and the index agrees.
+    m.check_index_agrees();
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(st["index"]["rebuilding"].is_null(), "{}", st["index"]);
+    let out = m.cli(&["find", "word199x"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(found.contains("docs/n199.md"), "{found}");
+}

@@ -468,3 +468,95 @@ fn a_garbage_lock_token_answers_busy_until_fsck_breaks_it() {
     ok(&r, "touch x/new && mv x/a.md x/b.md && cat x/b.md");
     m.check_index_agrees();
 }
+
+/// The metrics endpoint (`-o metrics=ADDR:PORT`, port 0: the system picks one, which the
+/// daemon's record names) answers while a workload runs and counts it: requests by
+/// operation, an EBUSY, lock batches, jobs; the stores' gauges (queue depth, index size,
+/// store state, disk); and `vikingfs status` shows its summary.
+#[test]
+fn metrics_endpoint_counts_a_workload_while_it_runs() {
+    use vikingfs::metrics::scrape;
+    let m = Mount::with_options(&["metrics=127.0.0.1:0"]);
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let addr = st["daemons"][0]["metrics"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metrics address in {st}"))
+        .to_string();
+    let creates = |s: &vikingfs::metrics::Samples| {
+        s.sum(
+            "vikingfs_fuse_request_duration_seconds_count",
+            &[("op", "create")],
+        )
+    };
+    let r = m.res();
+    let writer = {
+        let r = r.clone();
+        std::thread::spawn(move || {
+            for i in 0..300 {
+                std::fs::write(r.join(format!("n{i}.md")), note(&format!("n{i}"))).unwrap();
+            }
+        })
+    };
+    let mut during = Vec::new();
+    while !writer.is_finished() {
+        during.push(creates(&scrape(&addr, Duration::from_secs(5)).unwrap()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    writer.join().unwrap();
+    assert!(
+        during.iter().any(|&n| n > 0.0 && n < 300.0),
+        "no scrape saw the workload midway: {during:?}"
+    );
+    // An EBUSY: a file under someone else's TREE lock.
+    let holder = Holder::tree(&m, "viking://resources/n0.md");
+    assert_eq!(unlink_errno(&r.join("n0.md")), libc::EBUSY);
+    holder.release();
+    let out = m.cli(&["wait", "--timeout", "300"]).output().unwrap();
+    assert!(out.status.success());
+
+    let s = scrape(&addr, Duration::from_secs(5)).unwrap();
+    assert!(creates(&s) >= 300.0, "creates: {}", creates(&s));
+    assert!(
+        s.sum(
+            "vikingfs_fuse_errors_total",
+            &[("op", "unlink"), ("errno", "EBUSY")]
+        ) >= 1.0
+    );
+    assert!(s.sum("vikingfs_lock_busy_total", &[("work", "foreground")]) >= 1.0);
+    assert!(
+        s.sum(
+            "vikingfs_lock_wait_seconds_count",
+            &[("work", "foreground")]
+        ) >= 300.0
+    );
+    assert!(s.sum("vikingfs_jobs_total", &[("outcome", "done")]) >= 300.0);
+    assert_eq!(s.sum("vikingfs_jobs_total", &[("outcome", "failed")]), 0.0);
+    assert!(s.sum("vikingfs_index_records", &[]) >= 300.0);
+    assert!(s.sum("vikingfs_index_size_bytes", &[]) > 0.0);
+    for q in ["embedding", "semantic"] {
+        assert!(
+            s.label_values("vikingfs_queue_jobs", "queue")
+                .contains(&q.to_string()),
+            "no {q} queue gauge"
+        );
+        assert_eq!(
+            s.sum("vikingfs_queue_jobs", &[("queue", q), ("state", "dead")]),
+            0.0
+        );
+    }
+    for store in ["index", "queue"] {
+        assert_eq!(
+            s.sum("vikingfs_store_state", &[("store", store), ("state", "ok")]),
+            1.0
+        );
+    }
+    assert_eq!(s.sum("vikingfs_disk_full", &[]), 0.0);
+
+    let out = m.cli(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("metrics http://{addr}/metrics:")) && text.contains("EBUSY"),
+        "{text}"
+    );
+}

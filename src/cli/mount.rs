@@ -215,10 +215,17 @@ fn serve(
     let set = signal_set();
     set.thread_block().context("block signals")?;
 
-    let started = (|| -> anyhow::Result<(Mounted, WorkerPool, Registration, Arc<Ops>)> {
+    type Started = (
+        Mounted,
+        WorkerPool,
+        Registration,
+        Arc<Ops>,
+        Option<crate::metrics::Server>,
+    );
+    let started = (|| -> anyhow::Result<Started> {
         // Every mutation through the mount is a locked operation; opening the operations also
         // finishes what a crashed process left half-done.
-        let ops = Ops::open(&ws, config).context("open the workspace's stores")?;
+        let ops = Ops::open_serving(&ws, config).context("open the workspace's stores")?;
         // Vectors a crash or a move left unqueued (none without a model).
         ops.backfill_vectors()
             .context("queue the index's missing vectors")?;
@@ -255,10 +262,19 @@ fn serve(
             std::fs::write(p, format!("{pid}\n"))
                 .with_context(|| format!("pid file {}", p.display()))?;
         }
-        let reg = daemon::register(&ws, Some(mp), true).context("daemon registry")?;
-        Ok((mounted, pool, reg, ops))
+        // Metrics only when asked for (`-o metrics=` wins over `vikingfs.metrics`).
+        let metrics = match opts.metrics.or(config.metrics) {
+            Some(addr) => Some(
+                crate::metrics::serve(addr, ops.clone())
+                    .context("start the metrics endpoint (-o metrics=ADDR:PORT)")?,
+            ),
+            None => None,
+        };
+        let listening = metrics.as_ref().map(|m| m.addr().to_string());
+        let reg = daemon::register(&ws, Some(mp), true, listening).context("daemon registry")?;
+        Ok((mounted, pool, reg, ops, metrics))
     })();
-    let (mounted, pool, _reg, ops) = match started {
+    let (mounted, pool, _reg, ops, _metrics) = match started {
         Ok(m) => {
             report_ready(Ok(()));
             // systemd (Type=notify): the unit is active once the mount is live.

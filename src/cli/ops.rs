@@ -69,6 +69,21 @@ pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
     // Sessions: finish commits a crash interrupted, and work their phase 2 in the same pool.
     let extra = super::session::wait_hook(ctx, &ops)?;
     let timeout = a.timeout.unwrap_or(Duration::from_secs(100 * 365 * 86400));
+    // A daemon rebuilding a lost index: its files first (the jobs it queues at the end are
+    // drained below).
+    let rebuilt = bar(0, "index rebuild, files");
+    let in_time = ops.wait_rebuilt(std::time::Instant::now() + timeout, &mut |done, total| {
+        rebuilt.set_length(total);
+        rebuilt.set_position(done);
+    });
+    rebuilt.finish_and_clear();
+    if !in_time {
+        eprintln!(
+            "vikingfs: wait: timed out after {}s with the index still being rebuilt from the files",
+            timeout.as_secs_f64()
+        );
+        return done(ops, super::wait::EXIT_TIMEOUT);
+    }
     let work = bar(0, "jobs");
     let drained = ops.drain_with_extra(&ctx.config.workers, extra, timeout, |p| {
         work.set_length(p.completed + p.outstanding);

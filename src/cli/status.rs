@@ -62,10 +62,25 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     });
     let disk = disk_note(ws);
     let daemons = daemon::running(ws)?;
+    let scraped: Vec<Option<Value>> = daemons
+        .iter()
+        .map(|d| d.metrics.as_deref().map(metrics_summary))
+        .collect();
     let locks = LockManager::new(ws, ctx.config.lock.clone())?.list()?;
     let index = index_section(ctx, ws);
     if as_json {
         let stale = locks.iter().filter(|l| l.stale).count();
+        let daemons: Vec<Value> = daemons
+            .iter()
+            .zip(&scraped)
+            .map(|(d, m)| {
+                let mut v = json!(d);
+                if let Some(m) = m {
+                    v["metrics_summary"] = m.clone();
+                }
+                v
+            })
+            .collect();
         let v = json!({
             "workspace": ws.root(),
             "daemons": daemons,
@@ -90,6 +105,15 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
                 .unwrap_or_else(|| "no mount".into());
             let w = if d.workers { ", workers" } else { "" };
             out += &format!("  pid {}  {mp}{w}  vikingfs {}\n", d.pid, d.version);
+        }
+        for (d, m) in daemons.iter().zip(&scraped) {
+            if let (Some(addr), Some(m)) = (&d.metrics, m) {
+                out += &format!(
+                    "  pid {} metrics http://{addr}/metrics: {}\n",
+                    d.pid,
+                    summary_text(m)
+                );
+            }
         }
     }
     if let Some(d) = &disk {
@@ -122,6 +146,17 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
                 "index: {} records, {} bytes\n  lexical  {} rows (BM25)\n",
                 index["records"], index["bytes"], index["lexical"],
             );
+            let r = &index["rebuilding"];
+            if !r.is_null() {
+                let total = r["total"]
+                    .as_u64()
+                    .map_or_else(|| "?".to_string(), |t| t.to_string());
+                out += &format!(
+                    "  rebuilding from the files: {} of {total} files (find answers from what is \
+                     rebuilt so far)\n",
+                    r["done"]
+                );
+            }
             let partial = index["partial"].as_u64().unwrap_or(0);
             if partial > 0 {
                 out += &format!(
@@ -145,13 +180,46 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// What a daemon's metrics endpoint says, in a few numbers (or why it could not be read).
+fn metrics_summary(addr: &str) -> Value {
+    let s = match crate::metrics::scrape(addr, Duration::from_secs(2)) {
+        Ok(s) => s,
+        Err(e) => return json!({"error": e}),
+    };
+    let errno = |e: &str| s.sum("vikingfs_fuse_errors_total", &[("errno", e)]) as u64;
+    json!({
+        "requests": s.sum("vikingfs_fuse_request_duration_seconds_count", &[]) as u64,
+        "ebusy": errno("EBUSY"),
+        "enospc": errno("ENOSPC"),
+        "eio": errno("EIO"),
+        "lock_waits": s.sum("vikingfs_lock_wait_seconds_count", &[]) as u64,
+        "lock_busy": s.sum("vikingfs_lock_busy_total", &[]) as u64,
+        "jobs_done": s.sum("vikingfs_jobs_total", &[("outcome", "done")]) as u64,
+        "jobs_failed": s.sum("vikingfs_jobs_total", &[("outcome", "failed")]) as u64,
+    })
+}
+
+fn summary_text(m: &Value) -> String {
+    if let Some(e) = m["error"].as_str() {
+        return format!("unreachable ({e})");
+    }
+    format!(
+        "{} requests (EBUSY {}, ENOSPC {}, EIO {}), {} lock batches ({} busy), jobs {} done, {} failed",
+        m["requests"],
+        m["ebusy"],
+        m["enospc"],
+        m["eio"],
+        m["lock_waits"],
+        m["lock_busy"],
+        m["jobs_done"],
+        m["jobs_failed"]
+    )
+}
+
 /// "full" (with what is left) when the workspace's filesystem has almost no room: writes
 /// answer ENOSPC, and rm, rmdir and truncate still work (the engine's reserve).
 fn disk_note(ws: &Workspace) -> Option<String> {
-    let st = nix::sys::statvfs::statvfs(&ws.internal_dir()).ok()?;
-    let free = st.blocks_available() * st.fragment_size();
-    let total = st.blocks() * st.fragment_size();
-    (free < (16 << 20).min(total / 50)).then(|| {
+    crate::ops::gauges::disk_full(ws).map(|free| {
         format!(
             "full ({} free): writes answer ENOSPC; rm, rmdir and truncate still work",
             crate::content::human_size(free)
@@ -161,14 +229,7 @@ fn disk_note(ws: &Workspace) -> Option<String> {
 
 /// Record count, size on disk and model of the index; an `error` key when it can't be read.
 fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
-    let bytes: u64 = ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|suf| {
-            let mut p = ws.index_db().into_os_string();
-            p.push(suf);
-            std::fs::metadata(p).ok().map(|m| m.len())
-        })
-        .sum();
+    let bytes = crate::ops::gauges::db_bytes(&ws.index_db());
     // The configured model as configured (loading it is the daemon's business, not status').
     let e = &ctx.config.embedding;
     let configured = match (e.provider.as_str(), e.model.as_deref()) {
@@ -185,9 +246,16 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
     }
     let opened = Index::open_lexical(&ws.index_db())
         .map_err(anyhow::Error::from)
-        .and_then(|i| Ok((i.stats()?, i.stored_model()?)));
+        .and_then(|i| {
+            let rebuild = crate::ops::rebuild::recorded(&i);
+            Ok((i.stats()?, i.stored_model()?, rebuild))
+        });
     match opened {
-        Ok((st, stored)) => json!({
+        Ok((st, stored, rebuild)) => json!({
+            "rebuilding": rebuild.map(|p| match p {
+                Some((done, total)) => json!({"done": done, "total": total}),
+                None => json!({"done": 0, "total": null}),
+            }),
             "records": st.records,
             "lexical": st.lexical,
             "vectors": st.vectors,

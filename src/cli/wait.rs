@@ -37,9 +37,21 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 
 /// Watch until every queue is drained by whoever works it.
 pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
-    let queue = Queue::open(&ctx.workspace()?.queue_db())?;
+    let ws = ctx.workspace()?;
+    let queue = Queue::open(&ws.queue_db())?;
     let mut bar = Bar::new();
-    let drained = watch(&queue, timeout(args), |p| bar.update(p))?;
+    // A daemon rebuilding a lost index from the files: its files left count as outstanding.
+    let index = crate::index::Index::open_lexical(&ws.index_db()).ok();
+    let rebuild_left = || {
+        let p = crate::ops::rebuild::recorded(index.as_ref()?)?;
+        Some(p.map_or(1, |(done, total)| total.saturating_sub(done).max(1)))
+    };
+    let drained = watch_with(
+        &queue,
+        timeout(args),
+        || rebuild_left().unwrap_or(0),
+        |p| bar.update(p),
+    )?;
     finish(&queue, args, drained, bar)
 }
 
@@ -62,13 +74,23 @@ fn timeout(args: &WaitArgs) -> Duration {
 pub fn watch(
     queue: &Queue,
     timeout: Duration,
+    progress: impl FnMut(&Progress),
+) -> Result<bool, QueueError> {
+    watch_with(queue, timeout, || 0, progress)
+}
+
+/// [`watch`], with `more` outstanding work beside the queues' (a rebuild's files left).
+fn watch_with(
+    queue: &Queue,
+    timeout: Duration,
+    more: impl Fn() -> u64,
     mut progress: impl FnMut(&Progress),
 ) -> Result<bool, QueueError> {
     let start = Instant::now();
     let mut last = None;
     let mut completed = 0;
     loop {
-        let outstanding = queue.outstanding(None)?;
+        let outstanding = queue.outstanding(None)? + more();
         completed += last.map_or(0, |l: u64| l.saturating_sub(outstanding));
         last = Some(outstanding);
         let elapsed = start.elapsed();

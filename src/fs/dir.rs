@@ -4,7 +4,9 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
-use super::handles::DirHandle;
+use std::ffi::OsStr;
+
+use super::handles::{DirHandle, Listing};
 use super::{sys, DirEntry, FsError, FsResult, VikingFs, ROOT_INO};
 use crate::uri::{is_internal_name, is_sidecar_name, SCOPES};
 
@@ -21,7 +23,7 @@ impl VikingFs {
     }
 
     /// The visible entries of directory `ino`, `.` and `..` first.
-    fn listing(&self, ino: u64) -> FsResult<Vec<super::DirEntry>> {
+    fn listing(&self, ino: u64) -> FsResult<Listing> {
         let inode = self.inodes.get(ino)?;
         let fd = inode.fd()?;
         let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
@@ -31,31 +33,29 @@ impl VikingFs {
                 io::Error::from_raw_os_error(libc::ENOTDIR),
             ));
         }
-        let mut entries = vec![
-            DirEntry {
-                name: ".".into(),
-                ino,
-                kind: libc::DT_DIR,
-            },
-            DirEntry {
-                name: "..".into(),
-                ino: ROOT_INO,
-                kind: libc::DT_DIR,
-            },
-        ];
+        let mut entries = Listing::default();
+        entries.push(OsStr::new("."), ino, libc::DT_DIR);
+        entries.push(OsStr::new(".."), ROOT_INO, libc::DT_DIR);
+        // Sidecars (when listed) last: `rm -rf` removes the user's entries first, then may
+        // remove them.
+        let mut sidecars = Listing::default();
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
         for e in rd {
             let e = e.map_err(|e| FsError::io("readdir", e))?;
             let name = e.file_name();
-            let visible = match name.to_str() {
-                Some(s) if ino == ROOT_INO => SCOPES.contains(&s),
+            let (visible, sidecar) = match name.to_str() {
+                Some(s) if ino == ROOT_INO => (SCOPES.contains(&s), false),
                 // Sidecars stay reachable by name (lookup, open, stat); hidden from listings they
                 // are not copied, tracked or walked by tools as if users had written them.
                 Some(s) => {
-                    !is_internal_name(s) && (self.config.show_summaries || !is_sidecar_name(s))
+                    let sidecar = is_sidecar_name(s);
+                    (
+                        !is_internal_name(s) && (self.config.show_summaries || !sidecar),
+                        sidecar,
+                    )
                 }
-                None => true,
+                None => (true, false),
             };
             if !visible {
                 continue;
@@ -65,32 +65,41 @@ impl VikingFs {
                 Ok(t) => dtype(t),
                 Err(_) => libc::DT_UNKNOWN,
             };
-            entries.push(DirEntry {
-                ino: self.inodes.listing_ino(st.st_dev, e.ino()),
-                name,
-                kind,
-            });
+            let ino = self.inodes.listing_ino(st.st_dev, e.ino());
+            if sidecar {
+                sidecars.push(&name, ino, kind);
+            } else {
+                entries.push(&name, ino, kind);
+            }
         }
-        // Sidecars (when listed) last: `rm -rf` removes the user's entries first, then may
-        // remove them.
-        entries.sort_by_key(|e| is_sidecar_name(&e.name.to_string_lossy()));
+        entries.append(&sidecars);
         Ok(entries)
     }
 
-    /// Entries from `offset` on (offset i+1 follows entry i). A read from 0 after the first
-    /// is a `rewinddir`: the snapshot is taken again.
-    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<(u64, DirEntry)>> {
+    /// Hand `add` the entries from `offset` on (offset i+1 follows entry i), with the offset
+    /// of the next, until it answers that the reply is full. A read from 0 after the first is
+    /// a `rewinddir`: the snapshot is taken again. Nothing is copied: a listing of N entries
+    /// read a page at a time costs O(N), where collecting the rest of it at each page cost
+    /// O(N²) (100,000 names: seconds).
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: u64,
+        mut add: impl FnMut(u64, &DirEntry<'_>) -> bool,
+    ) -> FsResult<()> {
         let d = self.handles.dir(fh)?;
         let mut entries = d.entries.lock();
         if offset == 0 && d.read.swap(true, std::sync::atomic::Ordering::Relaxed) {
             *entries = self.listing(d.ino)?;
         }
-        Ok(entries
-            .iter()
-            .enumerate()
-            .skip(offset as usize)
-            .map(|(i, e)| (i as u64 + 1, e.clone()))
-            .collect())
+        let from = usize::try_from(offset).unwrap_or(usize::MAX);
+        for i in from..entries.len() {
+            let e = entries.get(i).expect("in range");
+            if add(i as u64 + 1, &e) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The directory a handle lists.

@@ -12,7 +12,39 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 #[derive(Clone, PartialEq, Eq)]
 pub struct ExportHandle {
     kind: libc::c_int,
-    bytes: Box<[u8]>,
+    bytes: Bytes,
+}
+
+/// A handle's bytes: inline up to [`INLINE`] (ext4 and xfs hand out 8 to 16), so that the
+/// inode table's hundred thousand handles are not as many small heap blocks.
+#[derive(Clone, PartialEq, Eq)]
+enum Bytes {
+    Inline { len: u8, buf: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+const INLINE: usize = 20;
+
+impl Bytes {
+    fn new(b: &[u8]) -> Bytes {
+        if b.len() <= INLINE {
+            let mut buf = [0; INLINE];
+            buf[..b.len()].copy_from_slice(b);
+            Bytes::Inline {
+                len: b.len() as u8,
+                buf,
+            }
+        } else {
+            Bytes::Heap(b.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Inline { len, buf } => &buf[..*len as usize],
+            Bytes::Heap(b) => b,
+        }
+    }
 }
 
 impl std::fmt::Debug for ExportHandle {
@@ -21,7 +53,7 @@ impl std::fmt::Debug for ExportHandle {
             f,
             "ExportHandle({}:{})",
             self.kind,
-            hex::encode(&self.bytes)
+            hex::encode(self.bytes.as_slice())
         )
     }
 }
@@ -67,7 +99,7 @@ impl ExportHandle {
         Ok((
             ExportHandle {
                 kind: raw.handle_type,
-                bytes: raw.f_handle[..len].into(),
+                bytes: Bytes::new(&raw.f_handle[..len]),
             },
             mount_id,
         ))
@@ -77,9 +109,10 @@ impl ExportHandle {
     /// not O_PATH). Needs CAP_DAC_READ_SEARCH (EPERM without); ESTALE once the inode is gone.
     pub fn open(&self, mount_fd: RawFd) -> io::Result<OwnedFd> {
         let mut raw = RawHandle::empty();
-        raw.handle_bytes = self.bytes.len() as libc::c_uint;
+        let bytes = self.bytes.as_slice();
+        raw.handle_bytes = bytes.len() as libc::c_uint;
         raw.handle_type = self.kind;
-        raw.f_handle[..self.bytes.len()].copy_from_slice(&self.bytes);
+        raw.f_handle[..bytes.len()].copy_from_slice(bytes);
         // O_PATH opens symlinks and directories alike; a handle never follows a link.
         let fd = unsafe {
             libc::open_by_handle_at(

@@ -1,8 +1,9 @@
 //! Open file and directory handles: what the kernel's `fh` numbers stand for.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::OsStr;
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -37,14 +38,69 @@ impl FileHandle {
     }
 }
 
-/// One entry of a directory listing snapshot.
-#[derive(Debug, Clone)]
-pub struct DirEntry {
-    pub name: OsString,
+/// One entry of a directory listing snapshot, as [`Listing`] hands it out.
+#[derive(Debug, Clone, Copy)]
+pub struct DirEntry<'a> {
+    pub name: &'a OsStr,
     /// The kernel's inode number for this entry.
     pub ino: u64,
     /// `libc::DT_*`.
     pub kind: u8,
+}
+
+/// A directory listing snapshot: every name in one buffer, so that a directory of a hundred
+/// thousand names is two allocations, not a hundred thousand (and its memory goes back to
+/// the system when the handle closes).
+#[derive(Debug, Default)]
+pub struct Listing {
+    names: Vec<u8>,
+    entries: Vec<Packed>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Packed {
+    ino: u64,
+    /// Where the name starts in `names` (it ends where the next starts).
+    start: u32,
+    kind: u8,
+}
+
+impl Listing {
+    pub fn push(&mut self, name: &OsStr, ino: u64, kind: u8) {
+        let start = u32::try_from(self.names.len()).expect("a listing under 4 GiB of names");
+        self.names.extend_from_slice(name.as_bytes());
+        self.entries.push(Packed { ino, start, kind });
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entry `i`.
+    pub fn get(&self, i: usize) -> Option<DirEntry<'_>> {
+        let e = self.entries.get(i)?;
+        let end = self
+            .entries
+            .get(i + 1)
+            .map_or(self.names.len(), |n| n.start as usize);
+        Some(DirEntry {
+            name: OsStr::from_bytes(&self.names[e.start as usize..end]),
+            ino: e.ino,
+            kind: e.kind,
+        })
+    }
+
+    /// Append `other`'s entries after this one's.
+    pub fn append(&mut self, other: &Listing) {
+        for i in 0..other.len() {
+            let e = other.get(i).expect("in range");
+            self.push(e.name, e.ino, e.kind);
+        }
+    }
 }
 
 /// An open directory: a snapshot of its visible entries taken at opendir (offset i+1 names
@@ -52,7 +108,7 @@ pub struct DirEntry {
 #[derive(Debug)]
 pub struct DirHandle {
     pub ino: u64,
-    pub entries: Mutex<Vec<DirEntry>>,
+    pub entries: Mutex<Listing>,
     /// A listing was read from offset 0 already: the next read from 0 is a `rewinddir`,
     /// which must see the directory as it is then (POSIX), not the old snapshot.
     pub read: std::sync::atomic::AtomicBool,

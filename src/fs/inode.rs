@@ -39,7 +39,9 @@ pub struct Inode {
     /// (parent inode, name) pairs this inode was last reached by. The O_PATH descriptor
     /// names the file by the dentry it was opened through, which may be a hard link that is
     /// gone since; these let the core find a name that still exists.
-    names: Mutex<Vec<(u64, String)>>,
+    /// Kept small: one name, in a buffer of exactly its size, is the common case (about 60
+    /// bytes of the ~300 an inode costs).
+    names: Mutex<Vec<(u64, Box<str>)>>,
     /// Reached as `.abstract.md`/`.overview.md`: read-only to users.
     sidecar: std::sync::atomic::AtomicBool,
 }
@@ -105,13 +107,17 @@ impl Inode {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mut n = self.names.lock();
-        n.retain(|(p, s)| !(*p == parent && s == name));
-        n.insert(0, (parent, name.to_string()));
+        if n.first().is_some_and(|(p, s)| *p == parent && &**s == name) {
+            return;
+        }
+        n.retain(|(p, s)| !(*p == parent && &**s == name));
+        n.reserve_exact(1);
+        n.insert(0, (parent, name.into()));
         n.truncate(MAX_NAMES);
     }
 
     /// The names recorded, most recent first.
-    pub fn names(&self) -> Vec<(u64, String)> {
+    pub fn names(&self) -> Vec<(u64, Box<str>)> {
         self.names.lock().clone()
     }
 }
@@ -119,15 +125,47 @@ impl Inode {
 #[derive(Debug)]
 struct Entry {
     inode: Arc<Inode>,
-    nlookup: u64,
+    nlookup: u32,
+    /// Its backing number was given to a new file: found by number only, never by key.
+    detached: bool,
 }
 
+/// The inodes by number, and by backing key where the two differ. Most inodes are *native*
+/// (their number is their backing inode number on the data root's device), found by key
+/// through `by_ino` alone; `by_key` holds only the others (the root, synthetic numbers), so
+/// that a hundred thousand cached inodes cost one map entry each, not two.
 #[derive(Debug, Default)]
 struct Tables {
     by_ino: HashMap<u64, Entry>,
     by_key: HashMap<(u64, u64), u64>,
     root_dev: u64,
     next: u64,
+}
+
+impl Tables {
+    /// The inode serving backing `key`, if any.
+    fn ino_of(&self, key: (u64, u64)) -> Option<u64> {
+        if let Some(&ino) = self.by_key.get(&key) {
+            return Some(ino);
+        }
+        if key.0 != self.root_dev {
+            return None;
+        }
+        self.by_ino
+            .get(&key.1)
+            .filter(|e| e.inode.key == key && !e.detached)
+            .map(|_| key.1)
+    }
+
+    /// `ino` no longer serves its key (a new file has the number now).
+    fn detach(&mut self, ino: u64, key: (u64, u64)) {
+        if self.by_key.get(&key) == Some(&ino) {
+            self.by_key.remove(&key);
+        }
+        if let Some(e) = self.by_ino.get_mut(&ino) {
+            e.detached = true;
+        }
+    }
 }
 
 /// Numbers handed out for files whose backing inode number can't serve (another device, or
@@ -165,6 +203,7 @@ impl InodeTable {
                     Backing::Pinned(Arc::new(root_fd)),
                 )),
                 nlookup: 1,
+                detached: false,
             },
         );
         Ok(InodeTable {
@@ -196,11 +235,11 @@ impl InodeTable {
     pub fn remember(&self, key: (u64, u64), fd: OwnedFd) -> Arc<Inode> {
         let handle = self.fds.handle_of(&fd);
         let mut t = self.t.lock();
-        if let Some(&ino) = t.by_key.get(&key) {
+        if let Some(ino) = t.ino_of(key) {
             let e = t.by_ino.get_mut(&ino).expect("by_key and by_ino agree");
             if e.inode.is_backed_by(handle.as_ref()) {
                 if ino != ROOT_INO {
-                    e.nlookup += 1;
+                    e.nlookup = e.nlookup.saturating_add(1);
                 }
                 let inode = e.inode.clone();
                 drop(t);
@@ -209,7 +248,7 @@ impl InodeTable {
                 }
                 return inode;
             }
-            t.by_key.remove(&key);
+            t.detach(ino, key);
         }
         let native = key.0 == t.root_dev && key.1 != ROOT_INO && key.1 < SYNTHETIC_BASE;
         let ino = if native && !t.by_ino.contains_key(&key.1) {
@@ -227,12 +266,15 @@ impl InodeTable {
             None => (Backing::Pinned(Arc::new(fd)), None),
         };
         let inode = Arc::new(Inode::new(ino, key, backing));
-        t.by_key.insert(key, ino);
+        if ino != key.1 {
+            t.by_key.insert(key, ino);
+        }
         t.by_ino.insert(
             ino,
             Entry {
                 inode: inode.clone(),
                 nlookup: 1,
+                detached: false,
             },
         );
         drop(t);
@@ -252,7 +294,9 @@ impl InodeTable {
         let Some(e) = t.by_ino.get_mut(&ino) else {
             return true;
         };
-        e.nlookup = e.nlookup.saturating_sub(n);
+        e.nlookup = e
+            .nlookup
+            .saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
         if e.nlookup > 0 {
             return false;
         }
@@ -266,7 +310,11 @@ impl InodeTable {
 
     /// The kernel's current lookup count (tests and diagnostics).
     pub fn lookup_count(&self, ino: u64) -> u64 {
-        self.t.lock().by_ino.get(&ino).map_or(0, |e| e.nlookup)
+        self.t
+            .lock()
+            .by_ino
+            .get(&ino)
+            .map_or(0, |e| u64::from(e.nlookup))
     }
 
     /// How many inodes the kernel holds (root included).
@@ -280,13 +328,13 @@ impl InodeTable {
 
     /// The inode serving a backing (dev, ino), if the kernel knows one.
     pub fn find(&self, key: (u64, u64)) -> Option<u64> {
-        self.t.lock().by_key.get(&key).copied()
+        self.t.lock().ino_of(key)
     }
 
     /// The number a listing shows for a backing entry: its inode number when it serves.
     pub fn listing_ino(&self, dev: u64, backing_ino: u64) -> u64 {
         let t = self.t.lock();
-        if let Some(&ino) = t.by_key.get(&(dev, backing_ino)) {
+        if let Some(ino) = t.ino_of((dev, backing_ino)) {
             return ino;
         }
         backing_ino

@@ -123,12 +123,12 @@ fn os(s: &str) -> &OsStr {
 /// The names a listing of directory `ino` shows, in order.
 fn list(fs: &VikingFs, ino: u64) -> Vec<String> {
     let dh = fs.opendir(ino).unwrap();
-    let names = fs
-        .readdir(dh, 0)
-        .unwrap()
-        .into_iter()
-        .map(|(_, e)| e.name.to_string_lossy().into_owned())
-        .collect();
+    let mut names = Vec::new();
+    fs.readdir(dh, 0, |_, e| {
+        names.push(e.name.to_string_lossy().into_owned());
+        false
+    })
+    .unwrap();
     fs.releasedir(dh);
     names
 }

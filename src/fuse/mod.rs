@@ -97,20 +97,22 @@ impl FuseFs {
 
     /// Run `f` on a worker with the shared state: for anything that may wait on a lock or
     /// move data.
-    fn run(&self, f: impl FnOnce(&Shared) + Send + 'static) {
+    fn run(&self, op: &'static str, f: impl FnOnce(&Shared) + Send + 'static) {
         let s = self.shared.clone();
+        let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
         self.pool.spawn(move || {
             // `f` replies; what its operation left for after the reply runs when this drops.
             let _after = AfterReply::begin();
-            f(&s)
+            crate::metrics::timed(&took, || f(&s))
         });
     }
 
     /// Run `f` right here on the session thread: only for calls that never take a lock and
     /// only stat or open one name (lookup, getattr, readlink, access); the hop to a worker
     /// would cost more than the call.
-    fn inline(&self, f: impl FnOnce(&Shared)) {
-        f(&self.shared)
+    fn inline(&self, op: &'static str, f: impl FnOnce(&Shared)) {
+        let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
+        crate::metrics::timed(&took, || f(&self.shared))
     }
 }
 
@@ -121,7 +123,12 @@ fn errno(op: &'static str, e: FsError) -> Errno {
     } else {
         tracing::warn!(op, error = %e, "request failed");
     }
-    Errno::from_i32(e.errno())
+    let n = e.errno();
+    crate::metrics::get()
+        .fuse_errors
+        .with_label_values(&[op, &crate::metrics::errno_name(n)])
+        .inc();
+    Errno::from_i32(n)
 }
 
 impl Shared {
@@ -200,7 +207,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.inline(move |s| match s.core.lookup(parent.0, name) {
+        self.inline("lookup", move |s| match s.core.lookup(parent.0, name) {
             Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno("lookup", e)),
         });
@@ -211,7 +218,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.inline(move |s| match s.core.getattr(ino.0) {
+        self.inline("getattr", move |s| match s.core.getattr(ino.0) {
             Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno("getattr", e)),
         });
@@ -243,14 +250,14 @@ impl fuser::Filesystem for FuseFs {
             atime: atime.map(timespec),
             mtime: mtime.map(timespec),
         };
-        self.run(move |s| match s.core.setattr(ino.0, &change) {
+        self.run("setattr", move |s| match s.core.setattr(ino.0, &change) {
             Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno("setattr", e)),
         });
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.inline(move |s| match s.core.readlink(ino.0) {
+        self.inline("readlink", move |s| match s.core.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno("readlink", e)),
         });
@@ -267,12 +274,12 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         let (name, who) = (name.to_owned(), owner(req));
-        self.run(
-            move |s| match s.core.mknod(parent.0, &name, mode, rdev as u64, who) {
+        self.run("mknod", move |s| {
+            match s.core.mknod(parent.0, &name, mode, rdev as u64, who) {
                 Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
                 Err(e) => reply.error(errno("mknod", e)),
-            },
-        );
+            }
+        });
     }
 
     fn mkdir(
@@ -285,15 +292,17 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         let (name, who) = (name.to_owned(), owner(req));
-        self.run(move |s| match s.core.mkdir(parent.0, &name, mode, who) {
-            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("mkdir", e)),
+        self.run("mkdir", move |s| {
+            match s.core.mkdir(parent.0, &name, mode, who) {
+                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
+                Err(e) => reply.error(errno("mkdir", e)),
+            }
         });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.run(move |s| match s.core.unlink(parent.0, &name) {
+        self.run("unlink", move |s| match s.core.unlink(parent.0, &name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("unlink", e)),
         });
@@ -301,7 +310,7 @@ impl fuser::Filesystem for FuseFs {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.run(move |s| match s.core.rmdir(parent.0, &name) {
+        self.run("rmdir", move |s| match s.core.rmdir(parent.0, &name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("rmdir", e)),
         });
@@ -316,12 +325,12 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         let (name, target, who) = (link_name.to_owned(), target.to_owned(), owner(req));
-        self.run(
-            move |s| match s.core.symlink(parent.0, &name, &target, who) {
+        self.run("symlink", move |s| {
+            match s.core.symlink(parent.0, &name, &target, who) {
                 Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
                 Err(e) => reply.error(errno("symlink", e)),
-            },
-        );
+            }
+        });
     }
 
     fn rename(
@@ -345,12 +354,12 @@ impl fuser::Filesystem for FuseFs {
             return;
         };
         let (name, newname) = (name.to_owned(), newname.to_owned());
-        self.run(
-            move |s| match s.core.rename(parent.0, &name, newparent.0, &newname, mode) {
+        self.run("rename", move |s| {
+            match s.core.rename(parent.0, &name, newparent.0, &newname, mode) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno("rename", e)),
-            },
-        );
+            }
+        });
     }
 
     fn link(
@@ -362,14 +371,16 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         let newname = newname.to_owned();
-        self.run(move |s| match s.core.link(ino.0, newparent.0, &newname) {
-            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("link", e)),
+        self.run("link", move |s| {
+            match s.core.link(ino.0, newparent.0, &newname) {
+                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
+                Err(e) => reply.error(errno("link", e)),
+            }
         });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.run(move |s| match s.core.open(ino.0, flags.0) {
+        self.run("open", move |s| match s.core.open(ino.0, flags.0) {
             // Every write of such a file takes its lock in the daemon: no passthrough, and no
             // page cache, so an O_APPEND write lands at the file's real end.
             Ok(fh) if s.core.daemon_io(ino.0) => {
@@ -394,7 +405,7 @@ impl fuser::Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run(move |s| match s.core.read(fh.0, offset, size) {
+        self.run("read", move |s| match s.core.read(fh.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno("read", e)),
         });
@@ -413,7 +424,7 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
-        self.run(move |s| match s.core.write(fh.0, offset, &data) {
+        self.run("write", move |s| match s.core.write(fh.0, offset, &data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno("write", e)),
         });
@@ -444,7 +455,7 @@ impl fuser::Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(move |s| {
+        self.run("release", move |s| {
             s.drop_backing(fh.0);
             match s.core.release(fh.0) {
                 Ok(()) => reply.ok(),
@@ -461,7 +472,7 @@ impl fuser::Filesystem for FuseFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(move |s| match s.core.fsync(fh.0, datasync) {
+        self.run("fsync", move |s| match s.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("fsync", e)),
         });
@@ -480,7 +491,7 @@ impl fuser::Filesystem for FuseFs {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        self.run(move |s| {
+        self.run("copy_file_range", move |s| {
             match s
                 .core
                 .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
@@ -501,12 +512,12 @@ impl fuser::Filesystem for FuseFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.run(
-            move |s| match s.core.fallocate(fh.0, offset, length, mode) {
+        self.run("fallocate", move |s| {
+            match s.core.fallocate(fh.0, offset, length, mode) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno("fallocate", e)),
-            },
-        );
+            }
+        });
     }
 
     fn lseek(
@@ -518,14 +529,14 @@ impl fuser::Filesystem for FuseFs {
         whence: i32,
         reply: fuser::ReplyLseek,
     ) {
-        self.run(move |s| match s.core.lseek(fh.0, offset, whence) {
+        self.run("lseek", move |s| match s.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(errno("lseek", e)),
         });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.run(move |s| match s.core.opendir(ino.0) {
+        self.run("opendir", move |s| match s.core.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(errno("opendir", e)),
         });
@@ -539,16 +550,14 @@ impl fuser::Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.run(move |s| match s.core.readdir(fh.0, offset) {
-            Ok(entries) => {
-                for (off, e) in entries {
-                    if reply.add(INodeNo(e.ino), off, dtype_kind(e.kind), &e.name) {
-                        break;
-                    }
-                }
-                reply.ok()
+        self.run("readdir", move |s| {
+            let r = s.core.readdir(fh.0, offset, |off, e| {
+                reply.add(INodeNo(e.ino), off, dtype_kind(e.kind), e.name)
+            });
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno("readdir", e)),
             }
-            Err(e) => reply.error(errno("readdir", e)),
         });
     }
 
@@ -560,39 +569,37 @@ impl fuser::Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        self.run(move |s| {
-            let (entries, dir) = match s.core.readdir(fh.0, offset).and_then(|e| {
-                let dir = s.core.dir_ino(fh.0)?;
-                Ok((e, s.core.getattr(dir)?))
-            }) {
-                Ok(v) => v,
+        self.run("readdirplus", move |s| {
+            let dir = match s.core.dir_ino(fh.0).and_then(|d| s.core.getattr(d)) {
+                Ok(d) => d,
                 Err(e) => return reply.error(errno("readdirplus", e)),
             };
-            for (off, e) in entries {
+            let r = s.core.readdir(fh.0, offset, |off, e| {
                 if e.name == "." || e.name == ".." {
                     // The kernel takes no reference for these.
                     let mut a = file_attr(&dir);
                     a.ino = INodeNo(e.ino);
-                    if reply.add(INodeNo(e.ino), off, &e.name, &s.ttl, &a, Generation(0)) {
-                        break;
-                    }
-                    continue;
+                    return reply.add(INodeNo(e.ino), off, e.name, &s.ttl, &a, Generation(0));
                 }
-                let Ok(attr) = s.core.lookup(dir.ino, &e.name) else {
-                    continue; // gone since opendir
+                let Ok(attr) = s.core.lookup(dir.ino, e.name) else {
+                    return false; // gone since opendir
                 };
-                if reply.add(
+                let full = reply.add(
                     INodeNo(attr.ino),
                     off,
-                    &e.name,
+                    e.name,
                     &s.ttl,
                     &file_attr(&attr),
                     Generation(0),
-                ) {
+                );
+                if full {
                     // Not sent: the kernel holds no reference for it.
                     s.core.forget(attr.ino, 1);
-                    break;
                 }
+                full
+            });
+            if let Err(e) = r {
+                return reply.error(errno("readdirplus", e));
             }
             reply.ok()
         });
@@ -622,7 +629,7 @@ impl fuser::Filesystem for FuseFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.run(move |s| match s.core.statfs() {
+        self.run("statfs", move |s| match s.core.statfs() {
             Ok(v) => reply.statfs(
                 v.f_blocks,
                 v.f_bfree,
@@ -648,25 +655,27 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let (name, value) = (name.to_owned(), value.to_vec());
-        self.run(
-            move |s| match s.core.setxattr(ino.0, &name, &value, flags) {
+        self.run("setxattr", move |s| {
+            match s.core.setxattr(ino.0, &name, &value, flags) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(errno("setxattr", e)),
-            },
-        );
+            }
+        });
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_owned();
-        self.run(move |s| match s.core.getxattr(ino.0, &name, size) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(errno("getxattr", e)),
+        self.run("getxattr", move |s| {
+            match s.core.getxattr(ino.0, &name, size) {
+                Ok(v) if size == 0 => reply.size(v.len() as u32),
+                Ok(v) => reply.data(&v),
+                Err(e) => reply.error(errno("getxattr", e)),
+            }
         });
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.run(move |s| match s.core.listxattr(ino.0, size) {
+        self.run("listxattr", move |s| match s.core.listxattr(ino.0, size) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) => reply.data(&v),
             Err(e) => reply.error(errno("listxattr", e)),
@@ -675,14 +684,16 @@ impl fuser::Filesystem for FuseFs {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.run(move |s| match s.core.removexattr(ino.0, &name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("removexattr", e)),
+        self.run("removexattr", move |s| {
+            match s.core.removexattr(ino.0, &name) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno("removexattr", e)),
+            }
         });
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.inline(move |s| match s.core.access(ino.0, mask.bits()) {
+        self.inline("access", move |s| match s.core.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("access", e)),
         });
@@ -699,8 +710,8 @@ impl fuser::Filesystem for FuseFs {
         reply: ReplyCreate,
     ) {
         let (name, who) = (name.to_owned(), owner(req));
-        self.run(
-            move |s| match s.core.create(parent.0, &name, mode, flags, who) {
+        self.run("create", move |s| {
+            match s.core.create(parent.0, &name, mode, flags, who) {
                 Ok((a, fh)) if s.core.daemon_io(a.ino) => reply.created(
                     &s.ttl,
                     &file_attr(&a),
@@ -729,7 +740,7 @@ impl fuser::Filesystem for FuseFs {
                     }
                 }
                 Err(e) => reply.error(errno("create", e)),
-            },
-        );
+            }
+        });
     }
 }

@@ -58,6 +58,8 @@ pub struct MountOptions {
     pub show_summaries: bool,
     /// `remount` (with `ro` or `rw`): change a live mount's read-only flag ([`remount`]).
     pub remount: bool,
+    /// `metrics=ADDR:PORT`: serve Prometheus metrics there ([`crate::metrics`]).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for MountOptions {
@@ -68,6 +70,7 @@ impl Default for MountOptions {
             cache_timeout: crate::fuse::DEFAULT_TTL,
             show_summaries: false,
             remount: false,
+            metrics: None,
         }
     }
 }
@@ -129,6 +132,17 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                         option: x.to_string(),
                         want: "seconds from 0 to 86400",
                     })?
+                }
+                x if x.starts_with("metrics=") => {
+                    o.metrics =
+                        Some(
+                            x["metrics=".len()..]
+                                .parse()
+                                .map_err(|_| MountError::BadValue {
+                                    option: x.to_string(),
+                                    want: "an address and port, such as 127.0.0.1:9464",
+                                })?,
+                        )
                 }
                 x if IGNORED.contains(&x) => {}
                 x if x.starts_with("x-") || x.starts_with("comment=") => {}
@@ -364,6 +378,9 @@ mod tests {
         assert!(o.show_summaries && !o.read_only);
         let o = parse_options(&["rw,cache_timeout=10"]).unwrap();
         assert_eq!(o.cache_timeout, std::time::Duration::from_secs(10));
+        let o = parse_options(&["metrics=127.0.0.1:9464"]).unwrap();
+        assert_eq!(o.metrics, Some("127.0.0.1:9464".parse().unwrap()));
+        assert!(parse_options(&["metrics=localhost"]).is_err());
         let o = parse_options(&["cache_timeout=0.25"]).unwrap();
         assert_eq!(o.cache_timeout, std::time::Duration::from_millis(250));
         for bad in [

@@ -240,6 +240,7 @@ impl Inner {
         }
     }
 
+    /// Take the batch for `handle`, counting the wait (or the busy answer) in the metrics.
     fn acquire_as(
         this: &Arc<Inner>,
         handle: Arc<Handle>,
@@ -247,6 +248,31 @@ impl Inner {
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
         let start = Instant::now();
+        let work = if handle.background {
+            "background"
+        } else {
+            "foreground"
+        };
+        let r = Self::take_batch(this, handle, reqs, timeout, start);
+        let m = crate::metrics::get();
+        match &r {
+            Ok(_) => m
+                .lock_wait
+                .with_label_values(&[work])
+                .observe(start.elapsed().as_secs_f64()),
+            Err(LockError::Busy { .. }) => m.lock_busy.with_label_values(&[work]).inc(),
+            Err(_) => {}
+        }
+        r
+    }
+
+    fn take_batch(
+        this: &Arc<Inner>,
+        handle: Arc<Handle>,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+        start: Instant,
+    ) -> Result<LockGuard, LockError> {
         let mut deadline = start + timeout;
         // Foreground first: a lock a vikingfs job holds (for its write-back, milliseconds)
         // is waited for, whatever the timeout; only other foreground work answers busy.

@@ -18,10 +18,12 @@ mod add;
 mod at;
 pub mod derive;
 pub mod fsck;
+pub mod gauges;
 pub mod jobs;
 pub mod journal;
 mod lifecycle;
 mod mv;
+pub mod rebuild;
 mod recover;
 mod reindex;
 mod reserve;
@@ -185,6 +187,8 @@ pub struct Ops {
     write_probe: std::sync::OnceLock<WriteProbe>,
     /// Marked by every foreground operation; the daemon's worker pool gives way to it.
     foreground: Arc<crate::queue::Foreground>,
+    /// A rebuild of the index from the files running in the background ([`rebuild`]).
+    rebuild: rebuild::Progress,
     /// This engine itself, for work finished after a reply ([`tail`]), which outlives `&self`.
     me: std::sync::Weak<Ops>,
 }
@@ -219,13 +223,24 @@ impl Ops {
         let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
             .map_err(|e| OpsError::Summarizer(e.to_string()))?;
         let ops = Self::assemble(ws, locks, embedder, summarizer, &config.index)?;
-        if matches!(ops.index.opened(), Opened::Created | Opened::Recreated) {
+        if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
-            let root = VPath::root();
-            let rep = ops.reindex(&root, progress)?;
-            if rep.files > 0 {
-                tracing::info!(files = rep.files, "rebuilt the index from the files");
-            }
+            ops.rebuild_index(progress)?;
+        }
+        Ok(ops)
+    }
+
+    /// [`Ops::open`] for the mount daemon: an index to rebuild from the files is rebuilt by a
+    /// thread of its own while the mount serves (searches answer from what is rebuilt so
+    /// far; `status` shows how far), not before the mount comes up.
+    pub fn open_serving(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
+        let locks = LockManager::new(ws, config.lock.clone())?;
+        let embedder = embed::from_config(&config.embedding)?;
+        let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
+            .map_err(|e| OpsError::Summarizer(e.to_string()))?;
+        let ops = Self::assemble(ws, locks, embedder, summarizer, &config.index)?;
+        if ops.needs_rebuild()? {
+            ops.rebuild_in_background();
         }
         Ok(ops)
     }
@@ -292,6 +307,7 @@ impl Ops {
             write_probe: std::sync::OnceLock::new(),
             fg_wait,
             foreground: Default::default(),
+            rebuild: Default::default(),
             me: me.clone(),
         });
         lifecycle::start_refresher(&ops);
@@ -438,6 +454,10 @@ fn open_queue(path: &Path) -> Result<Queue> {
 fn open_queue_healing(path: &Path) -> Result<(Queue, bool)> {
     let set_aside = |why: &str| -> Result<()> {
         let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
+        crate::metrics::get()
+            .store_healed
+            .with_label_values(&["queue"])
+            .inc();
         tracing::warn!(
             "queue {} is damaged ({why}): moved to {}; its jobs are derived again from the files",
             path.display(),
@@ -470,6 +490,10 @@ fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bo
     let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
     let set_aside = |why: &str| -> Result<()> {
         let aside = health::move_aside(path).map_err(|e| OpsError::io(path, e))?;
+        crate::metrics::get()
+            .store_healed
+            .with_label_values(&["index"])
+            .inc();
         tracing::warn!(
             "index {} is damaged ({why}): moved to {}; rebuilding it from the files",
             path.display(),

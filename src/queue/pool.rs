@@ -324,6 +324,7 @@ fn hand_back(s: &Shared, job: &Job) {
 fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Sender<()>) {
     while ready.send(()).is_ok() {
         let Ok(job) = jobs.recv() else { return };
+        let began = std::time::Instant::now();
         let verdict = catch_unwind(AssertUnwindSafe(|| handler.handle(&job))).unwrap_or_else(|p| {
             let what = p
                 .downcast_ref::<&str>()
@@ -333,6 +334,12 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
             Err(JobError::Retry(format!("handler panicked: {what}")))
         });
         s.in_hand.lock().remove(&job.id);
+        let m = crate::metrics::get();
+        m.job_seconds
+            .with_label_values(&[&job.queue])
+            .observe(began.elapsed().as_secs_f64());
+        let how = if verdict.is_ok() { "done" } else { "failed" };
+        m.jobs.with_label_values(&[&job.queue, how]).inc();
         let outcome = match &verdict {
             Ok(()) => s.queue.complete(&job),
             Err(e) => {

@@ -1,0 +1,73 @@
+//! What the stores say, for the metrics endpoint ([`crate::metrics::Gauges`]): queue depth
+//! and dead jobs per queue, the index's size, the state of each derived store, a full disk.
+//! Read at each scrape; a store that cannot be read leaves its gauges as they were.
+
+use crate::metrics::{Gauges, Metrics};
+use crate::workspace::Workspace;
+
+use super::Ops;
+
+/// Whether the filesystem holding `ws` has almost no room (writes answer ENOSPC, the
+/// reserve serves rm, rmdir and truncate); its free bytes then.
+pub fn disk_full(ws: &Workspace) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(&ws.internal_dir()).ok()?;
+    let free = st.blocks_available() * st.fragment_size();
+    let total = st.blocks() * st.fragment_size();
+    (free < (16 << 20).min(total / 50)).then_some(free)
+}
+
+/// The size on disk of an SQLite database with its WAL and shared-memory files.
+pub fn db_bytes(path: &std::path::Path) -> u64 {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suf| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suf);
+            std::fs::metadata(p).ok().map(|m| m.len())
+        })
+        .sum()
+}
+
+const STATES: [&str; 3] = ["ok", "rebuilding", "damaged"];
+
+impl Gauges for Ops {
+    fn refresh(&self, m: &Metrics) {
+        if let Ok(stats) = self.queue().stats() {
+            for q in stats {
+                let set = |state: &str, n: u64| {
+                    m.queue_jobs
+                        .with_label_values(&[&q.queue, state])
+                        .set(i64::try_from(n).unwrap_or(i64::MAX))
+                };
+                set("pending", q.pending);
+                set("running", q.running + q.expired);
+                set("dead", q.dead);
+            }
+        }
+        if let Ok(st) = self.index().stats() {
+            m.index_records
+                .set(i64::try_from(st.records).unwrap_or(i64::MAX));
+        }
+        let ws = self.workspace();
+        m.index_bytes
+            .set(i64::try_from(db_bytes(&ws.index_db())).unwrap_or(i64::MAX));
+        for (store, path, rebuilding) in [
+            ("index", ws.index_db(), self.rebuilding()),
+            ("queue", ws.queue_db(), false),
+        ] {
+            let now = if crate::db::damage(&path).is_some() {
+                "damaged"
+            } else if rebuilding {
+                "rebuilding"
+            } else {
+                "ok"
+            };
+            for s in STATES {
+                m.store_state
+                    .with_label_values(&[store, s])
+                    .set(i64::from(s == now));
+            }
+        }
+        m.disk_full.set(i64::from(disk_full(ws).is_some()));
+    }
+}
