@@ -562,8 +562,8 @@ fn umount_returns_after_the_daemon_exited() {
 
 /// Names up to the kernel's limits relative to the mount (the C pjdfstest's `*/03.t`): a
 /// 4,095-byte path below a directory of the mount (longer than PATH_MAX from the data root)
-/// can be created, written, read, chmod-ed, truncated, renamed, linked and removed; so can a
-/// directory there.
+/// can be created, written, read, chmod-ed, chown-ed, its times set, truncated, renamed,
+/// linked and removed; so can a directory, a symlink, a FIFO and a mknod-made file there.
 #[test]
 fn paths_at_the_kernels_limit_below_the_mount_work() {
     let m = Mount::new();
@@ -582,6 +582,13 @@ g = d + '/' + 'z' * 255
 os.rename(f, g); os.link(g, f); assert os.stat(f).st_nlink == 2
 os.unlink(f); os.unlink(g); assert not os.path.exists(g)
 os.mkdir(w); os.rmdir(w)
+os.symlink('target', f); assert os.readlink(f) == 'target'; os.unlink(f)
+os.mkfifo(f, 0o600); import stat; assert stat.S_ISFIFO(os.lstat(f).st_mode); os.unlink(f)
+os.mknod(f, 0o600 | stat.S_IFREG); assert os.stat(f).st_size == 0
+os.chown(f, 1234, 5678); st = os.stat(f); assert (st.st_uid, st.st_gid) == (1234, 5678)
+os.lchown(f, 4321, 8765); assert os.lstat(f).st_uid == 4321
+os.utime(f, (1000000000, 1000000000)); assert os.stat(f).st_mtime == 1000000000
+os.unlink(f)
 print('ok')
 ""#;
     assert_eq!(ok(&m.res(), script), "ok\n");
