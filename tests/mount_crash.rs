@@ -154,3 +154,46 @@ fn a_lost_index_is_rebuilt_in_the_background_while_the_mount_serves() {
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(found.contains("docs/n199.md"), "{found}");
 }
+
+/// A damaged index that a running daemon has open is not moved aside by another command
+/// (that would split the daemon's writes from everyone's reads): the command says so in one
+/// line and names the remedy; after the daemon's restart search works again.
+#[test]
+fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
+    let m = Mount::new();
+    let r = m.res();
+    std::fs::write(r.join("a.md"), "# a\n\nquartzite appears here.\n").unwrap();
+    m.check_index_agrees();
+    let db = m.ws.join(".vikingfs/index.db");
+    std::fs::write(
+        &db,
+        b"this is not a database, it is garbage from a bad copy",
+    )
+    .unwrap();
+    let out = m.cli(&["find", "quartzite"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "find answered from a damaged index");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("daemon (pid {})", m.pid())) && err.contains("restart"),
+        "{err}"
+    );
+    let aside = |ws: &std::path::Path| {
+        std::fs::read_dir(ws.join(".vikingfs"))
+            .unwrap()
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("index.db.damaged-")
+            })
+    };
+    assert!(!aside(&m.ws), "moved aside under the daemon");
+    // The daemon's shutdown may checkpoint its WAL into the file again; either way its next
+    // start finds the index whole or moves it aside and rebuilds it.
+    m.unmount();
+    m.mount();
+    m.check_index_agrees();
+    let out = m.cli(&["find", "quartzite"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a.md"));
+}

@@ -98,6 +98,19 @@ pub enum OpsError {
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Uri(#[from] crate::uri::UriError),
+    /// A damaged store another live process (a daemon) has open: moving it aside under that
+    /// process would split its writes from everyone else's reads.
+    #[error(
+        "{store} {} is damaged ({why}), but the daemon (pid {pid}) has it open: restart it \
+         (vikingfs umount, then mount) and it rebuilds the {store} from the files",
+        path.display()
+    )]
+    DamagedInUse {
+        store: &'static str,
+        path: PathBuf,
+        why: String,
+        pid: u32,
+    },
 }
 
 impl From<LockError> for OpsError {
@@ -274,12 +287,17 @@ impl Ops {
         // the reserve makes the room, so that the user can then free space.
         let reserve = reserve::Reserve::new(&ws.internal_dir());
         let full = |e: &OpsError| e.is_disk_full() && reserve.release();
-        let (queue, queue_lost) = match open_queue_healing(&ws.queue_db()) {
-            Err(e) if full(&e) => open_queue_healing(&ws.queue_db()),
+        // A daemon of the workspace has the stores open: a damaged one is its to heal.
+        let holder = crate::daemon::running(ws)
+            .ok()
+            .and_then(|ds| ds.into_iter().find(|d| d.pid != std::process::id()))
+            .map(|d| d.pid);
+        let (queue, queue_lost) = match open_queue_healing(&ws.queue_db(), holder) {
+            Err(e) if full(&e) => open_queue_healing(&ws.queue_db(), holder),
             r => r,
         }?;
-        let (index, _) = match open_index(&ws.index_db(), embedder.as_deref()) {
-            Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref()),
+        let (index, _) = match open_index(&ws.index_db(), embedder.as_deref(), holder) {
+            Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref(), holder),
             r => r,
         }?;
         let ops_db = ws.internal_dir().join("ops.db");
@@ -451,20 +469,8 @@ fn open_queue(path: &Path) -> Result<Queue> {
 /// and starting an empty one; returns whether it did. The jobs it held are derived: the
 /// caller queues again what the files and the index say is missing (and the spool's jobs
 /// are replayed by the new queue).
-fn open_queue_healing(path: &Path) -> Result<(Queue, bool)> {
-    let set_aside = |why: &str| -> Result<()> {
-        let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
-        crate::metrics::get()
-            .store_healed
-            .with_label_values(&["queue"])
-            .inc();
-        tracing::warn!(
-            "queue {} is damaged ({why}): moved to {}; its jobs are derived again from the files",
-            path.display(),
-            aside.display()
-        );
-        Ok(())
-    };
+fn open_queue_healing(path: &Path, holder: Option<u32>) -> Result<(Queue, bool)> {
+    let set_aside = |why: &str| set_aside("queue", path, why, holder);
     if let Some(why) = crate::db::damage(path) {
         set_aside(&why)?;
         return Ok((open_queue(path)?, true));
@@ -480,27 +486,48 @@ fn open_queue_healing(path: &Path) -> Result<(Queue, bool)> {
     }
 }
 
+/// Move the damaged `store` at `path` aside (kept, never deleted) with a one-line warning, so
+/// that it is opened anew and rebuilt from the files — unless `holder`, another live daemon,
+/// has it open.
+fn set_aside(store: &'static str, path: &Path, why: &str, holder: Option<u32>) -> Result<()> {
+    if let Some(pid) = holder {
+        return Err(OpsError::DamagedInUse {
+            store,
+            path: path.to_path_buf(),
+            why: why.to_string(),
+            pid,
+        });
+    }
+    let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
+    crate::metrics::get()
+        .store_healed
+        .with_label_values(&[store])
+        .inc();
+    let then = match store {
+        "queue" => "its jobs are derived again from the files",
+        _ => "rebuilding it from the files",
+    };
+    tracing::warn!(
+        "{store} {} is damaged ({why}): moved to {}; {then}",
+        path.display(),
+        aside.display()
+    );
+    Ok(())
+}
+
 /// Open the index (dropping vectors of another model, recreating one of an older format),
 /// retrying like [`open_queue`]. A damaged one (its header, or SQLite's answer) is moved
 /// aside with a one-line warning and opened anew: it is derived, so the caller rebuilds it
 /// from the files ([`Opened::Created`]).
-fn open_index(path: &Path, embedder: Option<&dyn Embedder>) -> Result<(Index, bool)> {
+fn open_index(
+    path: &Path,
+    embedder: Option<&dyn Embedder>,
+    holder: Option<u32>,
+) -> Result<(Index, bool)> {
     use crate::db as health;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
-    let set_aside = |why: &str| -> Result<()> {
-        let aside = health::move_aside(path).map_err(|e| OpsError::io(path, e))?;
-        crate::metrics::get()
-            .store_healed
-            .with_label_values(&["index"])
-            .inc();
-        tracing::warn!(
-            "index {} is damaged ({why}): moved to {}; rebuilding it from the files",
-            path.display(),
-            aside.display()
-        );
-        Ok(())
-    };
+    let set_aside = |why: &str| set_aside("index", path, why, holder);
     if let Some(why) = health::damage(path) {
         set_aside(&why)?;
     }
