@@ -79,4 +79,8 @@ fn pjdfstest_has_no_unexpected_failures() {
         summary.contains(" passed"),
         "no test passed at all: {summary}"
     );
+    // What pjdfstest made (FIFOs, sockets, devices, names at the limits, hard links) costs
+    // the workers no dead job, and the index agrees with what is left.
+    m.check_index_agrees();
+    m.assert_no_dead_jobs();
 }
