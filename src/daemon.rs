@@ -70,9 +70,8 @@ pub fn register(
     let d = dir(ws);
     std::fs::create_dir_all(&d)?;
     let path = d.join(format!("{pid}.json"));
-    let tmp = d.join(format!(".{pid}.json.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&rec)?)?;
-    std::fs::rename(&tmp, &path)?;
+    let text = serde_json::to_vec_pretty(&rec)?;
+    crate::fsx::replace(&path, &text, 0o644, crate::fsx::Durable::Content)?;
     Ok(Registration { path })
 }
 

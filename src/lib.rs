@@ -12,6 +12,7 @@ pub mod dirtimes;
 pub mod embed;
 pub mod failpoint;
 pub mod fs;
+pub mod fsx;
 pub mod fuse;
 pub mod index;
 pub mod lock;

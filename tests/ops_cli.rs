@@ -525,3 +525,42 @@ fn several_worker_processes_share_one_lifecycle() {
     env.check(&want);
     env.ok(&["rm", "-r", "viking://resources/shared"]);
 }
+
+/// `vikingfs write` replaces a file whole and keeps its mode (it went 600 → 644 when the
+/// temporary was made with the default mode); a new file gets 0666 less the caller's umask.
+#[test]
+fn write_keeps_the_mode_of_the_file_it_replaces() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    base(&env);
+    let a = env.data("resources/base/a.md");
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let write = |uri: &str, text: &str| {
+        let mut c = env.cmd(&["write", uri]);
+        c.stdin(std::process::Stdio::piped());
+        let mut ch = c.spawn().unwrap();
+        ch.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        assert!(ch.wait().unwrap().success());
+    };
+    write("viking://resources/base/a.md", "new content\n");
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "new content\n");
+    assert_eq!(std::fs::metadata(&a).unwrap().mode() & 0o7777, 0o600);
+    write("viking://resources/base/fresh.md", "fresh\n");
+    let mode = std::fs::metadata(env.data("resources/base/fresh.md"))
+        .unwrap()
+        .mode();
+    // SAFETY: umask is read and put back at once; the test's other threads create no files.
+    let umask = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    };
+    assert_eq!(mode & 0o7777, 0o666 & !umask);
+    let leftovers: Vec<_> = std::fs::read_dir(env.data("resources/base"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".vikingfs.tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

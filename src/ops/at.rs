@@ -5,10 +5,11 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::fsx::Durable;
 use crate::sysutil::{self, DirRoot, Stat};
 use crate::uri::VPath;
 
@@ -81,43 +82,26 @@ impl DataRoot {
         sysutil::dir_names(self.0.as_fd(), rel(p))
     }
 
-    /// Replace file `p` with `bytes` atomically: a temp file of an internal name
-    /// (`.vikingfs.*`, never listed) in the same directory, then rename(2). A crash leaves
-    /// the old or the new content, never a torn file; a leftover temp file is found and
-    /// removed by `fsck --repair`.
-    pub fn write_atomic(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
+    /// Replace file `p` with `bytes` atomically and durably, keeping its mode and owner
+    /// ([`crate::fsx::replace_at`]); a new file gets `new_mode`.
+    pub fn write_atomic(&self, p: &VPath, bytes: &[u8], new_mode: u32) -> io::Result<()> {
         let parent = p.parent().unwrap_or_else(VPath::root);
         let dir = sysutil::open_dir(self.0.as_fd(), rel(&parent))?;
-        Self::replace_in(dir.as_fd(), p, bytes)
-    }
-
-    /// [`write_atomic`](Self::write_atomic) of a summary: unless the mount lists summaries,
-    /// a change programs do not see, which leaves its directory's shown times as they were
-    /// (see [`crate::dirtimes`]).
-    pub fn write_summary(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
-        if crate::dirtimes::summaries_listed() {
-            return self.write_atomic(p, bytes);
-        }
-        let parent = p.parent().unwrap_or_else(VPath::root);
-        let dir = sysutil::open_dir(self.0.as_fd(), rel(&parent))?;
-        crate::dirtimes::quietly(dir.as_fd(), c".", || {
-            Self::replace_in(dir.as_fd(), p, bytes)
-        })
-    }
-
-    fn replace_in(dir: BorrowedFd<'_>, p: &VPath, bytes: &[u8]) -> io::Result<()> {
-        use std::io::Write;
-        let tmp = format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple());
-        let tmp = sysutil::cstring(tmp.as_bytes())?;
         let name = sysutil::cstring(p.name().as_bytes())?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
-        let mut f = std::fs::File::from(sysutil::openat(dir.as_raw_fd(), &tmp, flags, 0o666)?);
-        let res = f
-            .write_all(bytes)
-            .and_then(|()| sysutil::rename_c(dir.as_raw_fd(), &tmp, dir.as_raw_fd(), &name, 0));
-        if res.is_err() {
-            let _ = sysutil::unlink_c(dir.as_raw_fd(), &tmp, 0);
+        crate::fsx::replace_at(dir.as_fd(), &name, bytes, new_mode, Durable::Rename)
+    }
+
+    /// Replace the summary `p` (derived: its content is synced before the rename, the rename
+    /// is not waited for). Unless the mount lists summaries, a change programs do not see,
+    /// which leaves its directory's shown times as they were (see [`crate::dirtimes`]).
+    pub fn write_summary(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
+        let parent = p.parent().unwrap_or_else(VPath::root);
+        let dir = sysutil::open_dir(self.0.as_fd(), rel(&parent))?;
+        let name = sysutil::cstring(p.name().as_bytes())?;
+        let replace = || crate::fsx::replace_at(dir.as_fd(), &name, bytes, 0o644, Durable::Content);
+        if crate::dirtimes::summaries_listed() {
+            return replace();
         }
-        res
+        crate::dirtimes::quietly(dir.as_fd(), c".", replace)
     }
 }

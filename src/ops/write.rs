@@ -34,7 +34,7 @@ impl Ops {
         self.queue.enqueue_many(&self.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
         self.root
-            .write_atomic(p, bytes)
+            .write_atomic(p, bytes, crate::fsx::new_file_mode())
             .map_err(|e| OpsError::io(&fs, e))?;
         crate::crash_point!("write.written");
         Ok(())

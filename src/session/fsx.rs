@@ -3,44 +3,31 @@
 //! done survives a crash of the machine, not only of the process.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
-
-use crate::workspace::Workspace;
 
 use super::SessionError;
 
-/// Replace `dest` with `data` atomically: a temp file in the workspace's tmp dir (same
-/// filesystem), fsync, rename over `dest`, fsync the directory. Readers see the old or the new
-/// content, never a part. Creates missing parent directories.
-pub fn atomic_write(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
-    replace(ws, dest, data)?;
-    sync_dir(dest.parent().expect("replace checked the parent"))
+/// Replace `dest` with `data` atomically and durably ([`crate::fsx::replace`]: a temporary in
+/// its directory, fsync, rename, fsync of the directory). Readers see the old or the new
+/// content, never a part; an existing file keeps its mode and owner. Creates missing parent
+/// directories.
+pub fn atomic_write(dest: &Path, data: &[u8]) -> Result<(), SessionError> {
+    replace(dest, data, crate::fsx::Durable::Rename)
 }
 
 /// [`atomic_write`] without the directory fsync, for advisory content: after a power loss the
 /// file may be the old one, but never empty or torn (its data was synced before the rename).
-pub fn atomic_write_advisory(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
-    replace(ws, dest, data)
+pub fn atomic_write_advisory(dest: &Path, data: &[u8]) -> Result<(), SessionError> {
+    replace(dest, data, crate::fsx::Durable::Content)
 }
 
-fn replace(ws: &Workspace, dest: &Path, data: &[u8]) -> Result<(), SessionError> {
+fn replace(dest: &Path, data: &[u8], durable: crate::fsx::Durable) -> Result<(), SessionError> {
     let parent = dest
         .parent()
         .ok_or_else(|| SessionError::io(dest, io::Error::other("no parent directory")))?;
     std::fs::create_dir_all(parent).map_err(|e| SessionError::io(parent, e))?;
-    let tmp = tempfile::Builder::new()
-        .prefix("session-")
-        .tempfile_in(ws.tmp_dir())
-        .map_err(|e| SessionError::io(ws.tmp_dir(), e))?;
-    (|| {
-        tmp.as_file().write_all(data)?;
-        tmp.as_file().sync_all()
-    })()
-    .map_err(|e| SessionError::io(tmp.path(), e))?;
-    tmp.persist(dest)
-        .map_err(|e| SessionError::io(dest, e.error))?;
-    Ok(())
+    crate::fsx::replace(dest, data, 0o644, durable).map_err(|e| SessionError::io(dest, e))
 }
 
 /// fsync a directory, so a rename or create inside it is durable.

@@ -105,7 +105,7 @@ impl Meta {
         self.updated_at = Some(now_rfc3339());
         let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
         text.push(b'\n');
-        fsx::atomic_write(ws, &ws.fs_path(&s.meta()), &text)
+        fsx::atomic_write(&ws.fs_path(&s.meta()), &text)
     }
 
     /// [`store`](Self::store) for a change only counters depend on (an append): no directory
@@ -114,7 +114,7 @@ impl Meta {
         self.updated_at = Some(now_rfc3339());
         let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
         text.push(b'\n');
-        fsx::atomic_write_advisory(ws, &ws.fs_path(&s.meta()), &text)
+        fsx::atomic_write_advisory(&ws.fs_path(&s.meta()), &text)
     }
 
     /// Create `.meta.json` for a new session unless it exists: link(2) of a complete temp file

@@ -260,11 +260,7 @@ impl Sessions {
 
     fn write_archive(&self, s: &SessionPath, n: u32, bytes: &[u8]) -> Result<(), SessionError> {
         fsx::create_dir_durable(&self.ws.fs_path(&s.archive(n)))?;
-        fsx::atomic_write(
-            &self.ws,
-            &self.ws.fs_path(&s.archive_file(n, MESSAGES)),
-            bytes,
-        )
+        fsx::atomic_write(&self.ws.fs_path(&s.archive_file(n, MESSAGES)), bytes)
     }
 
     /// Queue phase 2 of archive `n`, keyed by the archive so a repeat does not add a job.

@@ -144,7 +144,7 @@ impl SessionCommitHandler {
                     });
                 let mut text = serde_json::to_vec_pretty(&diff).expect("a diff serialises");
                 text.push(b'\n');
-                fsx::atomic_write(ws, &ws.fs_path(&s.archive_file(n, MEMORY_DIFF)), &text)?;
+                fsx::atomic_write(&ws.fs_path(&s.archive_file(n, MEMORY_DIFF)), &text)?;
                 diff
             }
         };
@@ -163,7 +163,7 @@ impl SessionCommitHandler {
             let path = ws.fs_path(&p);
             let existing = fsx::read_opt(&path)?.map(|b| String::from_utf8_lossy(&b).into_owned());
             if let Some(content) = apply_diff_entry(existing.as_deref(), entry) {
-                fsx::atomic_write(ws, &path, content.as_bytes())?;
+                fsx::atomic_write(&path, content.as_bytes())?;
             }
             // Queued after the write and under the lock, so the embedding job reads the new
             // content (a job that ran before the file existed would find nothing to index);
@@ -197,7 +197,6 @@ impl SessionCommitHandler {
             std::fs::remove_file(&failed).map_err(|e| SessionError::io(&failed, e))?;
         }
         fsx::atomic_write(
-            ws,
             &ws.fs_path(&s.archive_file(n, DONE)),
             format!("{done}\n").as_bytes(),
         )?;
@@ -254,8 +253,8 @@ impl SessionCommitHandler {
         )?;
         if write {
             // Overview first: the abstract is what the parent's summary reads.
-            fsx::atomic_write(ws, &ovw, ovw_text.as_bytes())?;
-            fsx::atomic_write(ws, &abs, abs_text.as_bytes())?;
+            fsx::atomic_write(&ovw, ovw_text.as_bytes())?;
+            fsx::atomic_write(&abs, abs_text.as_bytes())?;
         }
         for (level, path, text) in [
             (Level::Abstract, &abs, &abs_text),
@@ -340,7 +339,6 @@ impl SessionCommitHandler {
             "failed_at": now_rfc3339(),
         });
         let _ = fsx::atomic_write(
-            ws,
             &ws.fs_path(&s.archive_file(n, FAILED)),
             format!("{body}\n").as_bytes(),
         );
