@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference sentence embeddings for tests/embed_bert.rs, computed without candle or torch.
+"""Reference sentence embeddings for tests/semantic/embed_bert.rs, computed without candle or torch.
 
 A plain numpy BERT forward pass in float64 (embeddings, post-LN encoder layers with exact
 erf GELU), then sentence-transformers' pipeline for all-MiniLM-L6-v2: mean pooling over the
@@ -11,7 +11,7 @@ Usage (numpy, tokenizers and safetensors from PyPI; no torch):
     python3 -m venv /tmp/bertref && /tmp/bertref/bin/pip install numpy tokenizers safetensors
     /tmp/bertref/bin/python scripts/bert-reference.py [MODEL_DIR] [SENTENCE ...]
 MODEL_DIR defaults to target/models/all-MiniLM-L6-v2 (scripts/fetch-model.sh fetches it).
-Prints, per sentence, the values tests/embed_bert.rs pins: the first 8 components and two
+Prints, per sentence, the values tests/semantic/embed_bert.rs pins: the first 8 components and two
 whole-vector checksums (see `checksums`).
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-# Keep in step with tests/embed_bert.rs. The second is the example sentence-transformers'
+# Keep in step with tests/semantic/embed_bert.rs. The second is the example sentence-transformers'
 # docs print (its vector begins 0.0676569, 0.0634959, 0.0487131, ...); the last is far past
 # the 256-token limit, so it checks truncation and the top position embeddings too.
 WORDS = (

@@ -16,7 +16,7 @@ use super::Result;
 /// all-MiniLM-L6-v2 on the search benchmark (`docs/search-bench.md`, 1,200 queries on each
 /// corpus): the right answer's cosine was at least 0.41 for 95% of the queries the model
 /// answered, and at this floor 4 and 12 queries of 1,200 got no semantic result at all;
-/// made-up words stay below it (`tests/index_search.rs`).
+/// made-up words stay below it (`tests/ops/index_search.rs`).
 pub const SEMANTIC_FLOOR: f32 = 0.35;
 
 /// One query.

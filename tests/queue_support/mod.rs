@@ -18,15 +18,23 @@ pub const DIR: &str = "VQ_DIR";
 /// Generous: the machine is small and shared.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Start this test binary again, running only its `child` test, as `role`.
-pub fn spawn_child(dir: &Path, role: &str, extra: &[(&str, String)]) -> Child {
+/// Start this test binary again, running only the `child` test of the test module `module`
+/// (its `module_path!()`), as `role`.
+pub fn spawn_child(module: &str, dir: &Path, role: &str, extra: &[(&str, String)]) -> Child {
+    // `queue::queue_lease` (binary, module) names the test `queue_lease::child`.
+    let module = module.split_once("::").map_or(module, |(_, m)| m);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        "--exact",
+        &format!("{module}::child"),
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role)
+    .env(DIR, dir)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
     for (k, v) in extra {
         cmd.env(k, v);
     }

@@ -1,0 +1,162 @@
+//! A full disk under the workspace (a loop-mounted 96 MiB ext4 image): writes through the
+//! mount answer ENOSPC, never EIO; rm frees space the normal way; the daemon stays up and
+//! its commands keep answering; no job is lost or dead-lettered.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{ok, sh, Mount};
+
+/// An ext4 image mounted with `-o loop`; unmounted (and its loop device freed) on drop.
+struct LoopFs {
+    dir: tempfile::TempDir,
+    mp: PathBuf,
+}
+
+impl LoopFs {
+    fn new(mib: u64) -> Option<LoopFs> {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("fs.img");
+        let mp = dir.path().join("fs");
+        std::fs::create_dir(&mp).unwrap();
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(mib << 20).unwrap();
+        let mkfs = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-m", "0"])
+            .arg(&img)
+            .status();
+        if !mkfs.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfs.ext4 failed");
+            return None;
+        }
+        let mounted = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mp)
+            .status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: no loop device");
+            return None;
+        }
+        Some(LoopFs { dir, mp })
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        // A daemon still serving from the image keeps it busy: whatever a failed assertion
+        // left, no process may hold the loop device.
+        let _ = Command::new("fuser")
+            .args(["-k", "-m"])
+            .arg(&self.mp)
+            .status();
+        // util-linux frees the loop device of a `-o loop` mount when it is unmounted.
+        if !Command::new("umount")
+            .arg(&self.mp)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            let _ = Command::new("umount").arg("-l").arg(&self.mp).status();
+        }
+        let _ = &self.dir;
+    }
+}
+
+fn status_json(m: &Mount) -> serde_json::Value {
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "status on a full disk: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fill(r: &Path) -> String {
+    let out = sh(r, "dd if=/dev/zero of=big bs=1M count=200 conv=fsync 2>&1");
+    assert!(!out.status.success(), "dd filled nothing?");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_full_disk_is_survivable() {
+    let Some(fs) = LoopFs::new(96) else { return };
+    let home = tempfile::tempdir().unwrap();
+    let m = Mount {
+        ws: fs.mp.join("ws"),
+        mp: home.path().join("mnt"),
+        dir: home,
+        options: Vec::new(),
+    };
+    std::fs::create_dir_all(&m.mp).unwrap();
+    m.mount();
+    let pid = m.pid();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir docs && for i in 1 2 3; do echo \"note $i about quokkas\" > docs/n$i.md; done",
+    );
+    m.check_index_agrees();
+
+    // Fill the disk through the mount: the writer hears ENOSPC.
+    let t = std::time::Instant::now();
+    let dd = fill(&r);
+    eprintln!("filled in {:?}", t.elapsed());
+    assert!(dd.contains("No space left on device"), "{dd}");
+    assert!(!dd.contains("Input/output error"), "{dd}");
+    // More small writes fail the same way, never with EIO.
+    let out = sh(
+        &r,
+        "for i in $(seq 1 50); do echo x > docs/more$i.md || exit 1; done",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("Input/output error"), "{err}");
+    assert!(common::alive(pid), "the daemon died on a full disk");
+    eprintln!("small writes done at {:?}", t.elapsed());
+    // The commands answer on a full disk.
+    let st = status_json(&m);
+    eprintln!("status at {:?}", t.elapsed());
+    assert!(st["index"]["records"].as_u64().unwrap() >= 3, "{st}");
+
+    // rm through the mount frees the space, the normal way.
+    let out = sh(&r, "rm big");
+    assert!(
+        out.status.success(),
+        "rm on a full disk: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(common::alive(pid), "the daemon died");
+    eprintln!("rm at {:?}", t.elapsed());
+    ok(
+        &r,
+        "echo 'after the storm, quokkas' > docs/after.md && truncate -s 0 docs/n3.md",
+    );
+    m.check_index_agrees();
+    m.assert_no_dead_jobs();
+    let out = m.cli(&["find", "--json", "quokkas"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(found.contains("docs/after.md"), "{found}");
+
+    // Full again: a truncate and an rm still go through.
+    let _ = fill(&r);
+    ok(&r, "truncate -s 0 big && rm big");
+    assert!(common::alive(pid));
+    // And the daemon stops on a full disk (its spool kept for the next start, never a
+    // hang), then starts again with nothing lost.
+    let _ = fill(&r);
+    ok(
+        &r,
+        "echo 'spooled while full, wombats' > docs/late.md || true",
+    );
+    m.unmount();
+    assert!(
+        !common::alive(pid),
+        "the daemon did not exit on a full disk"
+    );
+    std::fs::remove_file(m.backing().join("big")).unwrap();
+    m.mount();
+    m.check_index_agrees();
+    m.unmount();
+}

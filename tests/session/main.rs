@@ -1,0 +1,15 @@
+//! Integration tests: sessions: the CLI, crashes, memory extraction, through the mount, races.
+//!
+//! One test binary per area, each former test file a module: the crate is linked once per
+//! area instead of once per file (most of a cold build's time).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../session_util/mod.rs"]
+mod session_util;
+
+mod session_cli;
+mod session_crash;
+mod session_extract;
+mod session_mount;
+mod session_race;
