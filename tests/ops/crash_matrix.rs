@@ -346,8 +346,9 @@ macro_rules! matrix {
         fn covers_every_crash_point() {
             let env = Env::new();
             let listed = env.ok(&["debug", "failpoints"]);
-            // `session.*` points have their own matrix (tests/session/session_crash.rs), `spool.*`
-            // points (the mount daemon's) theirs (tests/queue/queue_spool.rs, tests/mount/mount_crash.rs).
+            // `session.*` points have their own matrix (tests/session/session_crash.rs),
+            // `spool.*` points (the mount daemon's) theirs (tests/queue/queue_spool.rs,
+            // tests/mount/mount_crash.rs).
             let mut listed: Vec<&str> = listed
                 .lines()
                 .filter(|p| !p.starts_with("session.") && !p.starts_with("spool."))
