@@ -3,12 +3,19 @@
 # `mount -t fuse.vikingfs WORKSPACE MOUNTPOINT` and fstab lines work, and the systemd unit.
 #
 #   scripts/install.sh [PREFIX]      (default PREFIX=/usr/local; run as root)
+#
+# VIKINGFS_BIN=PATH installs that binary (one built already, or downloaded) instead of
+# building a release one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:-/usr/local}
 
-cargo build --release --locked
-install -D -m 0755 target/release/vikingfs "$prefix/bin/vikingfs"
+bin=${VIKINGFS_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --locked
+  bin=target/release/vikingfs
+fi
+install -D -m 0755 "$bin" "$prefix/bin/vikingfs"
 # mount(8) runs /sbin/mount.fuse.vikingfs SOURCE MOUNTPOINT -o OPTIONS for type fuse.vikingfs.
 ln -sf "$prefix/bin/vikingfs" /sbin/mount.fuse.vikingfs
 if [ -d /etc/systemd/system ] || [ -d /lib/systemd/system ]; then

@@ -1,6 +1,8 @@
 //! Is an SQLite store's file whole? The index and the queue are derived state: a damaged one
 //! is moved aside (kept for a post-mortem, never deleted) and rebuilt, never fatal.
 //!
+//! Also the one way every store opens its connections ([`open`]).
+//!
 //! Two looks, both cheap enough for every open: the file's header (SQLite's magic, and a
 //! length at least what the header says the database holds — a file cut short is the common
 //! damage of a full disk or a bad copy, see [`damage`]), and the error codes SQLite answers
@@ -8,6 +10,9 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
 
 /// Why the database file at `path` is damaged, judged by its header; `None` when it looks
 /// whole (or does not exist, or is empty: SQLite creates it).
@@ -70,6 +75,76 @@ pub fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
         }
     }
     Ok(aside)
+}
+
+/// How a store's connections are opened: every process and every store the same way, so
+/// that they agree on the journal (WAL) and its durability (`synchronous=NORMAL`: a commit
+/// survives any process crash; a power loss may take the last commits, never the file).
+#[derive(Debug, Clone, Copy)]
+pub struct Open {
+    /// How long a statement waits for another connection's write lock.
+    pub busy_timeout: Duration,
+    /// Bytes of the file read through a mapping rather than pread(2) (0: none). For stores
+    /// read after nearly every commit of another connection (the queue, the index), whose
+    /// page cache each of those commits makes stale.
+    pub mmap_size: i64,
+}
+
+impl Default for Open {
+    fn default() -> Self {
+        Open {
+            busy_timeout: Duration::from_secs(30),
+            mmap_size: 0,
+        }
+    }
+}
+
+/// Open (creating it when missing) the database at `path` as `how` says.
+pub fn open(path: &Path, how: Open) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(how.busy_timeout)?;
+    // journal_mode answers with a row; WAL persists in the file once set.
+    let mode: String = retry_busy(how.busy_timeout, || {
+        conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+    })?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "cannot switch {} to WAL journal (got {mode})",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    if how.mmap_size > 0 {
+        conn.pragma_update(None, "mmap_size", how.mmap_size)?;
+    }
+    Ok(conn)
+}
+
+/// Run `f` again, for up to `patience`, while SQLite answers busy without waiting: switching a
+/// fresh database to WAL (or a first schema write) takes a lock for which the busy handler is
+/// not called, so processes that open a new workspace at the same moment would otherwise
+/// fail at once.
+pub fn retry_busy<T>(
+    patience: Duration,
+    mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match f() {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -262,14 +262,14 @@ impl Index {
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "mmap_size", MMAP_SIZE)
-            .map_err(err)?;
+        let conn = crate::db::open(
+            path,
+            crate::db::Open {
+                busy_timeout: BUSY_TIMEOUT,
+                mmap_size: MMAP_SIZE,
+            },
+        )
+        .map_err(err)?;
         Ok(Index {
             path: path.to_path_buf(),
             dim,

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
-use rand::Rng;
 
 use super::codec;
 use super::engine::{Engine, Filter, Held, Verdict};
@@ -89,8 +88,12 @@ pub fn normalize(reqs: &[(VPath, LockKind)]) -> Vec<(VPath, LockKind)> {
     v
 }
 
+/// `d` times a factor from 0.8 to 1.2, different at each call (std's randomly keyed hasher
+/// is random enough to spread retries apart; no generator crate needed for that).
 fn jitter(d: Duration) -> Duration {
-    d.mul_f64(rand::rng().random_range(0.8..1.2))
+    use std::hash::BuildHasher;
+    let r = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    d.mul_f64(0.8 + 0.4 * (r as f64 / u64::MAX as f64))
 }
 
 impl LockManager {

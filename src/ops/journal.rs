@@ -82,30 +82,9 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Run `f` again while SQLite answers busy without waiting: switching a fresh database to
-/// WAL takes an exclusive lock for which the busy handler is not called, so processes that
-/// open a new workspace at the same moment would otherwise fail.
-pub(crate) fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match f() {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            r => return r,
-        }
-    }
-}
-
 impl Journal {
     pub fn open(path: &Path) -> rusqlite::Result<Journal> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(())))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let conn = crate::db::open(path, crate::db::Open::default())?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
                  id INTEGER PRIMARY KEY, body TEXT NOT NULL, owner TEXT NOT NULL,

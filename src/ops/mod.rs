@@ -449,7 +449,7 @@ impl Ops {
 }
 
 /// Open the queue, retrying while a fresh database is being switched to WAL by another
-/// process (see [`journal::retry_busy`]).
+/// process (see [`crate::db::retry_busy`]).
 fn open_queue(path: &Path) -> Result<Queue> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::{QueueError, QueueOptions};
 
@@ -14,38 +14,14 @@ pub(super) fn open_connection(
     path: &Path,
     opts: &QueueOptions,
 ) -> Result<Connection, rusqlite::Error> {
-    let conn = Connection::open_with_flags(
+    crate::db::open(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(opts.busy_timeout)?;
-    // journal_mode answers with a row; WAL persists in the file once set. Switching a fresh
-    // database to WAL while another process opens it answers SQLITE_BUSY at once, without
-    // the busy handler: retry until the busy timeout.
-    let deadline = std::time::Instant::now() + opts.busy_timeout;
-    let mode: String = loop {
-        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            r => break r?,
-        }
-    };
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::InvalidParameterName(format!(
-            "cannot switch to WAL journal (got {mode})"
-        )));
-    }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // Pages read through a mapping, not pread(2): every commit of another connection makes
-    // this one's page cache stale, and the queue is read after nearly every commit.
-    conn.pragma_update(None, "mmap_size", 1i64 << 28)?;
-    Ok(conn)
+        crate::db::Open {
+            busy_timeout: opts.busy_timeout,
+            // The queue is read after nearly every commit of another connection.
+            mmap_size: 1 << 28,
+        },
+    )
 }
 
 /// Bring the schema to [`SCHEMA_VERSION`], one step per version, in one write transaction so

@@ -415,7 +415,7 @@ fn find_date(t: &[Tok], base: Option<Date>) -> Option<(Date, Vec<usize>)> {
         };
         if let Some(n) = rel {
             // Without a message time or archive date a relative day cannot be placed.
-            return base.map(|b| (b.add_days(n), vec![i]));
+            return base.and_then(|b| Some((b.add_days(n)?, vec![i])));
         }
         // "on Monday", "next Friday": the next such day after the reference date.
         let after_on = i > 0 && matches!(t[i - 1].low.as_str(), "on" | "next" | "this");
@@ -423,7 +423,7 @@ fn find_date(t: &[Tok], base: Option<Date>) -> Option<(Date, Vec<usize>)> {
             let b = base?;
             let ahead = (wd - b.weekday()).rem_euclid(7);
             let ahead = if ahead == 0 { 7 } else { ahead };
-            return Some((b.add_days(ahead), vec![i - 1, i]));
+            return Some((b.add_days(ahead)?, vec![i - 1, i]));
         }
         if let Some(m) = month_of(&w.low) {
             // "December 3[rd][, 2026]"

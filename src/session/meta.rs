@@ -164,16 +164,19 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(d.as_secs(), d.subsec_millis())
 }
 
+/// `secs.millis` after the epoch, UTC, in RFC 3339 with milliseconds (OpenViking's format).
 pub fn format_rfc3339(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let date = crate::semantic::memory::Date::from_days(days);
-    format!(
-        "{date}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    let ms = i64::try_from(secs)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .and_then(|ms| ms.checked_add(i64::from(millis)));
+    match ms.and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()) {
+        Some(t) => t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        // Past jiff's range (year 9999): the latest time it can write.
+        None => jiff::Timestamp::MAX
+            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -410,7 +410,7 @@ fn conversation_text(jsonl: &str) -> String {
 fn archive_date(path: &std::path::Path) -> Option<Date> {
     let t = std::fs::metadata(path).ok()?.modified().ok()?;
     let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    Some(Date::from_days((secs / 86_400) as i64))
+    Date::from_days((secs / 86_400) as i64)
 }
 
 impl From<LockError> for Phase2Error {

@@ -1,5 +1,6 @@
 //! Civil calendar dates (proleptic Gregorian, no time zone): parsing message times and resolving
-//! "tomorrow" without ever reading the clock, so extraction stays deterministic.
+//! "tomorrow" without ever reading the clock, so extraction stays deterministic. The calendar
+//! arithmetic is jiff's.
 
 use std::fmt;
 
@@ -10,13 +11,35 @@ pub struct Date {
     pub day: u32,
 }
 
+/// 1970-01-01, day 0 of [`Date::days`].
+const EPOCH: jiff::civil::Date = jiff::civil::date(1970, 1, 1);
+
 impl Date {
     pub fn new(year: i32, month: u32, day: u32) -> Option<Date> {
-        let ok = (1..=9999).contains(&year)
-            && (1..=12).contains(&month)
-            && day >= 1
-            && day <= days_in_month(year, month);
-        ok.then_some(Date { year, month, day })
+        if !(1..=9999).contains(&year) {
+            return None;
+        }
+        let d = jiff::civil::Date::new(
+            i16::try_from(year).ok()?,
+            i8::try_from(month).ok()?,
+            i8::try_from(day).ok()?,
+        )
+        .ok()?;
+        Some(Date::of(d))
+    }
+
+    fn of(d: jiff::civil::Date) -> Date {
+        Date {
+            year: i32::from(d.year()),
+            month: d.month().unsigned_abs().into(),
+            day: d.day().unsigned_abs().into(),
+        }
+    }
+
+    fn civil(self) -> jiff::civil::Date {
+        // Every `Date` is made by `new` or `of`: a valid civil date.
+        jiff::civil::Date::new(self.year as i16, self.month as i8, self.day as i8)
+            .expect("a Date is a valid civil date")
     }
 
     /// `YYYY-MM-DD` exactly.
@@ -49,39 +72,33 @@ impl Date {
         }
         // Above 1e11 it can only be milliseconds (1e11 s is the year 5138).
         let secs = if n > 1e11 { n / 1000.0 } else { n };
-        Some(Date::from_days((secs / 86_400.0).floor() as i64))
+        Date::from_days((secs / 86_400.0).floor() as i64)
     }
 
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
+    /// Days since 1970-01-01.
     pub fn days(self) -> i64 {
-        let y = i64::from(self.year) - i64::from(self.month <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let m = i64::from(self.month);
-        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
+        self.civil()
+            .since(EPOCH)
+            .map_or(0, |span| i64::from(span.get_days()))
     }
 
-    pub fn from_days(z: i64) -> Date {
-        let z = z + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
-        Date { year, month, day }
+    /// The date `z` days after 1970-01-01; `None` outside the years 1 to 9999.
+    pub fn from_days(z: i64) -> Option<Date> {
+        let span = jiff::Span::new().try_days(z).ok()?;
+        EPOCH
+            .checked_add(span)
+            .ok()
+            .map(Date::of)
+            .filter(|d| d.year >= 1)
     }
 
-    /// Monday = 0 ... Sunday = 6 (1970-01-01 was a Thursday).
+    /// Monday = 0 ... Sunday = 6.
     pub fn weekday(self) -> i64 {
-        (self.days() + 3).rem_euclid(7)
+        i64::from(self.civil().weekday().to_monday_zero_offset())
     }
 
-    pub fn add_days(self, n: i64) -> Date {
+    /// The date `n` days later (earlier when negative); `None` outside the years 1 to 9999.
+    pub fn add_days(self, n: i64) -> Option<Date> {
         Date::from_days(self.days() + n)
     }
 }
@@ -89,15 +106,6 @@ impl Date {
 impl fmt::Display for Date {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
-    }
-}
-
-fn days_in_month(y: i32, m: u32) -> u32 {
-    match m {
-        4 | 6 | 9 | 11 => 30,
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        _ => 31,
     }
 }
 
@@ -114,15 +122,16 @@ mod tests {
         ] {
             let d = Date::parse_iso(s).unwrap();
             assert_eq!(d.days(), days, "{s}");
-            assert_eq!(Date::from_days(days), d);
+            assert_eq!(Date::from_days(days), Some(d));
             assert_eq!(d.to_string(), s);
         }
         let d = Date::parse_iso("2026-12-31").unwrap();
-        assert_eq!(d.add_days(1).to_string(), "2027-01-01");
+        assert_eq!(d.add_days(1).unwrap().to_string(), "2027-01-01");
         assert_eq!(
             Date::parse_iso("2027-03-01")
                 .unwrap()
                 .add_days(-1)
+                .unwrap()
                 .to_string(),
             "2027-02-28"
         );
