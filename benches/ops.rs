@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vikingfs::config::Config;
+use vikingfs::fs::AfterReply;
 use vikingfs::index::{Level, Record};
-use vikingfs::ops::{AfterReply, Ops, RenameFlags};
+use vikingfs::ops::{Ops, RenameFlags};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 

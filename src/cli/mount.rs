@@ -18,10 +18,9 @@ use clap::Args;
 use crate::cli::Ctx;
 use crate::config::Config;
 use crate::daemon::{self, Registration};
-use crate::fs::locked::LockedMutations;
 use crate::fs::{sys, FsConfig, VikingFs};
 use crate::fuse::mount::{self, Mounted};
-use crate::ops::Ops;
+use crate::ops::{LockedMutations, Ops};
 use crate::queue::WorkerPool;
 use crate::workspace::Workspace;
 

@@ -14,9 +14,9 @@ mod exportfh;
 pub mod fdcache;
 pub mod handles;
 pub mod inode;
-pub mod locked;
 pub mod mutations;
 pub mod sys;
+pub mod tail;
 mod xattr;
 
 #[cfg(test)]
@@ -36,6 +36,7 @@ pub use handles::DirEntry;
 pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
 pub use sys::TimeSpec;
+pub use tail::AfterReply;
 
 use handles::{FileHandle, Handles};
 use inode::{Inode, InodeTable};

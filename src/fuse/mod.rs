@@ -24,8 +24,7 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
-use crate::fs::{AttrChange, FsError, RenameMode, VikingFs};
-use crate::ops::AfterReply;
+use crate::fs::{AfterReply, AttrChange, FsError, RenameMode, VikingFs};
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::Pool;
 

@@ -48,7 +48,7 @@ pub fn semantic_key(dir: &VPath) -> String {
 }
 
 /// A job as `Queue::enqueue_many` takes it.
-pub type NewJob = (String, Option<String>, Value);
+pub use crate::queue::NewJob;
 
 pub fn embed_job(p: &VPath, lifecycle: Option<&str>) -> NewJob {
     (

@@ -22,6 +22,7 @@ pub mod gauges;
 pub mod jobs;
 pub mod journal;
 mod lifecycle;
+mod locked;
 mod mv;
 pub mod rebuild;
 mod recover;
@@ -29,10 +30,9 @@ mod reindex;
 mod reserve;
 mod rm;
 pub mod search;
-mod tail;
 mod write;
 
-pub use tail::AfterReply;
+pub use locked::LockedMutations;
 pub use write::Release;
 
 use std::io;

@@ -11,8 +11,8 @@
 
 use super::journal::Intent;
 use super::rm::check_user_path;
-use super::tail;
 use super::{Ops, OpsError, Result};
+use crate::fs::tail;
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use super::journal::Intent;
-use super::tail;
 use super::{Ops, OpsError, Result};
+use crate::fs::tail;
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
 

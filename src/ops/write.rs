@@ -67,7 +67,7 @@ impl Ops {
     /// path's directory was removed meanwhile, the change fails with ENOENT, as it would have.
     ///
     /// With [`Release::AfterReply`] the lock is released after the mount's reply
-    /// ([`super::AfterReply`]); a change that must see its own lock file gone before it
+    /// ([`crate::fs::AfterReply`]); a change that must see its own lock file gone before it
     /// returns (a directory's times: the file lives inside it) asks for [`Release::Now`].
     pub fn under_exact<T>(
         &self,
@@ -86,7 +86,7 @@ impl Ops {
         };
         let out = change().map_err(|e| OpsError::io(self.fs(p), e));
         if release == Release::AfterReply {
-            let _ = super::tail::after_reply("release", move || {
+            let _ = crate::fs::tail::after_reply("release", move || {
                 drop(guard);
                 Ok::<(), OpsError>(())
             });

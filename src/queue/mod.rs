@@ -22,7 +22,10 @@ mod store;
 pub use error::{JobError, QueueError};
 pub use pool::{drain, drain_with, Foreground, HandlerSpec, PoolOptions, Progress, WorkerPool};
 pub use stats::{DeadJob, QueueStats};
-pub use store::{Job, NewJob, Queue, QueueOptions};
+pub use store::{Job, Queue, QueueOptions};
+
+/// A job to enqueue: queue name, coalesce key, payload.
+pub type NewJob = (String, Option<String>, serde_json::Value);
 
 /// Directory summaries (`.abstract.md` / `.overview.md`).
 pub const SEMANTIC: &str = "semantic";

@@ -19,13 +19,15 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Weak;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::store::{Inner, NewJob, Queue};
-use super::QueueError;
+use super::{NewJob, QueueError};
+
+/// Where a spool's jobs go: the queue's database, by a function the queue gives (so the spool
+/// knows nothing of the store). `None` once the queue is gone.
+pub(super) type Sink = Box<dyn Fn(&[NewJob]) -> Option<Result<(), QueueError>> + Send>;
 
 /// How long the flusher lets appends gather before it commits them (the delay before a
 /// spooled job is visible in the database)...
@@ -73,8 +75,8 @@ pub(super) fn dir_of(db: &Path) -> PathBuf {
 
 impl Spool {
     /// Create this process's spool file and start its flusher.
-    pub(super) fn start(queue: &Queue) -> io::Result<std::sync::Arc<Spool>> {
-        let dir = dir_of(queue.path());
+    pub(super) fn start(db: &Path, sink: Sink) -> io::Result<std::sync::Arc<Spool>> {
+        let dir = dir_of(db);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!(
             "{}-{}.spool",
@@ -83,10 +85,10 @@ impl Spool {
         ));
         let spool = std::sync::Arc::new(Spool::create(path)?);
         flock(&spool.state.lock().file, libc::LOCK_EX | libc::LOCK_NB)?;
-        let (s, q) = (spool.clone(), std::sync::Arc::downgrade(&queue.inner));
+        let s = spool.clone();
         let t = std::thread::Builder::new()
             .name("vq-spool".into())
-            .spawn(move || s.flush_loop(&q))?;
+            .spawn(move || s.flush_loop(&sink))?;
         *spool.flusher.lock() = Some(t);
         Ok(spool)
     }
@@ -169,7 +171,7 @@ impl Spool {
         }
     }
 
-    fn flush_loop(&self, queue: &Weak<Inner>) {
+    fn flush_loop(&self, sink: &Sink) {
         loop {
             let (from, to, stopping) = {
                 let mut st = self.state.lock();
@@ -186,10 +188,11 @@ impl Spool {
                 st.take()
             };
             if from < to {
-                let Some(inner) = queue.upgrade() else { return };
-                let q = Queue { inner };
                 crate::crash_point!("spool.flush.before");
-                match self.flush_range(&q, from, to) {
+                let Some(flushed) = self.flush_range(sink, from, to) else {
+                    return; // The queue is gone.
+                };
+                match flushed {
                     Ok(()) => {
                         crate::crash_point!("spool.flushed");
                         let mut st = self.state.lock();
@@ -231,15 +234,13 @@ impl Spool {
         }
     }
 
-    fn flush_range(&self, q: &Queue, from: u64, to: u64) -> Result<(), QueueError> {
+    fn flush_range(&self, sink: &Sink, from: u64, to: u64) -> Option<Result<(), QueueError>> {
         let mut buf = vec![0u8; (to - from) as usize];
-        self.state
-            .lock()
-            .file
-            .read_exact_at(&mut buf, from)
-            .map_err(|e| QueueError::Spool(self.path.clone(), e))?;
-        q.enqueue_many(&parse(&buf, &self.path))?;
-        Ok(())
+        let read = self.state.lock().file.read_exact_at(&mut buf, from);
+        if let Err(e) = read {
+            return Some(Err(QueueError::Spool(self.path.clone(), e)));
+        }
+        sink(&parse(&buf, &self.path))
     }
 }
 
@@ -264,8 +265,11 @@ fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
 
 /// Enqueue the jobs of every spool file whose owner is gone, and delete those files.
 /// Returns how many jobs were recovered.
-pub(super) fn replay_orphans(q: &Queue) -> Result<usize, QueueError> {
-    let dir = dir_of(q.path());
+pub(super) fn replay_orphans(
+    db: &Path,
+    enqueue: impl Fn(&[NewJob]) -> Result<(), QueueError>,
+) -> Result<usize, QueueError> {
+    let dir = dir_of(db);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
@@ -295,7 +299,7 @@ pub(super) fn replay_orphans(q: &Queue) -> Result<usize, QueueError> {
         let bytes = std::fs::read(&path).map_err(|e| QueueError::Spool(path.clone(), e))?;
         let jobs = parse(&bytes, &path);
         if !jobs.is_empty() {
-            q.enqueue_many(&jobs)?;
+            enqueue(&jobs)?;
             recovered += jobs.len();
             tracing::info!(file = %path.display(), jobs = jobs.len(), "recovered spooled jobs of a dead process");
         }

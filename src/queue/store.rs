@@ -23,6 +23,7 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::schema::{migrate, open_connection};
+use super::NewJob;
 use super::{JobError, QueueError};
 
 /// `state` of a claimed row (0 is pending, 2 dead; SQL below spells those inline).
@@ -76,9 +77,6 @@ pub struct Job {
     /// Claims so far, this one included (1 on the first run).
     pub attempts: u32,
 }
-
-/// A job to enqueue: queue name, coalesce key, payload.
-pub type NewJob = (String, Option<String>, serde_json::Value);
 
 /// A handle on the queue database; cheap to clone, shareable between threads.
 #[derive(Clone)]
@@ -268,7 +266,7 @@ impl Queue {
 
     /// Move the jobs of dead processes' spool files into the database; returns how many.
     pub fn replay_spools(&self) -> Result<usize, QueueError> {
-        super::spool::replay_orphans(self)
+        super::spool::replay_orphans(self.path(), |jobs| self.enqueue_many(jobs))
     }
 
     /// Let [`Queue::submit`] append to a spool file that a flusher thread moves into the
@@ -278,7 +276,14 @@ impl Queue {
         let mut s = self.inner.spool.lock();
         if s.is_none() {
             let dir = super::spool::dir_of(&self.inner.path);
-            *s = Some(super::spool::Spool::start(self).map_err(|e| QueueError::Spool(dir, e))?);
+            let weak = std::sync::Arc::downgrade(&self.inner);
+            let sink: super::spool::Sink = Box::new(move |jobs| {
+                let inner = weak.upgrade()?;
+                Some(Queue { inner }.enqueue_many(jobs))
+            });
+            let spool = super::spool::Spool::start(&self.inner.path, sink)
+                .map_err(|e| QueueError::Spool(dir, e))?;
+            *s = Some(spool);
         }
         Ok(())
     }

@@ -69,3 +69,10 @@ pub fn open_append(path: &Path) -> Result<File, SessionError> {
         .open(path)
         .map_err(|e| SessionError::io(path, e))
 }
+
+/// SHA-256 of `b`, hex: what a commit records of the bytes it archives and trims, to know them
+/// again after a crash.
+pub fn sha256_hex(b: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(b))
+}

@@ -13,7 +13,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::workspace::Workspace;
 
@@ -150,10 +149,6 @@ impl Meta {
             Err(e) => Err(SessionError::io(&dest, e)),
         }
     }
-}
-
-pub fn sha256_hex(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
 }
 
 /// Now, UTC, as `2026-11-29T21:05:07.123Z`.

@@ -20,8 +20,9 @@ use crate::queue::SESSION_COMMIT;
 use crate::semantic::memory::parse_messages;
 
 use super::fsx;
+use super::fsx::sha256_hex;
 use super::layout::{archives_on_disk, SessionPath, MESSAGES};
-use super::meta::{now_rfc3339, sha256_hex, Meta, PendingCommit, PendingState};
+use super::meta::{now_rfc3339, Meta, PendingCommit, PendingState};
 use super::trim::{self, TrimRecord};
 use super::{SessionError, Sessions};
 

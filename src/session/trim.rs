@@ -31,7 +31,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::meta::sha256_hex;
+use super::fsx::sha256_hex;
 use super::SessionError;
 
 /// How the live file is being rewritten; see the module docs.

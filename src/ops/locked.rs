@@ -1,4 +1,6 @@
-//! The mutation seam wired to the locked operations: what the mount does in production.
+//! The mutation seam of the filesystem core ([`crate::fs::Mutations`]) implemented by the
+//! locked operations: what the mount does in production. The core decides what to change;
+//! this decides how, so the core never sees a lock or a store.
 //!
 //! Each change goes through [`Ops`], which takes the design's lock first and keeps the index
 //! and the queue in step: unlink and rmdir remove index records before files, rename moves
@@ -12,10 +14,10 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use super::mutations::{
+use super::{Ops, OpsError, Release, RenameFlags};
+use crate::fs::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
-use crate::ops::{Ops, OpsError, Release, RenameFlags};
 use crate::uri::VPath;
 
 pub struct LockedMutations {
