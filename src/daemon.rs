@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lock::codec::{host_id, process_start, running_process_start};
+use crate::process::{host_id, process_start, running_process_start};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

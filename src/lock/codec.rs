@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sha1::{Digest, Sha1};
+use crate::process::{host_id, process_start, running_process_start};
 
 use super::LockKind;
 
@@ -79,44 +79,6 @@ pub fn now_ns() -> u64 {
 }
 
 const PREFIX: &str = "vfs-";
-
-/// This host's identity: 12 hex digits of SHA-1 over the boot id and the PID namespace inode.
-pub fn host_id() -> &'static str {
-    static HOST: OnceLock<String> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        let pidns = std::fs::read_link("/proc/self/ns/pid")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut h = Sha1::new();
-        h.update(boot.trim().as_bytes());
-        h.update(b"\n");
-        h.update(pidns.as_bytes());
-        hex::encode(&h.finalize()[..6])
-    })
-}
-
-/// Start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`).
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// [`process_start`] of a process that still runs: `None` also for one that has exited and
-/// waits for its parent to reap it (a zombie, state `Z`, or `X` while being reaped). A
-/// daemon killed with SIGKILL stays a zombie until reaped, and its locks must be free at once.
-pub fn running_process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    if matches!(fields.next(), Some("Z" | "X" | "x")) {
-        return None;
-    }
-    // Field 22 overall: the 20th after the state.
-    fields.nth(18)?.parse().ok()
-}
 
 /// The owner-name prefix of this process: `vfs-{host}-{pid}-{start}-`.
 pub fn process_owner_prefix() -> &'static str {

@@ -273,7 +273,11 @@ fn foreign_tokens_expire_and_are_taken_over_by_cas() {
     assert!(std::fs::read_to_string(&f).unwrap().starts_with(g.owner()));
     drop(g);
     // A dead local owner is stale at once, whatever its token's age.
-    let dead = format!("vfs-{}-4194400-1-1:{}:E", codec::host_id(), codec::now_ns());
+    let dead = format!(
+        "vfs-{}-4194400-1-1:{}:E",
+        vikingfs::process::host_id(),
+        codec::now_ns()
+    );
     std::fs::write(&f, &dead).unwrap();
     assert_eq!(m.clear_stale().unwrap(), 1);
     assert!(!f.exists());

@@ -1,0 +1,68 @@
+//! Which host and process this is, and whether another process still runs: what lock owner
+//! names (`vfs-{host}-{pid}-{start}-…`, see [`crate::lock::codec`]) and the daemon registry
+//! ([`crate::daemon`]) are both made of. A pid alone is not an identity (the kernel reuses
+//! pids): it is paired with the process's start time, and the host with its boot.
+
+use std::sync::OnceLock;
+
+use sha1::{Digest, Sha1};
+
+/// This host's identity: 12 hex digits of SHA-1 over the boot id and the PID namespace inode
+/// (two containers on one kernel are two hosts: their pids are not comparable).
+pub fn host_id() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let pidns = std::fs::read_link("/proc/self/ns/pid")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut h = Sha1::new();
+        h.update(boot.trim().as_bytes());
+        h.update(b"\n");
+        h.update(pidns.as_bytes());
+        hex::encode(&h.finalize()[..6])
+    })
+}
+
+/// The state letter and start time (clock ticks since boot; field 22) of process `pid`, from
+/// `/proc/PID/stat`.
+fn state_and_start(pid: u32) -> Option<(String, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.to_string();
+    // Field 22 overall: the 19th after the state.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`).
+pub fn process_start(pid: u32) -> Option<u64> {
+    state_and_start(pid).map(|(_, start)| start)
+}
+
+/// [`process_start`] of a process that still runs: `None` also for one that has exited and
+/// waits for its parent to reap it (a zombie, state `Z`, or `X` while being reaped). A
+/// daemon killed with SIGKILL stays a zombie until reaped, and its locks must be free at once.
+pub fn running_process_start(pid: u32) -> Option<u64> {
+    state_and_start(pid)
+        .filter(|(state, _)| !matches!(state.as_str(), "Z" | "X" | "x"))
+        .map(|(_, start)| start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_runs_and_a_reaped_pid_does_not() {
+        let me = std::process::id();
+        assert!(process_start(me).is_some());
+        assert_eq!(running_process_start(me), process_start(me));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(running_process_start(pid), None);
+        assert_eq!(host_id().len(), 12);
+    }
+}
