@@ -121,7 +121,10 @@ fn daemonise(
 ) -> anyhow::Result<i32> {
     let (rd, wr) = nix::unistd::pipe().context("pipe")?;
     // The daemon must inherit the write end.
+    // SAFETY: F_GETFD on `wr`, a pipe end we own and hold open; it takes no pointer.
     let fl = unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_GETFD) };
+    // SAFETY: F_SETFD on the same owned descriptor takes an int, not a pointer; only its
+    // close-on-exec flag changes, and `wr` stays ours (dropped after the spawn below).
     unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETFD, fl & !libc::FD_CLOEXEC) };
     let log_path = ws.internal_dir().join("mount.log");
     let log = std::fs::OpenOptions::new()
@@ -147,6 +150,8 @@ fn daemonise(
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    // SAFETY: the hook runs in the forked child between fork and exec, where only
+    // async-signal-safe calls are sound: it makes one, setsid, and allocates nothing.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {
@@ -178,6 +183,9 @@ fn report_ready(result: Result<(), String>) {
         return;
     };
     std::env::remove_var(READY_FD);
+    // SAFETY: READY_FD names the pipe's write end that `daemonise` cleared close-on-exec on
+    // and passed to this process: it is open and nothing else here owns or closes it. The
+    // variable is removed above, so the descriptor is taken over at most once.
     let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let _ = match result {
         Ok(()) => f.write_all(b"ok\n"),
@@ -208,6 +216,7 @@ fn serve(
     pid_file: Option<&Path>,
 ) -> anyhow::Result<i32> {
     // Modes arrive already masked by the caller's umask.
+    // SAFETY: umask only swaps the process's creation mask; no pointer, cannot fail.
     unsafe { libc::umask(0) };
     sys::raise_nofile_limit();
     // Every thread spawned from here on inherits the mask; only sigwait below sees them.
@@ -255,6 +264,8 @@ fn serve(
         let pid = std::process::id() as i32;
         let mounted = Mounted::start(core, ws.root(), mp, opts, move || {
             // An external unmount ended the session: wake the main thread.
+            // SAFETY: kill takes no pointer and writes no memory; `pid` is our own process,
+            // whose threads all block SIGUSR1, so the main thread's sigwait takes it.
             unsafe { libc::kill(pid, libc::SIGUSR1) };
         })?;
         if let Some(p) = pid_file {

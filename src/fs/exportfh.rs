@@ -83,6 +83,9 @@ impl ExportHandle {
     pub fn of(fd: RawFd) -> io::Result<(ExportHandle, i32)> {
         let mut raw = RawHandle::empty();
         let mut mount_id: libc::c_int = 0;
+        // SAFETY: `raw` is a repr(C) `struct file_handle` whose handle_bytes says how much
+        // room f_handle has (MAX_HANDLE_SZ), so the kernel writes within it; `mount_id` is a
+        // live c_int; the empty path is a NUL-terminated literal. Nothing is kept.
         let r = unsafe {
             libc::name_to_handle_at(
                 fd,
@@ -114,6 +117,8 @@ impl ExportHandle {
         raw.handle_type = self.kind;
         raw.f_handle[..bytes.len()].copy_from_slice(bytes);
         // O_PATH opens symlinks and directories alike; a handle never follows a link.
+        // SAFETY: `raw` is a repr(C) `struct file_handle` filled above, handle_bytes no more
+        // than the f_handle array holds; the kernel only reads it during the call.
         let fd = unsafe {
             libc::open_by_handle_at(
                 mount_fd,
@@ -124,6 +129,7 @@ impl ExportHandle {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: open_by_handle_at succeeded, so `fd` is a new descriptor nobody else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 }

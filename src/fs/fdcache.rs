@@ -47,6 +47,7 @@ pub fn default_budget() -> usize {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: getrlimit writes one `rlimit` into `rl`, a live local of that type.
     let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
         rl.rlim_cur
     } else {
@@ -122,7 +123,10 @@ impl FdCache {
     pub fn new(root: &OwnedFd, budget: usize) -> io::Result<Self> {
         let path = sys::proc_fd(root.as_raw_fd());
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: `path` is a NUL-terminated CString that outlives the call; the flags have no
+        // O_CREAT, so no mode argument is read.
         let mount_fd = sys::cvt(unsafe { libc::open(path.as_ptr(), flags) })?;
+        // SAFETY: open succeeded (cvt passed it), so `mount_fd` is a new descriptor we own.
         let mount_fd = unsafe { OwnedFd::from_raw_fd(mount_fd) };
         let probe = ExportHandle::of(root.as_raw_fd())
             .and_then(|(h, id)| h.open(mount_fd.as_raw_fd()).map(|_| id));

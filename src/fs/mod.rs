@@ -310,6 +310,8 @@ impl VikingFs {
         let inode = self.inodes.get(ino)?;
         let fd = inode.fd()?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: `fd` stays open for the call; the empty name is a NUL-terminated literal (the
+        // link `fd` itself); readlinkat writes at most buf.len() bytes into `buf`.
         let n = sys::cvt(unsafe {
             libc::readlinkat(
                 fd.as_raw_fd(),
@@ -324,8 +326,11 @@ impl VikingFs {
     }
 
     pub fn statfs(&self) -> FsResult<StatFs> {
+        // SAFETY: statvfs is a C struct of plain integers: all-zero bytes are a valid value.
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         let c = sys::cpath(&self.data_root).map_err(|e| FsError::io("statfs", e))?;
+        // SAFETY: `c` is a NUL-terminated path that outlives the call; statvfs writes one
+        // `statvfs` into `s`, a live local of that type.
         sys::cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })
             .map_err(|e| FsError::io("statfs", e))?;
         Ok(s)
@@ -339,6 +344,8 @@ impl VikingFs {
         }
         let fd = inode.fd()?;
         let c = fd.proc_path();
+        // SAFETY: `c` is a NUL-terminated /proc/self/fd path naming `fd`, which stays open
+        // while it is used; faccessat writes no memory of ours.
         sys::cvt(unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mask, 0) })
             .map(drop)
             .map_err(|e| FsError::io("access", e))
@@ -583,8 +590,11 @@ impl VikingFs {
     fn reopen(&self, inode: &Inode, flags: i32) -> FsResult<File> {
         let path = inode.fd()?;
         let c = path.proc_path();
+        // SAFETY: `c` is a NUL-terminated /proc/self/fd path naming `path`, held open for the
+        // call; `open` cleared O_CREAT (and the kernel sends no O_TMPFILE), so no mode is read.
         let fd = sys::cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })
             .map_err(|e| FsError::io("open", e))?;
+        // SAFETY: open succeeded, so `fd` is a new descriptor nobody else owns.
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
@@ -662,6 +672,8 @@ impl VikingFs {
         let (i, o) = (self.handles.file(fh_in)?, self.handles.file(fh_out)?);
         o.mark_written();
         let (mut oi, mut oo) = (off_in as i64, off_out as i64);
+        // SAFETY: both descriptors are files the handles `i` and `o` hold open for the call;
+        // `oi` and `oo` are live i64 offsets the kernel updates; no buffer of ours is involved.
         let n = unsafe {
             libc::copy_file_range(
                 i.file.as_raw_fd(),
@@ -683,6 +695,8 @@ impl VikingFs {
     pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> FsResult<()> {
         let h = self.handles.file(fh)?;
         h.mark_written();
+        // SAFETY: a descriptor the handle `h` holds open for the call; fallocate takes no
+        // pointer and writes no memory of ours.
         sys::cvt(unsafe {
             libc::fallocate(
                 h.file.as_raw_fd(),
@@ -698,6 +712,7 @@ impl VikingFs {
     /// lseek(2) with SEEK_DATA / SEEK_HOLE on the backing file.
     pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
         let h = self.handles.file(fh)?;
+        // SAFETY: a descriptor the handle `h` holds open for the call; lseek takes no pointer.
         let r = unsafe { libc::lseek(h.file.as_raw_fd(), offset as libc::off_t, whence) };
         if r < 0 {
             return Err(FsError::io("lseek", io::Error::last_os_error()));

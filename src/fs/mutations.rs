@@ -196,6 +196,7 @@ impl DirectMutations {
     fn give_to(&self, p: &VPath, owner: Owner, mode: u32) -> io::Result<()> {
         // Created by its own caller: the kernel already chose owner and group (set-GID
         // parents included).
+        // SAFETY: geteuid and getegid take no arguments, cannot fail and touch no memory.
         if owner.uid == unsafe { libc::geteuid() } && owner.gid == unsafe { libc::getegid() } {
             return Ok(());
         }
@@ -212,10 +213,13 @@ impl DirectMutations {
         let (d, c) = (a.fd(self.fd()), &a.name);
         let st = sys::statat(d, a.os())?;
         if st.st_uid != owner.uid || st.st_gid != gid {
+            // SAFETY: `c` is a NUL-terminated name `a` owns, alive for the call, relative to
+            // `d` (the data root or `a`'s open directory); fchownat writes no memory.
             sys::cvt(unsafe {
                 libc::fchownat(d, c.as_ptr(), owner.uid, gid, libc::AT_SYMLINK_NOFOLLOW)
             })?;
             if mode & 0o7000 != 0 && !sys::is_lnk(&st) {
+                // SAFETY: the same live NUL-terminated name and directory as the chown above.
                 sys::cvt(unsafe { libc::fchmodat(d, c.as_ptr(), mode & 0o7777, 0) })?;
             }
         }
@@ -243,6 +247,8 @@ impl DirectMutations {
             }
         }
         for h in hidden {
+            // SAFETY: `h` is a NUL-terminated CString alive for the call; `dir` is a directory
+            // descriptor we own; unlinkat writes no memory.
             if unsafe { libc::unlinkat(dir.as_raw_fd(), h.as_ptr(), 0) } != 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::NotFound {
@@ -259,8 +265,11 @@ impl Mutations for DirectMutations {
         let e = |e| MutationError::io("create", path, e);
         let a = self.at(path).map_err(e)?;
         let excl = flags | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+        // SAFETY: `a.name` is NUL-terminated and alive for the call, relative to a directory
+        // descriptor `a` or `self` holds open; O_CREAT is set and `mode` is passed with it.
         let fd = unsafe { libc::openat(a.fd(self.fd()), a.name.as_ptr(), excl, mode) };
         if fd >= 0 {
+            // SAFETY: openat succeeded, so `fd` is a new descriptor nobody else owns.
             let f = unsafe { File::from_raw_fd(fd) };
             self.give_to(path, owner, mode).map_err(e)?;
             return Ok(f);
@@ -280,10 +289,14 @@ impl Mutations for DirectMutations {
         let flags = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
             | libc::O_CLOEXEC
             | libc::O_NOFOLLOW;
+        // SAFETY: `a.name` is NUL-terminated and alive for the call, relative to a directory
+        // descriptor `a` or `self` holds open; O_CREAT is cleared (and the kernel sends no
+        // O_TMPFILE to open), so the missing mode argument is never read.
         let fd = unsafe { libc::openat(a.fd(self.fd()), a.name.as_ptr(), flags) };
         if fd < 0 {
             return Err(MutationError::io("open", path, io::Error::last_os_error()));
         }
+        // SAFETY: openat succeeded, so `fd` is a new descriptor nobody else owns.
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
@@ -294,6 +307,8 @@ impl Mutations for DirectMutations {
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
             let a = self.at(path)?;
+            // SAFETY: `a.name` is NUL-terminated and alive for the call, relative to a directory
+            // descriptor `a` or `self` holds open; mkdirat writes no memory.
             sys::cvt(unsafe { libc::mkdirat(a.fd(self.fd()), a.name.as_ptr(), mode) })?;
             self.give_to(path, owner, mode)
         };
@@ -303,6 +318,8 @@ impl Mutations for DirectMutations {
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
             let a = self.at(path)?;
+            // SAFETY: `a.name` is NUL-terminated and alive for the call, relative to a directory
+            // descriptor `a` or `self` holds open; mknodat writes no memory.
             sys::cvt(unsafe { libc::mknodat(a.fd(self.fd()), a.name.as_ptr(), mode, rdev) })?;
             self.give_to(path, owner, mode)
         };
@@ -312,6 +329,8 @@ impl Mutations for DirectMutations {
     fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
             let (t, a) = (sys::cstr(target)?, self.at(link)?);
+            // SAFETY: `t` and `a.name` are NUL-terminated CStrings alive for the call, the name
+            // relative to a directory descriptor held open; symlinkat writes no memory.
             sys::cvt(unsafe { libc::symlinkat(t.as_ptr(), a.fd(self.fd()), a.name.as_ptr()) })?;
             self.give_to(link, owner, 0o777)
         };
@@ -322,6 +341,8 @@ impl Mutations for DirectMutations {
         let run = || -> io::Result<()> {
             let (a, b) = (self.at(existing)?, self.at(new)?);
             let (ad, bd) = (a.fd(self.fd()), b.fd(self.fd()));
+            // SAFETY: both names are NUL-terminated CStrings alive for the call, each relative
+            // to a directory descriptor `a`, `b` or `self` holds open; no memory is written.
             sys::cvt(unsafe { libc::linkat(ad, a.name.as_ptr(), bd, b.name.as_ptr(), 0) }).map(drop)
         };
         run().map_err(|e| MutationError::io("link", new, e))
@@ -330,6 +351,8 @@ impl Mutations for DirectMutations {
     fn unlink(&self, path: &VPath) -> MResult<()> {
         let run = || -> io::Result<()> {
             let a = self.at(path)?;
+            // SAFETY: `a.name` is NUL-terminated and alive for the call, relative to a directory
+            // descriptor `a` or `self` holds open; unlinkat writes no memory.
             sys::cvt(unsafe { libc::unlinkat(a.fd(self.fd()), a.name.as_ptr(), 0) }).map(drop)
         };
         run().map_err(|e| MutationError::io("unlink", path, e))
@@ -338,6 +361,8 @@ impl Mutations for DirectMutations {
     fn rmdir(&self, path: &VPath) -> MResult<()> {
         let run = || -> io::Result<()> {
             let a = self.at(path)?;
+            // SAFETY: the closure borrows `a`, so `a.name` (NUL-terminated) and its directory
+            // descriptor outlive each call; unlinkat writes no memory.
             let call =
                 || unsafe { libc::unlinkat(a.fd(self.fd()), a.name.as_ptr(), libc::AT_REMOVEDIR) };
             if call() == 0 {
@@ -362,6 +387,9 @@ impl Mutations for DirectMutations {
         let run = || -> io::Result<()> {
             let (cs, cd) = (self.at(src)?, self.at(dst)?);
             let (sd, dd) = (cs.fd(self.fd()), cd.fd(self.fd()));
+            // SAFETY: the closure borrows `cs` and `cd`, so both NUL-terminated names, and the
+            // directories `sd` and `dd` they hold open, outlive each call; renameat2 writes no
+            // memory.
             let call =
                 || unsafe { libc::renameat2(sd, cs.name.as_ptr(), dd, cd.name.as_ptr(), flags) };
             if call() == 0 {
@@ -399,16 +427,22 @@ pub fn apply_attr_change(dir: RawFd, rel: &CStr, change: &AttrChange) -> io::Res
             change.uid.unwrap_or(u32::MAX),
             change.gid.unwrap_or(u32::MAX),
         );
+        // SAFETY: `rel` is a NUL-terminated CStr borrowed for the call; `dir` is the caller's
+        // open directory or AT_FDCWD; fchownat writes no memory.
         sys::cvt(unsafe { libc::fchownat(dir, rel.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) })?;
     }
     if let Some(mode) = change.mode {
         // Linux has no mode on symlinks.
         if !sys::is_lnk(&sys::statat(dir, name)?) {
+            // SAFETY: the same borrowed NUL-terminated `rel` and `dir` as above; no memory
+            // is written.
             sys::cvt(unsafe { libc::fchmodat(dir, rel.as_ptr(), mode & 0o7777, 0) })?;
         }
     }
     if let Some(size) = change.size {
         let fd = sys::openat(dir, name, libc::O_WRONLY, 0)?;
+        // SAFETY: `fd` is a descriptor we own, open until the end of this block; ftruncate
+        // takes no pointer.
         sys::cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) })?;
     }
     if change.atime.is_some() || change.mtime.is_some() {

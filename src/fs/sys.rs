@@ -26,15 +26,21 @@ pub fn cpath(p: &Path) -> io::Result<CString> {
 /// `openat(dir, name, flags, mode)`.
 pub fn openat(dir: RawFd, name: &OsStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     let c = cstr(name)?;
+    // SAFETY: `c` is a NUL-terminated CString alive for the call; `mode` is always passed, so
+    // the variadic argument is there whether or not `flags` has O_CREAT or O_TMPFILE.
     let fd = cvt(unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC, mode) })?;
+    // SAFETY: openat succeeded (cvt passed it), so `fd` is a new descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`, or `fstat(dir)` when `name` is empty.
 pub fn statat(dir: RawFd, name: &OsStr) -> io::Result<libc::stat> {
     let c = cstr(name)?;
+    // SAFETY: `stat` is a C struct of plain integers: all-zero bytes are a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH;
+    // SAFETY: `c` is a NUL-terminated CString alive for the call; fstatat writes one `stat`
+    // into `st`, a live local of that type.
     cvt(unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, flags) })?;
     Ok(st)
 }
@@ -82,6 +88,8 @@ pub fn utimens(
         },
     };
     let ts = [conv(atime), conv(mtime)];
+    // SAFETY: `path` is a NUL-terminated CStr borrowed for the call; `ts` is the array of two
+    // timespecs utimensat reads (and does not write or keep).
     cvt(unsafe { libc::utimensat(dir, path.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })?;
     Ok(())
 }
@@ -100,10 +108,10 @@ pub fn raise_nofile_limit() {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
-            rl.rlim_cur = rl.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
-        }
+    // SAFETY: getrlimit writes one `rlimit` into `rl`, a live local of that type.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur = rl.rlim_max;
+        // SAFETY: setrlimit only reads the `rlimit` that `rl` holds.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) };
     }
 }

@@ -23,6 +23,8 @@ impl VikingFs {
         let (_i, _fd, c) = self.xattr_path(ino)?;
         let n = sys::cstr(name).map_err(|e| FsError::io("getxattr", e))?;
         let mut buf = vec![0u8; size as usize];
+        // SAFETY: `c` (naming `_fd`, held open) and `n` are NUL-terminated CStrings alive for
+        // the call; getxattr writes at most buf.len() bytes into `buf` (none when it is 0).
         let r =
             unsafe { libc::getxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if r < 0 {
@@ -38,6 +40,8 @@ impl VikingFs {
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<Vec<u8>> {
         let (_i, _fd, c) = self.xattr_path(ino)?;
         let mut buf = vec![0u8; size as usize];
+        // SAFETY: `c` is a NUL-terminated CString naming `_fd`, held open, alive for the call;
+        // listxattr writes at most buf.len() bytes into `buf` (none when it is 0).
         let r = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if r < 0 {
             return Err(FsError::io("listxattr", io::Error::last_os_error()));
@@ -57,6 +61,8 @@ impl VikingFs {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
         let n = sys::cstr(name).map_err(|e| FsError::io("setxattr", e))?;
+        // SAFETY: `c` (naming `_fd`, held open) and `n` are NUL-terminated CStrings alive for
+        // the call; setxattr reads value.len() bytes from `value` and writes none of ours.
         sys::cvt(unsafe {
             libc::setxattr(
                 c.as_ptr(),
@@ -76,6 +82,8 @@ impl VikingFs {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
         let n = sys::cstr(name).map_err(|e| FsError::io("removexattr", e))?;
+        // SAFETY: `c` (naming `_fd`, held open) and `n` are NUL-terminated CStrings alive for
+        // the call; removexattr writes no memory of ours.
         sys::cvt(unsafe { libc::removexattr(c.as_ptr(), n.as_ptr()) })
             .map(drop)
             .map_err(|e| FsError::io("removexattr", e))

@@ -207,6 +207,7 @@ fn cpath(p: &Path) -> io::Result<CString> {
 /// Lazy unmount (MNT_DETACH).
 pub fn detach(mp: &Path) -> io::Result<()> {
     let c = cpath(mp)?;
+    // SAFETY: `c` is a NUL-terminated CString alive for the call; umount2 only reads it.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -216,6 +217,7 @@ pub fn detach(mp: &Path) -> io::Result<()> {
 /// Unmount `mp` now; EBUSY when a file is open on it.
 pub fn unmount(mp: &Path) -> Result<(), MountError> {
     let c = cpath(mp).map_err(|e| io_err(mp, e))?;
+    // SAFETY: `c` is a NUL-terminated CString alive for the call; umount2 only reads it.
     if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
         return Ok(());
     }
@@ -264,11 +266,15 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
         .open(dev)
         .map_err(|e| io_err(dev, e))?
         .into();
+    // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
+    let uid = unsafe { libc::getuid() };
+    // SAFETY: getgid takes no arguments, cannot fail and touches no memory of ours.
+    let gid = unsafe { libc::getgid() };
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
         fd.as_raw_fd(),
-        unsafe { libc::getuid() },
-        unsafe { libc::getgid() }
+        uid,
+        gid
     );
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
     if opts.read_only {
@@ -278,6 +284,8 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
         .map_err(|_| io_err(source, io::Error::from_raw_os_error(libc::EINVAL)))?;
     let target = cpath(mp).map_err(|e| io_err(mp, e))?;
     let data = CString::new(data).expect("no NUL");
+    // SAFETY: source, target, type and data are NUL-terminated CStrings (or a literal) alive
+    // for the call; FUSE reads `data` as a string of options; mount keeps none of them.
     let r = unsafe {
         libc::mount(
             src.as_ptr(),

@@ -58,6 +58,10 @@ fn dots_i8_portable(q: &[u8], codes: &[u8], out: &mut [i32]) {
 }
 
 /// The portable loop compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU must support AVX2. The body itself does nothing unsafe (no unsafe block needed).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn dots_i8_avx2(q: &[u8], codes: &[u8], out: &mut [i32]) {

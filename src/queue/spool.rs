@@ -257,6 +257,8 @@ fn parse(buf: &[u8], path: &Path) -> Vec<NewJob> {
 }
 
 fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
+    // SAFETY: `f` is borrowed, so its descriptor stays open for the call; flock takes no
+    // pointer, and the lock is released when the file is closed.
     if unsafe { libc::flock(f.as_raw_fd(), op) } != 0 {
         return Err(io::Error::last_os_error());
     }

@@ -155,6 +155,8 @@ impl Mount {
     /// kill -9 the daemon and wait until it is gone (the mount stays, answering ENOTCONN).
     pub fn kill9(&self) {
         let pid = self.pid();
+        // SAFETY: kill takes no pointer and writes no memory; `pid` is the daemon this mount
+        // started, not the test process.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         wait_gone(pid);
         // The leader turns zombie before its other threads have closed /dev/fuse: wait for

@@ -80,6 +80,8 @@ fn renameat2(a: &Path, b: &Path, flags: u32) -> Outcome {
         CString::new(a.as_os_str().as_bytes()).unwrap(),
         CString::new(b.as_os_str().as_bytes()).unwrap(),
     );
+    // SAFETY: `ca` and `cb` are NUL-terminated CStrings alive for the call; renameat2 only
+    // reads them.
     let r = unsafe {
         libc::renameat2(
             libc::AT_FDCWD,

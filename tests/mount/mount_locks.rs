@@ -222,6 +222,7 @@ fn tree_lock_makes_rm_rf_busy_loses_nothing_and_other_dirs_answer() {
 fn unlink_errno(p: &Path) -> i32 {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated CString alive for the call; unlink only reads it.
     if unsafe { libc::unlink(c.as_ptr()) } == 0 {
         return 0;
     }
@@ -335,9 +336,11 @@ fn two_daemons_on_one_workspace_respect_each_others_locks() {
 
     let backing = a.backing().join("d/f");
     let lease_fd = std::fs::File::open(&backing).unwrap();
+    // SAFETY: F_SETLEASE on `lease_fd`, a file we hold open, takes an int, not a pointer.
     let rc = unsafe { libc::fcntl(lease_fd.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
     assert_eq!(rc, 0, "F_SETLEASE: {}", std::io::Error::last_os_error());
     // SIGIO tells a lease holder of a break; this test gives the lease up itself.
+    // SAFETY: SIG_IGN installs no handler, so no code of ours runs in signal context.
     unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
     let writer = spawn_sh(&ra, "echo new >> d/f");
     // Daemon A now holds d/f's EXACT lock while its open waits for the lease.
@@ -364,6 +367,7 @@ fn two_daemons_on_one_workspace_respect_each_others_locks() {
     let out = sh(&rb, "mv d/f d/g");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Device or resource busy"));
     // Give the lease up: A's write goes through, then B may remove the file.
+    // SAFETY: F_SETLEASE on `lease_fd`, still open, takes an int, not a pointer.
     let rc = unsafe { libc::fcntl(lease_fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
     assert_eq!(rc, 0);
     drop(lease_fd);

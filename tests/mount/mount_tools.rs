@@ -204,6 +204,7 @@ fn sigterm_unmounts_and_the_daemon_exits() {
     let m = Mount::new();
     ok(&m.res(), "echo x > f");
     let pid = m.pid();
+    // SAFETY: kill takes no pointer and writes no memory; `pid` is the mount's daemon.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     common::wait_gone(pid);
     assert!(!std::fs::read_to_string("/proc/self/mounts")
@@ -239,6 +240,8 @@ fn rename_exchange_is_refused_with_einval_and_changes_nothing() {
     let before = user_tree(&r);
     let c = |p: &str| std::ffi::CString::new(r.join(p).as_os_str().as_bytes()).unwrap();
     for (x, y) in [("a", "d/b"), ("a", "d")] {
+        // SAFETY: the CString temporaries `c(x)` and `c(y)` are NUL-terminated and live until
+        // the end of this statement, past the call; renameat2 only reads them.
         let rc = unsafe {
             libc::renameat2(
                 libc::AT_FDCWD,

@@ -261,6 +261,7 @@ fn symlinks_and_fifos_are_never_read_or_indexed() {
     std::fs::write(&secret, "outside the workspace").unwrap();
     std::os::unix::fs::symlink(&secret, fs("resources/odd/link.md")).unwrap();
     let fifo = std::ffi::CString::new(fs("resources/odd/pipe.md").to_str().unwrap()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated CString alive for the call; mkfifo only reads it.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     std::fs::write(fs("resources/odd/real.md"), "real").unwrap();
     for f in ["link.md", "pipe.md", "real.md"] {
