@@ -175,18 +175,30 @@ fn daemonise(
 }
 
 /// Tell the waiting `vikingfs mount` how it went (no-op in a plain foreground run).
-fn report_ready(result: Result<(), String>) {
-    let Some(fd) = std::env::var(READY_FD)
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok())
-    else {
+/// The readiness pipe `daemonise` passed (its write end's number in READY_FD), taken over once
+/// and the variable removed — before the daemon starts any thread, since changing the
+/// environment while another thread may read it is undefined behaviour in libc. A number
+/// that does not name a pipe (the variable exported by hand) is ignored.
+fn take_ready_pipe() -> Option<std::fs::File> {
+    let fd = std::env::var(READY_FD).ok()?.parse::<i32>().ok()?;
+    // SAFETY: no other thread runs yet (see above): nothing reads the environment meanwhile.
+    unsafe { std::env::remove_var(READY_FD) };
+    // SAFETY: fstat writes only into `st`, which is large enough; a bad descriptor fails.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; `fd` is only looked at, not owned, by fstat.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return None;
+    }
+    // SAFETY: READY_FD names the pipe's write end that `daemonise` cleared close-on-exec on
+    // and passed to this process (checked a pipe above): it is open and nothing else here owns
+    // or closes it. The variable is removed, so the descriptor is taken over at most once.
+    Some(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn report_ready(pipe: Option<std::fs::File>, result: Result<(), String>) {
+    let Some(mut f) = pipe else {
         return;
     };
-    std::env::remove_var(READY_FD);
-    // SAFETY: READY_FD names the pipe's write end that `daemonise` cleared close-on-exec on
-    // and passed to this process: it is open and nothing else here owns or closes it. The
-    // variable is removed above, so the descriptor is taken over at most once.
-    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let _ = match result {
         Ok(()) => f.write_all(b"ok\n"),
         Err(e) => f.write_all(e.as_bytes()),
@@ -215,6 +227,7 @@ fn serve(
     opts: &mount::MountOptions,
     pid_file: Option<&Path>,
 ) -> anyhow::Result<i32> {
+    let ready = take_ready_pipe();
     // Modes arrive already masked by the caller's umask.
     // SAFETY: umask only swaps the process's creation mask; no pointer, cannot fail.
     unsafe { libc::umask(0) };
@@ -286,14 +299,14 @@ fn serve(
     })();
     let (mounted, pool, _reg, ops, _metrics) = match started {
         Ok(m) => {
-            report_ready(Ok(()));
+            report_ready(ready, Ok(()));
             // systemd (Type=notify): the unit is active once the mount is live.
             let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
             tracing::info!(mountpoint = %mp.display(), workspace = %ws.root().display(), "mounted");
             m
         }
         Err(e) => {
-            report_ready(Err(format!("{e:#}")));
+            report_ready(ready, Err(format!("{e:#}")));
             return Err(e);
         }
     };

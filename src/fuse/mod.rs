@@ -100,6 +100,8 @@ impl FuseFs {
         let s = self.shared.clone();
         let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
         self.pool.spawn(move || {
+            // One span per request: every log line of the operation names it.
+            let _span = tracing::debug_span!("fuse", op).entered();
             // `f` replies; what its operation left for after the reply runs when this drops.
             let _after = AfterReply::begin();
             crate::metrics::timed(&took, || f(&s))
@@ -111,6 +113,7 @@ impl FuseFs {
     /// would cost more than the call.
     fn inline(&self, op: &'static str, f: impl FnOnce(&Shared)) {
         let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
+        let _span = tracing::debug_span!("fuse", op).entered();
         crate::metrics::timed(&took, || f(&self.shared))
     }
 }

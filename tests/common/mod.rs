@@ -30,18 +30,30 @@ impl Mount {
     }
 
     pub fn with_options(options: &[&str]) -> Mount {
+        let m = Self::unmounted(options);
+        m.mount();
+        m
+    }
+
+    /// A fresh mount whose daemon also gets `env` (set for it alone, not for this process,
+    /// whose other threads may read the environment).
+    pub fn with_env(env: &[(&str, &str)]) -> Mount {
+        let m = Self::unmounted(&[]);
+        m.mount_with_env(env);
+        m
+    }
+
+    fn unmounted(options: &[&str]) -> Mount {
         let dir = tempfile::tempdir().expect("tempdir");
         let ws = dir.path().join("ws");
         let mp = dir.path().join("mnt");
         std::fs::create_dir_all(&mp).unwrap();
-        let m = Mount {
+        Mount {
             dir,
             ws,
             mp,
             options: options.iter().map(|s| s.to_string()).collect(),
-        };
-        m.mount();
-        m
+        }
     }
 
     /// Mount with `config` (JSON) as the user's `~/.vikingfs/config.json`.

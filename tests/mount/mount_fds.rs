@@ -16,9 +16,7 @@ const MARGIN: usize = 100;
 
 /// A mount whose daemon keeps at most BUDGET inode descriptors.
 fn small_budget_mount() -> Mount {
-    // The daemon inherits it; every test of this binary sets the same value.
-    std::env::set_var("VIKINGFS_FD_BUDGET", BUDGET.to_string());
-    Mount::new()
+    Mount::with_env(&[("VIKINGFS_FD_BUDGET", &BUDGET.to_string())])
 }
 
 fn daemon_fds(m: &Mount) -> usize {
