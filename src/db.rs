@@ -99,6 +99,17 @@ impl Default for Open {
     }
 }
 
+/// Set by a one-shot command (see [`one_shot_process`]).
+static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process is a one-shot command (`vikingfs rm`, `mv`, `find`, …): its connections close
+/// without checkpointing. SQLite's last close checkpoints and deletes each WAL — three fsyncs,
+/// and the next process re-creates the WALs — which would cost a short command most of its
+/// time; every commit is in the WAL already, and the next process reads it as usual.
+pub fn one_shot_process() {
+    ONE_SHOT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Open (creating it when missing) the database at `path` as `how` says.
 pub fn open(path: &Path, how: Open) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
@@ -119,6 +130,12 @@ pub fn open(path: &Path, how: Open) -> rusqlite::Result<Connection> {
         )));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    if ONE_SHOT.load(std::sync::atomic::Ordering::Relaxed) {
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )?;
+    }
     if how.mmap_size > 0 {
         conn.pragma_update(None, "mmap_size", how.mmap_size)?;
     }

@@ -151,6 +151,10 @@ pub fn main() -> i32 {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let ctx = Ctx::new(&cli)?;
+    // Every command but the mount daemon is a one-shot process.
+    if !matches!(cli.command, Command::Mount(_)) {
+        crate::db::one_shot_process();
+    }
     match &cli.command {
         Command::Config(ConfigCmd::Show { json }) => {
             let rows = ctx.config.settings();

@@ -26,12 +26,10 @@ pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     Ok(ops)
 }
 
-/// End of a one-shot command: let the process exit without closing the databases. SQLite's
-/// last close checkpoints and deletes each WAL (three fsyncs, and the next process re-creates
-/// the WALs with more), which would cost a short `mv` or `rm` most of its time. Every commit
-/// is already in the WAL files, which the next process reads as usual.
+/// End of a one-shot command: the engine closes (its connections leave the WALs to the next
+/// process, see [`crate::db::one_shot_process`]).
 pub(crate) fn done(ops: Arc<Ops>, code: i32) -> anyhow::Result<i32> {
-    std::mem::forget(ops);
+    drop(ops);
     Ok(code)
 }
 
