@@ -96,6 +96,17 @@ fn jitter(d: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * (r as f64 / u64::MAX as f64))
 }
 
+/// What a batch of locks is taken for (the public `acquire*` functions name one each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// A foreground change that may create the paths' directories (and their lock files).
+    Creating,
+    /// A foreground change of paths whose directories exist: none is created.
+    Existing,
+    /// A background job's write-back: like `Existing`, and it gives way to foreground work.
+    Background,
+}
+
 impl LockManager {
     pub fn new(ws: &Workspace, cfg: LockConfig) -> Result<Arc<LockManager>, LockError> {
         let inner = Arc::new(Inner {
@@ -160,7 +171,7 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        self.acquire_with(reqs, timeout, true, false)
+        self.acquire_with(reqs, timeout, Work::Creating)
     }
 
     /// [`acquire`](Self::acquire) for a change to paths whose directories exist: a lock file
@@ -172,7 +183,7 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        self.acquire_with(reqs, timeout, false, false)
+        self.acquire_with(reqs, timeout, Work::Existing)
     }
 
     /// [`acquire_existing`](Self::acquire_existing) for background work: it also waits for
@@ -183,7 +194,7 @@ impl LockManager {
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
-        self.acquire_with(reqs, timeout, false, true)
+        self.acquire_with(reqs, timeout, Work::Background)
     }
 
     /// A batch under a fresh handle (its own owner, so it conflicts with every other handle).
@@ -191,9 +202,10 @@ impl LockManager {
         &self,
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
-        create_dirs: bool,
-        background: bool,
+        work: Work,
     ) -> Result<LockGuard, LockError> {
+        let create_dirs = work == Work::Creating;
+        let background = work == Work::Background;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let owner = if background {
             codec::new_background_owner()

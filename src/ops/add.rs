@@ -230,7 +230,10 @@ impl Ops {
             }
             // Someone may have created it between the look and the lock.
             let taken = match stat(&fs)? {
-                Some(m) if m.is_dir() && !is_file => !super::rm::is_empty_dir(&fs)?,
+                // Anything but internal files (summaries too) makes it someone else's.
+                Some(m) if m.is_dir() && !is_file => {
+                    self.has_entry(&cand, |n| !crate::uri::is_internal_name(n))?
+                }
                 Some(_) => true,
                 None => false,
             };

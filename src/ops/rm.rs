@@ -43,31 +43,20 @@ pub(crate) fn check_user_path(p: &VPath) -> Result<()> {
     Ok(())
 }
 
-/// True when a directory holds nothing but internal files (locks, temp files).
-pub(crate) fn is_empty_dir(fs: &std::path::Path) -> Result<bool> {
-    let rd = std::fs::read_dir(fs).map_err(|e| OpsError::io(fs, e))?;
-    for e in rd {
-        let e = e.map_err(|e| OpsError::io(fs, e))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if !crate::uri::is_internal_name(&name) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 impl Ops {
-    /// True when directory `p` holds a source entry (anything but summaries and internal
-    /// files).
-    pub(crate) fn has_sources(&self, p: &VPath) -> Result<bool> {
+    /// Whether directory `p` holds an entry `counts` (the one emptiness check).
+    pub(crate) fn has_entry(&self, p: &VPath, counts: impl Fn(&str) -> bool) -> Result<bool> {
         let names = self
             .root
             .names(p)
             .map_err(|e| OpsError::io(self.fs(p), e))?;
-        Ok(names
-            .iter()
-            .any(|n| super::is_source_name(&n.to_string_lossy())))
+        Ok(names.iter().any(|n| counts(&n.to_string_lossy())))
+    }
+
+    /// Whether directory `p` holds a source entry (anything but summaries and internal
+    /// files): what makes a directory non-empty to rmdir.
+    pub(crate) fn has_sources(&self, p: &VPath) -> Result<bool> {
+        self.has_entry(p, super::is_source_name)
     }
 }
 
@@ -104,18 +93,9 @@ impl Ops {
         if meta.is_dir() != dir {
             return Err(OpsError::NotFound(p.uri()));
         }
-        if mode == Mode::EmptyDir {
-            // Summaries and lock files do not make a directory non-empty.
-            let mut only_derived = true;
-            for name in self.root.names(p).map_err(|e| OpsError::io(&fs, e))? {
-                if super::is_source_name(&name.to_string_lossy()) {
-                    only_derived = false;
-                    break;
-                }
-            }
-            if !only_derived {
-                return Err(OpsError::NotEmpty(p.uri()));
-            }
+        // Summaries and lock files do not make a directory non-empty.
+        if mode == Mode::EmptyDir && self.has_sources(p)? {
+            return Err(OpsError::NotEmpty(p.uri()));
         }
         crate::crash_point!("rm.locked");
         if !dir && !self.index.has_under(p)? {
