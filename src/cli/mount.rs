@@ -274,6 +274,15 @@ fn serve(
                 ..crate::ops::jobs::pool_options()
             },
         );
+        // Metrics only when asked for (`-o metrics=` wins over `vikingfs.metrics`); before
+        // the mount, so that an address in use fails the start with nothing mounted.
+        let metrics = match opts.metrics.or(config.metrics) {
+            Some(addr) => Some(
+                crate::metrics::serve(addr, ops.clone())
+                    .context("start the metrics endpoint (-o metrics=ADDR:PORT)")?,
+            ),
+            None => None,
+        };
         let pid = std::process::id() as i32;
         let mounted = Mounted::start(core, ws.root(), mp, opts, move || {
             // An external unmount ended the session: wake the main thread.
@@ -285,14 +294,6 @@ fn serve(
             std::fs::write(p, format!("{pid}\n"))
                 .with_context(|| format!("pid file {}", p.display()))?;
         }
-        // Metrics only when asked for (`-o metrics=` wins over `vikingfs.metrics`).
-        let metrics = match opts.metrics.or(config.metrics) {
-            Some(addr) => Some(
-                crate::metrics::serve(addr, ops.clone())
-                    .context("start the metrics endpoint (-o metrics=ADDR:PORT)")?,
-            ),
-            None => None,
-        };
         let listening = metrics.as_ref().map(|m| m.addr().to_string());
         let reg = daemon::register(&ws, Some(mp), true, listening).context("daemon registry")?;
         Ok((mounted, pool, reg, ops, metrics))

@@ -711,3 +711,34 @@ fn mmap_writes_move_mtime_and_ctime() {
     drain(&m);
     assert_eq!(&std::fs::read(&p).unwrap()[..6], b"helloa");
 }
+
+/// `-o metrics=ADDR` on an address someone else listens on: the mount fails with one line
+/// naming the endpoint and the address, and nothing is left mounted.
+#[test]
+fn a_metrics_address_in_use_fails_the_mount_in_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, mp) = (dir.path().join("ws"), dir.path().join("mnt"));
+    std::fs::create_dir_all(&mp).unwrap();
+    let out = common::vikingfs(dir.path())
+        .arg("mount")
+        .arg("-o")
+        .arg(format!("metrics={addr}"))
+        .arg(&ws)
+        .arg(&mp)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "mounted with its metrics address taken"
+    );
+    assert!(
+        err.contains("metrics endpoint") && err.contains(&addr),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(!mounts.contains(mp.to_str().unwrap()), "left mounted");
+}
