@@ -151,16 +151,10 @@ impl LockManager {
         self.acquire(&[(p.clone(), LockKind::Tree)], self.inner.cfg.timeout)
     }
 
-    /// Locks for a move: a directory takes TREE on the source and EXACT on the destination, a
-    /// file EXACT on both (never a TREE on the parent: OpenViking #4718).
+    /// Locks for a move ([`super::mv_batch`]), waiting up to the configured timeout.
     pub fn mv(&self, src: &VPath, dst: &VPath, src_is_dir: bool) -> Result<LockGuard, LockError> {
-        let src_kind = if src_is_dir {
-            LockKind::Tree
-        } else {
-            LockKind::Exact
-        };
         self.acquire(
-            &[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)],
+            &super::mv_batch(src, dst, src_is_dir),
             self.inner.cfg.timeout,
         )
     }

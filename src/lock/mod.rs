@@ -69,6 +69,18 @@ impl std::fmt::Display for LockKind {
     }
 }
 
+/// The design's locks for a move, the one place the rule is written: a directory takes TREE
+/// on the source, a file EXACT; the destination EXACT (never a TREE on its parent: OpenViking
+/// #4718, where that made every move into a busy directory fail).
+pub fn mv_batch(src: &VPath, dst: &VPath, src_is_dir: bool) -> [(VPath, LockKind); 2] {
+    let src_kind = if src_is_dir {
+        LockKind::Tree
+    } else {
+        LockKind::Exact
+    };
+    [(src.clone(), src_kind), (dst.clone(), LockKind::Exact)]
+}
+
 /// Whether a lock `a` of kind `ka` and a lock `b` of kind `kb` exclude each other (the design's
 /// table): the same path always; a path below another only when the upper one is a TREE.
 pub fn conflicts(a: &VPath, ka: LockKind, b: &VPath, kb: LockKind) -> bool {

@@ -13,7 +13,7 @@ use super::journal::Intent;
 use super::rm::check_user_path;
 use super::{Ops, OpsError, Result};
 use crate::fs::tail;
-use crate::lock::{LockGuard, LockKind};
+use crate::lock::LockGuard;
 use crate::uri::VPath;
 
 /// rename(2) flags the mount passes on.
@@ -66,14 +66,7 @@ impl Ops {
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
-        // The design's mv mode: a directory takes TREE on the source, a file EXACT; the
-        // destination EXACT (never a TREE on the parent: OpenViking #4718).
-        let src_kind = if src_dir {
-            LockKind::Tree
-        } else {
-            LockKind::Exact
-        };
-        let guard = self.lock(&[(src.clone(), src_kind), (dst.clone(), LockKind::Exact)])?;
+        let guard = self.lock(&crate::lock::mv_batch(src, dst, src_dir))?;
         // Look again under the locks.
         if self.lstat(src)?.map(|m| m.is_dir()) != Some(src_dir) {
             return Err(OpsError::NotFound(src.uri()));
