@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vikingfs::config::Config;
-use vikingfs::fs::AfterReply;
+use vikingfs::fs::{AfterReply, RenameMode};
 use vikingfs::index::{Level, Record};
-use vikingfs::ops::{Ops, RenameFlags};
+use vikingfs::ops::Ops;
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 
@@ -119,7 +119,7 @@ fn main() {
                 ops.rename(
                     &vp(format!("f{i}")),
                     &vp(format!("g{i}")),
-                    RenameFlags::default(),
+                    RenameMode::Replace,
                 )
                 .unwrap()
             },

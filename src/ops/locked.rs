@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use super::{Ops, OpsError, Release, RenameFlags};
+use super::{Ops, OpsError, Release};
 use crate::fs::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
@@ -178,23 +178,8 @@ impl Mutations for LockedMutations {
     }
 
     fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()> {
-        let flags = match mode {
-            RenameMode::Replace => RenameFlags::default(),
-            RenameMode::NoReplace => RenameFlags {
-                noreplace: true,
-                exchange: false,
-            },
-            // Swapping two trees has no crash-safe order for their records: refuse it.
-            RenameMode::Exchange => {
-                return Err(MutationError::io(
-                    "rename",
-                    src,
-                    io::Error::from_raw_os_error(libc::EINVAL),
-                ))
-            }
-        };
         self.ops
-            .rename(src, dst, flags)
+            .rename(src, dst, mode)
             .map_err(|e| from_ops("rename", src, e))
     }
 

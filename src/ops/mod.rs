@@ -54,7 +54,6 @@ use crate::workspace::Workspace;
 pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
 pub use journal::{Intent, Journal};
-pub use mv::RenameFlags;
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
 

@@ -13,17 +13,9 @@ use super::journal::Intent;
 use super::rm::check_user_path;
 use super::{Ops, OpsError, Result};
 use crate::fs::tail;
+use crate::fs::RenameMode;
 use crate::lock::LockGuard;
 use crate::uri::VPath;
-
-/// rename(2) flags the mount passes on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RenameFlags {
-    /// RENAME_NOREPLACE: fail when the destination exists.
-    pub noreplace: bool,
-    /// RENAME_EXCHANGE: not supported (EINVAL).
-    pub exchange: bool,
-}
 
 impl Ops {
     /// `vikingfs mv SRC DST`: move a file or tree to a name that does not exist yet.
@@ -32,15 +24,17 @@ impl Ops {
     }
 
     /// rename(2) through the mount: like [`Ops::mv`], but an existing destination file or
-    /// empty directory is replaced unless `flags.noreplace`.
-    pub fn rename(&self, src: &VPath, dst: &VPath, flags: RenameFlags) -> Result<()> {
-        if flags.exchange {
-            return Err(OpsError::Io {
+    /// empty directory is replaced unless `mode` is `NoReplace`. `Exchange` (swapping two
+    /// trees) has no crash-safe order for their records: EINVAL.
+    pub fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> Result<()> {
+        match mode {
+            RenameMode::Exchange => Err(OpsError::Io {
                 path: self.fs(src),
                 source: std::io::Error::from_raw_os_error(libc::EINVAL),
-            });
+            }),
+            RenameMode::NoReplace => self.move_path(src, dst, false),
+            RenameMode::Replace => self.move_path(src, dst, true),
         }
-        self.move_path(src, dst, !flags.noreplace)
     }
 
     fn move_path(&self, src: &VPath, dst: &VPath, replace: bool) -> Result<()> {

@@ -474,7 +474,7 @@ fn a_garbage_lock_token_answers_busy_until_fsck_breaks_it() {
 }
 
 /// The metrics endpoint (`-o metrics=ADDR:PORT`, port 0: the system picks one, which the
-/// daemon's record names) answers while a workload runs and counts it: requests by
+/// daemon's record names) answers in the middle of a workload and counts it: requests by
 /// operation, an EBUSY, lock batches, jobs; the stores' gauges (queue depth, index size,
 /// store state, disk); and `vikingfs status` shows its summary.
 #[test]
@@ -494,24 +494,24 @@ fn metrics_endpoint_counts_a_workload_while_it_runs() {
         )
     };
     let r = m.res();
-    let writer = {
-        let r = r.clone();
-        std::thread::spawn(move || {
-            for i in 0..300 {
-                std::fs::write(r.join(format!("n{i}.md")), note(&format!("n{i}"))).unwrap();
-            }
-        })
+    let write = |from: usize, to: usize| {
+        for i in from..to {
+            std::fs::write(r.join(format!("n{i}.md")), note(&format!("n{i}"))).unwrap();
+        }
     };
-    let mut during = Vec::new();
-    while !writer.is_finished() {
-        during.push(creates(&scrape(&addr, Duration::from_secs(5)).unwrap()));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    writer.join().unwrap();
-    assert!(
-        during.iter().any(|&n| n > 0.0 && n < 300.0),
-        "no scrape saw the workload midway: {during:?}"
-    );
+    // A scrape between the two halves of the workload sees the first half and no more.
+    write(0, 150);
+    // A request is counted just after its reply: the last ones may be a moment late.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let midway = loop {
+        let n = creates(&scrape(&addr, Duration::from_secs(5)).unwrap());
+        if n >= 150.0 || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(midway, 150.0, "creates counted midway");
+    write(150, 300);
     // An EBUSY: a file under someone else's TREE lock.
     let holder = Holder::tree(&m, "viking://resources/n0.md");
     assert_eq!(unlink_errno(&r.join("n0.md")), libc::EBUSY);

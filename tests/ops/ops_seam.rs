@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use vikingfs::config::{Config, WorkerConfig};
+use vikingfs::fs::RenameMode;
 use vikingfs::index::Level;
-use vikingfs::ops::{jobs, source_version, Ops, OpsError, RenameFlags};
+use vikingfs::ops::{jobs, source_version, Ops, OpsError};
 use vikingfs::queue::{self, Job, JobError, JobHandler};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
@@ -63,10 +64,7 @@ fn seam_unlink_rmdir_and_rename() {
         .rename(
             &p("resources/d/a.md"),
             &p("resources/d/b.md"),
-            RenameFlags {
-                noreplace: true,
-                exchange: false,
-            },
+            RenameMode::NoReplace,
         )
         .unwrap_err();
     assert_eq!(e.errno(), libc::EEXIST);
@@ -74,17 +72,14 @@ fn seam_unlink_rmdir_and_rename() {
         .rename(
             &p("resources/d/a.md"),
             &p("resources/d/b.md"),
-            RenameFlags {
-                noreplace: false,
-                exchange: true,
-            },
+            RenameMode::Exchange,
         )
         .unwrap_err();
     assert_eq!(e.errno(), libc::EINVAL);
     ops.rename(
         &p("resources/d/a.md"),
         &p("resources/d/b.md"),
-        RenameFlags::default(),
+        RenameMode::Replace,
     )
     .unwrap();
     assert_eq!(
@@ -379,7 +374,7 @@ fn seam_paths_whose_backing_path_exceeds_path_max() {
 
     ops.write_file(&a, b"long").unwrap();
     assert!(exists(&a));
-    ops.rename(&a, &b, RenameFlags::default()).unwrap();
+    ops.rename(&a, &b, RenameMode::Replace).unwrap();
     assert!(!exists(&a) && exists(&b));
     ops.unlink(&b).unwrap();
     assert!(!exists(&b));
