@@ -52,6 +52,24 @@ pub fn is_damage_code(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// The files beside a database in WAL mode, by suffix.
+const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
+
+/// `path` with `suffix` appended (`index.db` → `index.db-wal`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// The size on disk of the database at `path` with its WAL and shared-memory files.
+pub fn size_on_disk(path: &Path) -> u64 {
+    std::iter::once(path.to_path_buf())
+        .chain(SIDE_FILES.iter().map(|s| with_suffix(path, s)))
+        .filter_map(|p| std::fs::metadata(p).ok().map(|m| m.len()))
+        .sum()
+}
+
 /// Move the database at `path` (with its `-wal` and `-shm`) aside, to
 /// `{path}.damaged-{unix seconds}`. Returns the new name of the main file.
 pub fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
@@ -59,17 +77,10 @@ pub fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let with = |suffix: &str| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        PathBuf::from(p)
-    };
-    let aside = with(&format!(".damaged-{stamp}"));
+    let aside = with_suffix(path, &format!(".damaged-{stamp}"));
     std::fs::rename(path, &aside)?;
-    for s in ["-wal", "-shm"] {
-        let mut to = aside.as_os_str().to_owned();
-        to.push(s);
-        match std::fs::rename(with(s), PathBuf::from(to)) {
+    for s in SIDE_FILES {
+        match std::fs::rename(with_suffix(path, s), with_suffix(&aside, s)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }

@@ -229,7 +229,7 @@ fn disk_note(ws: &Workspace) -> Option<String> {
 
 /// Record count, size on disk and model of the index; an `error` key when it can't be read.
 fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
-    let bytes = crate::ops::gauges::db_bytes(&ws.index_db());
+    let bytes = crate::db::size_on_disk(&ws.index_db());
     // The configured model as configured (loading it is the daemon's business, not status').
     let e = &ctx.config.embedding;
     let configured = match (e.provider.as_str(), e.model.as_deref()) {

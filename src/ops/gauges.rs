@@ -7,25 +7,20 @@ use crate::workspace::Workspace;
 
 use super::Ops;
 
+/// Bytes free for unprivileged writers, and the size, of the filesystem holding `path`.
+pub(crate) fn room(path: &std::path::Path) -> Option<(u64, u64)> {
+    let st = nix::sys::statvfs::statvfs(path).ok()?;
+    Some((
+        st.blocks_available() * st.fragment_size(),
+        st.blocks() * st.fragment_size(),
+    ))
+}
+
 /// Whether the filesystem holding `ws` has almost no room (writes answer ENOSPC, the
 /// reserve serves rm, rmdir and truncate); its free bytes then.
 pub fn disk_full(ws: &Workspace) -> Option<u64> {
-    let st = nix::sys::statvfs::statvfs(&ws.internal_dir()).ok()?;
-    let free = st.blocks_available() * st.fragment_size();
-    let total = st.blocks() * st.fragment_size();
+    let (free, total) = room(&ws.internal_dir())?;
     (free < (16 << 20).min(total / 50)).then_some(free)
-}
-
-/// The size on disk of an SQLite database with its WAL and shared-memory files.
-pub fn db_bytes(path: &std::path::Path) -> u64 {
-    ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|suf| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suf);
-            std::fs::metadata(p).ok().map(|m| m.len())
-        })
-        .sum()
 }
 
 const STATES: [&str; 3] = ["ok", "rebuilding", "damaged"];
@@ -50,7 +45,7 @@ impl Gauges for Ops {
         }
         let ws = self.workspace();
         m.index_bytes
-            .set(i64::try_from(db_bytes(&ws.index_db())).unwrap_or(i64::MAX));
+            .set(i64::try_from(crate::db::size_on_disk(&ws.index_db())).unwrap_or(i64::MAX));
         for (store, path, rebuilding) in [
             ("index", ws.index_db(), self.rebuilding()),
             ("queue", ws.queue_db(), false),

@@ -42,10 +42,9 @@ impl Reserve {
         if self.present.load(Ordering::Relaxed) {
             return;
         }
-        let Ok(st) = nix::sys::statvfs::statvfs(self.path.parent().unwrap_or(&self.path)) else {
+        let Some((free, _)) = super::gauges::room(self.path.parent().unwrap_or(&self.path)) else {
             return;
         };
-        let free = st.blocks_available() * st.fragment_size();
         if free < RESERVE_BYTES + MARGIN {
             return;
         }
