@@ -181,7 +181,11 @@ fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
     let moved = std::fs::read_dir(m.ws.join(".vikingfs"))
         .unwrap()
         .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("index.db.damaged-"));
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("index.db.damaged-")
+        });
     assert!(!moved, "moved aside under the daemon");
     // The daemon's shutdown may checkpoint its WAL into the file again; either way its next
     // start finds the index whole or moves it aside and rebuilds it.
