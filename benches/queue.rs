@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
-use vikingfs::queue::{Job, JobError, JobHandler, PoolOptions, Queue};
+use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, Queue};
 
 const BATCH: usize = 100;
 
@@ -121,8 +121,8 @@ fn vikingfs_keyed(dir: &std::path::Path, n: usize) -> Figures {
 
 fn vikingfs_batched(dir: &std::path::Path, n: usize) -> Figures {
     let q = Queue::open(&dir.join("batched.db")).unwrap();
-    let jobs: Vec<(String, Option<String>, serde_json::Value)> = (0..n)
-        .map(|i| ("embedding".to_string(), None, payload(i)))
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("embedding", None, payload(i)))
         .collect();
     let t = Instant::now();
     for chunk in jobs.chunks(BATCH) {
@@ -141,8 +141,8 @@ fn vikingfs_batched(dir: &std::path::Path, n: usize) -> Figures {
 /// Drain through the real pool (`drain_with` runs a `WorkerPool`), no-op handler.
 fn vikingfs_pool(dir: &std::path::Path, n: usize, threads: usize) -> Figures {
     let q = Queue::open(&dir.join(format!("pool{threads}.db"))).unwrap();
-    let jobs: Vec<(String, Option<String>, serde_json::Value)> = (0..n)
-        .map(|i| ("embedding".to_string(), None, payload(i)))
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("embedding", None, payload(i)))
         .collect();
     let t = Instant::now();
     for chunk in jobs.chunks(BATCH) {

@@ -353,7 +353,7 @@ impl Ops {
         {
             jobs.push(semantic_job(d, h));
         }
-        let keys: Vec<String> = jobs.iter().filter_map(|j| j.1.clone()).collect();
+        let keys: Vec<String> = jobs.iter().filter_map(|j| j.key.clone()).collect();
         self.journal.lifecycle_start(handle, target, kind, &keys)?;
         // A rule file that came with the resource: what it ignores may have been walked
         // before its directory's rules were looked at again.

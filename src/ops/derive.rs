@@ -48,8 +48,8 @@ pub fn rederive_key(dir: &VPath) -> String {
 }
 
 pub fn rederive_job(dir: &VPath) -> NewJob {
-    (
-        queue::REDERIVE.to_string(),
+    NewJob::new(
+        queue::REDERIVE,
         Some(rederive_key(dir)),
         json!({ "dir": dir.uri() }),
     )

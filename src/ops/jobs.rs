@@ -51,8 +51,8 @@ pub fn semantic_key(dir: &VPath) -> String {
 pub use crate::queue::NewJob;
 
 pub fn embed_job(p: &VPath, lifecycle: Option<&str>) -> NewJob {
-    (
-        queue::EMBEDDING.to_string(),
+    NewJob::new(
+        queue::EMBEDDING,
         Some(embed_key(p)),
         json!({ "uri": p.uri(), "lifecycle": lifecycle }),
     )
@@ -64,16 +64,16 @@ pub fn dense_key(p: &VPath, level: Level) -> String {
 }
 
 pub fn dense_job(p: &VPath, level: Level) -> NewJob {
-    (
-        queue::DENSE.to_string(),
+    NewJob::new(
+        queue::DENSE,
         Some(dense_key(p, level)),
         json!({ "uri": p.uri(), "level": level as u8 }),
     )
 }
 
 pub fn semantic_job(dir: &VPath, lifecycle: Option<&str>) -> NewJob {
-    (
-        queue::SEMANTIC.to_string(),
+    NewJob::new(
+        queue::SEMANTIC,
         Some(semantic_key(dir)),
         json!({ "dir": dir.uri(), "lifecycle": lifecycle }),
     )
@@ -420,8 +420,7 @@ impl Ops {
             partial,
         })?;
         if self.embedder.is_some() {
-            let (q, key, payload) = dense_job(uri, level);
-            self.queue.submit(&[(q, key, payload)])?;
+            self.queue.submit(&[dense_job(uri, level)])?;
         }
         Ok(())
     }
@@ -693,9 +692,8 @@ impl Ops {
                 }
             }
         }
-        let (q, key, payload) = semantic_job(&parent, lc);
         self.queue
-            .enqueue(&q, key.as_deref(), &payload)
+            .enqueue_many(&[semantic_job(&parent, lc)])
             .map_err(retry)?;
         Ok(())
     }

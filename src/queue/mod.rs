@@ -1,5 +1,6 @@
-//! The durable job queue: named queues of jobs in one SQLite database (WAL), worked by any
-//! number of processes, plus the in-process worker pool that drains it.
+//! The durable job queue: named queues of jobs in one database (SQLite by default, behind the
+//! [`engine::Engine`] seam), worked by any number of processes, plus the in-process worker
+//! pool that drains it.
 //!
 //! What it owns, and the OpenViking failures each part answers:
 //! - claims carry a lease that the worker renews; a job whose lease ran out is claimable again at
@@ -12,10 +13,11 @@
 //! The queue knows nothing of what jobs mean: handlers are passed in as values
 //! ([`JobHandler`]), so this layer only looks down.
 
+pub mod engine;
 mod error;
 mod pool;
-mod schema;
 mod spool;
+pub mod sqlite;
 mod stats;
 mod store;
 
@@ -24,8 +26,45 @@ pub use pool::{drain, drain_with, Foreground, HandlerSpec, PoolOptions, Progress
 pub use stats::{DeadJob, QueueStats};
 pub use store::{Job, Queue, QueueOptions};
 
-/// A job to enqueue: queue name, coalesce key, payload.
-pub type NewJob = (String, Option<String>, serde_json::Value);
+/// A job to enqueue. Spool files hold it as a JSON array `[queue, key, payload]`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "JobLine", into = "JobLine")]
+pub struct NewJob {
+    /// The named queue it goes to.
+    pub queue: String,
+    /// Coalesce key: a pending job of the same key takes this one's payload in place.
+    pub key: Option<String>,
+    pub payload: serde_json::Value,
+}
+
+/// [`NewJob`] as a spool line spells it.
+type JobLine = (String, Option<String>, serde_json::Value);
+
+impl From<JobLine> for NewJob {
+    fn from((queue, key, payload): JobLine) -> NewJob {
+        NewJob {
+            queue,
+            key,
+            payload,
+        }
+    }
+}
+
+impl From<NewJob> for JobLine {
+    fn from(j: NewJob) -> JobLine {
+        (j.queue, j.key, j.payload)
+    }
+}
+
+impl NewJob {
+    pub fn new(queue: &str, key: Option<String>, payload: serde_json::Value) -> NewJob {
+        NewJob {
+            queue: queue.to_string(),
+            key,
+            payload,
+        }
+    }
+}
 
 /// Directory summaries (`.abstract.md` / `.overview.md`).
 pub const SEMANTIC: &str = "semantic";

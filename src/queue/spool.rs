@@ -120,9 +120,8 @@ impl Spool {
         let mut keys = Vec::new();
         let mut fresh: Vec<&NewJob> = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let (queue, key, payload) = job;
-            if let Some(key) = key {
-                let k = format!("{queue}\0{key}\0{payload}");
+            if let Some(key) = &job.key {
+                let k = format!("{}\0{key}\0{}", job.queue, job.payload);
                 if st.waiting.contains(&k) || keys.contains(&k) {
                     continue;
                 }
@@ -348,7 +347,7 @@ mod tests {
     }
 
     fn job(queue: &str, key: Option<&str>, n: i64) -> NewJob {
-        (queue.into(), key.map(Into::into), json!({ "n": n }))
+        NewJob::new(queue, key.map(Into::into), json!({ "n": n }))
     }
 
     /// A spool without its flusher (what `append` writes stays in the file), its path, and
@@ -379,10 +378,10 @@ mod tests {
         let w = written(&path);
         assert_eq!(w.len(), 6, "{w:?}");
         assert_eq!(w.iter().filter(|j| j == &&summary).count(), 1);
-        assert_eq!(w.iter().filter(|j| j.0 == "x").count(), 2);
+        assert_eq!(w.iter().filter(|j| j.queue == "x").count(), 2);
         assert_eq!(
             w.iter()
-                .filter(|j| j.1.as_deref() == Some("embed:b"))
+                .filter(|j| j.key.as_deref() == Some("embed:b"))
                 .count(),
             1
         );

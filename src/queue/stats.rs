@@ -3,9 +3,6 @@
 
 use std::time::Duration;
 
-use rusqlite::params;
-
-use super::store::{age, now_ms};
 use super::{Queue, QueueError};
 
 /// Dead jobs listed per queue by [`Queue::stats`].
@@ -51,47 +48,7 @@ impl QueueStats {
 impl Queue {
     /// Counts per queue that has or had jobs, sorted by name.
     pub fn stats(&self) -> Result<Vec<QueueStats>, QueueError> {
-        let conn = self.conn()?;
-        let now = now_ms();
-        let mut out: Vec<QueueStats> = conn
-            .prepare_cached(
-                "SELECT queue,
-                        SUM(state = 0), SUM(state = 0 AND attempts > 0),
-                        SUM(state = 1 AND due > ?1), SUM(state = 1 AND due <= ?1),
-                        SUM(state = 2), MIN(CASE WHEN state < 2 THEN created END)
-                 FROM jobs GROUP BY queue ORDER BY queue",
-            )?
-            .query_map([now], |r| {
-                Ok(QueueStats {
-                    queue: r.get(0)?,
-                    pending: r.get::<_, i64>(1)? as u64,
-                    retrying: r.get::<_, i64>(2)? as u64,
-                    running: r.get::<_, i64>(3)? as u64,
-                    expired: r.get::<_, i64>(4)? as u64,
-                    dead: r.get::<_, i64>(5)? as u64,
-                    oldest_age: r.get::<_, Option<i64>>(6)?.map(|t| age(now, t)),
-                    dead_jobs: Vec::new(),
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut dead = conn.prepare_cached(
-            "SELECT id, key, attempts, last_error, updated FROM jobs
-             WHERE queue = ?1 AND state = 2 ORDER BY updated DESC, id DESC LIMIT ?2",
-        )?;
-        for s in out.iter_mut().filter(|s| s.dead > 0) {
-            s.dead_jobs = dead
-                .query_map(params![s.queue, DEAD_JOBS_SHOWN as i64], |r| {
-                    Ok(DeadJob {
-                        id: r.get(0)?,
-                        key: r.get(1)?,
-                        attempts: r.get::<_, i64>(2)? as u32,
-                        error: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                        age: age(now, r.get(4)?),
-                    })
-                })?
-                .collect::<Result<_, _>>()?;
-        }
-        Ok(out)
+        self.engine().stats(DEAD_JOBS_SHOWN)
     }
 
     /// Jobs not finished (pending or claimed) in `queues`, or in all queues for `None`;
@@ -101,22 +58,7 @@ impl Queue {
     pub fn outstanding(&self, queues: Option<&[&str]>) -> Result<u64, QueueError> {
         self.replay_spools()?;
         let spooled = self.spooled();
-        let conn = self.conn()?;
-        let n: i64 = match queues {
-            None => conn.query_row("SELECT COUNT(*) FROM jobs WHERE state < 2", [], |r| {
-                r.get(0)
-            })?,
-            Some(qs) => {
-                let mut stmt = conn
-                    .prepare_cached("SELECT COUNT(*) FROM jobs WHERE queue = ?1 AND state < 2")?;
-                let mut sum = 0i64;
-                for q in qs {
-                    sum += stmt.query_row([q], |r| r.get::<_, i64>(0))?;
-                }
-                sum
-            }
-        };
-        Ok(n as u64 + spooled)
+        Ok(self.engine().unfinished(queues)? + spooled)
     }
 
     /// No job is pending or claimed in any queue (dead jobs do not count: they wait for a

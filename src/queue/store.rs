@@ -1,36 +1,22 @@
-//! The queue's state changes, each one SQLite transaction: enqueue (with coalescing), claim,
-//! renew, complete, fail, release, repair.
+//! The queue's front: every process's handle on the job queue, whatever database keeps it.
 //!
-//! A job row is `pending` (0), `running` (1) or `dead` (2). One column, `due`, says when a row is
-//! next claimable: for a pending row the end of its back-off, for a running row the end of its
-//! lease. So a claim is one indexed range scan, and a job whose worker died is picked up by the
-//! next claim after its lease ends, by any process, with no recovery pass at start-up.
-//!
-//! A claim is fenced by `(id, attempts)`: `attempts` grows at every claim and ids are never
-//! reused (AUTOINCREMENT), so a worker whose lease was handed on can no longer complete, fail or
-//! renew the job it lost.
-//!
-//! Durability: WAL with `synchronous=NORMAL`. A committed enqueue survives a crash of any process
-//! (it is in the WAL); only an OS crash or power loss may drop the last few commits, as WAL mode
-//! documents. That trade keeps enqueue at tens of microseconds, cheap enough for the FUSE write path.
+//! It owns the rules no engine may differ on: queue names, what a failure means (back-off
+//! doubling up to a cap, dead after `max_attempts`, a wait that gives its attempt back), the
+//! wake-ups of local dispatchers, and the spool. Each state change is one transaction of the
+//! [`Engine`] underneath (SQLite by default; see [`super::engine`] for what an engine keeps).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::schema::{migrate, open_connection};
+use super::engine::{Engine, Failure};
+use super::sqlite::SqliteEngine;
 use super::NewJob;
 use super::{JobError, QueueError};
 
-/// `state` of a claimed row (0 is pending, 2 dead; SQL below spells those inline).
-const RUNNING: i64 = 1;
-
-/// Connections kept open for reuse per `Queue` (more may be open while busy).
-const MAX_IDLE_CONNECTIONS: usize = 8;
 /// When a job that waits for something outside it ([`JobError::Wait`]: a full disk) runs
 /// again.
 const WAIT_RETRY: Duration = Duration::from_secs(10);
@@ -78,22 +64,18 @@ pub struct Job {
     pub attempts: u32,
 }
 
-/// A handle on the queue database; cheap to clone, shareable between threads.
+/// A handle on the queue; cheap to clone, shareable between threads.
 #[derive(Clone)]
 pub struct Queue {
-    pub(super) inner: Arc<Inner>,
+    pub(super) shared: Arc<Shared>,
 }
 
-pub(super) struct Inner {
-    path: PathBuf,
+pub(super) struct Shared {
+    engine: Box<dyn Engine>,
+    /// Where this process's spool file and every process's spool directory live (next to
+    /// the workspace's databases).
+    spool_at: PathBuf,
     opts: QueueOptions,
-    idle: Mutex<Vec<Connection>>,
-    /// Held around every write transaction of this process. SQLite makes a second writer
-    /// wait in its busy handler, which sleeps 1, 2, 5… ms between tries: a FUSE create that
-    /// met a worker's commit would stall a millisecond or more. Writers of one process queue
-    /// here instead and are woken the moment the previous commit is done; the busy handler
-    /// is left to arbitrate between processes.
-    writer: Mutex<()>,
     /// One wake-up counter per queue name, bumped at every enqueue from this process to that
     /// queue, so its local dispatcher wakes without polling — and the dispatchers of the
     /// other queues sleep on (a FUSE create must not wake every thread of the pool).
@@ -102,7 +84,7 @@ pub(super) struct Inner {
     spool: Mutex<Option<Arc<super::spool::Spool>>>,
 }
 
-impl Drop for Inner {
+impl Drop for Shared {
     fn drop(&mut self) {
         if let Some(s) = self.spool.get_mut().take() {
             s.abandon();
@@ -126,53 +108,9 @@ impl Waker {
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
-            .field("path", &self.inner.path)
+            .field("at", &self.shared.engine.location())
             .finish()
     }
-}
-
-/// A pooled connection, handed back on drop.
-pub(super) struct PooledConn<'a> {
-    inner: &'a Inner,
-    conn: Option<Connection>,
-}
-
-impl std::ops::Deref for PooledConn<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        self.conn.as_ref().expect("connection present until drop")
-    }
-}
-
-impl std::ops::DerefMut for PooledConn<'_> {
-    fn deref_mut(&mut self) -> &mut Connection {
-        self.conn.as_mut().expect("connection present until drop")
-    }
-}
-
-impl Drop for PooledConn<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            let mut idle = self.inner.idle.lock();
-            if idle.len() < MAX_IDLE_CONNECTIONS {
-                idle.push(c);
-            }
-        }
-    }
-}
-
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
-}
-
-pub(super) fn age(now: i64, then: i64) -> Duration {
-    Duration::from_millis(now.saturating_sub(then).max(0) as u64)
 }
 
 fn check_name(queue: &str) -> Result<(), QueueError> {
@@ -188,67 +126,30 @@ fn check_name(queue: &str) -> Result<(), QueueError> {
     }
 }
 
-/// True when the job's key has been enqueued again since this job's version.
-fn superseded(
-    tx: &Connection,
-    queue: &str,
-    key: Option<&str>,
-    version: i64,
-) -> rusqlite::Result<bool> {
-    let Some(key) = key else { return Ok(false) };
-    let current: Option<i64> = tx
-        .query_row(
-            "SELECT version FROM key_versions WHERE queue = ?1 AND key = ?2",
-            params![queue, key],
-            |r| r.get(0),
-        )
-        .optional()?;
-    Ok(current.is_some_and(|c| c > version))
-}
-
-/// Forget a key's version once no row uses it, so the table does not grow with every path
-/// ever written. Safe: versions are only compared against rows that exist.
-fn prune_key(tx: &Connection, queue: &str, key: Option<&str>) -> rusqlite::Result<()> {
-    if let Some(key) = key {
-        tx.prepare_cached(
-            "DELETE FROM key_versions WHERE queue = ?1 AND key = ?2
-               AND NOT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2)",
-        )?
-        .execute(params![queue, key])?;
-    }
-    Ok(())
-}
-
-/// Is `job` still claimed under this very claim?
-fn held(tx: &Connection, job: &Job) -> rusqlite::Result<bool> {
-    tx.prepare_cached(
-        "SELECT EXISTS(SELECT 1 FROM jobs WHERE id = ?1 AND state = 1 AND attempts = ?2)",
-    )?
-    .query_row(params![job.id, job.attempts], |r| r.get(0))
-}
-
 impl Queue {
-    /// Open (creating when missing) the queue database at `path` with default options.
+    /// Open (creating when missing) the SQLite queue database at `path` with default options.
     pub fn open(path: &Path) -> Result<Queue, QueueError> {
         Queue::open_with(path, QueueOptions::default())
     }
 
+    /// [`Queue::open`] with `opts`; the spool directory is beside the database.
     pub fn open_with(path: &Path, opts: QueueOptions) -> Result<Queue, QueueError> {
-        let open_err = |source| QueueError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut conn = open_connection(path, &opts).map_err(open_err)?;
-        migrate(&mut conn, path).map_err(|e| match e {
-            QueueError::Sql(source) => open_err(source),
-            other => other,
-        })?;
+        let engine = SqliteEngine::open(path, opts.busy_timeout)?;
+        Queue::with_engine(Box::new(engine), path, opts)
+    }
+
+    /// A queue over `engine`, with spool files kept beside `spool_at` (a path whose parent
+    /// directory holds the `spool/` directory). Replays the spools of dead processes.
+    pub fn with_engine(
+        engine: Box<dyn Engine>,
+        spool_at: &Path,
+        opts: QueueOptions,
+    ) -> Result<Queue, QueueError> {
         let q = Queue {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
+            shared: Arc::new(Shared {
+                engine,
+                spool_at: spool_at.to_path_buf(),
                 opts,
-                idle: Mutex::new(vec![conn]),
-                writer: Mutex::new(()),
                 wakers: Mutex::new(HashMap::new()),
                 spool: Mutex::new(None),
             }),
@@ -264,24 +165,34 @@ impl Queue {
         Ok(q)
     }
 
+    /// Where the queue's rows live, for messages.
+    pub fn location(&self) -> String {
+        self.shared.engine.location()
+    }
+
+    /// The engine underneath (tests and benchmarks reach the database through it).
+    pub fn engine(&self) -> &dyn Engine {
+        &*self.shared.engine
+    }
+
     /// Move the jobs of dead processes' spool files into the database; returns how many.
     pub fn replay_spools(&self) -> Result<usize, QueueError> {
-        super::spool::replay_orphans(self.path(), |jobs| self.enqueue_many(jobs))
+        super::spool::replay_orphans(&self.shared.spool_at, |jobs| self.enqueue_many(jobs))
     }
 
     /// Let [`Queue::submit`] append to a spool file that a flusher thread moves into the
     /// database in batches (see `queue::spool`). For a process that queues jobs from a
     /// latency-sensitive path (the mount daemon); [`Queue::stop_spool`] before it exits.
     pub fn start_spool(&self) -> Result<(), QueueError> {
-        let mut s = self.inner.spool.lock();
+        let mut s = self.shared.spool.lock();
         if s.is_none() {
-            let dir = super::spool::dir_of(&self.inner.path);
-            let weak = std::sync::Arc::downgrade(&self.inner);
+            let dir = super::spool::dir_of(&self.shared.spool_at);
+            let weak = std::sync::Arc::downgrade(&self.shared);
             let sink: super::spool::Sink = Box::new(move |jobs| {
-                let inner = weak.upgrade()?;
-                Some(Queue { inner }.enqueue_many(jobs))
+                let shared = weak.upgrade()?;
+                Some(Queue { shared }.enqueue_many(jobs))
             });
-            let spool = super::spool::Spool::start(&self.inner.path, sink)
+            let spool = super::spool::Spool::start(&self.shared.spool_at, sink)
                 .map_err(|e| QueueError::Spool(dir, e))?;
             *s = Some(spool);
         }
@@ -290,7 +201,7 @@ impl Queue {
 
     /// Move everything spooled into the database and stop the flusher.
     pub fn stop_spool(&self) {
-        let s = self.inner.spool.lock().take();
+        let s = self.shared.spool.lock().take();
         if let Some(s) = s {
             s.stop();
         }
@@ -300,63 +211,29 @@ impl Queue {
     /// one append to it (durable against a crash of this process once this returns; in the
     /// database within milliseconds); without, [`Queue::enqueue_many`].
     pub fn submit(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
-        for (q, _, _) in jobs {
-            check_name(q)?;
+        for j in jobs {
+            check_name(&j.queue)?;
         }
-        let s = self.inner.spool.lock().clone();
+        let s = self.shared.spool.lock().clone();
         match s {
             Some(s) => s
                 .append(jobs)
-                .map_err(|e| QueueError::Spool(super::spool::dir_of(&self.inner.path), e)),
+                .map_err(|e| QueueError::Spool(super::spool::dir_of(&self.shared.spool_at), e)),
             None => self.enqueue_many(jobs),
         }
     }
 
     /// Jobs spooled by any process and not in the database yet.
     pub fn spooled(&self) -> u64 {
-        super::spool::pending_lines(&self.inner.path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+        super::spool::pending_lines(&self.shared.spool_at)
     }
 
     pub fn options(&self) -> &QueueOptions {
-        &self.inner.opts
-    }
-
-    pub(super) fn conn(&self) -> Result<PooledConn<'_>, QueueError> {
-        let cached = self.inner.idle.lock().pop();
-        let conn = match cached {
-            Some(c) => c,
-            None => open_connection(&self.inner.path, &self.inner.opts)?,
-        };
-        Ok(PooledConn {
-            inner: &self.inner,
-            conn: Some(conn),
-        })
-    }
-
-    /// Run `f` in one `BEGIN IMMEDIATE` transaction (taking the write lock up front, so two
-    /// processes never deadlock upgrading a read to a write).
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, i64) -> Result<T, QueueError>,
-    ) -> Result<T, QueueError> {
-        let mut conn = self.conn()?;
-        let _writer = self.inner.writer.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx, now_ms())?;
-        tx.commit()?;
-        Ok(out)
-    }
-
-    fn rerun_delay_ms(&self) -> i64 {
-        self.inner.opts.rerun_delay.as_millis() as i64
+        &self.shared.opts
     }
 
     fn waker(&self, queue: &str) -> Arc<Waker> {
-        let mut m = self.inner.wakers.lock();
+        let mut m = self.shared.wakers.lock();
         if let Some(w) = m.get(queue) {
             return w.clone();
         }
@@ -387,7 +264,7 @@ impl Queue {
     /// Wake every local waiter (the pool calls this to stop; a retry of dead jobs may touch
     /// any queue).
     pub(crate) fn wake_all(&self) {
-        let all: Vec<Arc<Waker>> = self.inner.wakers.lock().values().cloned().collect();
+        let all: Vec<Arc<Waker>> = self.shared.wakers.lock().values().cloned().collect();
         for w in all {
             w.bump();
         }
@@ -402,27 +279,25 @@ impl Queue {
         key: Option<&str>,
         payload: &serde_json::Value,
     ) -> Result<i64, QueueError> {
+        let job = NewJob::new(queue, key.map(str::to_string), payload.clone());
         check_name(queue)?;
-        let payload = payload.to_string();
-        let delay = self.rerun_delay_ms();
-        let id = self.write(|tx, now| Ok(enqueue_in(tx, now, delay, queue, key, &payload)?))?;
+        let ids = self
+            .shared
+            .engine
+            .enqueue(std::slice::from_ref(&job), self.shared.opts.rerun_delay)?;
         self.notify(queue);
-        Ok(id)
+        Ok(ids[0])
     }
 
     /// [`enqueue`](Self::enqueue) several jobs in one transaction (one WAL commit).
     pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<(), QueueError> {
-        for (q, _, _) in jobs {
-            check_name(q)?;
+        for j in jobs {
+            check_name(&j.queue)?;
         }
-        let delay = self.rerun_delay_ms();
-        self.write(|tx, now| {
-            for (q, key, payload) in jobs {
-                enqueue_in(tx, now, delay, q, key.as_deref(), &payload.to_string())?;
-            }
-            Ok(())
-        })?;
-        let mut queues: Vec<&str> = jobs.iter().map(|(q, _, _)| q.as_str()).collect();
+        self.shared
+            .engine
+            .enqueue(jobs, self.shared.opts.rerun_delay)?;
+        let mut queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
         queues.sort_unstable();
         queues.dedup();
         for q in queues {
@@ -441,192 +316,65 @@ impl Queue {
     ) -> Result<Option<Job>, QueueError> {
         // Idle workers poll: look with a read first, so an empty queue never takes the write
         // lock that enqueuers on the FUSE path need.
-        let due: bool = self
-            .conn()?
-            .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND state < 2 AND due <= ?2)",
-            )?
-            .query_row(params![queue, now_ms()], |r| r.get(0))?;
-        if !due {
+        if !self.shared.engine.any_due(queue)? {
             return Ok(None);
         }
-        let max_attempts = i64::from(self.inner.opts.max_attempts);
-        self.write(|tx, now| loop {
-            let row = tx
-                .prepare_cached(
-                    "SELECT id, key, version, payload, attempts, state, last_error FROM jobs
-                     WHERE queue = ?1 AND state < 2 AND due <= ?2 ORDER BY due, id LIMIT 1",
-                )?
-                .query_row(params![queue, now], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, Option<String>>(6)?,
-                    ))
-                })
-                .optional()?;
-            let Some((id, key, version, payload, attempts, state, last_error)) = row else {
-                return Ok(None);
-            };
-            if state == RUNNING {
-                // Its worker died or hung. A newer version makes it moot; too many deaths
-                // make it a poison job rather than a reason to crash workers forever.
-                if superseded(tx, queue, key.as_deref(), version)? {
-                    tx.execute("DELETE FROM jobs WHERE id = ?1", [id])?;
-                    prune_key(tx, queue, key.as_deref())?;
-                    continue;
-                }
-                if attempts >= max_attempts {
-                    let why = format!(
-                        "lease expired on attempt {attempts} (worker died or hung){}",
-                        last_error.map(|e| format!("; before: {e}")).unwrap_or_default()
-                    );
-                    tx.execute(
-                        "UPDATE jobs SET state = 2, worker = NULL, last_error = ?2, updated = ?3 WHERE id = ?1",
-                        params![id, why, now],
-                    )?;
-                    continue;
-                }
-            }
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, worker = ?3, updated = ?4
-                 WHERE id = ?1",
-            )?
-            .execute(params![id, now.saturating_add(ms(lease)), worker, now])?;
-            let payload = serde_json::from_str(&payload)
-                .map_err(|source| QueueError::Payload { id, source })?;
-            return Ok(Some(Job {
-                id,
-                queue: queue.to_string(),
-                key,
-                version,
-                payload,
-                attempts: (attempts + 1) as u32,
-            }));
-        })
+        self.shared
+            .engine
+            .claim(queue, worker, lease, self.shared.opts.max_attempts)
     }
 
     /// Extend the lease of a job this worker still holds. `false`: the lease ran out and the
     /// job was handed on (or finished elsewhere); the caller must not write anything back.
     pub fn renew(&self, job: &Job, worker: &str, lease: Duration) -> Result<bool, QueueError> {
-        self.write(|tx, now| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE jobs SET due = ?3, worker = ?4, updated = ?5
-                     WHERE id = ?1 AND state = 1 AND attempts = ?2",
-                )?
-                .execute(params![
-                    job.id,
-                    job.attempts,
-                    now.saturating_add(ms(lease)),
-                    worker,
-                    now
-                ])?;
-            Ok(n == 1)
-        })
+        self.shared.engine.renew(job, worker, lease)
     }
 
     /// The job is done: remove it.
     pub fn complete(&self, job: &Job) -> Result<(), QueueError> {
-        self.write(|tx, _| {
-            let n = tx
-                .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND state = 1 AND attempts = ?2")?
-                .execute(params![job.id, job.attempts])?;
-            if n == 0 {
-                return Err(QueueError::NotClaimed { id: job.id });
-            }
-            prune_key(tx, &job.queue, job.key.as_deref())?;
-            Ok(())
-        })
+        self.shared.engine.complete(job)
     }
 
     /// The job failed. `Retry`: pending again after a back-off, or dead once it used its
-    /// attempts. `Permanent`: dead at once. A job whose key was enqueued again meanwhile is
-    /// dropped instead: the newer job does its work.
+    /// attempts. `Permanent`: dead at once. `Wait`: pending again later, the attempt given
+    /// back. A job whose key was enqueued again meanwhile is dropped instead: the newer job
+    /// does its work.
     pub fn fail(&self, job: &Job, err: &JobError) -> Result<(), QueueError> {
-        let opts = &self.inner.opts;
-        self.write(|tx, now| {
-            if !held(tx, job)? {
-                return Err(QueueError::NotClaimed { id: job.id });
+        let opts = &self.shared.opts;
+        let failure = match err {
+            JobError::Wait(message) => Failure::Wait {
+                message,
+                after: WAIT_RETRY.min(opts.backoff_max),
+            },
+            JobError::Permanent(message) => Failure::Dead { message },
+            JobError::Retry(message) if job.attempts >= opts.max_attempts => {
+                Failure::Dead { message }
             }
-            if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
-                tx.execute("DELETE FROM jobs WHERE id = ?1", [job.id])?;
-                prune_key(tx, &job.queue, job.key.as_deref())?;
-                return Ok(());
-            }
-            if let JobError::Wait(m) = err {
-                // Not the job's fault: the attempt is given back.
-                tx.execute(
-                    "UPDATE jobs SET state = 0, worker = NULL, last_error = ?2, due = ?3, \
-                     attempts = MAX(attempts - 1, 0), updated = ?4 WHERE id = ?1",
-                    params![
-                        job.id,
-                        m,
-                        now.saturating_add(ms(WAIT_RETRY.min(opts.backoff_max))),
-                        now
-                    ],
-                )?;
-                return Ok(());
-            }
-            let dead = matches!(err, JobError::Permanent(_)) || job.attempts >= opts.max_attempts;
-            if dead {
-                tx.execute(
-                    "UPDATE jobs SET state = 2, worker = NULL, last_error = ?2, updated = ?3 WHERE id = ?1",
-                    params![job.id, err.message(), now],
-                )?;
-            } else {
+            JobError::Retry(message) => {
                 let shift = job.attempts.saturating_sub(1).min(30);
-                let backoff = opts
-                    .backoff_base
-                    .saturating_mul(1u32 << shift)
-                    .min(opts.backoff_max);
-                tx.execute(
-                    "UPDATE jobs SET state = 0, worker = NULL, last_error = ?2, due = ?3, updated = ?4 WHERE id = ?1",
-                    params![job.id, err.message(), now.saturating_add(ms(backoff)), now],
-                )?;
+                Failure::Retry {
+                    message,
+                    after: opts
+                        .backoff_base
+                        .saturating_mul(1u32 << shift)
+                        .min(opts.backoff_max),
+                }
             }
-            Ok(())
-        })
+        };
+        self.shared.engine.fail(job, failure)
     }
 
     /// Hand back a claimed job that was never started (a stopping pool): pending again at
     /// once, the claim not counted as an attempt.
     pub fn release(&self, job: &Job) -> Result<(), QueueError> {
-        self.write(|tx, now| {
-            if !held(tx, job)? {
-                return Ok(());
-            }
-            if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
-                tx.execute("DELETE FROM jobs WHERE id = ?1", [job.id])?;
-                prune_key(tx, &job.queue, job.key.as_deref())?;
-            } else {
-                tx.execute(
-                    "UPDATE jobs SET state = 0, worker = NULL, due = ?2, attempts = attempts - 1, updated = ?2
-                     WHERE id = ?1",
-                    params![job.id, now],
-                )?;
-            }
-            Ok(())
-        })
+        self.shared.engine.release(job)
     }
 
     /// May this job write its result back? True while this claim still holds the job and no
     /// newer version of its key was enqueued. Check it right before the write-back (under the
     /// source's lock): a stale job's result would overwrite a newer one.
     pub fn is_current(&self, job: &Job) -> Result<bool, QueueError> {
-        let conn = self.conn()?;
-        let ok = conn
-            .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM jobs j WHERE j.id = ?1 AND j.state = 1 AND j.attempts = ?2
-                   AND (j.key IS NULL OR ?3 = (SELECT version FROM key_versions k
-                                                WHERE k.queue = j.queue AND k.key = j.key)))",
-            )?
-            .query_row(params![job.id, job.attempts, job.version], |r| r.get(0))?;
-        Ok(ok)
+        self.shared.engine.is_current(job)
     }
 
     /// [`is_current`](Self::is_current) by key alone, for code that holds a key and version
@@ -641,25 +389,12 @@ impl Queue {
     /// Is a job for `key` waiting or running (not done, not dead)? For readers that must not
     /// show what such a job is about to replace (a summary whose refresh is queued).
     pub fn has_pending(&self, queue: &str, key: &str) -> Result<bool, QueueError> {
-        let conn = self.conn()?;
-        let pending = conn
-            .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND state < 2)",
-            )?
-            .query_row(params![queue, key], |r| r.get(0))?;
-        Ok(pending)
+        self.shared.engine.has_pending(queue, key)
     }
 
     /// Current version of a key (None when no job for it exists).
     pub fn key_version(&self, queue: &str, key: &str) -> Result<Option<i64>, QueueError> {
-        let conn = self.conn()?;
-        Ok(conn
-            .query_row(
-                "SELECT version FROM key_versions WHERE queue = ?1 AND key = ?2",
-                params![queue, key],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.shared.engine.key_version(queue, key)
     }
 
     /// Make dead jobs pending again with fresh attempts (`fsck --repair`). Returns how many.
@@ -667,79 +402,10 @@ impl Queue {
         if let Some(q) = queue {
             check_name(q)?;
         }
-        let n = self.write(|tx, now| {
-            // A dead job whose key has a live job is superseded by it.
-            tx.execute(
-                "DELETE FROM jobs WHERE state = 2 AND key IS NOT NULL AND (?1 IS NULL OR queue = ?1)
-                   AND EXISTS (SELECT 1 FROM jobs o WHERE o.queue = jobs.queue AND o.key = jobs.key
-                               AND o.state < 2)",
-                params![queue],
-            )?;
-            Ok(tx.execute(
-                "UPDATE jobs SET state = 0, attempts = 0, due = ?2, updated = ?2
-                 WHERE state = 2 AND (?1 IS NULL OR queue = ?1)",
-                params![queue, now],
-            )?)
-        })?;
+        let n = self.shared.engine.retry_dead(queue)?;
         self.wake_all();
         Ok(n)
     }
-}
-
-fn enqueue_in(
-    tx: &Connection,
-    now: i64,
-    rerun_delay_ms: i64,
-    queue: &str,
-    key: Option<&str>,
-    payload: &str,
-) -> rusqlite::Result<i64> {
-    let Some(key) = key else {
-        tx.prepare_cached(
-            "INSERT INTO jobs (queue, key, version, payload, state, due, created, updated)
-             VALUES (?1, NULL, 0, ?2, 0, ?3, ?3, ?3)",
-        )?
-        .execute(params![queue, payload, now])?;
-        return Ok(tx.last_insert_rowid());
-    };
-    let version: i64 = tx
-        .prepare_cached(
-            "INSERT INTO key_versions (queue, key, version) VALUES (?1, ?2, 1)
-             ON CONFLICT (queue, key) DO UPDATE SET version = version + 1 RETURNING version",
-        )?
-        .query_row(params![queue, key], |r| r.get(0))?;
-    // An older dead job of this key is moot now: the new version redoes its work.
-    tx.prepare_cached("DELETE FROM jobs WHERE queue = ?1 AND key = ?2 AND state = 2")?
-        .execute(params![queue, key])?;
-    // While the key's job runs, its next run waits `rerun_delay` (see QueueOptions).
-    let running: bool = tx
-        .prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND state = 1)",
-        )?
-        .query_row(params![queue, key], |r| r.get(0))?;
-    let due = if running { now + rerun_delay_ms } else { now };
-    // Coalesce into the pending job, keeping its place in line: its due stays, unless it
-    // was backing off after a failure (new input ends a back-off).
-    let updated: Option<i64> = tx
-        .prepare_cached(
-            "UPDATE jobs SET version = ?3, payload = ?4,
-                             due = CASE WHEN attempts > 0 THEN ?6 ELSE due END,
-                             attempts = 0, last_error = NULL, updated = ?5
-             WHERE queue = ?1 AND key = ?2 AND state = 0 RETURNING id",
-        )?
-        .query_row(params![queue, key, version, payload, now, due], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    if let Some(id) = updated {
-        return Ok(id);
-    }
-    tx.prepare_cached(
-        "INSERT INTO jobs (queue, key, version, payload, state, due, created, updated)
-         VALUES (?1, ?2, ?3, ?4, 0, ?6, ?5, ?5)",
-    )?
-    .execute(params![queue, key, version, payload, now, due])?;
-    Ok(tx.last_insert_rowid())
 }
 
 #[cfg(test)]
@@ -888,7 +554,7 @@ mod tests {
             q.enqueue("Bad Name", None, &json!(1)),
             Err(QueueError::BadQueueName(_))
         ));
-        q.conn()
+        rusqlite::Connection::open(dir.path().join("q.db"))
             .unwrap()
             .pragma_update(None, "user_version", 99)
             .unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use queue_support::*;
 use serde_json::json;
-use vikingfs::queue::{Job, JobError, JobHandler, PoolOptions, WorkerPool};
+use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, WorkerPool};
 
 const ENQUEUERS: u64 = 4;
 const WORKERS: usize = 2;
@@ -43,10 +43,10 @@ fn child() {
                 } else {
                     let mut batch = Vec::new();
                     for s in seq..seq + BATCH {
-                        batch.push(("embedding".to_string(), None, json!({ "p": me, "s": s })));
+                        batch.push(NewJob::new("embedding", None, json!({ "p": me, "s": s })));
                         if s % SHARED_EVERY == 0 {
-                            batch.push((
-                                "semantic".to_string(),
+                            batch.push(NewJob::new(
+                                "semantic",
                                 Some("shared".to_string()),
                                 json!({ "p": me, "s": s }),
                             ));

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use queue_support::*;
 use serde_json::json;
+use vikingfs::queue::NewJob;
 
 const JOBS: u64 = 300;
 
@@ -24,8 +25,12 @@ fn child() {
     let log = dir.join("submitted.log");
     for i in 0..JOBS {
         let key = format!("k{i}");
-        q.submit(&[("embedding".into(), Some(key.clone()), json!({ "i": i }))])
-            .unwrap();
+        q.submit(&[NewJob::new(
+            "embedding",
+            Some(key.clone()),
+            json!({ "i": i }),
+        )])
+        .unwrap();
         // After submit returned: the parent expects this job in the database.
         log_line(&log, &key);
         if i == JOBS / 2 {

@@ -5,19 +5,19 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::{QueueError, QueueOptions};
+use crate::queue::QueueError;
 
 /// The schema version this code writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
 pub(super) fn open_connection(
     path: &Path,
-    opts: &QueueOptions,
+    busy_timeout: std::time::Duration,
 ) -> Result<Connection, rusqlite::Error> {
     crate::db::open(
         path,
         crate::db::Open {
-            busy_timeout: opts.busy_timeout,
+            busy_timeout,
             // The queue is read after nearly every commit of another connection.
             mmap_size: 1 << 28,
         },
