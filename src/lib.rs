@@ -18,6 +18,7 @@ pub mod index;
 pub mod lock;
 pub mod metrics;
 pub mod ops;
+pub mod pg;
 pub mod process;
 pub mod queue;
 pub mod semantic;

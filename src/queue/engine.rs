@@ -49,7 +49,7 @@ pub trait Engine: Send + Sync {
 
     /// Claim the next due job of `queue` for `lease`. A running row whose lease ran out is
     /// taken over, unless its key moved on (dropped) or it used `max_attempts` claims (dead,
-    /// with [`expired_message`]).
+    /// with [`expired_message`]); a row whose payload is not JSON is dead ([`bad_payload`]).
     fn claim(
         &self,
         queue: &str,
@@ -90,6 +90,11 @@ pub trait Engine: Send + Sync {
 
     /// Rows pending or running in `queues` (all queues for `None`).
     fn unfinished(&self, queues: Option<&[&str]>) -> Result<u64, QueueError>;
+}
+
+/// The last error of a job whose stored payload is not JSON (damage): dead at its claim.
+pub fn bad_payload(e: &serde_json::Error) -> String {
+    format!("payload is not JSON ({e}); the row was damaged")
 }
 
 /// The last error of a job that died because its leases kept running out.

@@ -21,14 +21,10 @@ pub enum QueueError {
     Spool(std::path::PathBuf, #[source] std::io::Error),
     #[error("queue database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("queue database: {0}")]
+    Pg(#[from] crate::pg::PgError),
     #[error("invalid queue name {0:?} (want 1-64 characters of [a-z0-9_])")]
     BadQueueName(String),
-    #[error("job {id} payload: {source}")]
-    Payload {
-        id: i64,
-        #[source]
-        source: serde_json::Error,
-    },
     #[error(
         "job {id} is no longer claimed by this worker (its lease ran out and it was handed on)"
     )]

@@ -16,6 +16,7 @@
 pub mod engine;
 mod error;
 mod pool;
+pub mod postgres;
 mod spool;
 pub mod sqlite;
 mod stats;

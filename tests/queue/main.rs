@@ -4,6 +4,8 @@
 //! One test binary per area, each former test file a module: the crate is linked once per
 //! area instead of once per file (most of a cold build's time).
 
+#[path = "../pg_support/mod.rs"]
+mod pg_support;
 #[path = "../queue_support/mod.rs"]
 mod queue_support;
 
@@ -12,5 +14,6 @@ mod queue_coalesce;
 mod queue_concurrent;
 mod queue_lease;
 mod queue_pool;
+mod queue_postgres;
 mod queue_retry;
 mod queue_spool;

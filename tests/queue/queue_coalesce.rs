@@ -57,6 +57,18 @@ fn child() {
 
 #[test]
 fn versions_survive_a_kill_and_one_job_per_key_remains() {
+    versions_survive_a_kill_and_one_job_per_key_remains_run();
+}
+
+/// The same with the queue on PostgreSQL.
+#[test]
+fn on_postgres_versions_survive_a_kill_and_one_job_per_key_remains() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    versions_survive_a_kill_and_one_job_per_key_remains_run();
+}
+
+fn versions_survive_a_kill_and_one_job_per_key_remains_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = spawn_child(module_path!(), dir.path(), "enqueuer", &[]);
     wait_child_says(&mut c, "ready");

@@ -83,6 +83,18 @@ fn child() {
 
 #[test]
 fn concurrent_enqueuers_and_workers_lose_nothing() {
+    concurrent_enqueuers_and_workers_lose_nothing_run();
+}
+
+/// The same with the queue on PostgreSQL.
+#[test]
+fn on_postgres_concurrent_enqueuers_and_workers_lose_nothing() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    concurrent_enqueuers_and_workers_lose_nothing_run();
+}
+
+fn concurrent_enqueuers_and_workers_lose_nothing_run() {
     let dir = tempfile::tempdir().unwrap();
     // Everyone starts at once on a database that does not exist yet: creation and schema
     // setup race too.

@@ -83,6 +83,18 @@ fn child() {
 
 #[test]
 fn a_killed_workers_job_is_handed_on_and_done_exactly_once() {
+    killed_worker_handed_on();
+}
+
+/// The same on PostgreSQL: the second worker is another process with its own connections.
+#[test]
+fn on_postgres_a_killed_workers_job_is_handed_on_and_done_exactly_once() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    killed_worker_handed_on();
+}
+
+fn killed_worker_handed_on() {
     let dir = tempfile::tempdir().unwrap();
     let q = open_queue(dir.path(), 3, Duration::from_millis(10));
     let id = q.enqueue("semantic", None, &json!({"n": 1})).unwrap();
@@ -95,11 +107,7 @@ fn a_killed_workers_job_is_handed_on_and_done_exactly_once() {
     assert_eq!(read_lines(&log), vec![format!("start {} {id}", hang.id())]);
 
     // The heartbeat renews the lease while the handler runs: the lease end moves forward.
-    let lease_end = || -> i64 {
-        let db = rusqlite::Connection::open(dir.path().join("queue.db")).unwrap();
-        db.query_row("SELECT due FROM jobs WHERE id = ?1", [id], |r| r.get(0))
-            .unwrap()
-    };
+    let lease_end = || lease_end(dir.path(), id);
     let first = lease_end();
     wait_until("a lease renewal", || lease_end() > first);
 
@@ -128,6 +136,17 @@ fn a_killed_workers_job_is_handed_on_and_done_exactly_once() {
 
 #[test]
 fn a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
+    poison_job_dies();
+}
+
+#[test]
+fn on_postgres_a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    poison_job_dies();
+}
+
+fn poison_job_dies() {
     let dir = tempfile::tempdir().unwrap();
     let q = open_queue(dir.path(), 3, Duration::from_millis(10));
     let id = q.enqueue("semantic", Some("poison"), &json!({})).unwrap();

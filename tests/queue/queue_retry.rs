@@ -47,6 +47,18 @@ fn child() {
 
 #[test]
 fn retries_stop_at_the_limit_and_the_last_error_is_kept() {
+    retries_stop_at_the_limit_and_the_last_error_is_kept_run();
+}
+
+/// The same with the queue on PostgreSQL.
+#[test]
+fn on_postgres_retries_stop_at_the_limit_and_the_last_error_is_kept() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    retries_stop_at_the_limit_and_the_last_error_is_kept_run();
+}
+
+fn retries_stop_at_the_limit_and_the_last_error_is_kept_run() {
     let dir = tempfile::tempdir().unwrap();
     let q = open_queue(dir.path(), MAX_ATTEMPTS, Duration::from_millis(20));
     for name in ["flaky", "broken", "fine", "late"] {
@@ -97,6 +109,18 @@ fn retries_stop_at_the_limit_and_the_last_error_is_kept() {
 
 #[test]
 fn a_new_version_replaces_a_dead_job() {
+    a_new_version_replaces_a_dead_job_run();
+}
+
+/// The same with the queue on PostgreSQL.
+#[test]
+fn on_postgres_a_new_version_replaces_a_dead_job() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    a_new_version_replaces_a_dead_job_run();
+}
+
+fn a_new_version_replaces_a_dead_job_run() {
     let dir = tempfile::tempdir().unwrap();
     let q = open_queue(dir.path(), 1, Duration::ZERO);
     q.enqueue("semantic", Some("k"), &json!(1)).unwrap();

@@ -96,6 +96,18 @@ fn a_clean_stop_moves_everything_and_leaves_no_spool() {
 
 #[test]
 fn kill9_while_submitting_loses_no_submitted_job() {
+    kill9_while_submitting_loses_no_submitted_job_run();
+}
+
+/// The same with the queue on PostgreSQL.
+#[test]
+fn on_postgres_kill9_while_submitting_loses_no_submitted_job() {
+    let server = crate::pg_support::PgServer::start();
+    use_postgres(&server.dsn());
+    kill9_while_submitting_loses_no_submitted_job_run();
+}
+
+fn kill9_while_submitting_loses_no_submitted_job_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = spawn_child(module_path!(), dir.path(), "live", &[]);
     wait_child_says(&mut c, "half");

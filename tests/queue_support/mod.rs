@@ -15,6 +15,26 @@ pub const ROLE: &str = "VQ_CHILD_ROLE";
 /// Directory the parent and its children share.
 pub const DIR: &str = "VQ_DIR";
 
+/// Environment variable naming the PostgreSQL database a child's queue lives in (unset:
+/// SQLite in the shared directory).
+pub const PG_DSN: &str = "VQ_PG_DSN";
+
+static POSTGRES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// From now on this process, and the children it spawns, keep the queue in the PostgreSQL
+/// database `dsn` instead of `DIR/queue.db`.
+pub fn use_postgres(dsn: &str) {
+    POSTGRES.set(dsn.to_string()).unwrap();
+}
+
+/// The PostgreSQL database this process's queue lives in, if any.
+pub fn postgres_dsn() -> Option<String> {
+    POSTGRES
+        .get()
+        .cloned()
+        .or_else(|| std::env::var(PG_DSN).ok())
+}
+
 /// Generous: the machine is small and shared.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -38,6 +58,9 @@ pub fn spawn_child(module: &str, dir: &Path, role: &str, extra: &[(&str, String)
     for (k, v) in extra {
         cmd.env(k, v);
     }
+    if let Some(dsn) = postgres_dsn() {
+        cmd.env(PG_DSN, dsn);
+    }
     cmd.spawn().expect("spawning a child test process")
 }
 
@@ -54,18 +77,39 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The database every process of a test opens.
+/// The queue every process of a test opens: `DIR/queue.db`, or the PostgreSQL database of
+/// [`use_postgres`] (spool files stay in `DIR` either way).
 pub fn open_queue(dir: &Path, max_attempts: u32, backoff: Duration) -> Queue {
-    Queue::open_with(
-        &dir.join("queue.db"),
-        QueueOptions {
-            max_attempts,
-            backoff_base: backoff,
-            rerun_delay: Duration::ZERO,
-            ..QueueOptions::default()
-        },
-    )
-    .unwrap()
+    let opts = QueueOptions {
+        max_attempts,
+        backoff_base: backoff,
+        rerun_delay: Duration::ZERO,
+        ..QueueOptions::default()
+    };
+    let db = dir.join("queue.db");
+    match postgres_dsn() {
+        None => Queue::open_with(&db, opts).unwrap(),
+        Some(dsn) => {
+            let pg = std::sync::Arc::new(vikingfs::pg::Pg::connect(&dsn).unwrap());
+            let engine = vikingfs::queue::postgres::PgEngine::open(pg).unwrap();
+            Queue::with_engine(Box::new(engine), &db, opts).unwrap()
+        }
+    }
+}
+
+/// When the lease of job `id` ends (ms), read from whichever database holds it.
+pub fn lease_end(dir: &Path, id: i64) -> i64 {
+    match postgres_dsn() {
+        None => rusqlite::Connection::open(dir.join("queue.db"))
+            .unwrap()
+            .query_row("SELECT due FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap(),
+        Some(dsn) => postgres::Client::connect(&dsn, postgres::NoTls)
+            .unwrap()
+            .query_one("SELECT due FROM vq_jobs WHERE id = $1", &[&id])
+            .unwrap()
+            .get(0),
+    }
 }
 
 /// Poll `cond` until it holds; panic naming `what` after [`DEADLINE`].

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::engine::{expired_message, Engine, Failure};
+use super::engine::{bad_payload, expired_message, Engine, Failure};
 use super::stats::DeadJob;
 use super::{Job, NewJob, QueueError, QueueStats};
 
@@ -252,13 +252,22 @@ impl Engine for SqliteEngine {
                     continue;
                 }
             }
+            let payload = match serde_json::from_str(&payload) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Damaged, not transient: it would stand at the head of the line forever.
+                    tx.execute(
+                        "UPDATE jobs SET state = 2, worker = NULL, last_error = ?2, updated = ?3 WHERE id = ?1",
+                        params![id, bad_payload(&e), now],
+                    )?;
+                    continue;
+                }
+            };
             tx.prepare_cached(
                 "UPDATE jobs SET state = 1, due = ?2, attempts = attempts + 1, worker = ?3, updated = ?4
                  WHERE id = ?1",
             )?
             .execute(params![id, now.saturating_add(ms(lease)), worker, now])?;
-            let payload = serde_json::from_str(&payload)
-                .map_err(|source| QueueError::Payload { id, source })?;
             return Ok(Some(Job {
                 id,
                 queue: queue.to_string(),

@@ -1,0 +1,211 @@
+//! PostgreSQL connections for the stores that live on a server (`storage.backend =
+//! "postgres"`): parsing the DSN, a small pool of clients, the server's clock, and the
+//! schema-version check every store runs at open — what [`crate::db`] is for SQLite files.
+//!
+//! A connection that broke (the server restarted, the network dropped) is never handed out
+//! again: the pool drops closed clients and dials anew, so a store answers again as soon as
+//! the server does. The password of a DSN is never printed: [`Pg::location`] names host,
+//! port, database and user only.
+
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use postgres::{Client, NoTls};
+
+/// Clients kept open for reuse (more may be open while busy).
+const MAX_IDLE: usize = 8;
+/// How long dialling the server may take before the store says it is unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("bad PostgreSQL DSN (a libpq connection string such as \"host=127.0.0.1 port=5432 dbname=vikingfs user=vikingfs\"): {0}")]
+    BadDsn(#[source] postgres::Error),
+    #[error("PostgreSQL {at}: {source}")]
+    Server {
+        at: String,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("PostgreSQL {at}: schema {what} is version {found}, newer than this vikingfs understands ({supported}); upgrade vikingfs")]
+    SchemaTooNew {
+        at: String,
+        what: &'static str,
+        found: i64,
+        supported: i64,
+    },
+}
+
+impl PgError {
+    /// The server could not be reached or the connection broke (worth retrying later), as
+    /// opposed to a statement the server refused.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            PgError::Server { source, .. } => source.is_closed() || source.as_db_error().is_none(),
+            _ => false,
+        }
+    }
+}
+
+/// A pool of clients of one server and database; shareable between threads.
+pub struct Pg {
+    config: postgres::Config,
+    at: String,
+    idle: Mutex<Vec<Client>>,
+}
+
+/// A pooled client, handed back on drop unless its connection closed.
+pub struct PgClient<'a> {
+    pool: &'a Pg,
+    client: Option<Client>,
+}
+
+impl std::ops::Deref for PgClient<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("client present until drop")
+    }
+}
+
+impl std::ops::DerefMut for PgClient<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("client present until drop")
+    }
+}
+
+impl Drop for PgClient<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let mut idle = self.pool.idle.lock();
+            if !c.is_closed() && idle.len() < MAX_IDLE {
+                idle.push(c);
+            }
+        }
+    }
+}
+
+impl Pg {
+    /// Parse `dsn` and dial the server once, so a bad DSN or an unreachable server is
+    /// refused here, before anything is written anywhere.
+    pub fn connect(dsn: &str) -> Result<Pg, PgError> {
+        let mut config: postgres::Config = dsn.parse().map_err(PgError::BadDsn)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("vikingfs");
+        }
+        let pg = Pg {
+            at: describe(&config),
+            config,
+            idle: Mutex::new(Vec::new()),
+        };
+        let first = pg.dial()?;
+        pg.idle.lock().push(first);
+        Ok(pg)
+    }
+
+    /// Host, port, database and user of the server (never the password).
+    pub fn location(&self) -> &str {
+        &self.at
+    }
+
+    /// Wrap a client error with where it happened.
+    pub fn err(&self, source: postgres::Error) -> PgError {
+        PgError::Server {
+            at: self.at.clone(),
+            source,
+        }
+    }
+
+    fn dial(&self) -> Result<Client, PgError> {
+        self.config.connect(NoTls).map_err(|e| self.err(e))
+    }
+
+    /// A client: an idle one whose connection is still open, else a new one.
+    pub fn get(&self) -> Result<PgClient<'_>, PgError> {
+        loop {
+            let cached = self.idle.lock().pop();
+            match cached {
+                Some(c) if c.is_closed() => continue,
+                Some(c) => {
+                    return Ok(PgClient {
+                        pool: self,
+                        client: Some(c),
+                    })
+                }
+                None => {
+                    return Ok(PgClient {
+                        pool: self,
+                        client: Some(self.dial()?),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Check and record the version of one store's schema in the shared `vikingfs_schema`
+    /// table, running `create` (in the same transaction, under an advisory lock so that
+    /// several hosts opening a fresh database at once do not race) when the store is new.
+    pub fn migrate(&self, what: &'static str, version: i64, create: &str) -> Result<(), PgError> {
+        let mut c = self.get()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7424891);
+             CREATE TABLE IF NOT EXISTS vikingfs_schema (
+                 store   text PRIMARY KEY,
+                 version bigint NOT NULL
+             );",
+        )
+        .map_err(|e| self.err(e))?;
+        let found: Option<i64> = tx
+            .query_opt(
+                "SELECT version FROM vikingfs_schema WHERE store = $1",
+                &[&what],
+            )
+            .map_err(|e| self.err(e))?
+            .map(|r| r.get(0));
+        match found {
+            Some(found) if found > version => {
+                return Err(PgError::SchemaTooNew {
+                    at: self.at.clone(),
+                    what,
+                    found,
+                    supported: version,
+                })
+            }
+            Some(_) => {}
+            None => {
+                tx.batch_execute(create).map_err(|e| self.err(e))?;
+                tx.execute(
+                    "INSERT INTO vikingfs_schema (store, version) VALUES ($1, $2)",
+                    &[&what, &version],
+                )
+                .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+}
+
+/// The server's clock in milliseconds since the epoch, read inside a statement: every host
+/// then judges leases and back-offs by one clock, whatever its own says.
+pub const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+fn describe(c: &postgres::Config) -> String {
+    let host = c
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            postgres::config::Host::Tcp(s) => s.clone(),
+            postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "host={host} port={port} dbname={} user={}",
+        c.get_dbname().unwrap_or("(default)"),
+        c.get_user().unwrap_or("(default)")
+    )
+}
