@@ -41,10 +41,21 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawStorage {
     pub workspace: Option<PathBuf>,
+    /// `"sqlite"` (default) or `"postgres"`.
+    pub backend: Option<String>,
+    #[serde(default)]
+    pub postgres: RawPostgres,
     #[serde(default)]
     pub agfs: RawAgfs,
     #[serde(default)]
     pub transaction: RawTransaction,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPostgres {
+    /// A libpq connection string; `VIKINGFS_PG_DSN` overrides it.
+    pub dsn: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -218,12 +229,37 @@ impl Default for WorkerConfig {
     }
 }
 
+/// Where the derived stores live (`storage.backend`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// SQLite files in `WORKSPACE/.vikingfs/`: one host.
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database (`storage.postgres.dsn`, a libpq connection string), shared by
+    /// the daemons of every host that mounts the workspace.
+    Postgres { dsn: String },
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+}
+
+/// The environment variable that overrides `storage.postgres.dsn`.
+pub const PG_DSN_ENV: &str = "VIKINGFS_PG_DSN";
+
 /// The effective configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file it was read from, if any.
     pub source: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
+    /// Where the queue lives (and, later, the index and the journal).
+    pub backend: Backend,
     pub account: String,
     pub user: String,
     pub lock: LockConfig,
@@ -242,6 +278,7 @@ impl Default for Config {
         Config {
             source: None,
             workspace: None,
+            backend: Backend::Sqlite,
             account: "default".into(),
             user: "default".into(),
             lock: LockConfig::default(),
@@ -271,6 +308,14 @@ impl Config {
         let vlm = self.vlm.as_ref();
         let rows: Vec<(&'static str, serde_json::Value)> = vec![
             ("storage.workspace", json!(self.workspace)),
+            ("storage.backend", json!(self.backend.name())),
+            (
+                "storage.postgres.dsn",
+                json!(match &self.backend {
+                    Backend::Postgres { .. } => Some("(set)"),
+                    Backend::Sqlite => None,
+                }),
+            ),
             (
                 "storage.agfs.pathlock.lock_timeout_secs",
                 json!(self.lock.timeout.as_secs_f64()),
@@ -339,8 +384,20 @@ impl Config {
     }
 
     /// Find and load the configuration: `explicit`, then `VIKINGFS_CONFIG`, then
-    /// `~/.vikingfs/config.json` (defaults when that one is missing).
+    /// `~/.vikingfs/config.json` (defaults when that one is missing); `VIKINGFS_PG_DSN`
+    /// then replaces the PostgreSQL DSN of a postgres backend.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut cfg = Self::load_file(explicit)?;
+        if let Backend::Postgres { dsn } = &mut cfg.backend {
+            if let Some(env) = std::env::var(PG_DSN_ENV).ok().filter(|v| !v.is_empty()) {
+                *dsn = env;
+                cfg.set_origin("storage.postgres.dsn", format!("env {PG_DSN_ENV}"));
+            }
+        }
+        Ok(cfg)
+    }
+
+    fn load_file(explicit: Option<&Path>) -> Result<Config, ConfigError> {
         if let Some(p) = explicit {
             return Self::from_file(p);
         }
@@ -430,6 +487,33 @@ impl Config {
             set(&mut cfg, "storage.workspace");
         }
         cfg.workspace = raw.storage.workspace;
+        let dsn = raw.storage.postgres.dsn;
+        match raw.storage.backend.as_deref() {
+            None | Some("sqlite") => {}
+            Some("postgres") => match dsn {
+                Some(dsn) => {
+                    cfg.backend = Backend::Postgres { dsn };
+                    set(&mut cfg, "storage.backend");
+                    set(&mut cfg, "storage.postgres.dsn");
+                }
+                None if std::env::var_os(PG_DSN_ENV).is_some() => {
+                    cfg.backend = Backend::Postgres { dsn: String::new() };
+                    set(&mut cfg, "storage.backend");
+                }
+                None => {
+                    return Err(bad(
+                        "storage.postgres.dsn",
+                        "required for backend postgres (or set VIKINGFS_PG_DSN)",
+                    ))
+                }
+            },
+            Some(_) => {
+                return Err(bad(
+                    "storage.backend",
+                    "expected \"sqlite\" or \"postgres\"",
+                ))
+            }
+        }
         if let Some(e) = raw.embedding.dense {
             if e.provider == "hash" {
                 return Err(bad(

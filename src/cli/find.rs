@@ -98,7 +98,7 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         );
     }
     // The queue says whether a summary's refresh is pending: opened at the first summary hit.
-    let queue = LazyQueue::new(ws.queue_db());
+    let queue = LazyQueue::new(ws.clone(), ctx.config.backend.clone());
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut any = false;
     let mut orphans = 0;
@@ -136,14 +136,16 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
 
 /// The queue, opened on first use (most searches meet no summary).
 struct LazyQueue {
-    path: std::path::PathBuf,
+    ws: crate::workspace::Workspace,
+    backend: crate::config::Backend,
     queue: std::sync::OnceLock<Option<Queue>>,
 }
 
 impl LazyQueue {
-    fn new(path: std::path::PathBuf) -> Self {
+    fn new(ws: crate::workspace::Workspace, backend: crate::config::Backend) -> Self {
         LazyQueue {
-            path,
+            ws,
+            backend,
             queue: std::sync::OnceLock::new(),
         }
     }
@@ -152,7 +154,7 @@ impl LazyQueue {
 impl search::PendingSummaries for LazyQueue {
     fn refresh_pending(&self, dir_key: &str) -> bool {
         self.queue
-            .get_or_init(|| Queue::open(&self.path).ok())
+            .get_or_init(|| crate::ops::open_queue_of(&self.ws, &self.backend).ok())
             .as_ref()
             .is_some_and(|q| q.refresh_pending(dir_key))
     }

@@ -117,8 +117,15 @@ impl Ctx {
         })
     }
 
-    /// Open (creating when missing) the workspace.
+    /// Open (creating when missing) the workspace. A workspace to create on a postgres
+    /// backend is created only once the server answered: a bad DSN leaves nothing behind.
     pub fn workspace(&self) -> anyhow::Result<Workspace> {
+        if let crate::config::Backend::Postgres { dsn } = &self.config.backend {
+            if !self.workspace_path.join(".vikingfs").exists() {
+                crate::pg::Pg::connect(dsn)
+                    .map_err(|e| anyhow::anyhow!("storage.backend postgres: {e}"))?;
+            }
+        }
         Workspace::open(
             &self.workspace_path,
             &self.config.account,

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use super::{Ctx, EXIT_BUSY};
 use crate::lock::LockManager;
 use crate::ops::Ops;
-use crate::queue::{self, Queue};
+use crate::queue;
 use crate::session::layout::{self, SessionPath, DONE, MEMORY_DIFF};
 use crate::session::messages::new_message;
 use crate::session::meta::Meta;
@@ -96,7 +96,7 @@ fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
 fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
     let ws = ctx.workspace()?;
     let locks = LockManager::new(&ws, ctx.config.lock.clone()).context("lock manager")?;
-    let queue = Queue::open(&ws.queue_db()).context("queue")?;
+    let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend).context("queue")?;
     Ok(Sessions::new(ws, locks, queue))
 }
 

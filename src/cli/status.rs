@@ -49,10 +49,13 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
 
 fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     // A damaged queue is derived state: say so and go on (the engine's next open rebuilds it).
-    let damaged = crate::db::damage(&ws.queue_db());
+    let damaged = match ctx.config.backend {
+        crate::config::Backend::Sqlite => crate::db::damage(&ws.queue_db()),
+        crate::config::Backend::Postgres { .. } => None,
+    };
     let stats = match &damaged {
         Some(_) => Vec::new(),
-        None => queue_stats(&Queue::open(&ws.queue_db())?)?,
+        None => queue_stats(&crate::ops::open_queue_of(ws, &ctx.config.backend)?)?,
     };
     let queue_note = damaged.map(|why| {
         format!(

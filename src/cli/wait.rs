@@ -38,7 +38,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 /// Watch until every queue is drained by whoever works it.
 pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
     let ws = ctx.workspace()?;
-    let queue = Queue::open(&ws.queue_db())?;
+    let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend)?;
     let mut bar = Bar::new();
     // A daemon rebuilding a lost index from the files: its files left count as outstanding.
     let index = crate::index::Index::open_lexical(&ws.index_db()).ok();
@@ -57,7 +57,7 @@ pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
 
 /// Drain the handlers' queues in this process (no daemon is running).
 pub fn run_draining(ctx: &Ctx, args: &WaitArgs, handlers: Vec<HandlerSpec>) -> anyhow::Result<i32> {
-    let queue = Queue::open(&ctx.workspace()?.queue_db())?;
+    let queue = crate::ops::open_queue_of(&ctx.workspace()?, &ctx.config.backend)?;
     let mut bar = Bar::new();
     let drained = queue::drain(&queue, handlers, timeout(args), |p| bar.update(p))?;
     finish(&queue, args, drained, bar)

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::config::Config;
+use crate::config::{Backend, Config};
 use crate::embed::{self, EmbedError, Embedder};
 use crate::index::{Index, IndexError, Opened};
 use crate::lock::{LockError, LockGuard, LockKind, LockManager};
@@ -234,7 +234,7 @@ impl Ops {
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
             .map_err(|e| OpsError::Summarizer(e.to_string()))?;
-        let ops = Self::assemble(ws, locks, embedder, summarizer, &config.index)?;
+        let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
         if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
             ops.rebuild_index(progress)?;
@@ -250,7 +250,7 @@ impl Ops {
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
             .map_err(|e| OpsError::Summarizer(e.to_string()))?;
-        let ops = Self::assemble(ws, locks, embedder, summarizer, &config.index)?;
+        let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
         }
@@ -265,13 +265,7 @@ impl Ops {
         embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
-        Self::assemble(
-            ws,
-            locks,
-            embedder,
-            summarizer,
-            &crate::config::IndexConfig::default(),
-        )
+        Self::assemble(ws, locks, embedder, summarizer, &Config::default())
     }
 
     fn assemble(
@@ -279,9 +273,9 @@ impl Ops {
         locks: Arc<LockManager>,
         embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
-        content: &crate::config::IndexConfig,
+        config: &Config,
     ) -> Result<Arc<Ops>> {
-        let derive = derive::Derivation::new(&ws.data_root(), content)?;
+        let derive = derive::Derivation::new(&ws.data_root(), &config.index)?;
         // On a full disk the stores may not open (a WAL or shared-memory file to create):
         // the reserve makes the room, so that the user can then free space.
         let reserve = reserve::Reserve::new(&ws.internal_dir());
@@ -291,10 +285,14 @@ impl Ops {
             .ok()
             .and_then(|ds| ds.into_iter().find(|d| d.pid != std::process::id()))
             .map(|d| d.pid);
-        let (queue, queue_lost) = match open_queue_healing(&ws.queue_db(), holder) {
-            Err(e) if full(&e) => open_queue_healing(&ws.queue_db(), holder),
-            r => r,
-        }?;
+        let (queue, queue_lost) = match &config.backend {
+            // On a server: its damage is the server's to report, not a file to set aside.
+            Backend::Postgres { .. } => (open_queue_of(ws, &config.backend)?, false),
+            Backend::Sqlite => match open_queue_healing(&ws.queue_db(), holder) {
+                Err(e) if full(&e) => open_queue_healing(&ws.queue_db(), holder),
+                r => r,
+            }?,
+        };
         let (index, _) = match open_index(&ws.index_db(), embedder.as_deref(), holder) {
             Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref(), holder),
             r => r,
@@ -444,6 +442,24 @@ impl Ops {
             },
         )?;
         Ok(found.hits)
+    }
+}
+
+/// The workspace's queue where `backend` keeps it: `WORKSPACE/.vikingfs/queue.db`, or the
+/// PostgreSQL database (its spool files stay in the workspace either way). For commands
+/// that read or feed the queue without opening every store (`status`, `wait`, `find`).
+pub fn open_queue_of(ws: &Workspace, backend: &Backend) -> Result<Queue> {
+    match backend {
+        Backend::Sqlite => open_queue(&ws.queue_db()),
+        Backend::Postgres { dsn } => {
+            let pg = Arc::new(crate::pg::Pg::connect(dsn).map_err(QueueError::from)?);
+            let engine = crate::queue::postgres::PgEngine::open(pg)?;
+            Ok(Queue::with_engine(
+                Box::new(engine),
+                &ws.queue_db(),
+                crate::queue::QueueOptions::default(),
+            )?)
+        }
     }
 }
 

@@ -6,6 +6,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../pg_support/mod.rs"]
+mod pg_support;
 
 mod mount_concurrency;
 mod mount_content;
@@ -15,6 +17,7 @@ mod mount_fds;
 mod mount_full_disk;
 mod mount_locks;
 mod mount_pjdfstest;
+mod mount_postgres;
 mod mount_race;
 mod mount_tools;
 mod status_cli;

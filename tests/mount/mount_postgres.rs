@@ -1,0 +1,84 @@
+//! A mount whose queue lives on a real PostgreSQL server (`storage.backend = "postgres"`):
+//! files copied in are indexed by jobs drained from the server's rows, `status` and `wait`
+//! count those rows, rm keeps `find` truthful, and a bad DSN is refused in one line with
+//! nothing written.
+
+use crate::common::*;
+use crate::pg_support::PgServer;
+
+fn config(dsn: &str) -> String {
+    serde_json::json!({ "storage": { "backend": "postgres", "postgres": { "dsn": dsn } } })
+        .to_string()
+}
+
+#[test]
+fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
+    let server = PgServer::start();
+    let m = Mount::with_config(&config(&server.dsn()));
+    let res = m.res();
+    ok(
+        &res,
+        "mkdir notes && for i in $(seq 1 30); do echo \"note $i about heliotrope gardens\" > notes/n$i.md; done
+         echo 'the quartzite ledger' > notes/ledger.md",
+    );
+    m.check_index_agrees();
+    // The jobs ran from the server's rows: none left there, and some were there.
+    let mut c = server.client();
+    let left: i64 = c
+        .query_one("SELECT COUNT(*) FROM vq_jobs WHERE state < 2", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    assert!(
+        !m.ws.join(".vikingfs/queue.db").exists(),
+        "no SQLite queue beside the server's"
+    );
+    let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(found.contains("notes/ledger.md"), "{found}");
+    // Remove through the mount: find forgets it once the jobs ran.
+    ok(&res, "rm notes/ledger.md");
+    m.check_index_agrees();
+    let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(!found.contains("ledger.md"), "{found}");
+    m.assert_no_dead_jobs();
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["queues"]["embedding"].is_object(), "{v}");
+}
+
+#[test]
+fn a_bad_dsn_is_one_line_and_creates_no_workspace() {
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::create_dir_all(home.path().join(".vikingfs")).unwrap();
+    std::fs::write(
+        home.path().join(".vikingfs/config.json"),
+        config(&format!(
+            "host=127.0.0.1 port={port} dbname=v user=v connect_timeout=2"
+        )),
+    )
+    .unwrap();
+    let ws = home.path().join("ws");
+    let out = vikingfs(home.path())
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "PostgreSQL host=127.0.0.1 port={port} dbname=v user=v"
+        )),
+        "{err}"
+    );
+    assert!(!ws.exists(), "nothing written before the backend answered");
+}
