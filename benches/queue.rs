@@ -4,13 +4,21 @@
 //!
 //! Run: `cargo bench --bench queue` (set `VQ_BENCH_DIR` to put the databases on another disk;
 //! default: a temporary directory under `target/`).
+//!
+//! With PostgreSQL fetched (`scripts/fetch-postgres.sh`), the same runs follow on a server of
+//! this machine, and draining by one "host" against two (two queue handles with their own
+//! connections and worker pools, as two daemons would have), each job doing `VQ_BENCH_WORK_MS`
+//! (default 5) of waiting, as a remote embedder's call does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
-use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, Queue};
+use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, Queue, QueueOptions};
+
+#[path = "../tests/pg_support/mod.rs"]
+mod pg_support;
 
 const BATCH: usize = 100;
 
@@ -62,8 +70,47 @@ fn claim_complete_all(q: &Queue, n: usize) -> Duration {
     t.elapsed()
 }
 
-fn vikingfs_single(dir: &std::path::Path, n: usize) -> Figures {
-    let q = Queue::open(&dir.join("single.db")).unwrap();
+/// Where the runs keep their queue: SQLite files in a directory, or one PostgreSQL database
+/// (emptied before each run).
+#[derive(Clone, Copy)]
+enum Store<'a> {
+    Sqlite(&'a std::path::Path),
+    Postgres(&'a str, &'a std::path::Path),
+}
+
+impl Store<'_> {
+    fn open(&self, name: &str) -> Queue {
+        match *self {
+            Store::Sqlite(dir) => Queue::open(&dir.join(name)).unwrap(),
+            Store::Postgres(dsn, dir) => {
+                let mut c = postgres::Client::connect(dsn, postgres::NoTls).unwrap();
+                c.batch_execute("DROP TABLE IF EXISTS vq_jobs, vq_key_versions, vikingfs_schema")
+                    .unwrap();
+                self.attach(dir.join(name).as_path())
+            }
+        }
+    }
+
+    /// Another handle on the same PostgreSQL rows, with its own connections (a second host).
+    fn attach(&self, spool_at: &std::path::Path) -> Queue {
+        let Store::Postgres(dsn, _) = *self else {
+            unreachable!()
+        };
+        let pg = Arc::new(vikingfs::pg::Pg::connect(dsn).unwrap());
+        let engine = vikingfs::queue::postgres::PgEngine::open(pg).unwrap();
+        Queue::with_engine(Box::new(engine), spool_at, QueueOptions::default()).unwrap()
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(..) => "postgres",
+        }
+    }
+}
+
+fn vikingfs_single(store: Store<'_>, n: usize) -> Figures {
+    let q = store.open("single.db");
     let t = Instant::now();
     for i in 0..n {
         q.enqueue("embedding", None, &payload(i)).unwrap();
@@ -71,7 +118,7 @@ fn vikingfs_single(dir: &std::path::Path, n: usize) -> Figures {
     let enqueue = t.elapsed();
     let work = claim_complete_all(&q, n);
     Figures {
-        name: "vikingfs enqueue (1 txn/job) + claim/complete".into(),
+        name: format!("{} enqueue (1 txn/job) + claim/complete", store.label()),
         jobs: n,
         enqueue,
         work,
@@ -79,8 +126,8 @@ fn vikingfs_single(dir: &std::path::Path, n: usize) -> Figures {
 }
 
 /// Like FUSE threads: `threads` threads enqueue one job per transaction at once.
-fn vikingfs_threads(dir: &std::path::Path, n: usize, threads: usize) -> Figures {
-    let q = Queue::open(&dir.join(format!("threads{threads}.db"))).unwrap();
+fn vikingfs_threads(store: Store<'_>, n: usize, threads: usize) -> Figures {
+    let q = store.open(&format!("threads{threads}.db"));
     let t = Instant::now();
     std::thread::scope(|s| {
         for k in 0..threads {
@@ -95,15 +142,18 @@ fn vikingfs_threads(dir: &std::path::Path, n: usize, threads: usize) -> Figures 
     let enqueue = t.elapsed();
     let work = claim_complete_all(&q, n);
     Figures {
-        name: format!("vikingfs enqueue from {threads} threads + claim/complete"),
+        name: format!(
+            "{} enqueue from {threads} threads + claim/complete",
+            store.label()
+        ),
         jobs: n,
         enqueue,
         work,
     }
 }
 
-fn vikingfs_keyed(dir: &std::path::Path, n: usize) -> Figures {
-    let q = Queue::open(&dir.join("keyed.db")).unwrap();
+fn vikingfs_keyed(store: Store<'_>, n: usize) -> Figures {
+    let q = store.open("keyed.db");
     let t = Instant::now();
     for i in 0..n {
         let key = format!("viking://resources/docs/file-{i:05}.md");
@@ -112,15 +162,15 @@ fn vikingfs_keyed(dir: &std::path::Path, n: usize) -> Figures {
     let enqueue = t.elapsed();
     let work = claim_complete_all(&q, n);
     Figures {
-        name: "vikingfs keyed enqueue (1 txn/job) + claim/compl.".into(),
+        name: format!("{} keyed enqueue (1 txn/job) + claim/compl.", store.label()),
         jobs: n,
         enqueue,
         work,
     }
 }
 
-fn vikingfs_batched(dir: &std::path::Path, n: usize) -> Figures {
-    let q = Queue::open(&dir.join("batched.db")).unwrap();
+fn vikingfs_batched(store: Store<'_>, n: usize) -> Figures {
+    let q = store.open("batched.db");
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob::new("embedding", None, payload(i)))
         .collect();
@@ -131,7 +181,10 @@ fn vikingfs_batched(dir: &std::path::Path, n: usize) -> Figures {
     let enqueue = t.elapsed();
     let work = claim_complete_all(&q, n);
     Figures {
-        name: format!("vikingfs enqueue_many ({BATCH}/txn) + claim/complete"),
+        name: format!(
+            "{} enqueue_many ({BATCH}/txn) + claim/complete",
+            store.label()
+        ),
         jobs: n,
         enqueue,
         work,
@@ -139,8 +192,8 @@ fn vikingfs_batched(dir: &std::path::Path, n: usize) -> Figures {
 }
 
 /// Drain through the real pool (`drain_with` runs a `WorkerPool`), no-op handler.
-fn vikingfs_pool(dir: &std::path::Path, n: usize, threads: usize) -> Figures {
-    let q = Queue::open(&dir.join(format!("pool{threads}.db"))).unwrap();
+fn vikingfs_pool(store: Store<'_>, n: usize, threads: usize) -> Figures {
+    let q = store.open(&format!("pool{threads}.db"));
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob::new("embedding", None, payload(i)))
         .collect();
@@ -166,10 +219,67 @@ fn vikingfs_pool(dir: &std::path::Path, n: usize, threads: usize) -> Figures {
     assert!(drained);
     let work = t.elapsed();
     Figures {
-        name: format!("vikingfs enqueue_many + WorkerPool {threads} thr drain"),
+        name: format!(
+            "{} enqueue_many + WorkerPool {threads} thr drain",
+            store.label()
+        ),
         jobs: n,
         enqueue,
         work,
+    }
+}
+
+/// `hosts` queue handles on one PostgreSQL database drain `n` jobs, each pool with 2 threads,
+/// each job waiting `work` (a remote call's time).
+fn hosts_draining(store: Store<'_>, n: usize, hosts: usize, work: Duration) -> Figures {
+    let q = store.open("hosts.db");
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("embedding", None, payload(i)))
+        .collect();
+    let t = Instant::now();
+    for chunk in jobs.chunks(BATCH) {
+        q.enqueue_many(chunk).unwrap();
+    }
+    let enqueue = t.elapsed();
+    let Store::Postgres(_, dir) = store else {
+        unreachable!()
+    };
+    let handles: Vec<Queue> = (0..hosts)
+        .map(|h| store.attach(&dir.join(format!("host{h}")).join("q.db")))
+        .collect();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for h in &handles {
+            s.spawn(move || {
+                let job = move |_: &Job| -> Result<(), JobError> {
+                    std::thread::sleep(work);
+                    Ok(())
+                };
+                let opts = PoolOptions {
+                    poll: Duration::from_millis(20),
+                    ..PoolOptions::default()
+                };
+                vikingfs::queue::drain_with(
+                    h,
+                    vec![("embedding".into(), Arc::new(job) as Arc<dyn JobHandler>, 2)],
+                    opts,
+                    Duration::from_secs(3600),
+                    |_| {},
+                )
+                .unwrap();
+            });
+        }
+    });
+    let work_time = t.elapsed();
+    assert!(q.is_idle().unwrap());
+    Figures {
+        name: format!(
+            "postgres: {hosts} host(s) x 2 thr drain, {} ms/job",
+            work.as_millis()
+        ),
+        jobs: n,
+        enqueue,
+        work: work_time,
     }
 }
 
@@ -247,15 +357,47 @@ fn main() {
     );
     let baseline = naive(dir.path(), n);
     baseline.print(None);
-    for f in [
-        vikingfs_single(dir.path(), n),
-        vikingfs_threads(dir.path(), n, 4),
-        vikingfs_keyed(dir.path(), n),
-        vikingfs_batched(dir.path(), n),
-        vikingfs_pool(dir.path(), n, 1),
-        vikingfs_pool(dir.path(), n, 4),
-    ] {
-        f.print(Some(&baseline));
+    let runs = |store: Store<'_>| {
+        for f in [
+            vikingfs_single(store, n),
+            vikingfs_threads(store, n, 4),
+            vikingfs_keyed(store, n),
+            vikingfs_batched(store, n),
+            vikingfs_pool(store, n, 1),
+            vikingfs_pool(store, n, 4),
+        ] {
+            f.print(Some(&baseline));
+        }
+    };
+    runs(Store::Sqlite(dir.path()));
+    let have_pg = std::env::var_os("VIKINGFS_PG_BIN").is_some()
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/postgres/bin/postgres")
+            .exists();
+    if have_pg {
+        let server = pg_support::PgServer::start();
+        let dsn = server.dsn();
+        let store = Store::Postgres(&dsn, dir.path());
+        runs(store);
+        let work = Duration::from_millis(
+            std::env::var("VQ_BENCH_WORK_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(5),
+        );
+        let work_jobs = (n / 5).max(100);
+        let one = hosts_draining(store, work_jobs, 1, work);
+        one.print(None);
+        let two = hosts_draining(store, work_jobs, 2, work);
+        two.print(Some(&one));
+        println!(
+            "(two hosts drain {:.2}x as fast as one: claim+done rates {:.0} vs {:.0} jobs/s)",
+            Figures::rate(two.jobs, two.work) / Figures::rate(one.jobs, one.work),
+            Figures::rate(two.jobs, two.work),
+            Figures::rate(one.jobs, one.work)
+        );
+    } else {
+        println!("(no PostgreSQL: scripts/fetch-postgres.sh adds the postgres runs)");
     }
     println!("(end-to-end = jobs / (enqueue time + claim/complete time); ratios compare end-to-end rates)");
 }
