@@ -91,8 +91,8 @@ pub enum OpsError {
     Embed(#[from] EmbedError),
     #[error("summariser: {0}")]
     Summarizer(String),
-    #[error("operations journal: {0}")]
-    Journal(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Journal(#[from] journal::JournalError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
@@ -285,10 +285,17 @@ impl Ops {
             .ok()
             .and_then(|ds| ds.into_iter().find(|d| d.pid != std::process::id()))
             .map(|d| d.pid);
-        let (queue, queue_lost) = match &config.backend {
-            // On a server: its damage is the server's to report, not a file to set aside.
-            Backend::Postgres { .. } => (open_queue_of(ws, &config.backend)?, false),
-            Backend::Sqlite => match open_queue_healing(&ws.queue_db(), holder) {
+        // On a server, the queue and the journal share one pool of connections; its damage
+        // is the server's to report, not a file to set aside.
+        let server = match &config.backend {
+            Backend::Postgres { dsn } => Some(Arc::new(
+                crate::pg::Pg::connect(dsn).map_err(QueueError::from)?,
+            )),
+            Backend::Sqlite => None,
+        };
+        let (queue, queue_lost) = match &server {
+            Some(pg) => (queue_on(ws, pg.clone())?, false),
+            None => match open_queue_healing(&ws.queue_db(), holder) {
                 Err(e) if full(&e) => open_queue_healing(&ws.queue_db(), holder),
                 r => r,
             }?,
@@ -298,10 +305,15 @@ impl Ops {
             r => r,
         }?;
         let ops_db = ws.internal_dir().join("ops.db");
-        let journal = match Journal::open(&ops_db).map_err(OpsError::from) {
-            Err(e) if full(&e) => Journal::open(&ops_db).map_err(OpsError::from),
-            r => r,
-        }?;
+        let journal = match &server {
+            Some(pg) => {
+                Journal::with_engine(Box::new(journal::postgres::PgJournal::open(pg.clone())?))
+            }
+            None => match Journal::open(&ops_db).map_err(OpsError::from) {
+                Err(e) if full(&e) => Journal::open(&ops_db).map_err(OpsError::from),
+                r => r,
+            }?,
+        };
         reserve.ensure();
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
         let root =
@@ -451,16 +463,21 @@ impl Ops {
 pub fn open_queue_of(ws: &Workspace, backend: &Backend) -> Result<Queue> {
     match backend {
         Backend::Sqlite => open_queue(&ws.queue_db()),
-        Backend::Postgres { dsn } => {
-            let pg = Arc::new(crate::pg::Pg::connect(dsn).map_err(QueueError::from)?);
-            let engine = crate::queue::postgres::PgEngine::open(pg)?;
-            Ok(Queue::with_engine(
-                Box::new(engine),
-                &ws.queue_db(),
-                crate::queue::QueueOptions::default(),
-            )?)
-        }
+        Backend::Postgres { dsn } => queue_on(
+            ws,
+            Arc::new(crate::pg::Pg::connect(dsn).map_err(QueueError::from)?),
+        ),
     }
+}
+
+/// The workspace's queue on the PostgreSQL server `pg` (spool files in the workspace).
+fn queue_on(ws: &Workspace, pg: Arc<crate::pg::Pg>) -> Result<Queue> {
+    let engine = crate::queue::postgres::PgEngine::open(pg)?;
+    Ok(Queue::with_engine(
+        Box::new(engine),
+        &ws.queue_db(),
+        crate::queue::QueueOptions::default(),
+    )?)
 }
 
 /// Open the queue, retrying while a fresh database is being switched to WAL by another

@@ -107,7 +107,7 @@ impl OpsError {
             OpsError::Lock(LockError::Io { source, .. }) => io_full(source),
             OpsError::Index(IndexError::Sqlite { source, .. }) => sql_full(source),
             OpsError::Queue(q) => q.is_disk_full(),
-            OpsError::Journal(e) => sql_full(e),
+            OpsError::Journal(e) => e.is_disk_full(),
             _ => false,
         }
     }

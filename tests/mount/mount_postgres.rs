@@ -29,10 +29,12 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
-    assert!(
-        !m.ws.join(".vikingfs/queue.db").exists(),
-        "no SQLite queue beside the server's"
-    );
+    for db in ["queue.db", "ops.db"] {
+        assert!(
+            !m.ws.join(".vikingfs").join(db).exists(),
+            "no SQLite {db} beside the server's"
+        );
+    }
     let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(found.contains("notes/ledger.md"), "{found}");

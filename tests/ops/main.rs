@@ -6,6 +6,8 @@
 
 #[path = "../ops_support/mod.rs"]
 mod ops_support;
+#[path = "../pg_support/mod.rs"]
+mod pg_support;
 
 mod crash_matrix;
 mod index_crash;
@@ -13,6 +15,7 @@ mod index_find;
 mod index_procs;
 mod index_search;
 mod index_store;
+mod journal_engines;
 mod ops_cli;
 mod ops_race;
 mod ops_seam;

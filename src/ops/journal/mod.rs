@@ -1,0 +1,342 @@
+//! The operations journal: what a process was in the middle of, so that another one can finish
+//! it after a crash. Its rows live in `WORKSPACE/.vikingfs/ops.db` (SQLite, [`sqlite`]) or, with
+//! `storage.backend = "postgres"`, on the server beside the queue ([`postgres`]); [`Journal`]
+//! is the front both share, [`Engine`] the seam.
+//!
+//! - *intents*: an rm, mv or add that took its locks and has not finished. Written after the
+//!   locks are held and removed before they are released, so while its process lives an
+//!   intent's paths are locked, and once it died [`super::Ops::recover`] can take the same locks
+//!   and finish the operation forward.
+//! - *lifecycles*: an added resource whose TREE lock must be held until every summary and
+//!   embedding of it is done. The lock's owner is the lifecycle handle, not a process, so it
+//!   outlives the CLI that added it; the keys of its outstanding jobs are listed here, and the job
+//!   that finishes the last one releases the lock.
+
+pub mod postgres;
+pub mod sqlite;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lock::LockKind;
+use crate::uri::VPath;
+
+/// An operation in progress. Paths are namespace-relative (`VPath::as_str`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Intent {
+    /// Index records of `path` are being deleted, then the file or tree.
+    Rm { path: String, dir: bool },
+    /// `src` is being renamed to `dst`, then its records.
+    Mv { src: String, dst: String, dir: bool },
+    /// The content staged in `temp` is being synced into `target` under lifecycle `handle`.
+    Add {
+        temp: PathBuf,
+        target: String,
+        handle: String,
+        file: bool,
+    },
+}
+
+impl Intent {
+    pub fn describe(&self) -> String {
+        match self {
+            Intent::Rm { path, .. } => format!("rm viking://{path}"),
+            Intent::Mv { src, dst, .. } => format!("mv viking://{src} viking://{dst}"),
+            Intent::Add { temp, target, .. } => {
+                format!("add {} -> viking://{target}", temp.display())
+            }
+        }
+    }
+}
+
+/// An unfinished intent as stored.
+#[derive(Debug, Clone)]
+pub struct IntentRow {
+    pub id: i64,
+    pub intent: Intent,
+    /// The process (lock-owner name) finishing it.
+    pub owner: String,
+    pub age: Duration,
+}
+
+/// A resource whose lifecycle lock is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lifecycle {
+    pub handle: String,
+    pub target: VPath,
+    pub kind: LockKind,
+    pub age: Duration,
+    /// Keys of jobs not done yet.
+    pub pending: u64,
+}
+
+/// Why the journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("operations journal: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("operations journal: {0}")]
+    Pg(#[from] crate::pg::PgError),
+}
+
+impl JournalError {
+    /// The disk (or the quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            JournalError::Sqlite(e) => e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull),
+            JournalError::Pg(_) => false,
+        }
+    }
+}
+
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;
+
+/// An intent as an engine stores it: its JSON body, owner and age.
+pub struct IntentData {
+    pub id: i64,
+    pub body: String,
+    pub owner: String,
+    pub age: Duration,
+}
+
+/// A lifecycle as an engine stores it (target and kind as written).
+pub struct LifecycleData {
+    pub handle: String,
+    pub target: String,
+    pub kind: String,
+    pub age: Duration,
+    pub pending: u64,
+}
+
+/// One database's rows of the journal; each call one transaction.
+pub trait Engine: Send + Sync {
+    /// Where the rows live, for messages.
+    fn location(&self) -> String;
+    /// Insert an intent; its id.
+    fn begin(&self, body: &str, owner: &str) -> Result<i64>;
+    /// Insert an intent and its lifecycle (kept if it exists) in one transaction.
+    fn begin_with_lifecycle(
+        &self,
+        body: &str,
+        owner: &str,
+        handle: &str,
+        target: &str,
+        kind: &str,
+    ) -> Result<i64>;
+    /// Set the owner of intent `id` to `me` if it is `from`; whether it was.
+    fn claim(&self, id: i64, from: &str, me: &str) -> Result<bool>;
+    fn finish(&self, id: i64) -> Result<()>;
+    /// Every intent, oldest first.
+    fn intents(&self) -> Result<Vec<IntentData>>;
+    /// Insert the lifecycle (kept if it exists) and its keys (kept if they exist).
+    fn lifecycle_start(
+        &self,
+        handle: &str,
+        target: &str,
+        kind: &str,
+        keys: &[String],
+    ) -> Result<()>;
+    /// Add a key to an existing lifecycle; false when there is no such lifecycle.
+    fn lifecycle_add_key(&self, handle: &str, key: &str) -> Result<bool>;
+    /// Remove a key; how many keys the lifecycle still has.
+    fn lifecycle_done_key(&self, handle: &str, key: &str) -> Result<u64>;
+    /// Every lifecycle, oldest first.
+    fn lifecycles(&self) -> Result<Vec<LifecycleData>>;
+    /// Remove a lifecycle and its keys.
+    fn lifecycle_end(&self, handle: &str) -> Result<()>;
+    /// The handle of the lifecycle whose target is exactly `target`.
+    fn lifecycle_of_target(&self, target: &str) -> Result<Option<String>>;
+}
+
+/// The journal of one workspace.
+pub struct Journal {
+    engine: Box<dyn Engine>,
+}
+
+impl Journal {
+    /// The SQLite journal at `path` (created when missing).
+    pub fn open(path: &Path) -> Result<Journal> {
+        Ok(Journal::with_engine(Box::new(sqlite::SqliteJournal::open(
+            path,
+        )?)))
+    }
+
+    pub fn with_engine(engine: Box<dyn Engine>) -> Journal {
+        Journal { engine }
+    }
+
+    /// Where its rows live, for messages.
+    pub fn location(&self) -> String {
+        self.engine.location()
+    }
+
+    /// Record an intent of process `owner` (a lock-owner name, whose liveness can be checked);
+    /// returns its id for [`finish`](Self::finish).
+    pub fn begin(&self, intent: &Intent, owner: &str) -> Result<i64> {
+        self.engine.begin(&body(intent), owner)
+    }
+
+    /// Record an add's intent and open its lifecycle in one transaction, so a crash leaves
+    /// both or neither.
+    pub fn begin_add(
+        &self,
+        intent: &Intent,
+        owner: &str,
+        target: &VPath,
+        kind: LockKind,
+    ) -> Result<i64> {
+        let Intent::Add { handle, .. } = intent else {
+            panic!("begin_add takes an add intent");
+        };
+        self.engine.begin_with_lifecycle(
+            &body(intent),
+            owner,
+            handle,
+            target.as_str(),
+            kind.as_str(),
+        )
+    }
+
+    /// Take over intent `id` for `me` if its owner is `from` (compare-and-swap, so two
+    /// recovering processes never both finish the same operation).
+    pub fn claim(&self, id: i64, from: &str, me: &str) -> Result<bool> {
+        self.engine.claim(id, from, me)
+    }
+
+    pub fn finish(&self, id: i64) -> Result<()> {
+        self.engine.finish(id)
+    }
+
+    /// Every unfinished intent, oldest first. Unreadable rows are skipped (logged): a newer
+    /// vikingfs may have written them.
+    pub fn intents(&self) -> Result<Vec<(i64, Intent, Duration)>> {
+        Ok(self
+            .intents_owned()?
+            .into_iter()
+            .map(|r| (r.id, r.intent, r.age))
+            .collect())
+    }
+
+    /// [`intents`](Self::intents) with their owners.
+    pub fn intents_owned(&self) -> Result<Vec<IntentRow>> {
+        let mut out = Vec::new();
+        for r in self.engine.intents()? {
+            match serde_json::from_str(&r.body) {
+                Ok(intent) => out.push(IntentRow {
+                    id: r.id,
+                    intent,
+                    owner: r.owner,
+                    age: r.age,
+                }),
+                Err(e) => tracing::warn!(id = r.id, "unreadable intent {:?}: {e}", r.body),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Start (or, after a crash, re-start) a lifecycle with the keys of its jobs.
+    pub fn lifecycle_start(
+        &self,
+        handle: &str,
+        target: &VPath,
+        kind: LockKind,
+        keys: &[String],
+    ) -> Result<()> {
+        self.engine
+            .lifecycle_start(handle, target.as_str(), kind.as_str(), keys)
+    }
+
+    /// Add a job key to a running lifecycle (a summary propagated inside the resource).
+    /// Returns false when the lifecycle is over.
+    pub fn lifecycle_add_key(&self, handle: &str, key: &str) -> Result<bool> {
+        self.engine.lifecycle_add_key(handle, key)
+    }
+
+    /// A job of the lifecycle is done; returns how many keys are still outstanding.
+    pub fn lifecycle_done_key(&self, handle: &str, key: &str) -> Result<u64> {
+        self.engine.lifecycle_done_key(handle, key)
+    }
+
+    pub fn lifecycle(&self, handle: &str) -> Result<Option<Lifecycle>> {
+        Ok(self.lifecycles()?.into_iter().find(|l| l.handle == handle))
+    }
+
+    /// Every lifecycle still open.
+    pub fn lifecycles(&self) -> Result<Vec<Lifecycle>> {
+        Ok(self
+            .engine
+            .lifecycles()?
+            .into_iter()
+            .filter_map(|l| {
+                Some(Lifecycle {
+                    target: VPath::from_rel(&l.target).ok()?,
+                    handle: l.handle,
+                    kind: if l.kind == "tree" {
+                        LockKind::Tree
+                    } else {
+                        LockKind::Exact
+                    },
+                    age: l.age,
+                    pending: l.pending,
+                })
+            })
+            .collect())
+    }
+
+    /// Forget a lifecycle (after its lock was released).
+    pub fn lifecycle_end(&self, handle: &str) -> Result<()> {
+        self.engine.lifecycle_end(handle)
+    }
+
+    /// The handle of the open lifecycle whose target is `target` itself, if any.
+    pub fn lifecycle_of_target(&self, target: &VPath) -> Result<Option<String>> {
+        self.engine.lifecycle_of_target(target.as_str())
+    }
+}
+
+fn body(intent: &Intent) -> String {
+    serde_json::to_string(intent).expect("intent serialises")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intents_and_lifecycles_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        round_trip(&Journal::open(&dir.path().join("ops.db")).unwrap());
+    }
+
+    /// What every engine must do, checked on SQLite here and on PostgreSQL by
+    /// `tests/ops` (which starts a server).
+    pub fn round_trip(j: &Journal) {
+        let i = Intent::Mv {
+            src: "resources/a".into(),
+            dst: "resources/b".into(),
+            dir: true,
+        };
+        let id = j.begin(&i, "p1").unwrap();
+        assert_eq!(j.intents().unwrap()[0].1, i);
+        assert!(!j.claim(id, "p0", "p2").unwrap(), "wrong owner");
+        assert!(j.claim(id, "p1", "p2").unwrap());
+        assert_eq!(j.intents_owned().unwrap()[0].owner, "p2");
+        j.finish(id).unwrap();
+        assert!(j.intents().unwrap().is_empty());
+
+        let t = VPath::from_rel("resources/r").unwrap();
+        j.lifecycle_start("h1", &t, LockKind::Tree, &["a".into(), "b".into()])
+            .unwrap();
+        assert!(j.lifecycle_add_key("h1", "c").unwrap());
+        assert!(!j.lifecycle_add_key("nope", "c").unwrap());
+        assert_eq!(j.lifecycle_done_key("h1", "a").unwrap(), 2);
+        assert_eq!(j.lifecycle_done_key("h1", "a").unwrap(), 2, "idempotent");
+        assert_eq!(j.lifecycle("h1").unwrap().unwrap().pending, 2);
+        assert_eq!(j.lifecycle_of_target(&t).unwrap().as_deref(), Some("h1"));
+        j.lifecycle_end("h1").unwrap();
+        assert!(j.lifecycles().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,245 @@
+//! The journal's rows on the PostgreSQL server of `storage.backend = "postgres"`, beside the
+//! queue: intents of every host, so a host can finish what a dead host's process left
+//! half-done once that process's locks expire. Times are the server's clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Engine, IntentData, LifecycleData, Result};
+use crate::pg::{Pg, NOW_MS};
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE vj_intents (
+    id      bigserial PRIMARY KEY,
+    body    text NOT NULL,
+    owner   text NOT NULL,
+    created bigint NOT NULL
+);
+CREATE TABLE vj_lifecycles (
+    handle  text PRIMARY KEY,
+    target  text NOT NULL,
+    kind    text NOT NULL,
+    created bigint NOT NULL
+);
+CREATE INDEX vj_lifecycles_target ON vj_lifecycles (target);
+CREATE TABLE vj_lifecycle_keys (
+    handle text NOT NULL,
+    key    text NOT NULL,
+    PRIMARY KEY (handle, key)
+);";
+
+pub struct PgJournal {
+    pg: Arc<Pg>,
+}
+
+fn age(now: i64, then: i64) -> Duration {
+    Duration::from_millis((now - then).max(0) as u64)
+}
+
+impl PgJournal {
+    /// The journal's tables on `pg`, created when missing.
+    pub fn open(pg: Arc<Pg>) -> Result<PgJournal> {
+        pg.migrate("journal", SCHEMA_VERSION, SCHEMA)?;
+        Ok(PgJournal { pg })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut c = self.pg.get()?;
+        Ok(f(&mut c).map_err(|e| self.pg.err(e))?)
+    }
+}
+
+impl Engine for PgJournal {
+    fn location(&self) -> String {
+        format!("PostgreSQL {}", self.pg.location())
+    }
+
+    fn begin(&self, body: &str, owner: &str) -> Result<i64> {
+        self.with(|c| {
+            Ok(c.query_one(
+                &format!(
+                    "INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, {NOW_MS})
+                     RETURNING id"
+                ),
+                &[&body, &owner],
+            )?
+            .get(0))
+        })
+    }
+
+    fn begin_with_lifecycle(
+        &self,
+        body: &str,
+        owner: &str,
+        handle: &str,
+        target: &str,
+        kind: &str,
+    ) -> Result<i64> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO vj_lifecycles (handle, target, kind, created)
+                     VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (handle) DO NOTHING"
+                ),
+                &[&handle, &target, &kind],
+            )?;
+            let id: i64 = tx
+                .query_one(
+                    &format!(
+                        "INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, {NOW_MS})
+                         RETURNING id"
+                    ),
+                    &[&body, &owner],
+                )?
+                .get(0);
+            tx.commit()?;
+            Ok(id)
+        })
+    }
+
+    fn claim(&self, id: i64, from: &str, me: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE vj_intents SET owner = $3 WHERE id = $1 AND owner = $2",
+                &[&id, &from, &me],
+            )? == 1)
+        })
+    }
+
+    fn finish(&self, id: i64) -> Result<()> {
+        self.with(|c| {
+            c.execute("DELETE FROM vj_intents WHERE id = $1", &[&id])?;
+            Ok(())
+        })
+    }
+
+    fn intents(&self) -> Result<Vec<IntentData>> {
+        self.with(|c| {
+            let now: i64 = c.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
+            Ok(c.query(
+                "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
+                &[],
+            )?
+            .iter()
+            .map(|r| IntentData {
+                id: r.get(0),
+                body: r.get(1),
+                owner: r.get(2),
+                age: age(now, r.get(3)),
+            })
+            .collect())
+        })
+    }
+
+    fn lifecycle_start(
+        &self,
+        handle: &str,
+        target: &str,
+        kind: &str,
+        keys: &[String],
+    ) -> Result<()> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO vj_lifecycles (handle, target, kind, created)
+                     VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (handle) DO NOTHING"
+                ),
+                &[&handle, &target, &kind],
+            )?;
+            tx.execute(
+                "INSERT INTO vj_lifecycle_keys (handle, key) SELECT $1, unnest($2::text[])
+                 ON CONFLICT DO NOTHING",
+                &[&handle, &keys],
+            )?;
+            tx.commit()
+        })
+    }
+
+    fn lifecycle_add_key(&self, handle: &str, key: &str) -> Result<bool> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            // The lifecycle's row locked: an end racing this add waits, then finds the key.
+            let live = tx
+                .query_opt(
+                    "SELECT 1 FROM vj_lifecycles WHERE handle = $1 FOR SHARE",
+                    &[&handle],
+                )?
+                .is_some();
+            if live {
+                tx.execute(
+                    "INSERT INTO vj_lifecycle_keys (handle, key) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING",
+                    &[&handle, &key],
+                )?;
+            }
+            tx.commit()?;
+            Ok(live)
+        })
+    }
+
+    fn lifecycle_done_key(&self, handle: &str, key: &str) -> Result<u64> {
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM vj_lifecycle_keys WHERE handle = $1 AND key = $2",
+                &[&handle, &key],
+            )?;
+            let n: i64 = c
+                .query_one(
+                    "SELECT COUNT(*) FROM vj_lifecycle_keys WHERE handle = $1",
+                    &[&handle],
+                )?
+                .get(0);
+            Ok(n as u64)
+        })
+    }
+
+    fn lifecycles(&self) -> Result<Vec<LifecycleData>> {
+        self.with(|c| {
+            let now: i64 = c.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
+            Ok(c.query(
+                "SELECT l.handle, l.target, l.kind, l.created,
+                            (SELECT COUNT(*) FROM vj_lifecycle_keys k WHERE k.handle = l.handle)
+                     FROM vj_lifecycles l ORDER BY l.created",
+                &[],
+            )?
+            .iter()
+            .map(|r| LifecycleData {
+                handle: r.get(0),
+                target: r.get(1),
+                kind: r.get(2),
+                age: age(now, r.get(3)),
+                pending: r.get::<_, i64>(4) as u64,
+            })
+            .collect())
+        })
+    }
+
+    fn lifecycle_end(&self, handle: &str) -> Result<()> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                "DELETE FROM vj_lifecycle_keys WHERE handle = $1",
+                &[&handle],
+            )?;
+            tx.execute("DELETE FROM vj_lifecycles WHERE handle = $1", &[&handle])?;
+            tx.commit()
+        })
+    }
+
+    fn lifecycle_of_target(&self, target: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_opt(
+                "SELECT handle FROM vj_lifecycles WHERE target = $1 LIMIT 1",
+                &[&target],
+            )?
+            .map(|r| r.get(0)))
+        })
+    }
+}
