@@ -341,6 +341,17 @@ macro_rules! matrix {
             }
         )*
 
+        /// The same matrix with the queue and the journal on a real PostgreSQL server.
+        mod on_postgres {
+            $(
+                #[test]
+                fn $test() {
+                    crate::ops_support::use_postgres();
+                    super::run_point($point);
+                }
+            )*
+        }
+
         /// The matrix covers exactly the crash points the binary lists.
         #[test]
         fn covers_every_crash_point() {

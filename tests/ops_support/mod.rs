@@ -13,13 +13,59 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
 /// A workspace and a place for local sources, both in one temp dir.
 pub struct Env {
     pub dir: tempfile::TempDir,
+    /// The server its stores live on ([`use_postgres`]); stopped with the last `Env` using it.
+    server: Option<std::sync::Arc<crate::pg_support::PgServer>>,
+}
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+static ON_POSTGRES: AtomicBool = AtomicBool::new(false);
+static SERVER: Mutex<Weak<crate::pg_support::PgServer>> = Mutex::new(Weak::new());
+static DATABASES: AtomicUsize = AtomicUsize::new(0);
+
+/// From now on, each new [`Env`] of this process gets `storage.backend = "postgres"` with a
+/// database of its own, on one server shared by the `Env`s alive at once.
+pub fn use_postgres() {
+    ON_POSTGRES.store(true, Ordering::Relaxed);
 }
 
 impl Env {
     pub fn new() -> Env {
-        Env {
+        let server = ON_POSTGRES.load(Ordering::Relaxed).then(|| {
+            let mut s = SERVER.lock().unwrap();
+            s.upgrade().unwrap_or_else(|| {
+                let fresh = Arc::new(crate::pg_support::PgServer::start());
+                *s = Arc::downgrade(&fresh);
+                fresh
+            })
+        });
+        let env = Env {
             dir: tempfile::tempdir().unwrap(),
+            server,
+        };
+        if let Some(server) = &env.server {
+            let n = DATABASES.fetch_add(1, Ordering::Relaxed);
+            let dsn = server.new_database(&format!("ws{n}"));
+            env.merge_config(serde_json::json!({
+                "storage": { "backend": "postgres", "postgres": { "dsn": dsn } }
+            }));
         }
+        env
+    }
+
+    /// Merge `patch` (top-level keys) into this environment's `~/.vikingfs/config.json`.
+    pub fn merge_config(&self, patch: Value) {
+        let dir = self.dir.path().join(".vikingfs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
+        let mut config: Value = std::fs::read_to_string(&path)
+            .map(|s| serde_json::from_str(&s).unwrap())
+            .unwrap_or_else(|_| serde_json::json!({}));
+        for (k, v) in patch.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        std::fs::write(path, config.to_string()).unwrap();
     }
 
     pub fn ws(&self) -> PathBuf {
@@ -46,14 +92,9 @@ impl Env {
     /// Configure the local model (all-MiniLM-L6-v2, [`model_dir`]) for every later command.
     #[allow(dead_code)]
     pub fn use_dense_model(&self) {
-        let dir = self.dir.path().join(".vikingfs");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("config.json"),
-            serde_json::json!({"embedding": {"dense": {"provider": "local", "model": model_dir()}}})
-                .to_string(),
-        )
-        .unwrap();
+        self.merge_config(
+            serde_json::json!({"embedding": {"dense": {"provider": "local", "model": model_dir()}}}),
+        );
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {

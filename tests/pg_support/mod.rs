@@ -159,7 +159,8 @@ impl PgServer {
         self.dsn_for("vikingfs")
     }
 
-    fn dsn_for(&self, db: &str) -> String {
+    /// The connection string of database `db` on this server.
+    pub fn dsn_for(&self, db: &str) -> String {
         format!(
             "host={} port={} user=postgres dbname={db}",
             self.listen, self.port
@@ -210,6 +211,13 @@ impl PgServer {
                 "stop",
             ],
         );
+    }
+
+    /// A new empty database on this server; its connection string.
+    pub fn new_database(&self, name: &str) -> String {
+        let mut c = postgres::Client::connect(&self.dsn_for("postgres"), postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        self.dsn_for(name)
     }
 
     /// A plain client of the database `vikingfs`, for checks.
