@@ -28,6 +28,12 @@ pub enum PgError {
         #[source]
         source: postgres::Error,
     },
+    #[error("PostgreSQL {at} holds the stores of another workspace (id {theirs}, this one is {ours}): give each workspace a database of its own")]
+    OtherWorkspace {
+        at: String,
+        theirs: String,
+        ours: String,
+    },
     #[error("PostgreSQL {at}: schema {what} is version {found}, newer than this vikingfs understands ({supported}); upgrade vikingfs")]
     SchemaTooNew {
         at: String,
@@ -143,6 +149,38 @@ impl Pg {
                 }
             }
         }
+    }
+
+    /// Bind this database to workspace `id` at its first use, and refuse it to any other
+    /// workspace after: two workspaces' jobs and intents in one database would name each
+    /// other's files.
+    pub fn bind_workspace(&self, id: &str) -> Result<(), PgError> {
+        let mut c = self.get()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7424891);
+             CREATE TABLE IF NOT EXISTS vikingfs_workspace (id text PRIMARY KEY);",
+        )
+        .map_err(|e| self.err(e))?;
+        let theirs: Option<String> = tx
+            .query_opt("SELECT id FROM vikingfs_workspace LIMIT 1", &[])
+            .map_err(|e| self.err(e))?
+            .map(|r| r.get(0));
+        match theirs {
+            Some(theirs) if theirs != id => {
+                return Err(PgError::OtherWorkspace {
+                    at: self.at.clone(),
+                    theirs,
+                    ours: id.to_string(),
+                })
+            }
+            Some(_) => {}
+            None => {
+                tx.execute("INSERT INTO vikingfs_workspace (id) VALUES ($1)", &[&id])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Check and record the version of one store's schema in the shared `vikingfs_schema`

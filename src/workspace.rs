@@ -55,6 +55,45 @@ impl Workspace {
         Ok(ws)
     }
 
+    /// This workspace's identity, made at first use (`.vikingfs/workspace-id`): what a shared
+    /// store (a PostgreSQL database) is bound to, so two workspaces never mix their derived
+    /// state in one database. Every host that mounts the workspace reads the same id.
+    pub fn id(&self) -> io::Result<String> {
+        let path = self.internal_dir().join("workspace-id");
+        let valid = |s: &str| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        match std::fs::read_to_string(&path) {
+            Ok(s) if valid(s.trim()) => return Ok(s.trim().to_string()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        // Linked into place only if no other process made one meanwhile: all agree on one.
+        let tmp = self.tmp_dir().join(format!("workspace-id.{id}"));
+        std::fs::write(&tmp, format!("{id}\n"))?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(id),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let s = std::fs::read_to_string(&path)?;
+                if valid(s.trim()) {
+                    Ok(s.trim().to_string())
+                } else {
+                    crate::fsx::replace(
+                        &path,
+                        format!("{id}\n").as_bytes(),
+                        0o644,
+                        crate::fsx::Durable::Content,
+                    )?;
+                    Ok(id)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

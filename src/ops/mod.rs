@@ -288,9 +288,7 @@ impl Ops {
         // On a server, the queue and the journal share one pool of connections; its damage
         // is the server's to report, not a file to set aside.
         let server = match &config.backend {
-            Backend::Postgres { dsn } => Some(Arc::new(
-                crate::pg::Pg::connect(dsn).map_err(QueueError::from)?,
-            )),
+            Backend::Postgres { dsn } => Some(server_of(ws, dsn)?),
             Backend::Sqlite => None,
         };
         let (queue, queue_lost) = match &server {
@@ -463,11 +461,18 @@ impl Ops {
 pub fn open_queue_of(ws: &Workspace, backend: &Backend) -> Result<Queue> {
     match backend {
         Backend::Sqlite => open_queue(&ws.queue_db()),
-        Backend::Postgres { dsn } => queue_on(
-            ws,
-            Arc::new(crate::pg::Pg::connect(dsn).map_err(QueueError::from)?),
-        ),
+        Backend::Postgres { dsn } => queue_on(ws, server_of(ws, dsn)?),
     }
+}
+
+/// The PostgreSQL server of `dsn`, bound to this workspace (see [`crate::pg::Pg::bind_workspace`]).
+fn server_of(ws: &Workspace, dsn: &str) -> Result<Arc<crate::pg::Pg>> {
+    let pg = crate::pg::Pg::connect(dsn).map_err(QueueError::from)?;
+    let id = ws
+        .id()
+        .map_err(|e| OpsError::io(ws.internal_dir().join("workspace-id"), e))?;
+    pg.bind_workspace(&id).map_err(QueueError::from)?;
+    Ok(Arc::new(pg))
 }
 
 /// The workspace's queue on the PostgreSQL server `pg` (spool files in the workspace).

@@ -84,3 +84,39 @@ fn a_bad_dsn_is_one_line_and_creates_no_workspace() {
     );
     assert!(!ws.exists(), "nothing written before the backend answered");
 }
+
+#[test]
+fn a_second_workspace_on_the_same_database_is_refused_in_one_line() {
+    let server = PgServer::start();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".vikingfs")).unwrap();
+    std::fs::write(
+        home.path().join(".vikingfs/config.json"),
+        config(&server.dsn()),
+    )
+    .unwrap();
+    let status = |ws: &str| {
+        vikingfs(home.path())
+            .arg("--workspace")
+            .arg(home.path().join(ws))
+            .args(["status", "--json"])
+            .output()
+            .unwrap()
+    };
+    let first = status("one");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // The same workspace again (another host of it): fine.
+    assert!(status("one").status.success());
+    let other = status("two");
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("holds the stores of another workspace"),
+        "{err}"
+    );
+}
