@@ -7,10 +7,11 @@
 //! the server does. The password of a DSN is never printed: [`Pg::location`] names host,
 //! port, database and user only.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use postgres::{Client, NoTls};
+use postgres::{Client, GenericClient, NoTls, Statement};
 
 /// Clients kept open for reuse (more may be open while busy).
 const MAX_IDLE: usize = 8;
@@ -58,33 +59,130 @@ impl PgError {
 pub struct Pg {
     config: postgres::Config,
     at: String,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Conn>>,
+}
+
+/// One connection and the statements prepared on it.
+struct Conn {
+    client: Client,
+    prepared: Prepared,
+}
+
+/// Statements prepared on one connection, by their text: a statement is parsed and planned
+/// once per connection, not at every call (which costs a round trip each time).
+#[derive(Default)]
+pub struct Prepared(HashMap<String, Statement>);
+
+impl Prepared {
+    /// `sql` prepared on the connection `c` belongs to (a client or one of its transactions).
+    pub fn get(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &str,
+    ) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.0.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = c.prepare(sql)?;
+        self.0.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+}
+
+/// Statements of one client or transaction, each prepared once per connection.
+pub struct Session<'c, 'p, C: GenericClient> {
+    c: &'c mut C,
+    prep: &'p mut Prepared,
+}
+
+type Params<'a> = &'a [&'a (dyn postgres::types::ToSql + Sync)];
+
+impl<'c, 'p, C: GenericClient> Session<'c, 'p, C> {
+    pub fn new(c: &'c mut C, prep: &'p mut Prepared) -> Self {
+        Session { c, prep }
+    }
+
+    pub fn opt(&mut self, sql: &str, p: Params<'_>) -> Result<Option<postgres::Row>, postgres::Error> {
+        let s = self.prep.get(self.c, sql)?;
+        self.c.query_opt(&s, p)
+    }
+
+    pub fn one(&mut self, sql: &str, p: Params<'_>) -> Result<postgres::Row, postgres::Error> {
+        let s = self.prep.get(self.c, sql)?;
+        self.c.query_one(&s, p)
+    }
+
+    pub fn all(&mut self, sql: &str, p: Params<'_>) -> Result<Vec<postgres::Row>, postgres::Error> {
+        let s = self.prep.get(self.c, sql)?;
+        self.c.query(&s, p)
+    }
+
+    pub fn exec(&mut self, sql: &str, p: Params<'_>) -> Result<u64, postgres::Error> {
+        let s = self.prep.get(self.c, sql)?;
+        self.c.execute(&s, p)
+    }
+}
+
+impl Pg {
+    /// Run `f` in one transaction of a pooled client, with prepared statements.
+    pub fn transaction<T>(
+        &self,
+        f: impl FnOnce(&mut Session<'_, '_, postgres::Transaction<'_>>) -> Result<T, postgres::Error>,
+    ) -> Result<T, PgError> {
+        let mut pc = self.get()?;
+        let (client, prep) = pc.parts();
+        let run = || {
+            let mut tx = client.transaction()?;
+            let out = f(&mut Session::new(&mut tx, prep))?;
+            tx.commit()?;
+            Ok(out)
+        };
+        run().map_err(|e| self.err(e))
+    }
+
+    /// Run `f` on a pooled client outside a transaction (reads), with prepared statements.
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&mut Session<'_, '_, Client>) -> Result<T, postgres::Error>,
+    ) -> Result<T, PgError> {
+        let mut pc = self.get()?;
+        let (client, prep) = pc.parts();
+        f(&mut Session::new(client, prep)).map_err(|e| self.err(e))
+    }
 }
 
 /// A pooled client, handed back on drop unless its connection closed.
 pub struct PgClient<'a> {
     pool: &'a Pg,
-    client: Option<Client>,
+    conn: Option<Conn>,
+}
+
+impl PgClient<'_> {
+    /// The client and its prepared statements, to use together.
+    pub fn parts(&mut self) -> (&mut Client, &mut Prepared) {
+        let c = self.conn.as_mut().expect("client present until drop");
+        (&mut c.client, &mut c.prepared)
+    }
 }
 
 impl std::ops::Deref for PgClient<'_> {
     type Target = Client;
     fn deref(&self) -> &Client {
-        self.client.as_ref().expect("client present until drop")
+        &self.conn.as_ref().expect("client present until drop").client
     }
 }
 
 impl std::ops::DerefMut for PgClient<'_> {
     fn deref_mut(&mut self) -> &mut Client {
-        self.client.as_mut().expect("client present until drop")
+        &mut self.conn.as_mut().expect("client present until drop").client
     }
 }
 
 impl Drop for PgClient<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
+        if let Some(c) = self.conn.take() {
             let mut idle = self.pool.idle.lock();
-            if !c.is_closed() && idle.len() < MAX_IDLE {
+            if !c.client.is_closed() && idle.len() < MAX_IDLE {
                 idle.push(c);
             }
         }
@@ -108,7 +206,10 @@ impl Pg {
             idle: Mutex::new(Vec::new()),
         };
         let first = pg.dial()?;
-        pg.idle.lock().push(first);
+        pg.idle.lock().push(Conn {
+            client: first,
+            prepared: Prepared::default(),
+        });
         Ok(pg)
     }
 
@@ -134,17 +235,20 @@ impl Pg {
         loop {
             let cached = self.idle.lock().pop();
             match cached {
-                Some(c) if c.is_closed() => continue,
+                Some(c) if c.client.is_closed() => continue,
                 Some(c) => {
                     return Ok(PgClient {
                         pool: self,
-                        client: Some(c),
+                        conn: Some(c),
                     })
                 }
                 None => {
                     return Ok(PgClient {
                         pool: self,
-                        client: Some(self.dial()?),
+                        conn: Some(Conn {
+                            client: self.dial()?,
+                            prepared: Prepared::default(),
+                        }),
                     })
                 }
             }

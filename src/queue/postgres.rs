@@ -18,10 +18,13 @@ use std::time::Duration;
 
 use postgres::Transaction;
 
+/// A transaction with statements prepared once per connection.
+type Tx<'a, 'b, 'c> = Session<'a, 'b, Transaction<'c>>;
+
 use super::engine::{bad_payload, expired_message, Engine, Failure};
 use super::stats::DeadJob;
 use super::{Job, NewJob, QueueError, QueueStats};
-use crate::pg::{Pg, NOW_MS};
+use crate::pg::{Pg, Session, NOW_MS};
 
 /// This store's schema version in `vikingfs_schema`.
 const SCHEMA_VERSION: i64 = 1;
@@ -75,38 +78,35 @@ impl PgEngine {
     /// Run `f` in one transaction with the server's time.
     fn write<T>(
         &self,
-        f: impl FnOnce(&mut Transaction<'_>, i64) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Tx<'_, '_, '_>, i64) -> Result<T, postgres::Error>,
     ) -> Result<T, QueueError> {
-        let mut c = self.pg.get()?;
-        let run = |c: &mut postgres::Client| {
-            let mut tx = c.transaction()?;
-            let now: i64 = tx.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
-            let out = f(&mut tx, now)?;
-            tx.commit()?;
-            Ok(out)
-        };
-        run(&mut c).map_err(|e| QueueError::from(self.pg.err(e)))
+        Ok(self.pg.transaction(|s| {
+            let now: i64 = s.one(NOW_SQL, &[])?.get(0);
+            f(s, now)
+        })?)
     }
 
-    /// One read statement.
+    /// Statements outside a transaction (reads).
     fn read<T>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Session<'_, '_, postgres::Client>) -> Result<T, postgres::Error>,
     ) -> Result<T, QueueError> {
-        let mut c = self.pg.get()?;
-        f(&mut c).map_err(|e| QueueError::from(self.pg.err(e)))
+        Ok(self.pg.read(f)?)
     }
 }
 
+/// The server's clock, as one statement.
+const NOW_SQL: &str = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint";
+
 fn superseded(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_, '_, '_>,
     queue: &str,
     key: Option<&str>,
     version: i64,
 ) -> Result<bool, postgres::Error> {
     let Some(key) = key else { return Ok(false) };
     let current: Option<i64> = tx
-        .query_opt(
+        .opt(
             "SELECT version FROM vq_key_versions WHERE queue = $1 AND key = $2",
             &[&queue, &key],
         )?
@@ -116,12 +116,12 @@ fn superseded(
 
 /// Forget a key's version once no row uses it (see the SQLite engine).
 fn prune_key(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_, '_, '_>,
     queue: &str,
     key: Option<&str>,
 ) -> Result<(), postgres::Error> {
     if let Some(key) = key {
-        tx.execute(
+        tx.exec(
             "DELETE FROM vq_key_versions WHERE queue = $1 AND key = $2
                AND NOT EXISTS (SELECT 1 FROM vq_jobs WHERE queue = $1 AND key = $2)",
             &[&queue, &key],
@@ -131,9 +131,9 @@ fn prune_key(
 }
 
 /// Is `job` still claimed under this very claim? Locks its row until commit.
-fn held(tx: &mut Transaction<'_>, job: &Job) -> Result<bool, postgres::Error> {
+fn held(tx: &mut Tx<'_, '_, '_>, job: &Job) -> Result<bool, postgres::Error> {
     Ok(tx
-        .query_opt(
+        .opt(
             "SELECT 1 FROM vq_jobs WHERE id = $1 AND state = 1 AND attempts = $2 FOR UPDATE",
             &[&job.id, &(job.attempts as i32)],
         )?
@@ -141,17 +141,17 @@ fn held(tx: &mut Transaction<'_>, job: &Job) -> Result<bool, postgres::Error> {
 }
 
 fn drop_job(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_, '_, '_>,
     id: i64,
     queue: &str,
     key: Option<&str>,
 ) -> Result<(), postgres::Error> {
-    tx.execute("DELETE FROM vq_jobs WHERE id = $1", &[&id])?;
+    tx.exec("DELETE FROM vq_jobs WHERE id = $1", &[&id])?;
     prune_key(tx, queue, key)
 }
 
 fn enqueue_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_, '_, '_>,
     now: i64,
     rerun_delay_ms: i64,
     job: &NewJob,
@@ -160,7 +160,7 @@ fn enqueue_in(
     let payload = job.payload.to_string();
     let Some(key) = job.key.as_deref() else {
         return Ok(tx
-            .query_one(
+            .one(
                 "INSERT INTO vq_jobs (queue, key, version, payload, state, due, created, updated)
                  VALUES ($1, NULL, 0, $2, 0, $3, $3, $3) RETURNING id",
                 &[&queue, &payload, &now],
@@ -168,25 +168,25 @@ fn enqueue_in(
             .get(0));
     };
     let version: i64 = tx
-        .query_one(
+        .one(
             "INSERT INTO vq_key_versions (queue, key, version) VALUES ($1, $2, 1)
              ON CONFLICT (queue, key) DO UPDATE SET version = vq_key_versions.version + 1
              RETURNING version",
             &[&queue, &key],
         )?
         .get(0);
-    tx.execute(
+    tx.exec(
         "DELETE FROM vq_jobs WHERE queue = $1 AND key = $2 AND state = 2",
         &[&queue, &key],
     )?;
     let running = tx
-        .query_opt(
+        .opt(
             "SELECT 1 FROM vq_jobs WHERE queue = $1 AND key = $2 AND state = 1 LIMIT 1",
             &[&queue, &key],
         )?
         .is_some();
     let due = if running { now + rerun_delay_ms } else { now };
-    let updated = tx.query_opt(
+    let updated = tx.opt(
         "UPDATE vq_jobs SET version = $3, payload = $4,
                             due = CASE WHEN attempts > 0 THEN $6 ELSE due END,
                             attempts = 0, last_error = NULL, updated = $5
@@ -197,7 +197,7 @@ fn enqueue_in(
         return Ok(r.get(0));
     }
     Ok(tx
-        .query_one(
+        .one(
             "INSERT INTO vq_jobs (queue, key, version, payload, state, due, created, updated)
              VALUES ($1, $2, $3, $4, 0, $6, $5, $5) RETURNING id",
             &[&queue, &key, &version, &payload, &now, &due],
@@ -217,7 +217,7 @@ impl Engine for PgEngine {
 
     fn any_due(&self, queue: &str) -> Result<bool, QueueError> {
         self.read(|c| {
-            Ok(c.query_opt(
+            Ok(c.opt(
                 &format!(
                     "SELECT 1 FROM vq_jobs WHERE queue = $1 AND state < 2 AND due <= {NOW_MS} LIMIT 1"
                 ),
@@ -236,7 +236,7 @@ impl Engine for PgEngine {
     ) -> Result<Option<Job>, QueueError> {
         let max_attempts = i64::from(max_attempts);
         self.write(|tx, now| loop {
-            let row = tx.query_opt(
+            let row = tx.opt(
                 "SELECT id, key, version, payload, attempts, state, last_error FROM vq_jobs
                  WHERE queue = $1 AND state < 2 AND due <= $2 ORDER BY due, id LIMIT 1
                  FOR UPDATE SKIP LOCKED",
@@ -256,7 +256,7 @@ impl Engine for PgEngine {
                     continue;
                 }
                 if attempts >= max_attempts {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE vq_jobs SET state = 2, worker = NULL, last_error = $2, updated = $3
                          WHERE id = $1",
                         &[&id, &expired_message(attempts, last_error.as_deref()), &now],
@@ -268,7 +268,7 @@ impl Engine for PgEngine {
                 Ok(p) => p,
                 Err(e) => {
                     // Damaged, not transient: it would stand at the head of the line forever.
-                    tx.execute(
+                    tx.exec(
                         "UPDATE vq_jobs SET state = 2, worker = NULL, last_error = $2, updated = $3
                          WHERE id = $1",
                         &[&id, &bad_payload(&e), &now],
@@ -276,7 +276,7 @@ impl Engine for PgEngine {
                     continue;
                 }
             };
-            tx.execute(
+            tx.exec(
                 "UPDATE vq_jobs SET state = 1, due = $2, attempts = attempts + 1, worker = $3,
                                     updated = $4
                  WHERE id = $1",
@@ -295,7 +295,7 @@ impl Engine for PgEngine {
 
     fn renew(&self, job: &Job, worker: &str, lease: Duration) -> Result<bool, QueueError> {
         self.write(|tx, now| {
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE vq_jobs SET due = $3, worker = $4, updated = $5
                  WHERE id = $1 AND state = 1 AND attempts = $2",
                 &[
@@ -312,7 +312,7 @@ impl Engine for PgEngine {
 
     fn complete(&self, job: &Job) -> Result<(), QueueError> {
         let done = self.write(|tx, _| {
-            let n = tx.execute(
+            let n = tx.exec(
                 "DELETE FROM vq_jobs WHERE id = $1 AND state = 1 AND attempts = $2",
                 &[&job.id, &(job.attempts as i32)],
             )?;
@@ -338,18 +338,18 @@ impl Engine for PgEngine {
                 return Ok(true);
             }
             match failure {
-                Failure::Wait { message, after } => tx.execute(
+                Failure::Wait { message, after } => tx.exec(
                     "UPDATE vq_jobs SET state = 0, worker = NULL, last_error = $2, due = $3,
                                         attempts = GREATEST(attempts - 1, 0), updated = $4
                      WHERE id = $1",
                     &[&job.id, &message, &now.saturating_add(ms(after)), &now],
                 )?,
-                Failure::Dead { message } => tx.execute(
+                Failure::Dead { message } => tx.exec(
                     "UPDATE vq_jobs SET state = 2, worker = NULL, last_error = $2, updated = $3
                      WHERE id = $1",
                     &[&job.id, &message, &now],
                 )?,
-                Failure::Retry { message, after } => tx.execute(
+                Failure::Retry { message, after } => tx.exec(
                     "UPDATE vq_jobs SET state = 0, worker = NULL, last_error = $2, due = $3,
                                         updated = $4
                      WHERE id = $1",
@@ -373,7 +373,7 @@ impl Engine for PgEngine {
             if superseded(tx, &job.queue, job.key.as_deref(), job.version)? {
                 drop_job(tx, job.id, &job.queue, job.key.as_deref())?;
             } else {
-                tx.execute(
+                tx.exec(
                     "UPDATE vq_jobs SET state = 0, worker = NULL, due = $2,
                                         attempts = attempts - 1, updated = $2
                      WHERE id = $1",
@@ -386,7 +386,7 @@ impl Engine for PgEngine {
 
     fn is_current(&self, job: &Job) -> Result<bool, QueueError> {
         self.read(|c| {
-            Ok(c.query_opt(
+            Ok(c.opt(
                 "SELECT 1 FROM vq_jobs j WHERE j.id = $1 AND j.state = 1 AND j.attempts = $2
                    AND (j.key IS NULL OR $3 = (SELECT version FROM vq_key_versions k
                                                WHERE k.queue = j.queue AND k.key = j.key))",
@@ -398,7 +398,7 @@ impl Engine for PgEngine {
 
     fn has_pending(&self, queue: &str, key: &str) -> Result<bool, QueueError> {
         self.read(|c| {
-            Ok(c.query_opt(
+            Ok(c.opt(
                 "SELECT 1 FROM vq_jobs WHERE queue = $1 AND key = $2 AND state < 2 LIMIT 1",
                 &[&queue, &key],
             )?
@@ -408,7 +408,7 @@ impl Engine for PgEngine {
 
     fn key_version(&self, queue: &str, key: &str) -> Result<Option<i64>, QueueError> {
         self.read(|c| {
-            Ok(c.query_opt(
+            Ok(c.opt(
                 "SELECT version FROM vq_key_versions WHERE queue = $1 AND key = $2",
                 &[&queue, &key],
             )?
@@ -418,14 +418,14 @@ impl Engine for PgEngine {
 
     fn retry_dead(&self, queue: Option<&str>) -> Result<usize, QueueError> {
         self.write(|tx, now| {
-            tx.execute(
+            tx.exec(
                 "DELETE FROM vq_jobs d WHERE d.state = 2 AND d.key IS NOT NULL
                    AND ($1::text IS NULL OR d.queue = $1)
                    AND EXISTS (SELECT 1 FROM vq_jobs o WHERE o.queue = d.queue AND o.key = d.key
                                AND o.state < 2)",
                 &[&queue],
             )?;
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE vq_jobs SET state = 0, attempts = 0, due = $2, updated = $2
                  WHERE state = 2 AND ($1::text IS NULL OR queue = $1)",
                 &[&queue, &now],
@@ -436,8 +436,8 @@ impl Engine for PgEngine {
 
     fn stats(&self, dead_shown: usize) -> Result<Vec<QueueStats>, QueueError> {
         self.read(|c| {
-            let now: i64 = c.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
-            let rows = c.query(
+            let now: i64 = c.one(NOW_SQL, &[])?.get(0);
+            let rows = c.all(
                 "SELECT queue,
                         COUNT(*) FILTER (WHERE state = 0),
                         COUNT(*) FILTER (WHERE state = 0 AND attempts > 0),
@@ -463,7 +463,7 @@ impl Engine for PgEngine {
                 .collect();
             for s in out.iter_mut().filter(|s| s.dead > 0) {
                 s.dead_jobs = c
-                    .query(
+                    .all(
                         "SELECT id, key, attempts, last_error, updated FROM vq_jobs
                          WHERE queue = $1 AND state = 2 ORDER BY updated DESC, id DESC LIMIT $2",
                         &[&s.queue, &(dead_shown as i64)],
@@ -486,11 +486,11 @@ impl Engine for PgEngine {
         self.read(|c| {
             let n: i64 = match queues {
                 None => c
-                    .query_one("SELECT COUNT(*) FROM vq_jobs WHERE state < 2", &[])?
+                    .one("SELECT COUNT(*) FROM vq_jobs WHERE state < 2", &[])?
                     .get(0),
                 Some(qs) => {
                     let qs: Vec<&str> = qs.to_vec();
-                    c.query_one(
+                    c.one(
                         "SELECT COUNT(*) FROM vq_jobs WHERE queue = ANY($1) AND state < 2",
                         &[&qs],
                     )?
