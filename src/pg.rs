@@ -102,7 +102,11 @@ impl<'c, 'p, C: GenericClient> Session<'c, 'p, C> {
         Session { c, prep }
     }
 
-    pub fn opt(&mut self, sql: &str, p: Params<'_>) -> Result<Option<postgres::Row>, postgres::Error> {
+    pub fn opt(
+        &mut self,
+        sql: &str,
+        p: Params<'_>,
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
         let s = self.prep.get(self.c, sql)?;
         self.c.query_opt(&s, p)
     }
@@ -168,13 +172,21 @@ impl PgClient<'_> {
 impl std::ops::Deref for PgClient<'_> {
     type Target = Client;
     fn deref(&self) -> &Client {
-        &self.conn.as_ref().expect("client present until drop").client
+        &self
+            .conn
+            .as_ref()
+            .expect("client present until drop")
+            .client
     }
 }
 
 impl std::ops::DerefMut for PgClient<'_> {
     fn deref_mut(&mut self) -> &mut Client {
-        &mut self.conn.as_mut().expect("client present until drop").client
+        &mut self
+            .conn
+            .as_mut()
+            .expect("client present until drop")
+            .client
     }
 }
 
@@ -334,6 +346,8 @@ impl Pg {
 /// The server's clock in milliseconds since the epoch, read inside a statement: every host
 /// then judges leases and back-offs by one clock, whatever its own says.
 pub const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+/// [`NOW_MS`] as a statement of its own.
+pub const NOW_SQL: &str = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 fn describe(c: &postgres::Config) -> String {
     let host = c

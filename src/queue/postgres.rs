@@ -24,7 +24,7 @@ type Tx<'a, 'b, 'c> = Session<'a, 'b, Transaction<'c>>;
 use super::engine::{bad_payload, expired_message, Engine, Failure};
 use super::stats::DeadJob;
 use super::{Job, NewJob, QueueError, QueueStats};
-use crate::pg::{Pg, Session, NOW_MS};
+use crate::pg::{Pg, Session, NOW_MS, NOW_SQL};
 
 /// This store's schema version in `vikingfs_schema`.
 const SCHEMA_VERSION: i64 = 1;
@@ -94,9 +94,6 @@ impl PgEngine {
         Ok(self.pg.read(f)?)
     }
 }
-
-/// The server's clock, as one statement.
-const NOW_SQL: &str = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 fn superseded(
     tx: &mut Tx<'_, '_, '_>,
@@ -219,7 +216,7 @@ impl Engine for PgEngine {
         self.read(|c| {
             Ok(c.opt(
                 &format!(
-                    "SELECT 1 FROM vq_jobs WHERE queue = $1 AND state < 2 AND due <= {NOW_MS} LIMIT 1"
+                    "SELECT 1 FROM vq_jobs WHERE queue = $1 AND state < 2 AND due <= (SELECT {NOW_MS}) LIMIT 1"
                 ),
                 &[&queue],
             )?

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Engine, IntentData, LifecycleData, Result};
-use crate::pg::{Pg, NOW_MS};
+use crate::pg::{Pg, NOW_MS, NOW_SQL};
 
 const SCHEMA_VERSION: i64 = 1;
 
@@ -121,7 +121,7 @@ impl Engine for PgJournal {
 
     fn intents(&self) -> Result<Vec<IntentData>> {
         self.with(|c| {
-            let now: i64 = c.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
+            let now: i64 = c.query_one(NOW_SQL, &[])?.get(0);
             Ok(c.query(
                 "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
                 &[],
@@ -202,7 +202,7 @@ impl Engine for PgJournal {
 
     fn lifecycles(&self) -> Result<Vec<LifecycleData>> {
         self.with(|c| {
-            let now: i64 = c.query_one(&format!("SELECT {NOW_MS}"), &[])?.get(0);
+            let now: i64 = c.query_one(NOW_SQL, &[])?.get(0);
             Ok(c.query(
                 "SELECT l.handle, l.target, l.kind, l.created,
                             (SELECT COUNT(*) FROM vj_lifecycle_keys k WHERE k.handle = l.handle)
