@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use super::{is_source_name, source_version, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::content::Content;
+use crate::fs::ToErrno;
 use crate::index::{Level, Record};
 use crate::lock::{LockError, LockGuard, LockKind};
 use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};

@@ -50,10 +50,10 @@ pub enum JobError {
 impl QueueError {
     /// The disk (or the quota) is full.
     pub fn is_disk_full(&self) -> bool {
-        let sql =
-            |e: &rusqlite::Error| e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
         match self {
-            QueueError::Open { source, .. } | QueueError::Sql(source) => sql(source),
+            QueueError::Open { source, .. } | QueueError::Sql(source) => {
+                crate::db::is_disk_full(source)
+            }
             QueueError::Spool(_, e) => {
                 matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
             }
