@@ -54,9 +54,10 @@ const MMAP_SIZE: i64 = 1 << 32;
 
 #[derive(Debug, Error)]
 pub enum IndexError {
-    #[error("index {path}: {source}")]
+    #[error("index {}", path.display())]
     Sqlite {
         path: PathBuf,
+        #[source]
         source: rusqlite::Error,
     },
     #[error(

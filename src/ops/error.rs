@@ -39,8 +39,15 @@ pub enum OpsError {
     ScopeRoot(String),
     #[error("{0} is a derived summary file, written only by vikingfs")]
     Derived(String),
-    #[error("{path}: {msg}")]
+    #[error("{}: {msg}", path.display())]
     BadSource { path: PathBuf, msg: String },
+    /// A file of a source being added whose name the namespace refuses.
+    #[error("{}", path.display())]
+    SourceName {
+        path: PathBuf,
+        #[source]
+        source: crate::uri::UriError,
+    },
     /// A lock stayed busy (or holds a corrupt token, which is never taken as free); the lock
     /// error names the path and the holder.
     #[error(transparent)]
@@ -124,7 +131,7 @@ impl ToErrno for OpsError {
             OpsError::Index(e) => e.errno(),
             OpsError::Journal(e) => e.errno(),
             OpsError::Io { source, .. } => source.errno(),
-            OpsError::Uri(e) => e.errno(),
+            OpsError::Uri(e) | OpsError::SourceName { source: e, .. } => e.errno(),
             // The model, the summariser, a source outside the workspace, a store another
             // process must heal: nothing the program did.
             OpsError::Embed(_)

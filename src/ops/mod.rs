@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::embed::{self, Embedder};
+use crate::error::Chain;
 use crate::fs::ToErrno;
 use crate::index::{Index, IndexError, Opened};
 use crate::lock::{LockGuard, LockKind, LockManager};
@@ -225,7 +226,7 @@ impl Ops {
             tracing::warn!("index vectors were built by another model; re-embedding every record");
         }
         if let Err(e) = ops.adopt_copied_index() {
-            tracing::warn!("checking whether the workspace was copied: {e}");
+            tracing::warn!("checking whether the workspace was copied: {}", Chain(&e));
         }
         if queue_lost {
             // The damaged queue's jobs: whatever the files have that the index does not.
@@ -239,7 +240,7 @@ impl Ops {
             ops.backfill_vectors()?;
         }
         if let Err(e) = ops.recover() {
-            tracing::warn!("recovering interrupted operations: {e}");
+            tracing::warn!("recovering interrupted operations: {}", Chain(&e));
         }
         Ok(ops)
     }
@@ -432,7 +433,7 @@ fn open_index(
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) if !healed && e.is_damage() => {
-                set_aside(&e.to_string())?;
+                set_aside(&Chain(&e).to_string())?;
                 healed = true;
             }
             r => return Ok(r?),

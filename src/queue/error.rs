@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// Why a queue operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    #[error("queue database {path}: {source}")]
+    #[error("queue database {}", path.display())]
     Open {
         path: PathBuf,
         #[source]
@@ -17,13 +17,13 @@ pub enum QueueError {
         found: i64,
         supported: i64,
     },
-    #[error("queue spool {0}: {1}")]
+    #[error("queue spool {}", .0.display())]
     Spool(std::path::PathBuf, #[source] std::io::Error),
-    #[error("queue database: {0}")]
+    #[error("queue database")]
     Sql(#[from] rusqlite::Error),
     #[error("invalid queue name {0:?} (want 1-64 characters of [a-z0-9_])")]
     BadQueueName(String),
-    #[error("job {id} payload: {source}")]
+    #[error("job {id} payload")]
     Payload {
         id: i64,
         #[source]

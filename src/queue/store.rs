@@ -257,7 +257,10 @@ impl Queue {
         // they stay spooled (nothing is lost) for the next open: the queue still answers.
         match q.replay_spools() {
             Err(e) if e.is_disk_full() => {
-                tracing::warn!("queue: disk full; spooled jobs of dead processes wait: {e}")
+                tracing::warn!(
+                    "queue: disk full; spooled jobs of dead processes wait: {}",
+                    crate::error::Chain(&e)
+                )
             }
             r => drop(r?),
         }
