@@ -562,6 +562,7 @@ impl Queue {
                 return Ok(());
             }
             if let JobError::Wait(m) = err {
+                let m = m.to_string();
                 // Not the job's fault: the attempt is given back.
                 tx.execute(
                     "UPDATE jobs SET state = 0, worker = NULL, last_error = ?2, due = ?3, \

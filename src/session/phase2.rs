@@ -23,10 +23,11 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::error::Chain;
+use crate::fs::ToErrno;
 use crate::index::Level;
 use crate::lock::{LockError, LockKind};
 use crate::ops::{source_version, Ops, OpsError};
-use crate::queue::{Job, JobError, JobHandler};
+use crate::queue::{Cause, Job, JobError, JobHandler};
 use crate::semantic::memory::{
     apply_diff_entry, parse_messages, plan_memory_writes, Date, ExtractContext, MemoryDiff,
 };
@@ -67,6 +68,16 @@ pub enum Phase2Error {
 }
 
 impl Phase2Error {
+    /// How loud a failed phase 2 logs: an indexing failure as its error says (a busy lock is
+    /// info, a damaged index an error), a session's busy lock info, anything else a warning.
+    fn level(&self) -> tracing::Level {
+        match self {
+            Phase2Error::Ops(e) => e.level(),
+            Phase2Error::Session(e) if e.is_busy() => tracing::Level::INFO,
+            _ => tracing::Level::WARN,
+        }
+    }
+
     fn is_permanent(&self) -> bool {
         match self {
             Phase2Error::Payload(_)
@@ -358,7 +369,7 @@ impl JobHandler for SessionCommitHandler {
     fn handle(&self, job: &Job) -> Result<(), JobError> {
         let (s, n) = match parse_payload(&job.payload) {
             Ok(v) => v,
-            Err(e) => return Err(JobError::Permanent(Chain(&e).to_string())),
+            Err(e) => return Err(JobError::Permanent(Cause::new(e, tracing::Level::WARN))),
         };
         match self.run(&s, n) {
             Ok(r) => {
@@ -367,9 +378,13 @@ impl JobHandler for SessionCommitHandler {
             }
             Err(e) if e.is_permanent() => {
                 self.record_failure(&s, n, &e);
-                Err(JobError::Permanent(Chain(&e).to_string()))
+                let level = e.level();
+                Err(JobError::Permanent(Cause::new(e, level)))
             }
-            Err(e) => Err(JobError::Retry(Chain(&e).to_string())),
+            Err(e) => {
+                let level = e.level();
+                Err(JobError::Retry(Cause::new(e, level)))
+            }
         }
     }
 }
