@@ -173,7 +173,8 @@ impl ToErrno for IndexError {
             IndexError::ModelMismatch { .. }
             | IndexError::Schema { .. }
             | IndexError::Dimension { .. }
-            | IndexError::Corrupt { .. } => libc::EIO,
+            | IndexError::Corrupt { .. }
+            | IndexError::CorruptUri { .. } => libc::EIO,
         }
     }
 
