@@ -91,13 +91,6 @@ impl ToErrno for MutationError {
 /// (its message, then its causes).
 pub struct BackendError(Box<dyn ToErrno + Send + Sync>);
 
-impl BackendError {
-    /// The error itself, to downcast.
-    pub fn get(&self) -> &(dyn ToErrno + Send + Sync + 'static) {
-        &*self.0
-    }
-}
-
 impl std::fmt::Debug for BackendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&self.0, f)
