@@ -11,11 +11,20 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    // The io::Error is in the message, not the source chain, so `{:#}` prints it once.
-    #[error("config {path}: {err}")]
-    Read { path: PathBuf, err: std::io::Error },
-    #[error("config {path}: {msg}")]
-    Parse { path: PathBuf, msg: String },
+    #[error("config {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `key`: where in the file (`storage.agfs.bogus`), when below the top.
+    #[error("config {}{}", path.display(), key.as_deref().map(|k| format!(": {k}")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        key: Option<String>,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("config {path}: {key}: {msg}")]
     Value {
         path: PathBuf,
@@ -414,9 +423,9 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
-            err,
+            source,
         })?;
         Self::from_json(&text, path)
     }
@@ -426,14 +435,10 @@ impl Config {
         let de = &mut serde_json::Deserializer::from_str(text);
         let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let key = e.path().to_string();
-            let msg = e.into_inner().to_string();
             ConfigError::Parse {
                 path: path.to_path_buf(),
-                msg: if key == "." {
-                    msg
-                } else {
-                    format!("{key}: {msg}")
-                },
+                key: (key != ".").then_some(key),
+                source: e.into_inner(),
             }
         })?;
         let mut cfg = Self::from_raw(raw, path)?;

@@ -52,6 +52,11 @@ pub fn is_damage_code(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// The disk (or the quota) had no room for a page: SQLite's own code for it.
+pub fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
 /// The files beside a database in WAL mode, by suffix.
 const SIDE_FILES: [&str; 2] = ["-wal", "-shm"];
 

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod db;
 pub mod dirtimes;
 pub mod embed;
+pub mod error;
 pub mod failpoint;
 pub mod fs;
 pub mod fsx;

@@ -21,9 +21,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why the server could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    #[error("bad PostgreSQL DSN (a libpq connection string such as \"host=127.0.0.1 port=5432 dbname=vikingfs user=vikingfs\"): {0}")]
+    #[error("bad PostgreSQL DSN (a libpq connection string such as \"host=127.0.0.1 port=5432 dbname=vikingfs user=vikingfs\")")]
     BadDsn(#[source] postgres::Error),
-    #[error("PostgreSQL {at}: {source}")]
+    #[error("PostgreSQL {at}")]
     Server {
         at: String,
         #[source]

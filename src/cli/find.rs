@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::Ctx;
 use crate::embed::{self, Embedder};
+use crate::error::Chain;
 use crate::index::{Evidence, Hit, Index, IndexError, Mode};
 use crate::ops::search::{self, Query};
 use crate::queue::Queue;
@@ -205,7 +206,10 @@ fn open_index(
             Ok(open().context("find")?)
         }
         Err(e @ IndexError::ModelMismatch { .. }) => {
-            eprintln!("vikingfs: find: {e}; searching lexically until the daemon re-embeds it");
+            eprintln!(
+                "vikingfs: find: {}; searching lexically until the daemon re-embeds it",
+                Chain(&e)
+            );
             Ok(Index::open_lexical(&path).context("find")?)
         }
         Err(e) => Err(anyhow::Error::new(e).context("find")),

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::{Ctx, EXIT_BUSY};
+use crate::error::Chain;
 use crate::lock::{LockError, LockKind, LockManager};
 
 #[derive(Args, Debug)]
@@ -51,7 +52,7 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
     let guard = match mgr.acquire(&[(path, kind)], timeout) {
         Ok(g) => g,
         Err(e @ LockError::Busy { .. }) => {
-            eprintln!("vikingfs: lock {}: {e}", a.uri);
+            eprintln!("vikingfs: lock {}: {}", a.uri, Chain(&e));
             return Ok(EXIT_BUSY);
         }
         Err(e) => return Err(e).with_context(|| format!("lock {}", a.uri)),

@@ -15,6 +15,7 @@ pub mod write;
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 pub mod lock;
@@ -131,7 +132,7 @@ impl Ctx {
             &self.config.account,
             &self.config.user,
         )
-        .map_err(|e| anyhow::anyhow!("workspace {}: {e}", self.workspace_path.display()))
+        .with_context(|| format!("workspace {}", self.workspace_path.display()))
     }
 }
 
@@ -150,7 +151,9 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("vikingfs: {e:#}");
+            // The whole chain on one line: `find: index /x/index.db: database disk image
+            // is malformed`.
+            eprintln!("vikingfs: {}", crate::error::Chain(&*e));
             1
         }
     }

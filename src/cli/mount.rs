@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use clap::Args;
 
 use crate::cli::Ctx;
 use crate::config::Config;
 use crate::daemon::{self, Registration};
+use crate::error::Chain;
 use crate::fs::{sys, FsConfig, VikingFs};
 use crate::fuse::mount::{self, Mounted};
 use crate::ops::{LockedMutations, Ops};
@@ -106,7 +107,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
         bail!("mount point {} is not a directory", mp.display());
     }
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
-        .map_err(|e| anyhow!("workspace {}: {e}", args.workspace_dir.display()))?;
+        .with_context(|| format!("workspace {}", args.workspace_dir.display()))?;
     if args.foreground {
         return serve(ws, &ctx.config, &mp, &opts, args.pid_file.as_deref());
     }
@@ -257,7 +258,7 @@ fn serve(
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
         let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
-        let core = VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?;
+        let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
         let core = Arc::new(core.with_config(FsConfig {
             show_summaries: opts.show_summaries,
         }));
@@ -307,7 +308,7 @@ fn serve(
             m
         }
         Err(e) => {
-            report_ready(ready, Err(format!("{e:#}")));
+            report_ready(ready, Err(Chain(&*e).to_string()));
             return Err(e);
         }
     };

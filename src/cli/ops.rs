@@ -8,6 +8,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Ctx, EXIT_BUSY};
+use crate::error::Chain;
 use crate::ops::{Ops, OpsError};
 
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
@@ -38,7 +39,7 @@ pub(crate) fn outcome(what: &str, r: Result<(), OpsError>) -> anyhow::Result<i32
     match r {
         Ok(()) => Ok(0),
         Err(e) if e.is_busy() => {
-            eprintln!("vikingfs: {what}: {e}");
+            eprintln!("vikingfs: {what}: {}", Chain(&e));
             Ok(EXIT_BUSY)
         }
         Err(e) => Err(anyhow::Error::new(e).context(what.to_string())),
@@ -109,7 +110,10 @@ pub fn handlers(ops: &Arc<Ops>, config: &crate::config::Config) -> Vec<crate::qu
     // Sessions' phase 2 (`session_commit`).
     match crate::session::handler_spec(ops.clone(), config) {
         Ok(h) => specs.push(h),
-        Err(e) => tracing::warn!("session_commit handler: {e}; session memories wait"),
+        Err(e) => tracing::warn!(
+            "session_commit handler: {}; session memories wait",
+            Chain(&e)
+        ),
     }
     specs
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::{Ctx, EXIT_BUSY};
+use crate::error::Chain;
 use crate::lock::LockManager;
 use crate::ops::Ops;
 use crate::queue;
@@ -117,7 +118,7 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
             if e.downcast_ref::<SessionError>()
                 .is_some_and(SessionError::is_busy) =>
         {
-            eprintln!("vikingfs: {e:#}");
+            eprintln!("vikingfs: {}", Chain(&*e));
             Ok(EXIT_BUSY)
         }
         other => other,
@@ -321,7 +322,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
         println!("finished interrupted commit of {}", s.archive(*n).uri());
     }
     for (_, e) in &all.failed {
-        eprintln!("vikingfs: {e}");
+        eprintln!("vikingfs: {}", Chain(e));
     }
     if a.requeue {
         let targets = match &a.session {
@@ -359,7 +360,7 @@ pub fn wait_hook(ctx: &Ctx, ops: &Arc<Ops>) -> anyhow::Result<Vec<queue::Handler
         );
     }
     for (_, e) in &all.failed {
-        eprintln!("vikingfs: {e}");
+        eprintln!("vikingfs: {}", Chain(e));
     }
     Ok(vec![session::handler_spec(ops.clone(), &ctx.config)?])
 }
@@ -374,10 +375,10 @@ pub fn recover_at_start(ops: &Arc<Ops>) {
                 tracing::info!(archive = %s.archive(*n).uri(), "finished an interrupted commit");
             }
             for (s, e) in &all.failed {
-                tracing::warn!(session = %s.dir.uri(), "interrupted commit not recovered: {e}");
+                tracing::warn!(session = %s.dir.uri(), "interrupted commit not recovered: {}", Chain(e));
             }
         }
-        Err(e) => tracing::warn!("recovering sessions: {e}"),
+        Err(e) => tracing::warn!("recovering sessions: {}", Chain(&e)),
     }
 }
 

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::Ctx;
 use crate::daemon;
+use crate::error::Chain;
 use crate::index::Index;
 use crate::lock::LockManager;
 use crate::queue::{Queue, QueueStats, KNOWN_QUEUES};
@@ -269,7 +270,7 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             "model": if stored.is_empty() { Value::Null } else { json!(stored) },
             "configured_model": configured,
         }),
-        Err(e) => json!({"error": format!("{e:#}"), "bytes": bytes}),
+        Err(e) => json!({"error": Chain(&*e).to_string(), "bytes": bytes}),
     }
 }
 

@@ -86,7 +86,7 @@ impl HttpEmbedder {
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let transport = |e: ureq::Error| EmbedError::Transport {
             url: self.url.clone(),
-            msg: e.to_string(),
+            source: Box::new(e),
         };
         let mut req = self.agent.post(&self.url);
         if let Some(key) = &self.api_key {

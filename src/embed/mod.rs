@@ -25,8 +25,12 @@ pub use http::HttpEmbedder;
 pub enum EmbedError {
     #[error("embedding configuration: {0}")]
     Config(String),
-    #[error("embedding request to {url} failed: {msg}")]
-    Transport { url: String, msg: String },
+    #[error("embedding request to {url} failed")]
+    Transport {
+        url: String,
+        #[source]
+        source: Box<ureq::Error>,
+    },
     #[error("embedding request to {url} returned HTTP {status}: {body}")]
     Status {
         url: String,

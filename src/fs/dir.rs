@@ -1,7 +1,6 @@
 //! Directory handles of the core: listings as snapshots, filtered to what the namespace shows
 //! (never an internal name; the sidecars only with [`super::FsConfig::show_summaries`]).
 
-use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
 use std::ffi::OsStr;
@@ -28,10 +27,7 @@ impl VikingFs {
         let fd = inode.fd()?;
         let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
         if !sys::is_dir(&st) {
-            return Err(FsError::io(
-                "opendir",
-                io::Error::from_raw_os_error(libc::ENOTDIR),
-            ));
+            return Err(FsError::NotADirectory(ino));
         }
         let mut entries = Listing::default();
         entries.push(OsStr::new("."), ino, libc::DT_DIR);

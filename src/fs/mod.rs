@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-pub use error::{FsError, FsResult};
+pub use error::{FsError, FsResult, ToErrno};
 pub use handles::DirEntry;
 pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
@@ -223,9 +223,7 @@ impl VikingFs {
     /// The path of `name` under directory `parent`.
     fn child(&self, parent: u64, name: &str) -> FsResult<VPath> {
         let dir = self.inodes.get(parent)?;
-        let p = self
-            .vpath(&dir)?
-            .ok_or_else(|| FsError::io("parent", io::Error::from_raw_os_error(libc::ENOENT)))?;
+        let p = self.vpath(&dir)?.ok_or(FsError::Unlinked(parent))?;
         Ok(p.join(name)?)
     }
 
@@ -399,9 +397,7 @@ impl VikingFs {
         if self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
-        let src = self
-            .vpath(&inode)?
-            .ok_or_else(|| FsError::io("link", io::Error::from_raw_os_error(libc::ENOENT)))?;
+        let src = self.vpath(&inode)?.ok_or(FsError::Unlinked(ino))?;
         let n = self.new_name(newparent, newname)?;
         let dst = self.child(newparent, n)?;
         self.mutations.link(&src, &dst)?;

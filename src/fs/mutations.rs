@@ -4,8 +4,8 @@
 //! The FUSE side only decides *what* to change (a validated [`VPath`], never a lock file or a
 //! database); the implementation decides *how*. [`DirectMutations`] applies each change with
 //! plain system calls on the workspace. The locked operations (EXACT/TREE path locks, index
-//! first on rm, index move on mv, enqueue on write-close) plug in behind this same trait and may
-//! answer [`MutationError::Busy`], which the mount turns into EBUSY.
+//! first on rm, index move on mv, enqueue on write-close) plug in behind this same trait and
+//! answer with their own error ([`MutationError::Backend`]), which decides the errno.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
@@ -15,6 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use thiserror::Error;
 
+use crate::fs::error::{level_of, ToErrno};
 use crate::fs::sys::{self, TimeSpec};
 use crate::uri::{is_internal_name, is_sidecar_name, VPath};
 use crate::workspace::Workspace;
@@ -25,12 +26,21 @@ pub enum MutationError {
     /// A lock on the path stayed busy past the lock timeout; nothing was changed.
     #[error("{path}: lock busy")]
     Busy { path: String },
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}")]
     Io {
         op: &'static str,
         path: String,
         #[source]
         source: io::Error,
+    },
+    /// What is behind the seam (the locked operations) failed the change: its own error,
+    /// which decides the errno (EBUSY for a lock that stayed busy) and the log level.
+    #[error("{op} {path}")]
+    Backend {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: BackendError,
     },
 }
 
@@ -43,6 +53,69 @@ impl MutationError {
             path: path.as_str().to_string(),
             source,
         }
+    }
+
+    /// `source`, the error of an implementation of [`Mutations`], kept whole.
+    pub fn backend(
+        op: &'static str,
+        path: &VPath,
+        source: impl ToErrno + Send + Sync + 'static,
+    ) -> Self {
+        MutationError::Backend {
+            op,
+            path: path.as_str().to_string(),
+            source: BackendError(Box::new(source)),
+        }
+    }
+}
+
+impl ToErrno for MutationError {
+    fn errno(&self) -> i32 {
+        match self {
+            MutationError::Busy { .. } => libc::EBUSY,
+            MutationError::Io { source, .. } => source.errno(),
+            MutationError::Backend { source, .. } => source.errno(),
+        }
+    }
+
+    fn level(&self) -> tracing::Level {
+        match self {
+            MutationError::Backend { source, .. } => source.level(),
+            _ => level_of(self.errno()),
+        }
+    }
+}
+
+/// The error of what implements the seam, whatever its type: the core asks it only for its
+/// errno and level, so it needs to know nothing of locks or stores. Shows as the error itself
+/// (its message, then its causes).
+pub struct BackendError(Box<dyn ToErrno + Send + Sync>);
+
+impl std::fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl ToErrno for BackendError {
+    fn errno(&self) -> i32 {
+        self.0.errno()
+    }
+
+    fn level(&self) -> tracing::Level {
+        self.0.level()
     }
 }
 
@@ -111,7 +184,7 @@ pub trait Mutations: Send + Sync + 'static {
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()>;
     fn unlink(&self, path: &VPath) -> MResult<()>;
     /// Wait, as a change of `path` alone would, for a lock someone else holds on it, then
-    /// give the lock back at once; changes nothing. [`MutationError::Busy`] when it stays
+    /// give the lock back at once; changes nothing. An error answering EBUSY when it stays
     /// taken. The core asks it before refusing a change for a reason the lock holder may be
     /// changing (see `VikingFs::unlink` of a sidecar), so that the refusal is judged once the
     /// lock is free, and a locked path answers EBUSY as it does for every other change.
@@ -227,8 +300,8 @@ impl DirectMutations {
     }
 
     /// Remove what a user can't see or remove (sidecars, lock files) so the directory can go.
-    /// Fails with ENOTEMPTY when anything else is left.
-    fn clear_hidden(&self, p: &VPath) -> io::Result<()> {
+    /// `false` (nothing removed) when anything else is in it.
+    fn clear_hidden(&self, p: &VPath) -> io::Result<bool> {
         let a = self.at(p)?;
         let dir = sys::openat(
             a.fd(self.fd()),
@@ -243,7 +316,7 @@ impl DirectMutations {
             if is_internal_name(&n) || is_sidecar_name(&n) {
                 hidden.push(sys::cstr(&name)?);
             } else {
-                return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+                return Ok(false);
             }
         }
         for h in hidden {
@@ -256,7 +329,7 @@ impl DirectMutations {
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -372,7 +445,10 @@ impl Mutations for DirectMutations {
             if !matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) {
                 return Err(err);
             }
-            self.clear_hidden(path)?;
+            // Not empty for the user: the syscall's own answer stands.
+            if !self.clear_hidden(path)? {
+                return Err(err);
+            }
             sys::cvt(call()).map(drop)
         };
         run().map_err(|e| MutationError::io("rmdir", path, e))
@@ -400,7 +476,9 @@ impl Mutations for DirectMutations {
             if mode == RenameMode::Replace
                 && matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST))
             {
-                self.clear_hidden(dst)?;
+                if !self.clear_hidden(dst)? {
+                    return Err(err);
+                }
                 return sys::cvt(call()).map(drop);
             }
             Err(err)

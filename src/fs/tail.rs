@@ -66,8 +66,9 @@ impl Drop for AfterReply {
 }
 
 /// Run `work` after the reply when a scope is open on this thread (logging its error as
-/// `what`), else now, returning its result.
-pub(crate) fn after_reply<E: std::fmt::Display + 'static>(
+/// `what`: a warning whatever the error, since the request it belongs to succeeded), else
+/// now, returning its result.
+pub(crate) fn after_reply<E: std::error::Error + 'static>(
     what: &'static str,
     work: impl FnOnce() -> Result<(), E> + 'static,
 ) -> Result<(), E> {
@@ -77,7 +78,11 @@ pub(crate) fn after_reply<E: std::fmt::Display + 'static>(
             let work = work.take().expect("taken once");
             tails.push(Box::new(move || {
                 if let Err(e) = work() {
-                    tracing::warn!(what, error = %e, "finishing an operation after its reply");
+                    tracing::warn!(
+                        what,
+                        error = %crate::error::Chain(&e),
+                        "finishing an operation after its reply"
+                    );
                 }
             }));
             true
@@ -93,18 +98,19 @@ pub(crate) fn after_reply<E: std::fmt::Display + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
     use std::rc::Rc;
 
     #[test]
     fn without_a_scope_work_runs_at_once_and_returns_its_error() {
         let ran = Rc::new(RefCell::new(false));
         let r = ran.clone();
-        let out: Result<(), String> = after_reply("t", move || {
+        let out: Result<(), io::Error> = after_reply("t", move || {
             *r.borrow_mut() = true;
-            Err("boom".into())
+            Err(io::Error::other("boom"))
         });
         assert!(*ran.borrow());
-        assert_eq!(out, Err("boom".to_string()));
+        assert_eq!(out.unwrap_err().to_string(), "boom");
     }
 
     #[test]
@@ -114,18 +120,18 @@ mod tests {
             let _scope = AfterReply::begin();
             for i in 0..3 {
                 let l = log.clone();
-                let out: Result<(), String> = after_reply("t", move || {
+                let out: Result<(), io::Error> = after_reply("t", move || {
                     l.borrow_mut().push(i);
                     Ok(())
                 });
-                assert_eq!(out, Ok(()));
+                assert!(out.is_ok());
             }
             assert!(log.borrow().is_empty(), "deferred while the scope is open");
         }
         assert_eq!(*log.borrow(), vec![0, 1, 2]);
         // The scope is gone: work runs at once again.
         let l = log.clone();
-        let _: Result<(), String> = after_reply("t", move || {
+        let _: Result<(), io::Error> = after_reply("t", move || {
             l.borrow_mut().push(9);
             Ok(())
         });
@@ -147,7 +153,7 @@ mod tests {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _scope = AfterReply::begin();
             let flag = Flag(s);
-            let _: Result<(), String> = after_reply("t", move || {
+            let _: Result<(), io::Error> = after_reply("t", move || {
                 *flag.0.borrow_mut() = "ran";
                 Ok(())
             });

@@ -24,7 +24,8 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
-use crate::fs::{AfterReply, AttrChange, FsError, RenameMode, VikingFs};
+use crate::error::Chain;
+use crate::fs::{AfterReply, AttrChange, FsError, RenameMode, ToErrno, VikingFs};
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::Pool;
 
@@ -118,13 +119,10 @@ impl FuseFs {
     }
 }
 
-/// The errno to answer; expected failures (a missing name, a busy lock) are not warnings.
+/// The errno to answer, logged at the level the error carries: a missing name is debug, a
+/// busy lock info, a failing disk a warning, a damaged store an error.
 fn errno(op: &'static str, e: FsError) -> Errno {
-    if e.is_expected() {
-        tracing::debug!(op, error = %e, "request failed");
-    } else {
-        tracing::warn!(op, error = %e, "request failed");
-    }
+    crate::error::log_at!(e.level(), op, error = %Chain(&e), "request failed");
     let n = e.errno();
     crate::metrics::get()
         .fuse_errors

@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use fuser::{Config, SessionACL};
 use thiserror::Error;
 
+use crate::error::Chain;
 use crate::fs::VikingFs;
 use crate::fuse::{FuseFs, FuseOptions};
 
@@ -23,7 +24,7 @@ pub enum MountError {
     BadValue { option: String, want: &'static str },
     #[error("{0} is already mounted (vikingfs umount {0} first)")]
     AlreadyMounted(String),
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: String,
         #[source]
@@ -358,7 +359,7 @@ impl Mounted {
         match unmount(&self.mountpoint) {
             Ok(()) | Err(MountError::NotMounted(_)) => {}
             Err(MountError::Busy(_)) => detach(&self.mountpoint)?,
-            Err(e) => tracing::warn!(error = %e, "unmount failed"),
+            Err(e) => tracing::warn!(error = %Chain(&e), "unmount failed"),
         }
         self.join()
     }

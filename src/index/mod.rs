@@ -54,9 +54,10 @@ const MMAP_SIZE: i64 = 1 << 32;
 
 #[derive(Debug, Error)]
 pub enum IndexError {
-    #[error("index {path}: {source}")]
+    #[error("index {}", path.display())]
     Sqlite {
         path: PathBuf,
+        #[source]
         source: rusqlite::Error,
     },
     #[error(
@@ -79,6 +80,13 @@ pub enum IndexError {
     Dimension { expected: usize, got: usize },
     #[error("index {path} is corrupt: {msg}")]
     Corrupt { path: PathBuf, msg: String },
+    /// A record's URI that is not a valid path.
+    #[error("index {} is corrupt: record uri", path.display())]
+    CorruptUri {
+        path: PathBuf,
+        #[source]
+        source: crate::uri::UriError,
+    },
     #[error("cannot rename {from} into its own subtree {to}")]
     RenameIntoSelf { from: VPath, to: VPath },
 }
@@ -618,7 +626,10 @@ impl Index {
     }
 
     fn vpath(&self, s: &str) -> Result<VPath, IndexError> {
-        VPath::from_rel(s).map_err(|e| self.corrupt(format!("record uri: {e}")))
+        VPath::from_rel(s).map_err(|source| IndexError::CorruptUri {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     fn level(&self, v: i64) -> Result<Level, IndexError> {
@@ -650,7 +661,7 @@ impl IndexError {
     pub fn is_damage(&self) -> bool {
         match self {
             IndexError::Sqlite { source, .. } => crate::db::is_damage_code(source),
-            IndexError::Corrupt { .. } => true,
+            IndexError::Corrupt { .. } | IndexError::CorruptUri { .. } => true,
             _ => false,
         }
     }

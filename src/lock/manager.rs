@@ -23,6 +23,7 @@ use super::resolver::{At, LockFile, Resolver, EXACT_PREFIX, PATH_LOCK};
 use super::table::Table;
 use super::{walk, LockError, LockInfo, LockKind};
 use crate::config::LockConfig;
+use crate::error::Chain;
 use crate::sysutil;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
@@ -516,7 +517,7 @@ impl Inner {
             let (stale, mut reason) = match eng.judge(at, &buf, "", Filter::Any, name_kind) {
                 Ok(Verdict::Stale(why)) => (true, Some(why)),
                 Ok(_) => (false, None),
-                Err(e) => (false, Some(e.to_string())),
+                Err(e) => (false, Some(Chain(&e).to_string())),
             };
             if corrupt && !stale && codec::parse(&buf).is_none() {
                 if let Ok(Cas::Done) =
@@ -582,7 +583,7 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.done {
             if let Err(e) = self.inner.release(self.id) {
-                tracing::error!(error = %e, "lock release");
+                tracing::error!(error = %Chain(&e), "lock release");
             }
         }
     }

@@ -113,8 +113,12 @@ pub enum LockError {
     /// A lock this guard held was taken away (it had not been refreshed in time).
     #[error("lock file {file} no longer holds our token")]
     Lost { file: PathBuf },
-    #[error("lock file {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    #[error("lock file {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl LockError {

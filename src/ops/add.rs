@@ -91,12 +91,12 @@ impl Ops {
         opts: &AddOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<AddReport> {
-        let meta = std::fs::metadata(local).map_err(|e| bad(local, e.to_string()))?;
+        let meta = std::fs::metadata(local).map_err(|e| OpsError::io(local, e))?;
         let is_file = meta.is_file();
         if !is_file && !meta.is_dir() {
             return Err(bad(local, "not a regular file or directory"));
         }
-        let abs = std::fs::canonicalize(local).map_err(|e| bad(local, e.to_string()))?;
+        let abs = std::fs::canonicalize(local).map_err(|e| OpsError::io(local, e))?;
         if abs.starts_with(self.ws.root()) {
             return Err(bad(local, "lies inside the workspace"));
         }
@@ -105,7 +105,10 @@ impl Ops {
             .and_then(|n| n.to_str())
             .ok_or_else(|| bad(local, "has no usable name"))?
             .to_string();
-        crate::uri::check_component(&name, &name).map_err(|e| bad(local, e.to_string()))?;
+        crate::uri::check_component(&name, &name).map_err(|source| OpsError::SourceName {
+            path: local.to_path_buf(),
+            source,
+        })?;
 
         // 1. Stage a private copy.
         let temp = self.ws.tmp_dir().join(format!(
@@ -455,7 +458,7 @@ fn stage(src: &Path, dst: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u
         if *is_dir {
             std::fs::create_dir_all(&d).map_err(|e| OpsError::io(&d, e))?;
         } else {
-            std::fs::copy(&s, &d).map_err(|e| bad(&s, e.to_string()))?;
+            std::fs::copy(&s, &d).map_err(|e| OpsError::io(&s, e))?;
             done += 1;
             progress(done, total);
         }
@@ -469,7 +472,7 @@ fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result
     } else {
         root.join(rel)
     };
-    let meta = std::fs::symlink_metadata(&here).map_err(|e| bad(&here, e.to_string()))?;
+    let meta = std::fs::symlink_metadata(&here).map_err(|e| OpsError::io(&here, e))?;
     if meta.is_file() {
         plan.push((rel.to_path_buf(), false));
         return Ok(());
@@ -480,14 +483,18 @@ fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result
     }
     plan.push((rel.to_path_buf(), true));
     let mut names = Vec::new();
-    for e in std::fs::read_dir(&here).map_err(|e| bad(&here, e.to_string()))? {
-        let e = e.map_err(|e| bad(&here, e.to_string()))?;
+    for e in std::fs::read_dir(&here).map_err(|e| OpsError::io(&here, e))? {
+        let e = e.map_err(|e| OpsError::io(&here, e))?;
         let name = e
             .file_name()
             .into_string()
             .map_err(|n| bad(&here.join(&n), "name is not UTF-8"))?;
-        crate::uri::check_component(&name, &here.join(&name).to_string_lossy())
-            .map_err(|x| bad(&here.join(&name), x.to_string()))?;
+        crate::uri::check_component(&name, &here.join(&name).to_string_lossy()).map_err(
+            |source| OpsError::SourceName {
+                path: here.join(&name),
+                source,
+            },
+        )?;
         if crate::uri::is_sidecar_name(&name) {
             // Summaries are derived here; the source's own copies are not taken over.
             continue;

@@ -150,11 +150,9 @@ impl Ops {
             .get("dir")
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                JobError::Permanent(format!("payload has no \"dir\": {}", job.payload))
+                JobError::Permanent(format!("payload has no \"dir\": {}", job.payload).into())
             })?;
-        let dir = self
-            .parse(uri)
-            .map_err(|e| JobError::Permanent(e.to_string()))?;
+        let dir = self.parse(uri).map_err(super::jobs::bad_payload)?;
         crate::crash_point!("job.rederive.start");
         self.derive.rules.invalidate(&dir);
         if !self.derives(&dir, true) || !stat(&self.fs(&dir))?.is_some_and(|m| m.is_dir()) {

@@ -13,6 +13,7 @@
 //! ([`crate::index::Index::set_vector`]), and never creates one. Every job is idempotent.
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +22,10 @@ use serde_json::{json, Value};
 use super::{is_source_name, source_version, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::content::Content;
+use crate::fs::ToErrno;
 use crate::index::{Level, Record};
 use crate::lock::{LockError, LockGuard, LockKind};
-use crate::queue::{self, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
+use crate::queue::{self, Cause, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
 use crate::semantic::summary::{Child, DirInput, TermWeights};
 use crate::uri::VPath;
 
@@ -92,24 +94,32 @@ pub(super) enum JobLock {
     Gone,
 }
 
-fn retry(e: impl std::fmt::Display) -> JobError {
-    let m = e.to_string();
-    // Errors that reach here as text still say when the disk is full.
-    if m.contains("No space left on device") || m.contains("database or disk is full") {
-        JobError::Wait(m)
-    } else {
-        JobError::Retry(m)
+/// A failure the job tries again after its back-off (or, on a full disk, waits out).
+fn retry(e: impl Into<OpsError>) -> JobError {
+    JobError::from(e.into())
+}
+
+/// The files at `path` could not be read (or listed, or stat'ed).
+fn retry_io(path: PathBuf, e: std::io::Error) -> JobError {
+    retry(OpsError::io(path, e))
+}
+
+/// The verdict and the log level the error carries: a busy lock is retried quietly, a full
+/// disk is waited out, a damaged index is an error.
+impl From<OpsError> for JobError {
+    fn from(e: OpsError) -> Self {
+        let level = e.level();
+        match e {
+            e if e.is_disk_full() => JobError::Wait(Cause::new(e, level)),
+            OpsError::Uri(_) | OpsError::Derived(_) => JobError::Permanent(Cause::new(e, level)),
+            e => JobError::Retry(Cause::new(e, level)),
+        }
     }
 }
 
-impl From<OpsError> for JobError {
-    fn from(e: OpsError) -> Self {
-        match e {
-            e if e.is_disk_full() => JobError::Wait(e.to_string()),
-            OpsError::Uri(_) | OpsError::Derived(_) => JobError::Permanent(e.to_string()),
-            e => JobError::Retry(e.to_string()),
-        }
-    }
+/// A payload that names no valid path: written by a bug or damaged, so it never succeeds.
+pub(crate) fn bad_payload(e: OpsError) -> JobError {
+    JobError::Permanent(Cause::new(e, tracing::Level::WARN))
 }
 
 impl From<crate::index::IndexError> for JobError {
@@ -135,10 +145,10 @@ fn target(ops: &Ops, job: &Job, field: &str) -> Result<Target, JobError> {
         .payload
         .get(field)
         .and_then(Value::as_str)
-        .ok_or_else(|| JobError::Permanent(format!("payload has no {field:?}: {}", job.payload)))?;
-    let path = ops
-        .parse(uri)
-        .map_err(|e| JobError::Permanent(e.to_string()))?;
+        .ok_or_else(|| {
+            JobError::Permanent(format!("payload has no {field:?}: {}", job.payload).into())
+        })?;
+    let path = ops.parse(uri).map_err(bad_payload)?;
     let lifecycle = job
         .payload
         .get("lifecycle")
@@ -306,9 +316,12 @@ impl Ops {
             return self.job_finished(job, lc);
         }
         if self.open_for_write(p) {
-            return Err(retry(format!(
-                "{} is open for writing through the mount; indexed after it is closed",
-                p.uri()
+            return Err(JobError::Retry(Cause::message(
+                format!(
+                    "{} is open for writing through the mount; indexed after it is closed",
+                    p.uri()
+                ),
+                tracing::Level::DEBUG,
             )));
         }
         let fs = self.fs(p);
@@ -319,7 +332,7 @@ impl Ops {
             let head = if self.derives(p, false) {
                 match self
                     .read_head(p, self.max_file_bytes())
-                    .map_err(|e| retry(format!("{}: {e}", fs.display())))?
+                    .map_err(|e| retry_io(fs.clone(), e))?
                 {
                     Head::Unreadable(why) => {
                         tracing::info!(uri = %p.uri(), "not indexed: {why}");
@@ -351,10 +364,7 @@ impl Ops {
                 // will write the record.
                 return Ok(());
             }
-            let now = self
-                .root
-                .lstat(p)
-                .map_err(|e| retry(format!("{}: {e}", fs.display())))?;
+            let now = self.root.lstat(p).map_err(|e| retry_io(fs.clone(), e))?;
             // Checked again under the lock: a rule file changed since the read is obeyed
             // (its `rederive` job removes records under this same lock).
             let head = if self.derives(p, false) {
@@ -396,7 +406,10 @@ impl Ops {
                 _ => continue,
             }
         }
-        Err(retry("source kept changing while it was being embedded"))
+        Err(JobError::Retry(Cause::message(
+            "source kept changing while it was being embedded",
+            tracing::Level::INFO,
+        )))
     }
 
     /// Write the record of `uri` at `level` from `text` as read at `version` (its terms are
@@ -446,7 +459,9 @@ impl Ops {
             .get("level")
             .and_then(Value::as_i64)
             .and_then(Level::from_i64)
-            .ok_or_else(|| JobError::Permanent(format!("payload has no level: {}", job.payload)))?;
+            .ok_or_else(|| {
+                JobError::Permanent(format!("payload has no level: {}", job.payload).into())
+            })?;
         let (version, has_vector) = match self.index.vector_state(&t.path, level).map_err(retry)? {
             Some(s) => s,
             None => return Ok(()), // No record (removed or moved): nothing to embed.
@@ -459,7 +474,7 @@ impl Ops {
             text, version: v, ..
         } = self
             .read_head(&src, DENSE_BYTES)
-            .map_err(|e| retry(format!("{}: {e}", self.fs(&src).display())))?
+            .map_err(|e| retry_io(self.fs(&src), e))?
         else {
             return Ok(());
         };
@@ -472,7 +487,7 @@ impl Ops {
             .embed(&[&text])
             .map_err(retry)?
             .pop()
-            .ok_or_else(|| retry("embedder returned no vector"))?;
+            .ok_or_else(|| JobError::Retry("embedder returned no vector".into()))?;
         crate::crash_point!("job.dense.computed");
         self.index
             .set_vector(&t.path, level, &v, &vector)
@@ -505,7 +520,7 @@ impl Ops {
         let names = self
             .root
             .names(dir)
-            .map_err(|e| retry(format!("{}: {e}", self.fs(dir).display())))?;
+            .map_err(|e| retry_io(self.fs(dir), e))?;
         for name in names {
             let Some(name) = name.to_str().map(str::to_string) else {
                 continue;
@@ -563,7 +578,7 @@ impl Ops {
         Ok(self
             .root
             .lstat(p)
-            .map_err(|e| retry(format!("{}: {e}", self.fs(p).display())))?
+            .map_err(|e| retry_io(self.fs(p), e))?
             .is_some_and(|st| st.is_dir()))
     }
 
@@ -572,7 +587,7 @@ impl Ops {
         Ok(self
             .root
             .lstat(p)
-            .map_err(|e| retry(format!("{}: {e}", self.fs(p).display())))?
+            .map_err(|e| retry_io(self.fs(p), e))?
             .map(|st| super::stat_version(&st))
             .unwrap_or_default())
     }
@@ -608,10 +623,11 @@ impl Ops {
         }
         let input = self.summary_input(dir)?;
         let summary = self.summarizer.summarize(&input).map_err(|e| {
+            // The model's trouble, not the files': a warning either way.
             if e.is_retryable() {
-                JobError::Retry(e.to_string())
+                JobError::Retry(Cause::new(e, tracing::Level::WARN))
             } else {
-                JobError::Permanent(e.to_string())
+                JobError::Permanent(Cause::new(e, tracing::Level::WARN))
             }
         })?;
         // Whatever the summariser (a chat model may not listen), the sidecars keep their limits.

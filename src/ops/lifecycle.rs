@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::{Ops, Result};
+use crate::error::Chain;
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
@@ -53,7 +54,7 @@ pub(crate) fn start_refresher(ops: &Arc<Ops>) {
             let handles: Vec<String> = ops.working.lock().keys().cloned().collect();
             for h in handles {
                 if let Err(e) = ops.lifecycle_keep(&h) {
-                    tracing::warn!(handle = h, "refreshing a lifecycle lock: {e}");
+                    tracing::warn!(handle = h, "refreshing a lifecycle lock: {}", Chain(&e));
                 }
             }
         });
@@ -162,7 +163,9 @@ impl Ops {
         for lc in self.idle_lifecycles()? {
             match self.lifecycle_release(&lc.handle, &lc.target) {
                 Ok(()) => n += 1,
-                Err(e) => tracing::warn!(handle = lc.handle, "releasing lifecycle: {e}"),
+                Err(e) => {
+                    tracing::warn!(handle = lc.handle, "releasing lifecycle: {}", Chain(&e))
+                }
             }
         }
         Ok(n)

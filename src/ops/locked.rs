@@ -6,8 +6,9 @@
 //! and the queue in step: unlink and rmdir remove index records before files, rename moves
 //! them, a closed written file is queued for embedding and its directory's summary. Single-path
 //! changes (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT
-//! lock through [`Ops::under_exact`], applied by [`DirectMutations`]. A lock that stays busy
-//! comes back as [`MutationError::Busy`], which the mount answers with EBUSY.
+//! lock through [`Ops::under_exact`], applied by [`DirectMutations`]. An operation's error
+//! reaches the mount whole ([`MutationError::backend`]): a lock that stays busy answers EBUSY
+//! and logs its holder.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -15,6 +16,7 @@ use std::io;
 use std::sync::Arc;
 
 use super::{Ops, OpsError, Release};
+use crate::error::Chain;
 use crate::fs::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
@@ -50,36 +52,16 @@ impl LockedMutations {
         change: impl FnOnce() -> MResult<T>,
     ) -> MResult<T> {
         self.ops
-            .under_exact(p, release, || change().map_err(into_io))
-            .map_err(|e| from_ops(op, p, e))
+            .under_exact(p, release, change)
+            .map_err(|e| MutationError::backend(op, p, e))?
     }
-}
-
-fn into_io(e: MutationError) -> io::Error {
-    match e {
-        MutationError::Io { source, .. } => source,
-        MutationError::Busy { .. } => io::Error::from_raw_os_error(libc::EBUSY),
-    }
-}
-
-/// Busy stays Busy (EBUSY); everything else keeps its errno.
-fn from_ops(op: &'static str, p: &VPath, e: OpsError) -> MutationError {
-    if e.is_busy() {
-        tracing::info!(op, path = %p, error = %e, "lock busy");
-        return MutationError::Busy { path: p.uri() };
-    }
-    let source = match e {
-        OpsError::Io { source, .. } => source,
-        other => io::Error::from_raw_os_error(other.errno()),
-    };
-    MutationError::io(op, p, source)
 }
 
 /// Follow-up work (enqueue a summary, move records) failed after the change itself was made:
 /// the change stands, and `vikingfs fsck --repair` rebuilds what is derived. Log, don't fail.
 fn follow_up(what: &'static str, p: &VPath, r: Result<(), OpsError>) {
     if let Err(e) = r {
-        tracing::warn!(what, path = %p, error = %e, "derived update failed; fsck --repair rebuilds it");
+        tracing::warn!(what, path = %p, error = %Chain(&e), "derived update failed; fsck --repair rebuilds it");
     }
 }
 
@@ -165,7 +147,7 @@ impl Mutations for LockedMutations {
         }
         self.ops
             .unlink(path)
-            .map_err(|e| from_ops("unlink", path, e))
+            .map_err(|e| MutationError::backend("unlink", path, e))
     }
 
     /// The EXACT lock a single-path change takes (a sidecar's unlink above among them).
@@ -174,13 +156,15 @@ impl Mutations for LockedMutations {
     }
 
     fn rmdir(&self, path: &VPath) -> MResult<()> {
-        self.ops.rmdir(path).map_err(|e| from_ops("rmdir", path, e))
+        self.ops
+            .rmdir(path)
+            .map_err(|e| MutationError::backend("rmdir", path, e))
     }
 
     fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> MResult<()> {
         self.ops
             .rename(src, dst, mode)
-            .map_err(|e| from_ops("rename", src, e))
+            .map_err(|e| MutationError::backend("rename", src, e))
     }
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {

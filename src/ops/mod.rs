@@ -17,6 +17,7 @@
 mod add;
 mod at;
 pub mod derive;
+mod error;
 pub mod fsck;
 pub mod gauges;
 pub mod jobs;
@@ -32,6 +33,7 @@ mod rm;
 pub mod search;
 mod write;
 
+pub use error::OpsError;
 pub use locked::LockedMutations;
 pub use write::Release;
 
@@ -40,12 +42,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use thiserror::Error;
-
 use crate::config::{Backend, Config};
-use crate::embed::{self, EmbedError, Embedder};
+use crate::embed::{self, Embedder};
+use crate::error::Chain;
+use crate::fs::ToErrno;
 use crate::index::{Index, IndexError, Opened};
-use crate::lock::{LockError, LockGuard, LockKind, LockManager};
+use crate::lock::{LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
 use crate::uri::VPath;
@@ -56,115 +58,6 @@ pub use fsck::{FsckReport, Problem};
 pub use journal::{Intent, Journal};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
-
-/// Why an operation failed. Each message is one line naming the problem.
-#[derive(Debug, Error)]
-pub enum OpsError {
-    #[error("{0}: no such file or directory")]
-    NotFound(String),
-    #[error("{0}: already exists")]
-    Exists(String),
-    #[error("{0} is a directory (use -r to remove a directory)")]
-    IsADirectory(String),
-    #[error("{0} is not a directory")]
-    NotADirectory(String),
-    #[error("{0} is not empty")]
-    NotEmpty(String),
-    #[error("cannot move {src} into itself ({dst})")]
-    IntoItself { src: String, dst: String },
-    #[error("{0} is a scope root and cannot be removed, moved or replaced")]
-    ScopeRoot(String),
-    #[error("{0} is a derived summary file, written only by vikingfs")]
-    Derived(String),
-    #[error("{path}: {msg}")]
-    BadSource { path: PathBuf, msg: String },
-    /// A lock stayed busy; the path and the lock error naming the holder.
-    #[error("{1}")]
-    Busy(String, LockError),
-    #[error(transparent)]
-    Lock(LockError),
-    #[error(transparent)]
-    Queue(#[from] QueueError),
-    #[error(transparent)]
-    Index(#[from] IndexError),
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
-    #[error("summariser: {0}")]
-    Summarizer(String),
-    #[error(transparent)]
-    Journal(#[from] journal::JournalError),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error(transparent)]
-    Uri(#[from] crate::uri::UriError),
-    /// A damaged store another live process (a daemon) has open: moving it aside under that
-    /// process would split its writes from everyone else's reads.
-    #[error(
-        "{store} {} is damaged ({why}), but the daemon (pid {pid}) has it open: restart it \
-         (vikingfs umount, then mount) and it rebuilds the {store} from the files",
-        path.display()
-    )]
-    DamagedInUse {
-        store: &'static str,
-        path: PathBuf,
-        why: String,
-        pid: u32,
-    },
-}
-
-impl From<LockError> for OpsError {
-    fn from(e: LockError) -> Self {
-        match &e {
-            LockError::Busy { path, .. } => OpsError::Busy(path.clone(), e),
-            // A lock file that is not a token is never taken as free: the path stays busy
-            // (EBUSY, exit 75) until `fsck --repair --break-corrupt-locks` or its owner clears it.
-            LockError::CorruptToken { file, .. } => {
-                tracing::warn!("{e}");
-                OpsError::Busy(file.display().to_string(), e)
-            }
-            _ => OpsError::Lock(e),
-        }
-    }
-}
-
-impl OpsError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        OpsError::Io {
-            path: path.into(),
-            source,
-        }
-    }
-
-    /// A lock stayed busy: the CLI exits 75, the mount answers EBUSY, a job retries.
-    pub fn is_busy(&self) -> bool {
-        matches!(self, OpsError::Busy(..))
-    }
-
-    /// The errno a mount answers for this error.
-    pub fn errno(&self) -> i32 {
-        if self.is_disk_full() {
-            // Never EIO: a lock file, a journal row or an index page that found no room.
-            return libc::ENOSPC;
-        }
-        match self {
-            OpsError::NotFound(_) => libc::ENOENT,
-            OpsError::Exists(_) => libc::EEXIST,
-            OpsError::IsADirectory(_) => libc::EISDIR,
-            OpsError::NotADirectory(_) => libc::ENOTDIR,
-            OpsError::NotEmpty(_) => libc::ENOTEMPTY,
-            OpsError::IntoItself { .. } => libc::EINVAL,
-            OpsError::ScopeRoot(_) | OpsError::Derived(_) => libc::EPERM,
-            OpsError::Busy(..) => libc::EBUSY,
-            OpsError::Lock(LockError::NotADirectory { .. }) => libc::ENOTDIR,
-            OpsError::Lock(LockError::Gone { .. }) => libc::ENOENT,
-            OpsError::Lock(LockError::Io { source, .. }) => {
-                source.raw_os_error().unwrap_or(libc::EIO)
-            }
-            OpsError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-            _ => libc::EIO,
-        }
-    }
-}
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
@@ -232,8 +125,8 @@ impl Ops {
     ) -> Result<Arc<Ops>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
         let embedder = embed::from_config(&config.embedding)?;
-        let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
-            .map_err(|e| OpsError::Summarizer(e.to_string()))?;
+        let summarizer =
+            semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
         let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
         if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
@@ -248,8 +141,8 @@ impl Ops {
     pub fn open_serving(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
         let embedder = embed::from_config(&config.embedding)?;
-        let summarizer = semantic::summarizer_from_config(config.vlm.as_ref())
-            .map_err(|e| OpsError::Summarizer(e.to_string()))?;
+        let summarizer =
+            semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
         let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
@@ -341,7 +234,7 @@ impl Ops {
             tracing::warn!("index vectors were built by another model; re-embedding every record");
         }
         if let Err(e) = ops.adopt_copied_index() {
-            tracing::warn!("checking whether the workspace was copied: {e}");
+            tracing::warn!("checking whether the workspace was copied: {}", Chain(&e));
         }
         if queue_lost {
             // The damaged queue's jobs: whatever the files have that the index does not.
@@ -355,7 +248,7 @@ impl Ops {
             ops.backfill_vectors()?;
         }
         if let Err(e) = ops.recover() {
-            tracing::warn!("recovering interrupted operations: {e}");
+            tracing::warn!("recovering interrupted operations: {}", Chain(&e));
         }
         Ok(ops)
     }
@@ -578,7 +471,7 @@ fn open_index(
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) if !healed && e.is_damage() => {
-                set_aside(&e.to_string())?;
+                set_aside(&Chain(&e).to_string())?;
                 healed = true;
             }
             r => return Ok(r?),

@@ -28,10 +28,7 @@ impl Ops {
     /// trees) has no crash-safe order for their records: EINVAL.
     pub fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> Result<()> {
         match mode {
-            RenameMode::Exchange => Err(OpsError::Io {
-                path: self.fs(src),
-                source: std::io::Error::from_raw_os_error(libc::EINVAL),
-            }),
+            RenameMode::Exchange => Err(OpsError::Exchange(src.uri())),
             RenameMode::NoReplace => self.move_path(src, dst, false),
             RenameMode::Replace => self.move_path(src, dst, true),
         }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Ops, Result};
+use crate::error::Chain;
 use crate::index::{Index, Opened};
 use crate::uri::VPath;
 
@@ -121,7 +122,10 @@ impl Ops {
                 });
                 if let Err(e) = r {
                     ops.rebuild.running.store(false, Ordering::Relaxed);
-                    tracing::error!("rebuilding the index: {e}; the next start tries again");
+                    tracing::error!(
+                        "rebuilding the index: {}; the next start tries again",
+                        Chain(&e)
+                    );
                 }
             });
         if let Err(e) = spawned {

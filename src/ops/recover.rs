@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::add::process_owner;
 use super::journal::Intent;
 use super::{Ops, Result};
+use crate::error::Chain;
 use crate::lock::codec::{liveness, Liveness};
 use crate::lock::LockKind;
 use crate::uri::VPath;
@@ -38,10 +39,18 @@ impl Ops {
                 Err(e) if e.is_busy() => {
                     // Hand it back so that a later recovery (any process) tries again.
                     self.journal.claim(row.id, &me, &row.owner)?;
-                    tracing::info!(intent = row.intent.describe(), "busy; left for later: {e}")
+                    tracing::info!(
+                        intent = row.intent.describe(),
+                        "busy; left for later: {}",
+                        Chain(&e)
+                    )
                 }
                 Err(e) => {
-                    tracing::warn!(intent = row.intent.describe(), "cannot finish: {e}")
+                    tracing::warn!(
+                        intent = row.intent.describe(),
+                        "cannot finish: {}",
+                        Chain(&e)
+                    )
                 }
             }
         }

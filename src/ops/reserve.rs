@@ -12,7 +12,8 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Ops, OpsError, Result};
+use super::{Ops, Result};
+use crate::fs::ToErrno;
 
 /// The reserve's size: far more than one rm needs, little enough to give.
 pub const RESERVE_BYTES: u64 = 8 * 1024 * 1024;
@@ -89,26 +90,6 @@ impl Reserve {
                 true
             }
             Err(_) => false,
-        }
-    }
-}
-
-impl OpsError {
-    /// The disk (or the quota) is full: the mount answers ENOSPC, a job retries later.
-    pub fn is_disk_full(&self) -> bool {
-        use crate::index::IndexError;
-        use crate::lock::LockError;
-        let io_full =
-            |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-        let sql_full =
-            |e: &rusqlite::Error| e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
-        match self {
-            OpsError::Io { source, .. } => io_full(source),
-            OpsError::Lock(LockError::Io { source, .. }) => io_full(source),
-            OpsError::Index(IndexError::Sqlite { source, .. }) => sql_full(source),
-            OpsError::Queue(q) => q.is_disk_full(),
-            OpsError::Journal(e) => e.is_disk_full(),
-            _ => false,
         }
     }
 }

@@ -69,12 +69,15 @@ impl Ops {
     /// With [`Release::AfterReply`] the lock is released after the mount's reply
     /// ([`crate::fs::AfterReply`]); a change that must see its own lock file gone before it
     /// returns (a directory's times: the file lives inside it) asks for [`Release::Now`].
-    pub fn under_exact<T>(
+    ///
+    /// The outer error is the lock's; the inner one is `change`'s own, handed back as it
+    /// came (the mount answers with its errno).
+    pub fn under_exact<T, E>(
         &self,
         p: &VPath,
         release: Release,
-        change: impl FnOnce() -> std::io::Result<T>,
-    ) -> Result<T> {
+        change: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> Result<std::result::Result<T, E>> {
         self.foreground.touch();
         let req = [(p.clone(), crate::lock::LockKind::Exact)];
         let acquire = || Ok(self.locks.acquire_existing(&req, self.fg_wait)?);
@@ -84,14 +87,14 @@ impl Ops {
         } else {
             acquire()?
         };
-        let out = change().map_err(|e| OpsError::io(self.fs(p), e));
+        let out = change();
         if release == Release::AfterReply {
             let _ = crate::fs::tail::after_reply("release", move || {
                 drop(guard);
                 Ok::<(), OpsError>(())
             });
         }
-        out
+        Ok(out)
     }
 }
 

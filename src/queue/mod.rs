@@ -22,7 +22,7 @@ pub mod sqlite;
 mod stats;
 mod store;
 
-pub use error::{JobError, QueueError};
+pub use error::{Cause, JobError, QueueError};
 pub use pool::{drain, drain_with, Foreground, HandlerSpec, PoolOptions, Progress, WorkerPool};
 pub use stats::{DeadJob, QueueStats};
 pub use store::{Job, Queue, QueueOptions};

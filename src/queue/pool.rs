@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use super::{Job, JobError, JobHandler, Queue, QueueError};
+use super::{Cause, Job, JobError, JobHandler, Queue, QueueError};
 
 /// A queue name, its handler and how many threads run it.
 pub type HandlerSpec = (String, Arc<dyn JobHandler>, usize);
@@ -297,7 +297,7 @@ fn dispatch(
             match s.queue.claim(queue, worker, s.opts.lease) {
                 Ok(Some(job)) => break job,
                 Ok(None) => {}
-                Err(e) => tracing::warn!(queue, "claiming a job: {e}"),
+                Err(e) => tracing::warn!(queue, "claiming a job: {}", crate::error::Chain(&e)),
             }
             s.queue.wait_for_enqueue(queue, seen, s.opts.poll);
         };
@@ -318,7 +318,11 @@ fn dispatch(
 fn hand_back(s: &Shared, job: &Job) {
     s.in_hand.lock().remove(&job.id);
     if let Err(e) = s.queue.release(job) {
-        tracing::warn!(job = job.id, "handing back a claimed job: {e}");
+        tracing::warn!(
+            job = job.id,
+            "handing back a claimed job: {}",
+            crate::error::Chain(&e)
+        );
     }
 }
 
@@ -326,6 +330,17 @@ fn hand_back(s: &Shared, job: &Job) {
 fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Sender<()>) {
     while ready.send(()).is_ok() {
         let Ok(job) = jobs.recv() else { return };
+        // One span per job: every line its handler logs names it. At warn, the default
+        // filter's level, so that even then a handler's warnings say which job they are of
+        // (a debug span, like a FUSE request's, would be filtered out with its fields).
+        let _span = tracing::warn_span!(
+            "job",
+            queue = %job.queue,
+            id = job.id,
+            key = job.key.as_deref(),
+            attempt = job.attempts
+        )
+        .entered();
         let began = std::time::Instant::now();
         let verdict = catch_unwind(AssertUnwindSafe(|| handler.handle(&job))).unwrap_or_else(|p| {
             let what = p
@@ -333,7 +348,11 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            Err(JobError::Retry(format!("handler panicked: {what}")))
+            // A bug: as loud as it gets.
+            Err(JobError::Retry(Cause::message(
+                format!("handler panicked: {what}"),
+                tracing::Level::ERROR,
+            )))
         });
         s.in_hand.lock().remove(&job.id);
         let m = crate::metrics::get();
@@ -345,19 +364,21 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
         let outcome = match &verdict {
             Ok(()) => s.queue.complete(&job),
             Err(e) => {
-                tracing::warn!(queue = %job.queue, job = job.id, attempt = job.attempts, "job failed: {e}");
+                // As loud as the error says: a busy lock is retried quietly, a damaged index
+                // is an error.
+                crate::error::log_at!(e.level(), "job failed: {e}");
                 s.queue.fail(&job, e)
             }
         };
         match outcome {
             Ok(()) if verdict.is_ok() => s.completed.fetch_add(1, Ordering::Relaxed),
             Ok(()) => s.failed.fetch_add(1, Ordering::Relaxed),
-            Err(QueueError::NotClaimed { id }) => {
-                tracing::warn!(job = id, "job finished after its lease was handed on");
+            Err(QueueError::NotClaimed { .. }) => {
+                tracing::warn!("job finished after its lease was handed on");
                 0
             }
             Err(e) => {
-                tracing::error!(job = job.id, "recording a job's outcome: {e}");
+                tracing::error!("recording a job's outcome: {}", crate::error::Chain(&e));
                 0
             }
         };
@@ -378,7 +399,13 @@ fn heartbeat(s: &Shared, stop: &Receiver<()>) {
                 // Finished between the snapshot and the renewal, or really lost.
                 Ok(false) if !s.in_hand.lock().contains_key(&job.id) => {}
                 Ok(false) => tracing::warn!(job = job.id, "lease lost; the job was handed on"),
-                Err(e) => tracing::warn!(job = job.id, "renewing a lease: {e}"),
+                Err(e) => {
+                    tracing::warn!(
+                        job = job.id,
+                        "renewing a lease: {}",
+                        crate::error::Chain(&e)
+                    )
+                }
             }
         }
     }

@@ -213,7 +213,8 @@ impl Spool {
                         // hang the daemon's exit on it.
                         tracing::warn!(
                             file = %self.path.display(),
-                            "spooled jobs kept for the next start: {e}"
+                            "spooled jobs kept for the next start: {}",
+                            crate::error::Chain(&e)
                         );
                         return;
                     }
@@ -221,7 +222,10 @@ impl Spool {
                         // The database is unavailable (another process holds its write lock
                         // past the busy timeout, the disk is full): the lines stay in the
                         // spool; try again.
-                        tracing::warn!("moving spooled jobs into the queue: {e}");
+                        tracing::warn!(
+                            "moving spooled jobs into the queue: {}",
+                            crate::error::Chain(&e)
+                        );
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }
                 }

@@ -158,7 +158,10 @@ impl Queue {
         // they stay spooled (nothing is lost) for the next open: the queue still answers.
         match q.replay_spools() {
             Err(e) if e.is_disk_full() => {
-                tracing::warn!("queue: disk full; spooled jobs of dead processes wait: {e}")
+                tracing::warn!(
+                    "queue: disk full; spooled jobs of dead processes wait: {}",
+                    crate::error::Chain(&e)
+                )
             }
             r => drop(r?),
         }
@@ -341,16 +344,15 @@ impl Queue {
     /// does its work.
     pub fn fail(&self, job: &Job, err: &JobError) -> Result<(), QueueError> {
         let opts = &self.shared.opts;
+        let message = &err.message();
         let failure = match err {
-            JobError::Wait(message) => Failure::Wait {
+            JobError::Wait(_) => Failure::Wait {
                 message,
                 after: WAIT_RETRY.min(opts.backoff_max),
             },
-            JobError::Permanent(message) => Failure::Dead { message },
-            JobError::Retry(message) if job.attempts >= opts.max_attempts => {
-                Failure::Dead { message }
-            }
-            JobError::Retry(message) => {
+            JobError::Permanent(_) => Failure::Dead { message },
+            JobError::Retry(_) if job.attempts >= opts.max_attempts => Failure::Dead { message },
+            JobError::Retry(_) => {
                 let shift = job.attempts.saturating_sub(1).min(30);
                 Failure::Retry {
                     message,

@@ -32,8 +32,12 @@ const BODY_QUOTE_CHARS: usize = 300;
 pub enum ChatError {
     #[error("vlm config: {0}")]
     Config(String),
-    #[error("chat model at {url}: connection failed: {msg}")]
-    Connect { url: String, msg: String },
+    #[error("chat model at {url}: connection failed")]
+    Connect {
+        url: String,
+        #[source]
+        source: Box<ureq::Error>,
+    },
     #[error("chat model at {url}: no answer within {secs} s")]
     Timeout { url: String, secs: u64 },
     #[error("chat model at {url}: HTTP {status}: {body}")]
@@ -207,7 +211,7 @@ impl ChatClient {
             },
             other => ChatError::Connect {
                 url,
-                msg: other.to_string(),
+                source: Box::new(other),
             },
         }
     }

@@ -90,10 +90,9 @@ impl Meta {
         let path = ws.fs_path(&s.meta());
         match fsx::read_opt(&path)? {
             None => Ok(Meta::default()),
-            Some(b) => serde_json::from_slice(&b).map_err(|e| SessionError::Meta {
-                path,
-                reason: e.to_string(),
-            }),
+            Some(b) => {
+                serde_json::from_slice(&b).map_err(|source| SessionError::Meta { path, source })
+            }
         }
     }
 

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::index::IndexError;
 use crate::lock::{LockError, LockGuard, LockKind, LockManager};
 use crate::ops::jobs::{embed_job, semantic_job, NewJob};
 use crate::ops::Ops;
@@ -52,18 +53,28 @@ pub enum SessionError {
     Lock(#[from] LockError),
     #[error(transparent)]
     Queue(#[from] QueueError),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("index: {0}")]
-    Index(String),
+    #[error("{}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("index")]
+    Index(#[source] IndexError),
     #[error("{0:?} names no session (expected SID, viking://session/SID or viking://user/UID/sessions/SID)")]
     NotASession(String),
     #[error("session {0} does not exist")]
     NoSuchSession(String),
     #[error("not a valid message: {0}")]
     BadMessage(String),
-    #[error("{path}: unreadable session metadata: {reason}")]
-    Meta { path: PathBuf, reason: String },
+    #[error("{}: unreadable session metadata", path.display())]
+    Meta {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: session metadata: {reason}", path.display())]
+    MetaIncomplete { path: PathBuf, reason: &'static str },
     /// A pending commit's record no longer matches the files: nothing is touched, so that a
     /// person can look (no byte is ever dropped on a guess).
     #[error("{path}: {reason}; left untouched, inspect .meta.json's pending_commit")]
@@ -121,9 +132,7 @@ impl Sessions {
     /// at hand, the queued embedding job replaces the record a little later.
     fn forget_records(&self, p: &VPath) -> Result<(), SessionError> {
         if let Some(ops) = &self.index {
-            ops.index()
-                .delete(p)
-                .map_err(|e| SessionError::Index(e.to_string()))?;
+            ops.index().delete(p).map_err(SessionError::Index)?;
         }
         Ok(())
     }

@@ -195,9 +195,9 @@ impl Sessions {
                             .into(),
                     });
                 }
-                p.trim.clone().ok_or_else(|| SessionError::Meta {
+                p.trim.clone().ok_or_else(|| SessionError::MetaIncomplete {
                     path: self.ws.fs_path(&s.meta()),
-                    reason: "pending commit in state trimming without a trim record".into(),
+                    reason: "pending commit in state trimming without a trim record",
                 })?
             }
         };

@@ -22,10 +22,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::error::Chain;
+use crate::fs::ToErrno;
 use crate::index::Level;
 use crate::lock::{LockError, LockKind};
 use crate::ops::{source_version, Ops, OpsError};
-use crate::queue::{Job, JobError, JobHandler};
+use crate::queue::{Cause, Job, JobError, JobHandler};
 use crate::semantic::memory::{
     apply_diff_entry, parse_messages, plan_memory_writes, Date, ExtractContext, MemoryDiff,
 };
@@ -53,22 +55,40 @@ pub struct Phase2Report {
 pub enum Phase2Error {
     #[error(transparent)]
     Session(#[from] SessionError),
-    #[error("extractor/summariser: {0}")]
+    #[error("extractor/summariser")]
     Semantic(#[from] SemanticError),
     #[error("job payload: {0}")]
-    Payload(String),
+    Payload(&'static str),
+    #[error("job payload: session")]
+    PayloadSession(#[source] SessionError),
     #[error("{0}: archive has no messages.jsonl")]
     NoArchive(String),
-    #[error("indexing: {0}")]
+    #[error("indexing")]
     Ops(#[from] OpsError),
 }
 
 impl Phase2Error {
+    /// How loud a failed phase 2 logs: an indexing failure as its error says (a busy lock is
+    /// info, a damaged index an error), a session's busy lock info, anything else a warning.
+    fn level(&self) -> tracing::Level {
+        match self {
+            Phase2Error::Ops(e) => e.level(),
+            Phase2Error::Session(e) if e.is_busy() => tracing::Level::INFO,
+            _ => tracing::Level::WARN,
+        }
+    }
+
     fn is_permanent(&self) -> bool {
         match self {
-            Phase2Error::Payload(_) | Phase2Error::NoArchive(_) => true,
+            Phase2Error::Payload(_)
+            | Phase2Error::PayloadSession(_)
+            | Phase2Error::NoArchive(_) => true,
             Phase2Error::Semantic(e) => !e.is_retryable(),
-            Phase2Error::Session(SessionError::Diverged { .. } | SessionError::Meta { .. }) => true,
+            Phase2Error::Session(
+                SessionError::Diverged { .. }
+                | SessionError::Meta { .. }
+                | SessionError::MetaIncomplete { .. },
+            ) => true,
             Phase2Error::Session(_) | Phase2Error::Ops(_) => false,
         }
     }
@@ -335,7 +355,7 @@ impl SessionCommitHandler {
         }
         let body = json!({
             "stage": "memory_extraction",
-            "error": err.to_string(),
+            "error": Chain(err).to_string(),
             "failed_at": now_rfc3339(),
         });
         let _ = fsx::atomic_write(
@@ -349,7 +369,7 @@ impl JobHandler for SessionCommitHandler {
     fn handle(&self, job: &Job) -> Result<(), JobError> {
         let (s, n) = match parse_payload(&job.payload) {
             Ok(v) => v,
-            Err(e) => return Err(JobError::Permanent(e.to_string())),
+            Err(e) => return Err(JobError::Permanent(Cause::new(e, tracing::Level::WARN))),
         };
         match self.run(&s, n) {
             Ok(r) => {
@@ -358,9 +378,13 @@ impl JobHandler for SessionCommitHandler {
             }
             Err(e) if e.is_permanent() => {
                 self.record_failure(&s, n, &e);
-                Err(JobError::Permanent(e.to_string()))
+                let level = e.level();
+                Err(JobError::Permanent(Cause::new(e, level)))
             }
-            Err(e) => Err(JobError::Retry(e.to_string())),
+            Err(e) => {
+                let level = e.level();
+                Err(JobError::Retry(Cause::new(e, level)))
+            }
         }
     }
 }
@@ -369,15 +393,15 @@ fn parse_payload(v: &Value) -> Result<(SessionPath, u32), Phase2Error> {
     let dir = v
         .get("session")
         .and_then(Value::as_str)
-        .ok_or_else(|| Phase2Error::Payload("no \"session\"".into()))?;
+        .ok_or(Phase2Error::Payload("no \"session\""))?;
     let n = v
         .get("archive")
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| *n > 0)
-        .ok_or_else(|| Phase2Error::Payload("no valid \"archive\"".into()))?;
-    let dir = VPath::from_rel(dir).map_err(|e| Phase2Error::Payload(e.to_string()))?;
-    let s = SessionPath::from_dir(dir).map_err(|e| Phase2Error::Payload(e.to_string()))?;
+        .ok_or(Phase2Error::Payload("no valid \"archive\""))?;
+    let dir = VPath::from_rel(dir).map_err(|e| Phase2Error::PayloadSession(e.into()))?;
+    let s = SessionPath::from_dir(dir).map_err(Phase2Error::PayloadSession)?;
     Ok((s, n))
 }
 

@@ -268,6 +268,26 @@ fn bad_input_gets_one_clear_line() {
     assert_eq!(f.index().count().unwrap(), 1);
 }
 
+/// An error deep in a store reaches the CLI with its whole chain on one line, each cause
+/// once: the command, the index file, then what SQLite said.
+#[test]
+fn a_store_error_prints_its_cause_on_the_one_line() {
+    let f = Fixture::new();
+    f.add("resources/a.md", TOPICS[0]);
+    // Not damage (that is moved aside and rebuilt): an index missing its full-text table.
+    let db = f.ws.index_db();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("DROP TABLE lex")
+        .unwrap();
+    let out = f.find(&["penguins"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let want = format!("vikingfs: find: index {}: no such table: lex", db.display());
+    assert_eq!(err.trim_end(), want);
+}
+
 #[test]
 fn an_index_from_another_model_is_reported_not_mixed() {
     let f = Fixture::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use vikingfs::config::{Config, WorkerConfig};
-use vikingfs::fs::RenameMode;
+use vikingfs::fs::{RenameMode, ToErrno};
 use vikingfs::index::Level;
 use vikingfs::ops::{jobs, source_version, Ops, OpsError};
 use vikingfs::queue::{self, Job, JobError, JobHandler};

@@ -114,3 +114,41 @@ fn wait_rejects_a_bad_timeout() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("\"soon\" is not a number of seconds"), "{err}");
 }
+
+/// The text of a log line without its colours.
+fn plain(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' {
+            it.by_ref().take_while(|&c| c != 'm').for_each(drop);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_failed_job_logs_in_its_span_at_its_errors_level() {
+    let (dir, ws, q) = setup();
+    // A payload that never parses: permanent, and a warning (not a user's doing).
+    q.enqueue("embedding", Some("k1"), &json!({"uri": "http://nope"}))
+        .unwrap();
+    let out = run(vikingfs(dir.path(), &ws, &["wait", "--timeout", "60"]).env_remove("RUST_LOG"));
+    assert!(out.status.success());
+    let err = plain(&String::from_utf8(out.stderr).unwrap());
+    let line = err
+        .lines()
+        .find(|l| l.contains("job failed"))
+        .unwrap_or_else(|| panic!("no failure logged: {err}"));
+    assert!(line.contains(" WARN "), "{line}");
+    assert!(
+        line.contains("job{queue=embedding id=1 key=\"k1\" attempt=1}"),
+        "{line}"
+    );
+    assert!(
+        line.contains("job failed: permanent: not a viking:// URI: \"http://nope\""),
+        "{line}"
+    );
+}

@@ -146,7 +146,7 @@ fn a_server_restarted_mid_run_loses_nothing() {
     wait_until("some jobs done", || done.lock().unwrap().len() >= 10);
     server.stop();
     // While it is down: a clear error naming the server, never a half-written row.
-    let e = q.enqueue_many(&batch(100)).unwrap_err().to_string();
+    let e = vikingfs::error::Chain(&q.enqueue_many(&batch(100)).unwrap_err()).to_string();
     assert!(e.contains("PostgreSQL host=127.0.0.1"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
     std::thread::sleep(Duration::from_millis(300));
@@ -172,13 +172,8 @@ fn a_server_restarted_mid_run_loses_nothing() {
 
 #[test]
 fn a_bad_dsn_an_unreachable_server_and_a_newer_schema_are_one_line_each() {
-    let one_line = |e: &dyn std::error::Error, want: &str| {
-        let mut line = e.to_string();
-        let mut src = e.source();
-        while let Some(s) = src {
-            line = format!("{line}: {s}");
-            src = s.source();
-        }
+    let one_line = |e: &(dyn std::error::Error + 'static), want: &str| {
+        let line = vikingfs::error::Chain(e).to_string();
         assert!(line.contains(want), "{line:?} should say {want:?}");
         assert!(!line.contains('\n'), "{line:?}");
     };

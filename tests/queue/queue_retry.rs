@@ -25,10 +25,9 @@ fn child() {
         let name = job.payload["name"].as_str().unwrap().to_string();
         log_line(&log, &format!("{name} {}", job.attempts));
         match name.as_str() {
-            "flaky" => Err(JobError::Retry(format!(
-                "provider unreachable (attempt {})",
-                job.attempts
-            ))),
+            "flaky" => Err(JobError::Retry(
+                format!("provider unreachable (attempt {})", job.attempts).into(),
+            )),
             "broken" => Err(JobError::Permanent("payload names no file".into())),
             "fine" => Ok(()),
             // A late success: fails twice, then works.

@@ -213,5 +213,6 @@ fn a_server_that_never_answers_times_out() {
         HttpEmbedder::new(&base, "m", None, 4).with_timeout(std::time::Duration::from_millis(300));
     let err = e.embed(&["x"]).unwrap_err();
     assert!(matches!(err, EmbedError::Transport { .. }), "{err:?}");
-    assert!(err.to_string().to_lowercase().contains("timeout"), "{err}");
+    let line = vikingfs::error::Chain(&err).to_string();
+    assert!(line.to_lowercase().contains("timeout"), "{line}");
 }

@@ -76,20 +76,10 @@ pub struct Lifecycle {
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("operations journal: {0}")]
+    #[error("operations journal")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("operations journal: {0}")]
+    #[error("operations journal")]
     Pg(#[from] crate::pg::PgError),
-}
-
-impl JournalError {
-    /// The disk (or the quota) is full.
-    pub fn is_disk_full(&self) -> bool {
-        match self {
-            JournalError::Sqlite(e) => e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull),
-            JournalError::Pg(_) => false,
-        }
-    }
 }
 
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
