@@ -123,8 +123,7 @@ impl Ctx {
     pub fn workspace(&self) -> anyhow::Result<Workspace> {
         if let crate::config::Backend::Postgres { dsn } = &self.config.backend {
             if !self.workspace_path.join(".vikingfs").exists() {
-                crate::pg::Pg::connect(dsn)
-                    .map_err(|e| anyhow::anyhow!("storage.backend postgres: {e}"))?;
+                crate::pg::Pg::connect(dsn).context("storage.backend postgres")?;
             }
         }
         Workspace::open(
