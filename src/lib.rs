@@ -22,6 +22,7 @@ pub mod process;
 pub mod queue;
 pub mod semantic;
 pub mod session;
+pub mod sys;
 pub mod sysutil;
 pub mod uri;
 pub mod workspace;
