@@ -23,6 +23,5 @@ pub mod queue;
 pub mod semantic;
 pub mod session;
 pub mod sys;
-pub mod sysutil;
 pub mod uri;
 pub mod workspace;

@@ -18,7 +18,7 @@ use clap::Args;
 use crate::cli::Ctx;
 use crate::config::Config;
 use crate::daemon::{self, Registration};
-use crate::fs::{sys, FsConfig, VikingFs};
+use crate::fs::{FsConfig, VikingFs};
 use crate::fuse::mount::{self, Mounted};
 use crate::ops::{LockedMutations, Ops};
 use crate::queue::WorkerPool;
@@ -231,7 +231,7 @@ fn serve(
     // Modes arrive already masked by the caller's umask.
     // SAFETY: umask only swaps the process's creation mask; no pointer, cannot fail.
     unsafe { libc::umask(0) };
-    sys::raise_nofile_limit();
+    crate::sys::raise_nofile_limit();
     // Every thread spawned from here on inherits the mask; only sigwait below sees them.
     let set = signal_set();
     set.thread_block().context("block signals")?;
@@ -256,7 +256,7 @@ fn serve(
             .context("start the queue's spool")?;
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
-        let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
+        let seam = LockedMutations::new(ops.clone());
         let core = VikingFs::new(&ws, Arc::new(seam)).map_err(|e| anyhow!("{e}"))?;
         let core = Arc::new(core.with_config(FsConfig {
             show_summaries: opts.show_summaries,

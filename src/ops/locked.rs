@@ -26,9 +26,10 @@ pub struct LockedMutations {
 }
 
 impl LockedMutations {
-    pub fn new(ops: Arc<Ops>) -> io::Result<Self> {
-        let direct = DirectMutations::new(ops.workspace())?;
-        Ok(LockedMutations { ops, direct })
+    /// The seam over `ops`, whose data root descriptor its system calls share.
+    pub fn new(ops: Arc<Ops>) -> Self {
+        let direct = DirectMutations::at(ops.root.data_root().clone());
+        LockedMutations { ops, direct }
     }
 
     /// `change` (a [`DirectMutations`] call) under the EXACT lock of `p`, released after the

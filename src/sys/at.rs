@@ -3,15 +3,16 @@
 //! [`super::DataRoot`] walks a longer path in chunks first. Every descriptor opened is
 //! close-on-exec.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
-use rustix::fs::{Access, AtFlags, FileType, Gid, Mode, OFlags, RenameFlags, Stat, Uid, CWD};
+use rustix::fs::{Access, AtFlags, FileType, Gid, Mode, OFlags, RenameFlags, Uid, CWD};
 use rustix::path::Arg;
 
-use super::stat::{timestamps, TimeSpec};
+use super::stat::{timestamps, Stat, TimeSpec};
 
 /// Flags of a descriptor that only names a directory (for `*at` calls and `O_TMPFILE`).
 const DIR_PATH: OFlags = OFlags::PATH.union(OFlags::DIRECTORY);
@@ -44,6 +45,12 @@ pub fn proc_path(fd: impl AsFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).expect("no NUL")
 }
 
+/// The path the kernel shows for the file `fd` refers to (the name it was opened by, as it is
+/// now; `… (deleted)` once it has none).
+pub fn fd_path(fd: impl AsFd) -> io::Result<PathBuf> {
+    std::fs::read_link(OsStr::from_bytes(proc_path(fd).as_bytes()))
+}
+
 /// Open the file `fd` refers to anew, with `flags` (an `O_PATH` descriptor can't read or
 /// write): through [`proc_path`], which works on any file the descriptor names. `flags` must
 /// not create a file.
@@ -53,12 +60,16 @@ pub fn reopen(fd: impl AsFd, flags: OFlags) -> io::Result<OwnedFd> {
 
 /// `lstat` of `name` in `dir` (a final symlink is not followed).
 pub fn lstatat<P: Arg>(dir: impl AsFd, name: P) -> io::Result<Stat> {
-    Ok(rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)
+    Ok(Stat(rustix::fs::statat(
+        dir,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW,
+    )?))
 }
 
 /// `fstat` of a descriptor (an `O_PATH` one included).
 pub fn fstat(fd: impl AsFd) -> io::Result<Stat> {
-    Ok(rustix::fs::fstat(fd)?)
+    Ok(Stat(rustix::fs::fstat(fd)?))
 }
 
 /// `mkdirat(dir, name, mode)`.

@@ -13,7 +13,7 @@
 //! - `handle`: export file handles (`name_to_handle_at`, `open_by_handle_at`).
 //! - `process`: the process's own state: ids, umask, limits, priority, signals, sessions.
 //! - `mount`: `mount(2)` and `umount2(2)`.
-//! - `stat`: what a `stat` says ([`StatExt`]) and the timestamps `utimensat` takes.
+//! - `stat`: what a `stat` says ([`Stat`]) and the timestamps `utimensat` takes.
 //!
 //! It imports nothing from the rest of the crate.
 
@@ -35,7 +35,7 @@ pub use process::*;
 pub use root::*;
 pub use stat::*;
 
-pub use rustix::fs::{FileType, FlockOperation, OFlags, RenameFlags, Stat, StatVfs, CWD};
+pub use rustix::fs::{FileType, FlockOperation, OFlags, RenameFlags, StatVfs, CWD};
 pub use rustix::io::Errno;
 pub use rustix::mount::{MountFlags, UnmountFlags};
 

@@ -14,11 +14,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
-use rustix::fs::{OFlags, RenameFlags, Stat};
+use rustix::fs::{OFlags, RenameFlags};
 use rustix::io::Errno;
 use rustix::path::Arg;
 
-use super::{at, dir, PATH_MAX};
+use super::{at, dir, Stat, PATH_MAX};
 
 /// Run `f` on `name` as a C string: copied on the stack when short (no allocation); an inner
 /// NUL is `EINVAL`.
@@ -199,7 +199,6 @@ impl AsFd for DataRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::StatExt;
 
     #[test]
     fn paths_longer_than_path_max_are_walked_in_chunks() {

@@ -1,70 +1,75 @@
-//! What a `stat` says, in the few terms callers ask ([`StatExt`]), and the timestamps
-//! `utimensat` sets ([`TimeSpec`]).
+//! What a `stat` says ([`Stat`]), and the timestamps `utimensat` sets ([`TimeSpec`]).
 
-use rustix::fs::{FileType, Stat, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
+use rustix::fs::{FileType, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
 
 /// A time as a `stat` holds it: seconds and nanoseconds since the epoch.
 pub type Time = (i64, i64);
 
-/// The questions asked of a [`Stat`].
-pub trait StatExt {
-    fn file_type(&self) -> FileType;
+/// What `stat` says about a file: the kernel's record (its fields through `Deref`), and the
+/// few questions callers ask of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Stat(pub rustix::fs::Stat);
 
-    fn is_dir(&self) -> bool {
+impl Stat {
+    pub fn file_type(&self) -> FileType {
+        FileType::from_raw_mode(self.st_mode)
+    }
+
+    pub fn is_dir(&self) -> bool {
         self.file_type() == FileType::Directory
     }
 
-    fn is_file(&self) -> bool {
+    pub fn is_file(&self) -> bool {
         self.file_type() == FileType::RegularFile
     }
 
-    fn is_symlink(&self) -> bool {
+    pub fn is_symlink(&self) -> bool {
         self.file_type() == FileType::Symlink
     }
 
     /// (device, inode): what names one file on this system.
-    fn key(&self) -> (u64, u64);
+    pub fn key(&self) -> (u64, u64) {
+        (self.st_dev, self.st_ino)
+    }
 
-    fn atime(&self) -> Time;
-    fn mtime(&self) -> Time;
-    fn ctime(&self) -> Time;
-    fn set_mtime(&mut self, t: Time);
-    fn set_ctime(&mut self, t: Time);
+    pub fn atime(&self) -> Time {
+        (self.st_atime, self.st_atime_nsec as i64)
+    }
+
+    pub fn mtime(&self) -> Time {
+        (self.st_mtime, self.st_mtime_nsec as i64)
+    }
+
+    pub fn ctime(&self) -> Time {
+        (self.st_ctime, self.st_ctime_nsec as i64)
+    }
+
+    pub fn set_mtime(&mut self, (s, ns): Time) {
+        (self.0.st_mtime, self.0.st_mtime_nsec) = (s, ns as _);
+    }
+
+    pub fn set_ctime(&mut self, (s, ns): Time) {
+        (self.0.st_ctime, self.0.st_ctime_nsec) = (s, ns as _);
+    }
 
     /// Modification time in nanoseconds since the epoch.
-    fn mtime_ns(&self) -> u64 {
+    pub fn mtime_ns(&self) -> u64 {
         let (s, ns) = self.mtime();
         (s as u64).saturating_mul(1_000_000_000) + ns as u64
     }
 }
 
-impl StatExt for Stat {
-    fn file_type(&self) -> FileType {
-        FileType::from_raw_mode(self.st_mode)
-    }
+impl std::ops::Deref for Stat {
+    type Target = rustix::fs::Stat;
 
-    fn key(&self) -> (u64, u64) {
-        (self.st_dev, self.st_ino)
+    fn deref(&self) -> &rustix::fs::Stat {
+        &self.0
     }
+}
 
-    fn atime(&self) -> Time {
-        (self.st_atime, self.st_atime_nsec as i64)
-    }
-
-    fn mtime(&self) -> Time {
-        (self.st_mtime, self.st_mtime_nsec as i64)
-    }
-
-    fn ctime(&self) -> Time {
-        (self.st_ctime, self.st_ctime_nsec as i64)
-    }
-
-    fn set_mtime(&mut self, (s, ns): Time) {
-        (self.st_mtime, self.st_mtime_nsec) = (s, ns as _);
-    }
-
-    fn set_ctime(&mut self, (s, ns): Time) {
-        (self.st_ctime, self.st_ctime_nsec) = (s, ns as _);
+impl std::ops::DerefMut for Stat {
+    fn deref_mut(&mut self) -> &mut rustix::fs::Stat {
+        &mut self.0
     }
 }
 
