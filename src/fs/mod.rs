@@ -209,7 +209,7 @@ impl VikingFs {
     fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
         // In steps when the path is longer than PATH_MAX (the mount allows it).
         self.root
-            .lstat(p.as_str().as_bytes())
+            .lstat(p.as_bytes())
             .is_ok_and(|st| st.key() == inode.key)
     }
 
@@ -470,7 +470,7 @@ impl VikingFs {
         self.entries_changed(newparent);
         // The moved inode's new name: what its path is found by when its descriptor's name
         // is too long for the kernel to report (deeper than PATH_MAX from the data root).
-        if let Ok(st) = self.root.lstat(dst.as_str().as_bytes()) {
+        if let Ok(st) = self.root.lstat(dst.as_bytes()) {
             if let Some(ino) = self.inodes.find(st.key()) {
                 if let Ok(inode) = self.inodes.get(ino) {
                     inode.add_name(newparent, nn);

@@ -134,11 +134,6 @@ pub struct DirectMutations {
     root: DataRoot,
 }
 
-/// A namespace path as the data root's calls take it (the root itself is empty: `.`).
-fn rel(p: &VPath) -> &[u8] {
-    p.as_str().as_bytes()
-}
-
 impl DirectMutations {
     pub fn new(ws: &Workspace) -> io::Result<Self> {
         Ok(Self::at(DataRoot::open(&ws.data_root())?))
@@ -151,7 +146,7 @@ impl DirectMutations {
 
     /// Whether `p` is a directory now (not following a final symlink).
     pub fn is_dir(&self, p: &VPath) -> bool {
-        self.root.lstat(rel(p)).is_ok_and(|st| st.is_dir())
+        self.root.lstat(p.as_bytes()).is_ok_and(|st| st.is_dir())
     }
 
     /// Give a file we just created (as root) to its caller, keeping set-ID bits chown clears.
@@ -162,14 +157,14 @@ impl DirectMutations {
             return Ok(());
         }
         let parent = p.parent().unwrap_or_else(VPath::root);
-        let pst = self.root.lstat(rel(&parent))?;
+        let pst = self.root.lstat(parent.as_bytes())?;
         // BSD semantics: a set-group-ID directory passes its group on.
         let gid = if pst.st_mode & libc::S_ISGID != 0 {
             pst.st_gid
         } else {
             owner.gid
         };
-        self.root.at(rel(p), |d, n| {
+        self.root.at(p.as_bytes(), |d, n| {
             let st = sys::lstatat(d, n)?;
             if st.st_uid != owner.uid || st.st_gid != gid {
                 sys::chownat(d, n, Some(owner.uid), Some(gid))?;
@@ -185,7 +180,7 @@ impl DirectMutations {
     /// Fails with ENOTEMPTY when anything else is left.
     fn clear_hidden(&self, p: &VPath) -> io::Result<()> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
-        let dir = self.root.openat(rel(p), flags, 0)?;
+        let dir = self.root.openat(p.as_bytes(), flags, 0)?;
         let mut hidden = Vec::new();
         let mut user_entry = false;
         sys::for_each_entry(&dir, |e| {
@@ -216,7 +211,7 @@ impl Mutations for DirectMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
         let e = |e| MutationError::io("create", path, e);
         let excl = sys::oflags(flags) | OFlags::CREATE | OFlags::EXCL;
-        match self.root.openat(rel(path), excl, mode) {
+        match self.root.openat(path.as_bytes(), excl, mode) {
             Ok(fd) => {
                 let f = File::from(fd);
                 self.give_to(path, owner, mode).map_err(e)?;
@@ -235,7 +230,7 @@ impl Mutations for DirectMutations {
         let flags = sys::oflags(flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
             | OFlags::NOFOLLOW;
         self.root
-            .openat(rel(path), flags, 0)
+            .openat(path.as_bytes(), flags, 0)
             .map(File::from)
             .map_err(|e| MutationError::io("open", path, e))
     }
@@ -246,7 +241,8 @@ impl Mutations for DirectMutations {
 
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            self.root.at(rel(path), |d, n| sys::mkdirat(d, n, mode))?;
+            self.root
+                .at(path.as_bytes(), |d, n| sys::mkdirat(d, n, mode))?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mkdir", path, e))
@@ -255,7 +251,7 @@ impl Mutations for DirectMutations {
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
             self.root
-                .at(rel(path), |d, n| sys::mknodat(d, n, mode, rdev))?;
+                .at(path.as_bytes(), |d, n| sys::mknodat(d, n, mode, rdev))?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mknod", path, e))
@@ -264,7 +260,7 @@ impl Mutations for DirectMutations {
     fn symlink(&self, target: &OsStr, link: &VPath, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
             self.root
-                .at(rel(link), |d, n| sys::symlinkat(target, d, n))?;
+                .at(link.as_bytes(), |d, n| sys::symlinkat(target, d, n))?;
             self.give_to(link, owner, 0o777)
         };
         run().map_err(|e| MutationError::io("symlink", link, e))
@@ -272,8 +268,9 @@ impl Mutations for DirectMutations {
 
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
         let run = || {
-            self.root.at(rel(existing), |ed, en| {
-                self.root.at(rel(new), |nd, nn| sys::linkat(ed, en, nd, nn))
+            self.root.at(existing.as_bytes(), |ed, en| {
+                self.root
+                    .at(new.as_bytes(), |nd, nn| sys::linkat(ed, en, nd, nn))
             })
         };
         run().map_err(|e| MutationError::io("link", new, e))
@@ -281,12 +278,12 @@ impl Mutations for DirectMutations {
 
     fn unlink(&self, path: &VPath) -> MResult<()> {
         self.root
-            .remove_file(rel(path))
+            .remove_file(path.as_bytes())
             .map_err(|e| MutationError::io("unlink", path, e))
     }
 
     fn rmdir(&self, path: &VPath) -> MResult<()> {
-        let call = || self.root.at(rel(path), |d, n| sys::rmdirat(d, n));
+        let call = || self.root.at(path.as_bytes(), |d, n| sys::rmdirat(d, n));
         let run = || -> io::Result<()> {
             match call() {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
@@ -305,7 +302,7 @@ impl Mutations for DirectMutations {
             RenameMode::NoReplace => RenameFlags::NOREPLACE,
             RenameMode::Exchange => RenameFlags::EXCHANGE,
         };
-        let call = || self.root.rename(rel(src), rel(dst), flags);
+        let call = || self.root.rename(src.as_bytes(), dst.as_bytes(), flags);
         let run = || -> io::Result<()> {
             match call() {
                 // A directory holding only sidecars looks empty to the user: replace it anyway.
@@ -324,7 +321,7 @@ impl Mutations for DirectMutations {
 
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
         self.root
-            .at(rel(path), |d, n| apply_attr_change(d, n, change))
+            .at(path.as_bytes(), |d, n| apply_attr_change(d, n, change))
             .map_err(|e| MutationError::io("setattr", path, e))
     }
 }

@@ -191,7 +191,7 @@ impl Hit {
             // the data root, in steps.
             Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
                 crate::sys::DataRoot::open(&ws.data_root())
-                    .and_then(|root| root.lstat(self.uri.as_str().as_bytes()))
+                    .and_then(|root| root.lstat(self.uri.as_bytes()))
                     .is_ok_and(|st| st.is_dir() == self.level.names_directory())
             }
             Err(_) => false,

@@ -295,7 +295,7 @@ impl Engine<'_> {
         let root = self.res.fs_path(p);
         let base = self.res.root().map_err(|e| LockError::io(&root, e))?;
         let mut buf = Vec::with_capacity(128);
-        let rel = p.as_str().as_bytes();
+        let rel = p.as_bytes();
         let io_err = |dir, e| LockError::io(dir, e);
         walk::lock_files(base.as_fd(), rel, &root, &io_err, &mut |found| {
             let name = found.name.to_bytes();
@@ -343,7 +343,7 @@ impl Engine<'_> {
                 .res
                 .root()
                 .map_err(|e| LockError::io(self.res.fs_path(dir), e))?;
-            return match root.lstat(dir.as_str().as_bytes()) {
+            return match root.lstat(dir.as_bytes()) {
                 Ok(m) if m.is_dir() => Ok(()),
                 Ok(_) => Err(LockError::NotADirectory { path: p.uri() }),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -375,7 +375,7 @@ impl Engine<'_> {
             .res
             .root()
             .map_err(|e| LockError::io(self.res.fs_path(p), e))?;
-        let meta = root.lstat(p.as_str().as_bytes());
+        let meta = root.lstat(p.as_bytes());
         let is_dir = matches!(&meta, Ok(m) if m.is_dir());
         let exists = meta.is_ok();
         // The file we write (in directory `dir`), and the other candidate we must check.

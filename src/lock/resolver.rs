@@ -151,14 +151,14 @@ impl Resolver {
 
     /// Make directory `p` and what is missing above it (`ENOTDIR`: a file in the way).
     pub(crate) fn make_dir(&self, p: &VPath) -> io::Result<()> {
-        self.root()?.make_dir_all(p.as_str().as_bytes()).map(drop)
+        self.root()?.make_dir_all(p.as_bytes()).map(drop)
     }
 
     /// The lock file `name` in directory `dir`.
     pub(crate) fn lock_file(&self, dir: &VPath, name: &str) -> LockFile {
         let mut rel = Vec::with_capacity(dir.as_str().len() + name.len() + 2);
         if !dir.is_root() {
-            rel.extend_from_slice(dir.as_str().as_bytes());
+            rel.extend_from_slice(dir.as_bytes());
             rel.push(b'/');
         }
         rel.extend_from_slice(name.as_bytes());

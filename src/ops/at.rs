@@ -14,10 +14,6 @@ use crate::fsx::Durable;
 use crate::sys::{self, DataRoot, OFlags, RenameFlags, Stat};
 use crate::uri::VPath;
 
-fn rel(p: &VPath) -> &[u8] {
-    p.as_str().as_bytes()
-}
-
 /// The data root, opened `O_PATH`, addressed by [`VPath`].
 #[derive(Debug)]
 pub(crate) struct VRoot(DataRoot);
@@ -38,7 +34,7 @@ impl VRoot {
     /// CAP_FOWNER only; otherwise read as usual).
     pub fn open_read(&self, p: &VPath) -> io::Result<std::fs::File> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let open = |extra: OFlags| self.0.openat(rel(p), flags | extra, 0);
+        let open = |extra: OFlags| self.0.openat(p.as_bytes(), flags | extra, 0);
         match open(OFlags::NOATIME) {
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(OFlags::empty()),
             r => r,
@@ -49,7 +45,7 @@ impl VRoot {
     /// `lstat` of `p`; `None` when it does not exist (or a file stands where a directory
     /// on its way would be).
     pub fn lstat(&self, p: &VPath) -> io::Result<Option<Stat>> {
-        match self.0.lstat(rel(p)) {
+        match self.0.lstat(p.as_bytes()) {
             Ok(st) => Ok(Some(st)),
             Err(e) if sys::is_gone(&e) => Ok(None),
             Err(e) => Err(e),
@@ -57,36 +53,37 @@ impl VRoot {
     }
 
     pub fn remove_file(&self, p: &VPath) -> io::Result<()> {
-        self.0.remove_file(rel(p))
+        self.0.remove_file(p.as_bytes())
     }
 
     /// Remove the entry `name` of directory `dir`.
     pub fn remove_in(&self, dir: &VPath, name: &OsStr) -> io::Result<()> {
-        sys::unlinkat(self.0.open_dir(rel(dir))?, name)
+        sys::unlinkat(self.0.open_dir(dir.as_bytes())?, name)
     }
 
     /// rename(2) of `from` to `to`, both in the namespace.
     pub fn rename(&self, from: &VPath, to: &VPath) -> io::Result<()> {
-        self.0.rename(rel(from), rel(to), RenameFlags::empty())
+        self.0
+            .rename(from.as_bytes(), to.as_bytes(), RenameFlags::empty())
     }
 
     /// rename(2) of `from` to an absolute path out of the namespace (the workspace's scratch
     /// directory, on the same filesystem).
     pub fn rename_out(&self, from: &VPath, to: &Path) -> io::Result<()> {
         let to = to.as_os_str().as_bytes();
-        self.0.rename(rel(from), to, RenameFlags::empty())
+        self.0.rename(from.as_bytes(), to, RenameFlags::empty())
     }
 
     /// The names in directory `p`.
     pub fn names(&self, p: &VPath) -> io::Result<Vec<OsString>> {
-        self.0.names(rel(p))
+        self.0.names(p.as_bytes())
     }
 
     /// Replace file `p` with `bytes` atomically and durably, keeping its mode and owner
     /// ([`crate::fsx::replace_at`]); a new file gets `new_mode`.
     pub fn write_atomic(&self, p: &VPath, bytes: &[u8], new_mode: u32) -> io::Result<()> {
         let parent = p.parent().unwrap_or_else(VPath::root);
-        let dir = self.0.open_dir(rel(&parent))?;
+        let dir = self.0.open_dir(parent.as_bytes())?;
         let name = OsStr::new(p.name());
         crate::fsx::replace_at(dir.as_fd(), name, bytes, new_mode, Durable::Rename)
     }
@@ -96,7 +93,7 @@ impl VRoot {
     /// which leaves its directory's shown times as they were (see [`crate::dirtimes`]).
     pub fn write_summary(&self, p: &VPath, bytes: &[u8]) -> io::Result<()> {
         let parent = p.parent().unwrap_or_else(VPath::root);
-        let dir = self.0.open_dir(rel(&parent))?;
+        let dir = self.0.open_dir(parent.as_bytes())?;
         let name = OsStr::new(p.name());
         let replace = || crate::fsx::replace_at(dir.as_fd(), name, bytes, 0o644, Durable::Content);
         if crate::dirtimes::summaries_listed() {
