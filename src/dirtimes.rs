@@ -30,15 +30,15 @@
 //!   what a plain filesystem under OpenViking would show.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 
-use crate::sysutil;
+use crate::sys::{self, Stat, Time};
 
 /// Directories whose shown times are kept, at most (a record is about 80 bytes).
 pub const MAX_RECORDS: usize = SHARDS * PER_SHARD;
@@ -48,15 +48,15 @@ const PER_SHARD: usize = 4096;
 /// A directory's mtime and ctime, (seconds, nanoseconds) each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Times {
-    mtime: (i64, i64),
-    ctime: (i64, i64),
+    mtime: Time,
+    ctime: Time,
 }
 
 impl Times {
-    fn of(st: &libc::stat) -> Times {
+    fn of(st: &Stat) -> Times {
         Times {
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            ctime: (st.st_ctime, st.st_ctime_nsec),
+            mtime: st.mtime(),
+            ctime: st.ctime(),
         }
     }
 
@@ -79,9 +79,9 @@ impl Times {
         }
     }
 
-    fn put(self, st: &mut libc::stat) {
-        (st.st_mtime, st.st_mtime_nsec) = self.mtime;
-        (st.st_ctime, st.st_ctime_nsec) = self.ctime;
+    fn put(self, st: &mut Stat) {
+        st.set_mtime(self.mtime);
+        st.set_ctime(self.ctime);
     }
 }
 
@@ -125,17 +125,13 @@ pub fn summaries_listed() -> bool {
 }
 
 /// The directory holding `rel` (relative to `dir`): its part before the last `/`.
-fn parent_of(rel: &CStr) -> io::Result<CString> {
+fn parent_of(rel: &CStr) -> &[u8] {
     let b = rel.to_bytes();
     match b.iter().rposition(|&c| c == b'/') {
-        Some(0) => sysutil::cstring(b"/"),
-        Some(i) => sysutil::cstring(&b[..i]),
-        None => sysutil::cstring(b"."),
+        Some(0) => b"/",
+        Some(i) => &b[..i],
+        None => b".",
     }
-}
-
-fn key_of(st: &libc::stat) -> Key {
-    (st.st_dev, st.st_ino)
 }
 
 /// Run `change`, which the daemon makes for itself to the directory holding `rel` (relative to
@@ -147,19 +143,17 @@ pub fn quietly<T>(
     rel: &CStr,
     change: impl FnOnce() -> io::Result<T>,
 ) -> io::Result<T> {
-    let Ok(parent) = parent_of(rel) else {
-        return change();
-    };
-    let stat = || sysutil::lstat_c(dir.as_raw_fd(), &parent).map(|s| s.0);
+    let parent = parent_of(rel);
+    let stat = || sys::lstatat(dir, parent);
     let Ok(first) = stat() else {
         return change();
     };
-    let key = key_of(&first);
+    let key = first.key();
     let mut records = RECORDS.shard(key).lock();
     // Read again now the directory's quiet changes wait for us: `first` may be older than
     // one that just finished.
     let before = match stat() {
-        Ok(st) if key_of(&st) == key => Times::of(&st),
+        Ok(st) if st.key() == key => Times::of(&st),
         _ => {
             drop(records);
             return change();
@@ -171,7 +165,7 @@ pub fn quietly<T>(
     };
     let result = change();
     match stat() {
-        Ok(st) if key_of(&st) == key && Times::of(&st) != shown => {
+        Ok(st) if st.key() == key && Times::of(&st) != shown => {
             if records.len() >= PER_SHARD && !records.contains_key(&key) {
                 // Full: these directories show their real times from now on.
                 records.clear();
@@ -192,11 +186,11 @@ pub fn quietly<T>(
 }
 
 /// Put the times to show into `st`, a stat of a directory (anything else is left alone).
-pub fn shown(st: &mut libc::stat) {
-    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+pub fn shown(st: &mut Stat) {
+    if !st.is_dir() {
         return;
     }
-    let key = key_of(st);
+    let key = st.key();
     let mut records = RECORDS.shard(key).lock();
     let Some(r) = records.get(&key) else {
         return;
@@ -222,15 +216,8 @@ mod tests {
     use std::os::fd::AsFd;
     use std::time::Duration;
 
-    fn stat(p: &std::path::Path) -> libc::stat {
-        sysutil::lstat(
-            sysutil::open_path_dir(std::path::Path::new("/"))
-                .unwrap()
-                .as_fd(),
-            p.strip_prefix("/").unwrap().as_os_str().as_encoded_bytes(),
-        )
-        .unwrap()
-        .0
+    fn stat(p: &std::path::Path) -> Stat {
+        sys::lstatat(sys::CWD, p).unwrap()
     }
 
     fn tick() {
@@ -240,7 +227,7 @@ mod tests {
     #[test]
     fn quiet_changes_leave_the_shown_times_and_others_move_them() {
         let d = tempfile::tempdir().unwrap();
-        let root = sysutil::open_path_dir(d.path()).unwrap();
+        let root = sys::open_path_dir(d.path()).unwrap();
         std::fs::create_dir(d.path().join("sub")).unwrap();
         let sub = d.path().join("sub");
         let shown_now = || {
@@ -276,7 +263,7 @@ mod tests {
         .unwrap();
         assert_eq!(shown_now(), visible, "absorbed until the mount says so");
         let st = stat(&sub);
-        changed(key_of(&st));
+        changed(st.key());
         assert_eq!(shown_now(), Times::of(&st));
         assert_ne!(Times::of(&st), visible);
     }
@@ -298,8 +285,8 @@ mod tests {
 
     #[test]
     fn parent_of_names_the_directory_part() {
-        assert_eq!(parent_of(c"a/b/c").unwrap().as_bytes(), b"a/b");
-        assert_eq!(parent_of(c"c").unwrap().as_bytes(), b".");
-        assert_eq!(parent_of(c"/c").unwrap().as_bytes(), b"/");
+        assert_eq!(parent_of(c"a/b/c"), b"a/b");
+        assert_eq!(parent_of(c"c"), b".");
+        assert_eq!(parent_of(c"/c"), b"/");
     }
 }

@@ -8,14 +8,14 @@
 //! the rename itself to survive a power loss. Readers see the old content or the new, never a
 //! part, and a file that was `chmod 600` stays 600.
 
-use std::ffi::CStr;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::sysutil;
+use crate::sys::{self, OFlags, RenameFlags};
 
 /// How far a replacement must be durable when the call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,22 +31,20 @@ pub enum Durable {
 /// `new_mode`; an existing one keeps its mode and owner.
 pub fn replace_at(
     dir: BorrowedFd<'_>,
-    name: &CStr,
+    name: &OsStr,
     data: &[u8],
     new_mode: u32,
     durable: Durable,
 ) -> io::Result<()> {
-    let d = dir.as_raw_fd();
-    let existing = match sysutil::lstat_c(d, name) {
-        Ok(st) if st.is_file() => Some(st.0),
+    let existing = match sys::lstatat(dir, name) {
+        Ok(st) if st.is_file() => Some(st),
         Ok(_) => None,
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
-    let tmp =
-        sysutil::cstring(format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple()).as_bytes())?;
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
-    let mut f = File::from(sysutil::openat(d, &tmp, flags, 0o600)?);
+    let tmp = format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
+    let mut f = File::from(sys::openat(dir, tmp.as_str(), flags, 0o600)?);
     let written = (|| {
         f.write_all(data)?;
         let mode = existing.map_or(new_mode, |st| st.st_mode) & 0o7777;
@@ -60,10 +58,10 @@ pub fn replace_at(
         // After the chown, which clears set-ID bits.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
-        sysutil::rename_c(d, &tmp, d, name, 0)
+        sys::renameat(dir, tmp.as_str(), dir, name, RenameFlags::empty())
     })();
     if let Err(e) = written {
-        let _ = sysutil::unlink_c(d, &tmp, 0);
+        let _ = sys::unlinkat(dir, tmp.as_str());
         return Err(e);
     }
     if durable == Durable::Rename {
@@ -95,23 +93,15 @@ pub fn replace(path: &Path, data: &[u8], new_mode: u32, durable: Durable) -> io:
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EISDIR))?;
-    let dir = sysutil::open_path_dir(parent)?;
-    use std::os::fd::AsFd;
-    use std::os::unix::ffi::OsStrExt;
-    replace_at(
-        dir.as_fd(),
-        &sysutil::cstring(name.as_bytes())?,
-        data,
-        new_mode,
-        durable,
-    )
+    let dir = sys::open_path_dir(parent)?;
+    replace_at(dir.as_fd(), name, data, new_mode, durable)
 }
 
 /// fsync the directory `dir` (any descriptor of it, `O_PATH` included), so that a rename or
 /// a create in it is durable.
 pub fn sync_dir_at(dir: BorrowedFd<'_>) -> io::Result<()> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    File::from(sysutil::openat(dir.as_raw_fd(), c".", flags, 0)?).sync_all()
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+    File::from(sys::openat(dir, c".", flags, 0)?).sync_all()
 }
 
 #[cfg(test)]
@@ -155,8 +145,7 @@ mod tests {
 
     #[test]
     fn root_gives_a_replaced_file_back_to_its_owner() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !sys::is_root() {
             eprintln!("not root: ownership of a replaced file NOT TESTED");
             return;
         }

@@ -1,7 +1,8 @@
 //! vikingfs: OpenViking's context namespace as a Linux filesystem.
 //!
 //! Layers, each looking only down:
-//! faces (`cli`, `fuse`, `session`) → `ops` → `lock`, `store`, `index`, `queue` → `uri`, `workspace`.
+//! faces (`cli`, `fuse`, `session`) → `ops` → `lock`, `store`, `index`, `queue` → `uri`, `workspace`
+//! → `sys` (every system call std lacks; it imports nothing of the crate).
 
 pub mod cli;
 pub mod config;
@@ -24,6 +25,6 @@ pub mod process;
 pub mod queue;
 pub mod semantic;
 pub mod session;
-pub mod sysutil;
+pub mod sys;
 pub mod uri;
 pub mod workspace;

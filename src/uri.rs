@@ -181,6 +181,12 @@ impl VPath {
         &self.0
     }
 
+    /// [`Self::as_str`] as bytes: how the calls relative to the data root's descriptor take
+    /// it (the root is empty, which they read as the directory itself).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
     /// `viking://...`
     pub fn uri(&self) -> String {
         format!("viking://{}", self.0)

@@ -7,7 +7,7 @@
 //! exits.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -19,10 +19,11 @@ use crate::cli::Ctx;
 use crate::config::Config;
 use crate::daemon::{self, Registration};
 use crate::error::Chain;
-use crate::fs::{sys, FsConfig, VikingFs};
+use crate::fs::{FsConfig, VikingFs};
 use crate::fuse::mount::{self, Mounted};
 use crate::ops::{LockedMutations, Ops};
 use crate::queue::WorkerPool;
+use crate::sys::{self, BlockedSignals, Signal};
 use crate::workspace::Workspace;
 
 /// Environment variable naming the readiness pipe's write end in the daemon.
@@ -120,13 +121,9 @@ fn daemonise(
     config_path: Option<&Path>,
     args: &MountArgs,
 ) -> anyhow::Result<i32> {
-    let (rd, wr) = nix::unistd::pipe().context("pipe")?;
+    let (rd, wr) = sys::pipe().context("pipe")?;
     // The daemon must inherit the write end.
-    // SAFETY: F_GETFD on `wr`, a pipe end we own and hold open; it takes no pointer.
-    let fl = unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_GETFD) };
-    // SAFETY: F_SETFD on the same owned descriptor takes an int, not a pointer; only its
-    // close-on-exec flag changes, and `wr` stays ours (dropped after the spawn below).
-    unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETFD, fl & !libc::FD_CLOEXEC) };
+    sys::set_inherited(&wr, true).context("pipe")?;
     let log_path = ws.internal_dir().join("mount.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -151,15 +148,7 @@ fn daemonise(
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: the hook runs in the forked child between fork and exec, where only
-    // async-signal-safe calls are sound: it makes one, setsid, and allocates nothing.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    sys::new_session(&mut cmd);
     let child = cmd.spawn().context("start the mount daemon")?;
     drop(wr);
     let mut msg = String::new();
@@ -184,16 +173,11 @@ fn take_ready_pipe() -> Option<std::fs::File> {
     let fd = std::env::var(READY_FD).ok()?.parse::<i32>().ok()?;
     // SAFETY: no other thread runs yet (see above): nothing reads the environment meanwhile.
     unsafe { std::env::remove_var(READY_FD) };
-    // SAFETY: fstat writes only into `st`, which is large enough; a bad descriptor fails.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; `fd` is only looked at, not owned, by fstat.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
-        return None;
-    }
     // SAFETY: READY_FD names the pipe's write end that `daemonise` cleared close-on-exec on
-    // and passed to this process (checked a pipe above): it is open and nothing else here owns
-    // or closes it. The variable is removed, so the descriptor is taken over at most once.
-    Some(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    // and passed to this process: nothing else here owns or closes it, and no other thread
+    // opens or closes descriptors yet. The variable is removed, so the descriptor is taken
+    // over at most once.
+    unsafe { sys::adopt_fifo(fd) }
 }
 
 fn report_ready(pipe: Option<std::fs::File>, result: Result<(), String>) {
@@ -206,19 +190,13 @@ fn report_ready(pipe: Option<std::fs::File>, result: Result<(), String>) {
     };
 }
 
-fn signal_set() -> nix::sys::signal::SigSet {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGUSR1,
-    ] {
-        set.add(s);
-    }
-    set
-}
+/// The signals the daemon stops on (SIGUSR1: the session ended by an external unmount).
+const STOP_SIGNALS: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+];
 
 /// The daemon: mount, report readiness, wait for a signal or an external unmount, unmount.
 fn serve(
@@ -230,12 +208,10 @@ fn serve(
 ) -> anyhow::Result<i32> {
     let ready = take_ready_pipe();
     // Modes arrive already masked by the caller's umask.
-    // SAFETY: umask only swaps the process's creation mask; no pointer, cannot fail.
-    unsafe { libc::umask(0) };
+    sys::clear_umask();
     sys::raise_nofile_limit();
     // Every thread spawned from here on inherits the mask; only sigwait below sees them.
-    let set = signal_set();
-    set.thread_block().context("block signals")?;
+    let set = BlockedSignals::block(&STOP_SIGNALS).context("block signals")?;
 
     type Started = (
         Mounted,
@@ -257,7 +233,7 @@ fn serve(
             .context("start the queue's spool")?;
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
-        let seam = LockedMutations::new(ops.clone()).context("open the data root")?;
+        let seam = LockedMutations::new(ops.clone());
         let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
         let core = Arc::new(core.with_config(FsConfig {
             show_summaries: opts.show_summaries,
@@ -284,12 +260,11 @@ fn serve(
             ),
             None => None,
         };
-        let pid = std::process::id() as i32;
-        let mounted = Mounted::start(core, ws.root(), mp, opts, move || {
-            // An external unmount ended the session: wake the main thread.
-            // SAFETY: kill takes no pointer and writes no memory; `pid` is our own process,
-            // whose threads all block SIGUSR1, so the main thread's sigwait takes it.
-            unsafe { libc::kill(pid, libc::SIGUSR1) };
+        let pid = std::process::id();
+        let mounted = Mounted::start(core, ws.root(), mp, opts, || {
+            // An external unmount ended the session: wake the main thread (every thread
+            // blocks SIGUSR1, so its sigwait takes it).
+            let _ = sys::signal_self(Signal::SIGUSR1);
         })?;
         if let Some(p) = pid_file {
             std::fs::write(p, format!("{pid}\n"))

@@ -1,12 +1,13 @@
 //! Directory handles of the core: listings as snapshots, filtered to what the namespace shows
 //! (never an internal name; the sidecars only with [`super::FsConfig::show_summaries`]).
 
-use std::os::fd::{AsFd, AsRawFd};
-
 use std::ffi::OsStr;
+use std::ops::ControlFlow;
+use std::os::unix::ffi::OsStrExt;
 
 use super::handles::{DirHandle, Listing};
-use super::{sys, DirEntry, FsError, FsResult, VikingFs, ROOT_INO};
+use super::{DirEntry, FsError, FsResult, VikingFs, ROOT_INO};
+use crate::sys::{self, FileType};
 use crate::uri::{is_internal_name, is_sidecar_name, SCOPES};
 
 impl VikingFs {
@@ -25,8 +26,8 @@ impl VikingFs {
     fn listing(&self, ino: u64) -> FsResult<Listing> {
         let inode = self.inodes.get(ino)?;
         let fd = inode.fd()?;
-        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("opendir", e))?;
-        if !sys::is_dir(&st) {
+        let st = sys::fstat(&fd).map_err(|e| FsError::io("opendir", e))?;
+        if !st.is_dir() {
             return Err(FsError::NotADirectory(ino));
         }
         let mut entries = Listing::default();
@@ -35,11 +36,8 @@ impl VikingFs {
         // Sidecars (when listed) last: `rm -rf` removes the user's entries first, then may
         // remove them.
         let mut sidecars = Listing::default();
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        let rd = std::fs::read_dir(&path).map_err(|e| FsError::io("opendir", e))?;
-        for e in rd {
-            let e = e.map_err(|e| FsError::io("readdir", e))?;
-            let name = e.file_name();
+        sys::for_each_entry(&fd, |e| {
+            let name = OsStr::from_bytes(e.name().to_bytes());
             let (visible, sidecar) = match name.to_str() {
                 Some(s) if ino == ROOT_INO => (SCOPES.contains(&s), false),
                 // Sidecars stay reachable by name (lookup, open, stat); hidden from listings they
@@ -54,20 +52,18 @@ impl VikingFs {
                 None => (true, false),
             };
             if !visible {
-                continue;
+                return ControlFlow::Continue(());
             }
-            use std::os::unix::fs::DirEntryExt;
-            let kind = match e.file_type() {
-                Ok(t) => dtype(t),
-                Err(_) => libc::DT_UNKNOWN,
-            };
+            let kind = e.file_type().map_or(libc::DT_UNKNOWN, dtype);
             let ino = self.inodes.listing_ino(st.st_dev, e.ino());
             if sidecar {
-                sidecars.push(&name, ino, kind);
+                sidecars.push(name, ino, kind);
             } else {
-                entries.push(&name, ino, kind);
+                entries.push(name, ino, kind);
             }
-        }
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| FsError::io("readdir", e))?;
         entries.append(&sidecars);
         Ok(entries)
     }
@@ -108,23 +104,16 @@ impl VikingFs {
     }
 }
 
-fn dtype(t: std::fs::FileType) -> u8 {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        libc::DT_DIR
-    } else if t.is_file() {
-        libc::DT_REG
-    } else if t.is_symlink() {
-        libc::DT_LNK
-    } else if t.is_fifo() {
-        libc::DT_FIFO
-    } else if t.is_socket() {
-        libc::DT_SOCK
-    } else if t.is_char_device() {
-        libc::DT_CHR
-    } else if t.is_block_device() {
-        libc::DT_BLK
-    } else {
-        libc::DT_UNKNOWN
+/// The `d_type` a listing reply gives for a file type.
+fn dtype(t: FileType) -> u8 {
+    match t {
+        FileType::Directory => libc::DT_DIR,
+        FileType::RegularFile => libc::DT_REG,
+        FileType::Symlink => libc::DT_LNK,
+        FileType::Fifo => libc::DT_FIFO,
+        FileType::Socket => libc::DT_SOCK,
+        FileType::CharacterDevice => libc::DT_CHR,
+        FileType::BlockDevice => libc::DT_BLK,
+        FileType::Unknown => libc::DT_UNKNOWN,
     }
 }

@@ -6,12 +6,14 @@
 //! cold and reopen it on demand, as virtiofsd does with `--inode-file-handles`.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::sys;
 
 /// The opaque bytes the backing filesystem uses to find an inode again, plus its type.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ExportHandle {
-    kind: libc::c_int,
+    kind: i32,
     bytes: Bytes,
 }
 
@@ -58,51 +60,16 @@ impl std::fmt::Debug for ExportHandle {
     }
 }
 
-/// `struct file_handle` with room for the largest handle the kernel hands out.
-#[repr(C)]
-struct RawHandle {
-    handle_bytes: libc::c_uint,
-    handle_type: libc::c_int,
-    f_handle: [u8; libc::MAX_HANDLE_SZ as usize],
-}
-
-impl RawHandle {
-    fn empty() -> Self {
-        RawHandle {
-            handle_bytes: libc::MAX_HANDLE_SZ as libc::c_uint,
-            handle_type: 0,
-            f_handle: [0; libc::MAX_HANDLE_SZ as usize],
-        }
-    }
-}
-
 impl ExportHandle {
     /// The handle of the file `fd` refers to (any descriptor, O_PATH included) and the id of
     /// the mount it was reached through. Fails with EOPNOTSUPP when the backing filesystem
     /// can't export handles.
-    pub fn of(fd: RawFd) -> io::Result<(ExportHandle, i32)> {
-        let mut raw = RawHandle::empty();
-        let mut mount_id: libc::c_int = 0;
-        // SAFETY: `raw` is a repr(C) `struct file_handle` whose handle_bytes says how much
-        // room f_handle has (MAX_HANDLE_SZ), so the kernel writes within it; `mount_id` is a
-        // live c_int; the empty path is a NUL-terminated literal. Nothing is kept.
-        let r = unsafe {
-            libc::name_to_handle_at(
-                fd,
-                c"".as_ptr(),
-                (&mut raw as *mut RawHandle).cast(),
-                &mut mount_id,
-                libc::AT_EMPTY_PATH,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let len = (raw.handle_bytes as usize).min(raw.f_handle.len());
+    pub fn of(fd: impl AsFd) -> io::Result<(ExportHandle, i32)> {
+        let (raw, mount_id) = sys::name_to_handle_at(fd)?;
         Ok((
             ExportHandle {
-                kind: raw.handle_type,
-                bytes: Bytes::new(&raw.f_handle[..len]),
+                kind: raw.kind(),
+                bytes: Bytes::new(raw.bytes()),
             },
             mount_id,
         ))
@@ -110,26 +77,8 @@ impl ExportHandle {
 
     /// Open the inode again as O_PATH, through `mount_fd` (a descriptor on the same mount,
     /// not O_PATH). Needs CAP_DAC_READ_SEARCH (EPERM without); ESTALE once the inode is gone.
-    pub fn open(&self, mount_fd: RawFd) -> io::Result<OwnedFd> {
-        let mut raw = RawHandle::empty();
-        let bytes = self.bytes.as_slice();
-        raw.handle_bytes = bytes.len() as libc::c_uint;
-        raw.handle_type = self.kind;
-        raw.f_handle[..bytes.len()].copy_from_slice(bytes);
-        // O_PATH opens symlinks and directories alike; a handle never follows a link.
-        // SAFETY: `raw` is a repr(C) `struct file_handle` filled above, handle_bytes no more
-        // than the f_handle array holds; the kernel only reads it during the call.
-        let fd = unsafe {
-            libc::open_by_handle_at(
-                mount_fd,
-                (&mut raw as *mut RawHandle).cast(),
-                libc::O_PATH | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: open_by_handle_at succeeded, so `fd` is a new descriptor nobody else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    pub fn open(&self, mount_fd: impl AsFd) -> io::Result<OwnedFd> {
+        let raw = sys::RawHandle::new(self.kind, self.bytes.as_slice())?;
+        sys::open_by_handle_at(mount_fd, &raw)
     }
 }

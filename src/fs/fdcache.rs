@@ -14,14 +14,14 @@
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
 use super::exportfh::ExportHandle;
-use super::sys;
+use crate::sys::{self, OFlags};
 
 /// Overrides the budget (tests and diagnostics); otherwise it follows RLIMIT_NOFILE.
 pub const BUDGET_ENV: &str = "VIKINGFS_FD_BUDGET";
@@ -43,16 +43,7 @@ pub fn default_budget() -> usize {
             Err(_) => tracing::warn!("{BUDGET_ENV}={v:?} is not a number of descriptors: ignored"),
         }
     }
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `rlimit` into `rl`, a live local of that type.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-        rl.rlim_cur
-    } else {
-        1024
-    };
+    let soft = sys::nofile_limit();
     ((soft / 2).saturating_sub(RESERVE)).clamp(MIN_BUDGET, MAX_BUDGET) as usize
 }
 
@@ -67,7 +58,7 @@ impl PathFd {
 
     /// `/proc/self/fd/N` for path-based calls; valid while `self` lives.
     pub fn proc_path(&self) -> CString {
-        sys::proc_fd(self.0.as_raw_fd())
+        sys::proc_path(&self.0)
     }
 }
 
@@ -121,15 +112,8 @@ impl FdCache {
     /// A cache for inodes under the data root `root` (an O_PATH descriptor). Probes once
     /// whether handles work there.
     pub fn new(root: &OwnedFd, budget: usize) -> io::Result<Self> {
-        let path = sys::proc_fd(root.as_raw_fd());
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        // SAFETY: `path` is a NUL-terminated CString that outlives the call; the flags have no
-        // O_CREAT, so no mode argument is read.
-        let mount_fd = sys::cvt(unsafe { libc::open(path.as_ptr(), flags) })?;
-        // SAFETY: open succeeded (cvt passed it), so `mount_fd` is a new descriptor we own.
-        let mount_fd = unsafe { OwnedFd::from_raw_fd(mount_fd) };
-        let probe = ExportHandle::of(root.as_raw_fd())
-            .and_then(|(h, id)| h.open(mount_fd.as_raw_fd()).map(|_| id));
+        let mount_fd = sys::reopen(root, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let probe = ExportHandle::of(root).and_then(|(h, id)| h.open(&mount_fd).map(|_| id));
         let (enabled, mount_id) = match probe {
             Ok(id) => (true, id),
             Err(e) => {
@@ -185,7 +169,7 @@ impl FdCache {
         if !self.enabled {
             return None;
         }
-        match ExportHandle::of(fd.as_raw_fd()) {
+        match ExportHandle::of(fd) {
             Ok((h, id)) if id == self.mount_id => Some(h),
             Ok(_) => {
                 self.tell("it is on another mount");
@@ -213,7 +197,7 @@ impl FdCache {
             }
             return Ok(PathFd(fd.clone()));
         }
-        let fd = Arc::new(slot.handle.open(self.mount_fd.as_raw_fd())?);
+        let fd = Arc::new(slot.handle.open(&self.mount_fd)?);
         self.reopens.fetch_add(1, Ordering::Relaxed);
         *g = Some(fd.clone());
         drop(g);

@@ -25,7 +25,8 @@ pub struct FileHandle {
     /// so release also compares the file's change stamp).
     pub wrote: AtomicBool,
     /// (mtime, ctime, size) at open.
-    pub stamp: (i64, i64, i64, i64, i64),
+    /// (mtime, ctime, size) when opened.
+    pub stamp: ((i64, i64), (i64, i64), i64),
 }
 
 impl FileHandle {
@@ -44,7 +45,7 @@ pub struct DirEntry<'a> {
     pub name: &'a OsStr,
     /// The kernel's inode number for this entry.
     pub ino: u64,
-    /// `libc::DT_*`.
+    /// `DT_*` (d_type).
     pub kind: u8,
 }
 

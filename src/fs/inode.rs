@@ -184,7 +184,7 @@ pub struct InodeTable {
 impl InodeTable {
     /// A table holding the root, which is never forgotten; at most `fd_budget` descriptors
     /// of other inodes stay open (see [`FdCache`]).
-    pub fn new(root_fd: OwnedFd, root_key: (u64, u64), fd_budget: usize) -> FsResult<Self> {
+    pub fn new(root_fd: Arc<OwnedFd>, root_key: (u64, u64), fd_budget: usize) -> FsResult<Self> {
         let fds = Arc::new(
             FdCache::new(&root_fd, fd_budget).map_err(|e| FsError::io("open data root", e))?,
         );
@@ -197,11 +197,7 @@ impl InodeTable {
         t.by_ino.insert(
             ROOT_INO,
             Entry {
-                inode: Arc::new(Inode::new(
-                    ROOT_INO,
-                    root_key,
-                    Backing::Pinned(Arc::new(root_fd)),
-                )),
+                inode: Arc::new(Inode::new(ROOT_INO, root_key, Backing::Pinned(root_fd))),
                 nlookup: 1,
                 detached: false,
             },

@@ -15,7 +15,6 @@ pub mod fdcache;
 pub mod handles;
 pub mod inode;
 pub mod mutations;
-pub mod sys;
 pub mod tail;
 mod xattr;
 
@@ -25,22 +24,24 @@ mod tests;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub use crate::sys::TimeSpec;
 pub use error::{FsError, FsResult, ToErrno};
 pub use handles::DirEntry;
 pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
-pub use sys::TimeSpec;
 pub use tail::AfterReply;
 
 use handles::{FileHandle, Handles};
 use inode::{Inode, InodeTable};
 
+use crate::sys::{self, DataRoot, OFlags};
 use crate::uri::{is_internal_name, is_sidecar_name, VPath, SCOPES};
 use crate::workspace::Workspace;
 
@@ -48,11 +49,11 @@ use crate::workspace::Workspace;
 #[derive(Debug, Clone, Copy)]
 pub struct Attr {
     pub ino: u64,
-    pub st: libc::stat,
+    pub st: sys::Stat,
 }
 
 /// What `statfs` reports.
-pub type StatFs = libc::statvfs;
+pub type StatFs = sys::StatVfs;
 
 /// How the core presents the namespace: the mount options that change what programs see.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,7 +68,8 @@ pub struct FsConfig {
 /// The filesystem core. Cheap to share (`Arc`) between worker threads: every method takes
 /// `&self`.
 pub struct VikingFs {
-    data_root: PathBuf,
+    /// The data root's descriptor, which is the root inode's too.
+    root: DataRoot,
     inodes: InodeTable,
     handles: Handles,
     mutations: Arc<dyn Mutations>,
@@ -95,18 +97,11 @@ impl VikingFs {
         mutations: Arc<dyn Mutations>,
         fd_budget: usize,
     ) -> FsResult<Self> {
-        let data_root = ws.data_root();
-        let fd = sys::openat(
-            libc::AT_FDCWD,
-            data_root.as_os_str(),
-            libc::O_PATH | libc::O_DIRECTORY,
-            0,
-        )
-        .map_err(|e| FsError::io("open data root", e))?;
-        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("stat data root", e))?;
+        let root = DataRoot::open(&ws.data_root()).map_err(|e| FsError::io("open data root", e))?;
+        let st = sys::fstat(&root).map_err(|e| FsError::io("stat data root", e))?;
         Ok(VikingFs {
-            data_root,
-            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fd_budget)?,
+            inodes: InodeTable::new(root.shared_fd(), st.key(), fd_budget)?,
+            root,
             handles: Handles::default(),
             mutations,
             config: FsConfig::default(),
@@ -177,20 +172,20 @@ impl VikingFs {
             return Ok(Some(VPath::root()));
         }
         let fd = inode.fd()?;
-        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("stat", e))?;
+        let st = sys::fstat(&fd).map_err(|e| FsError::io("stat", e))?;
         if st.st_nlink == 0 {
             return Ok(None);
         }
         // The name the descriptor was opened through, if it still names this file (one
         // reopened from a handle may show none)...
-        if let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        if let Ok(link) = sys::fd_path(&fd) {
             let p = link
-                .strip_prefix(&self.data_root)
+                .strip_prefix(self.root.path())
                 .ok()
                 .and_then(|r| r.to_str())
                 .and_then(|r| VPath::from_rel(r).ok());
             // A directory has one name: the descriptor's is it. A file may have several.
-            if let Some(p) = p.filter(|p| sys::is_dir(&st) || self.names_inode(p, inode)) {
+            if let Some(p) = p.filter(|p| st.is_dir() || self.names_inode(p, inode)) {
                 return Ok(Some(p));
             }
         }
@@ -212,12 +207,10 @@ impl VikingFs {
 
     /// Whether `p` currently names the backing file of `inode`.
     fn names_inode(&self, p: &VPath, inode: &Inode) -> bool {
-        let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) else {
-            return false;
-        };
         // In steps when the path is longer than PATH_MAX (the mount allows it).
-        crate::sysutil::lstat(root.as_fd(), p.as_str().as_bytes())
-            .is_ok_and(|st| (st.0.st_dev, st.0.st_ino) == inode.key)
+        self.root
+            .lstat(p.as_bytes())
+            .is_ok_and(|st| st.key() == inode.key)
     }
 
     /// The path of `name` under directory `parent`.
@@ -228,7 +221,7 @@ impl VikingFs {
     }
 
     fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
-        let mut st = sys::fstat(inode.fd()?.as_fd()).map_err(|e| FsError::io("getattr", e))?;
+        let mut st = sys::fstat(inode.fd()?).map_err(|e| FsError::io("getattr", e))?;
         crate::dirtimes::shown(&mut st);
         if self.is_sidecar_inode(inode) {
             st.st_mode &= !0o222;
@@ -262,15 +255,10 @@ impl VikingFs {
             Name::Plain(s) | Name::Sidecar(s) => s,
         };
         let dir = self.inodes.get(parent)?.fd()?;
-        let fd = sys::openat(
-            dir.as_raw_fd(),
-            OsStr::new(n),
-            libc::O_PATH | libc::O_NOFOLLOW,
-            0,
-        )
-        .map_err(|e| FsError::io("lookup", e))?;
-        let st = sys::fstat(fd.as_fd()).map_err(|e| FsError::io("lookup", e))?;
-        let inode = self.inodes.remember((st.st_dev, st.st_ino), fd);
+        let fd = sys::openat(&dir, n, OFlags::PATH | OFlags::NOFOLLOW, 0)
+            .map_err(|e| FsError::io("lookup", e))?;
+        let st = sys::fstat(&fd).map_err(|e| FsError::io("lookup", e))?;
+        let inode = self.inodes.remember(st.key(), fd);
         inode.add_name(parent, n);
         self.attr_of(&inode)
     }
@@ -296,7 +284,7 @@ impl VikingFs {
             Some(p) if !p.is_root() => self.mutations.setattr(&p, change)?,
             _ => {
                 let fd = inode.fd()?;
-                mutations::apply_attr_change(libc::AT_FDCWD, &fd.proc_path(), change)
+                mutations::apply_attr_change(sys::CWD, &fd.proc_path(), change)
                     .map_err(|e| FsError::io("setattr", e))?
             }
         }
@@ -306,32 +294,11 @@ impl VikingFs {
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         let inode = self.inodes.get(ino)?;
-        let fd = inode.fd()?;
-        let mut buf = vec![0u8; libc::PATH_MAX as usize];
-        // SAFETY: `fd` stays open for the call; the empty name is a NUL-terminated literal (the
-        // link `fd` itself); readlinkat writes at most buf.len() bytes into `buf`.
-        let n = sys::cvt(unsafe {
-            libc::readlinkat(
-                fd.as_raw_fd(),
-                c"".as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            ) as i32
-        })
-        .map_err(|e| FsError::io("readlink", e))?;
-        buf.truncate(n as usize);
-        Ok(buf)
+        sys::readlink(inode.fd()?).map_err(|e| FsError::io("readlink", e))
     }
 
     pub fn statfs(&self) -> FsResult<StatFs> {
-        // SAFETY: statvfs is a C struct of plain integers: all-zero bytes are a valid value.
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        let c = sys::cpath(&self.data_root).map_err(|e| FsError::io("statfs", e))?;
-        // SAFETY: `c` is a NUL-terminated path that outlives the call; statvfs writes one
-        // `statvfs` into `s`, a live local of that type.
-        sys::cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })
-            .map_err(|e| FsError::io("statfs", e))?;
-        Ok(s)
+        sys::statvfs(self.root.path()).map_err(|e| FsError::io("statfs", e))
     }
 
     /// access(2) for the FUSE `access` call (default_permissions does the real checks).
@@ -340,13 +307,7 @@ impl VikingFs {
         if mask & libc::W_OK != 0 && self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
         }
-        let fd = inode.fd()?;
-        let c = fd.proc_path();
-        // SAFETY: `c` is a NUL-terminated /proc/self/fd path naming `fd`, which stays open
-        // while it is used; faccessat writes no memory of ours.
-        sys::cvt(unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mask, 0) })
-            .map(drop)
-            .map_err(|e| FsError::io("access", e))
+        sys::access(inode.fd()?, mask).map_err(|e| FsError::io("access", e))
     }
 
     // ---- namespace changes -------------------------------------------------------------
@@ -456,18 +417,18 @@ impl VikingFs {
     /// Whether directory `ino` holds anything a user made (not a sidecar, not internal).
     fn has_user_entries(&self, ino: u64) -> FsResult<bool> {
         let fd = self.inodes.get(ino)?.fd()?;
-        // read_dir opens its own descriptor: `fd` may close once it has.
-        let rd = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| FsError::io("readdir", e))?;
-        for e in rd {
-            let e = e.map_err(|e| FsError::io("readdir", e))?;
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            if !is_internal_name(&n) && !is_sidecar_name(&n) {
-                return Ok(true);
+        let mut found = false;
+        sys::for_each_entry(&fd, |e| {
+            let n = e.name().to_string_lossy();
+            found = !is_internal_name(&n) && !is_sidecar_name(&n);
+            if found {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-        }
-        Ok(false)
+        })
+        .map_err(|e| FsError::io("readdir", e))?;
+        Ok(found)
     }
 
     /// A name a program wants to remove or rename away: hidden names don't exist, sidecars
@@ -505,12 +466,10 @@ impl VikingFs {
         self.entries_changed(newparent);
         // The moved inode's new name: what its path is found by when its descriptor's name
         // is too long for the kernel to report (deeper than PATH_MAX from the data root).
-        if let Ok(root) = self.inodes.get(ROOT_INO).and_then(|r| r.fd()) {
-            if let Ok(st) = crate::sysutil::lstat(root.as_fd(), dst.as_str().as_bytes()) {
-                if let Some(ino) = self.inodes.find((st.0.st_dev, st.0.st_ino)) {
-                    if let Ok(inode) = self.inodes.get(ino) {
-                        inode.add_name(newparent, nn);
-                    }
+        if let Ok(st) = self.root.lstat(dst.as_bytes()) {
+            if let Some(ino) = self.inodes.find(st.key()) {
+                if let Ok(inode) = self.inodes.get(ino) {
+                    inode.add_name(newparent, nn);
                 }
             }
         }
@@ -519,16 +478,10 @@ impl VikingFs {
 
     // ---- files -------------------------------------------------------------------------
 
-    fn stamp(file: &File) -> (i64, i64, i64, i64, i64) {
-        match sys::fstat(file.as_fd()) {
-            Ok(st) => (
-                st.st_mtime,
-                st.st_mtime_nsec,
-                st.st_ctime,
-                st.st_ctime_nsec,
-                st.st_size,
-            ),
-            Err(_) => (0, 0, 0, 0, -1),
+    fn stamp(file: &File) -> ((i64, i64), (i64, i64), i64) {
+        match sys::fstat(file) {
+            Ok(st) => (st.mtime(), st.ctime(), st.st_size),
+            Err(_) => ((0, 0), (0, 0), -1),
         }
     }
 
@@ -584,20 +537,16 @@ impl VikingFs {
     }
 
     fn reopen(&self, inode: &Inode, flags: i32) -> FsResult<File> {
-        let path = inode.fd()?;
-        let c = path.proc_path();
-        // SAFETY: `c` is a NUL-terminated /proc/self/fd path naming `path`, held open for the
-        // call; `open` cleared O_CREAT (and the kernel sends no O_TMPFILE), so no mode is read.
-        let fd = sys::cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })
-            .map_err(|e| FsError::io("open", e))?;
-        // SAFETY: open succeeded, so `fd` is a new descriptor nobody else owns.
-        Ok(unsafe { File::from_raw_fd(fd) })
+        // `open` cleared O_CREAT (and the kernel sends no O_TMPFILE): nothing is created.
+        sys::reopen(inode.fd()?, sys::oflags(flags))
+            .map(File::from)
+            .map_err(|e| FsError::io("open", e))
     }
 
     /// Is `p` open for writing through this mount (any of its hard links)?
     pub fn is_open_for_write(&self, p: &VPath) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let Ok(m) = std::fs::symlink_metadata(self.data_root.join(p.as_str())) else {
+        let Ok(m) = std::fs::symlink_metadata(self.root.path().join(p.as_str())) else {
             return false;
         };
         self.inodes
@@ -667,22 +616,10 @@ impl VikingFs {
     ) -> FsResult<u32> {
         let (i, o) = (self.handles.file(fh_in)?, self.handles.file(fh_out)?);
         o.mark_written();
-        let (mut oi, mut oo) = (off_in as i64, off_out as i64);
-        // SAFETY: both descriptors are files the handles `i` and `o` hold open for the call;
-        // `oi` and `oo` are live i64 offsets the kernel updates; no buffer of ours is involved.
-        let n = unsafe {
-            libc::copy_file_range(
-                i.file.as_raw_fd(),
-                &mut oi,
-                o.file.as_raw_fd(),
-                &mut oo,
-                len.min(u32::MAX as u64 / 2) as usize,
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(FsError::io("copy_file_range", io::Error::last_os_error()));
-        }
+        let (mut oi, mut oo) = (off_in, off_out);
+        let len = len.min(u32::MAX as u64 / 2) as usize;
+        let n = sys::copy_file_range(&i.file, &mut oi, &o.file, &mut oo, len)
+            .map_err(|e| FsError::io("copy_file_range", e))?;
         Ok(n as u32)
     }
 
@@ -691,29 +628,15 @@ impl VikingFs {
     pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> FsResult<()> {
         let h = self.handles.file(fh)?;
         h.mark_written();
-        // SAFETY: a descriptor the handle `h` holds open for the call; fallocate takes no
-        // pointer and writes no memory of ours.
-        sys::cvt(unsafe {
-            libc::fallocate(
-                h.file.as_raw_fd(),
-                mode,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        })
-        .map(drop)
-        .map_err(|e| FsError::io("fallocate", e))
+        sys::fallocate(&h.file, mode, offset, len).map_err(|e| FsError::io("fallocate", e))
     }
 
     /// lseek(2) with SEEK_DATA / SEEK_HOLE on the backing file.
     pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
         let h = self.handles.file(fh)?;
-        // SAFETY: a descriptor the handle `h` holds open for the call; lseek takes no pointer.
-        let r = unsafe { libc::lseek(h.file.as_raw_fd(), offset as libc::off_t, whence) };
-        if r < 0 {
-            return Err(FsError::io("lseek", io::Error::last_os_error()));
-        }
-        Ok(r as i64)
+        sys::lseek(&h.file, offset, whence)
+            .map(|r| r as i64)
+            .map_err(|e| FsError::io("lseek", e))
     }
 
     pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
@@ -734,9 +657,8 @@ impl VikingFs {
         // was opened and nothing changed since (the stamp was taken after the open).
         let fresh = h.fresh && !self.mutations.reports_at_open();
         if h.writable && (fresh || h.wrote() || Self::stamp(&h.file) != h.stamp) {
-            let link = std::fs::read_link(format!("/proc/self/fd/{}", h.file.as_raw_fd()));
-            let path = link.ok().and_then(|l| {
-                let rel = l.strip_prefix(&self.data_root).ok()?;
+            let path = sys::fd_path(&h.file).ok().and_then(|l| {
+                let rel = l.strip_prefix(self.root.path()).ok()?;
                 VPath::from_rel(rel.to_str()?).ok()
             });
             // Unlinked while open: nothing left in the namespace to report.

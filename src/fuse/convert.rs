@@ -6,7 +6,7 @@ use fuser::{FileAttr, FileType, INodeNo, Request, TimeOrNow};
 
 use crate::fs::{Attr, Owner, TimeSpec};
 
-pub fn system_time(sec: i64, nsec: i64) -> SystemTime {
+pub fn system_time((sec, nsec): crate::sys::Time) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
     } else {
@@ -44,9 +44,9 @@ pub fn file_attr(a: &Attr) -> FileAttr {
         ino: INodeNo(a.ino),
         size: st.st_size as u64,
         blocks: st.st_blocks as u64,
-        atime: system_time(st.st_atime, st.st_atime_nsec),
-        mtime: system_time(st.st_mtime, st.st_mtime_nsec),
-        ctime: system_time(st.st_ctime, st.st_ctime_nsec),
+        atime: system_time(st.atime()),
+        mtime: system_time(st.mtime()),
+        ctime: system_time(st.ctime()),
         crtime: UNIX_EPOCH,
         kind: kind(st.st_mode),
         perm: (st.st_mode & 0o7777) as u16,

@@ -2,7 +2,6 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,6 +14,7 @@ use thiserror::Error;
 use crate::error::Chain;
 use crate::fs::VikingFs;
 use crate::fuse::{FuseFs, FuseOptions};
+use crate::sys::{self, MountFlags, UnmountFlags};
 
 #[derive(Debug, Error)]
 pub enum MountError {
@@ -160,26 +160,12 @@ pub fn remount(mp: &Path, read_only: bool) -> Result<(), MountError> {
     if mounted_fs_type(mp).as_deref() != Some("fuse.vikingfs") {
         return Err(MountError::NotMounted(mp.display().to_string()));
     }
-    let c = cpath(mp).map_err(|e| io_err(mp, e))?;
     // The flags the mount was made with (mount_fuse) stay.
-    let mut flags = libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    let mut flags = MountFlags::NOSUID | MountFlags::NODEV;
     if read_only {
-        flags |= libc::MS_RDONLY;
+        flags |= MountFlags::RDONLY;
     }
-    // SAFETY: a NUL-terminated target; no source, type or data are read for a remount.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(io_err(mp, io::Error::last_os_error()));
-    }
-    Ok(())
+    sys::remount(mp, flags).map_err(|e| io_err(mp, e))
 }
 
 /// Clear a mount left by a killed daemon (it answers ENOTCONN, or ECONNABORTED while the
@@ -201,28 +187,16 @@ pub fn clear_stale(mp: &Path) -> Result<(), MountError> {
     }
 }
 
-fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
 /// Lazy unmount (MNT_DETACH).
 pub fn detach(mp: &Path) -> io::Result<()> {
-    let c = cpath(mp)?;
-    // SAFETY: `c` is a NUL-terminated CString alive for the call; umount2 only reads it.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::unmount(mp, UnmountFlags::DETACH)
 }
 
 /// Unmount `mp` now; EBUSY when a file is open on it.
 pub fn unmount(mp: &Path) -> Result<(), MountError> {
-    let c = cpath(mp).map_err(|e| io_err(mp, e))?;
-    // SAFETY: `c` is a NUL-terminated CString alive for the call; umount2 only reads it.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+    let Err(e) = sys::unmount(mp, UnmountFlags::empty()) else {
         return Ok(());
-    }
-    let e = io::Error::last_os_error();
+    };
     Err(match e.raw_os_error() {
         Some(libc::EBUSY) => MountError::Busy(mp.display().to_string()),
         Some(libc::EINVAL) => MountError::NotMounted(mp.display().to_string()),
@@ -267,38 +241,18 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
         .open(dev)
         .map_err(|e| io_err(dev, e))?
         .into();
-    // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
-    let uid = unsafe { libc::getuid() };
-    // SAFETY: getgid takes no arguments, cannot fail and touches no memory of ours.
-    let gid = unsafe { libc::getgid() };
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
         fd.as_raw_fd(),
-        uid,
-        gid
+        sys::uid(),
+        sys::gid()
     );
-    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let mut flags = MountFlags::NOSUID | MountFlags::NODEV;
     if opts.read_only {
-        flags |= libc::MS_RDONLY;
+        flags |= MountFlags::RDONLY;
     }
-    let src = CString::new(source.as_os_str().as_bytes().to_vec())
-        .map_err(|_| io_err(source, io::Error::from_raw_os_error(libc::EINVAL)))?;
-    let target = cpath(mp).map_err(|e| io_err(mp, e))?;
     let data = CString::new(data).expect("no NUL");
-    // SAFETY: source, target, type and data are NUL-terminated CStrings (or a literal) alive
-    // for the call; FUSE reads `data` as a string of options; mount keeps none of them.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            c"fuse.vikingfs".as_ptr(),
-            flags,
-            data.as_ptr().cast(),
-        )
-    };
-    if r != 0 {
-        return Err(io_err(mp, io::Error::last_os_error()));
-    }
+    sys::mount(source, mp, c"fuse.vikingfs", flags, &data).map_err(|e| io_err(mp, e))?;
     Ok(fd)
 }
 

@@ -198,11 +198,8 @@ impl Hit {
             // Deeper than PATH_MAX as a backing path (the mount allows it): look relative to
             // the data root, in steps.
             Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-                crate::sysutil::open_path_dir(&ws.data_root())
-                    .and_then(|root| {
-                        use std::os::fd::AsFd;
-                        crate::sysutil::lstat(root.as_fd(), self.uri.as_str().as_bytes())
-                    })
+                crate::sys::DataRoot::open(&ws.data_root())
+                    .and_then(|root| root.lstat(self.uri.as_bytes()))
                     .is_ok_and(|st| st.is_dir() == self.level.names_directory())
             }
             Err(_) => false,

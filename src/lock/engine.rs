@@ -11,7 +11,7 @@
 //! over, both by compare-and-swap ([`super::provider`]).
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use super::codec::{self, Content, Liveness};
@@ -19,7 +19,7 @@ use super::pool::Pool;
 use super::provider::{self, Cas};
 use super::resolver::{At, LockFile, Resolver, PATH_LOCK};
 use super::{walk, LockError, LockKind};
-use crate::sysutil;
+use crate::sys;
 use crate::uri::VPath;
 
 /// A lock file this process wrote and must refresh and remove.
@@ -295,9 +295,9 @@ impl Engine<'_> {
         let root = self.res.fs_path(p);
         let base = self.res.root().map_err(|e| LockError::io(&root, e))?;
         let mut buf = Vec::with_capacity(128);
-        let rel = p.as_str().as_bytes();
+        let rel = p.as_bytes();
         let io_err = |dir, e| LockError::io(dir, e);
-        walk::lock_files(base, rel, &root, &io_err, &mut |found| {
+        walk::lock_files(base.as_fd(), rel, &root, &io_err, &mut |found| {
             let name = found.name.to_bytes();
             if found.rel_dir.as_os_str().is_empty() && name == PATH_LOCK.as_bytes() {
                 return Ok(());
@@ -310,7 +310,7 @@ impl Engine<'_> {
                 rel: found.name,
                 path: &path,
             };
-            if !walk::read_at(found.dir_fd, found.name, &mut buf)
+            if !provider::read(found.dir_fd, found.name, &mut buf)
                 .map_err(|e| LockError::io(&path, e))?
             {
                 return Ok(());
@@ -343,7 +343,7 @@ impl Engine<'_> {
                 .res
                 .root()
                 .map_err(|e| LockError::io(self.res.fs_path(dir), e))?;
-            return match sysutil::lstat(root, dir.as_str().as_bytes()) {
+            return match root.lstat(dir.as_bytes()) {
                 Ok(m) if m.is_dir() => Ok(()),
                 Ok(_) => Err(LockError::NotADirectory { path: p.uri() }),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -375,7 +375,7 @@ impl Engine<'_> {
             .res
             .root()
             .map_err(|e| LockError::io(self.res.fs_path(p), e))?;
-        let meta = sysutil::lstat(root, p.as_str().as_bytes());
+        let meta = root.lstat(p.as_bytes());
         let is_dir = matches!(&meta, Ok(m) if m.is_dir());
         let exists = meta.is_ok();
         // The file we write (in directory `dir`), and the other candidate we must check.
@@ -528,7 +528,7 @@ impl Engine<'_> {
                     Err(_) => {} // fall through to the careful path, which reports the error
                 }
                 if h.fd.is_some() {
-                    match at.call_quietly(|d, n| sysutil::unlink_c(d.as_raw_fd(), n, 0)) {
+                    match at.call_quietly(|d, n| sys::unlinkat(d, n)) {
                         Ok(()) => return true,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
                         Err(_) => {} // the careful path below reports the error

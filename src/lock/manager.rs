@@ -7,6 +7,7 @@
 //! condvar; conflicts with other processes are polled with jittered back-off.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -24,7 +25,7 @@ use super::table::Table;
 use super::{walk, LockError, LockInfo, LockKind};
 use crate::config::LockConfig;
 use crate::error::Chain;
-use crate::sysutil;
+use crate::sys;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
@@ -467,7 +468,7 @@ impl Inner {
         let mut removed = 0;
         let mut buf = Vec::new();
         let io_err = |dir, e| LockError::io(dir, e);
-        walk::lock_files(base, b"", &root, &io_err, &mut |found| {
+        walk::lock_files(base.as_fd(), b"", &root, &io_err, &mut |found| {
             let name = found.name.to_string_lossy().into_owned();
             let file = root.join(found.rel_dir).join(&name);
             let at = At {
@@ -475,7 +476,7 @@ impl Inner {
                 rel: found.name,
                 path: &file,
             };
-            if !walk::read_at(found.dir_fd, found.name, &mut buf)
+            if !provider::read(found.dir_fd, found.name, &mut buf)
                 .map_err(|e| LockError::io(&file, e))?
             {
                 return Ok(());
@@ -489,7 +490,7 @@ impl Inner {
             let uri = if name == PATH_LOCK {
                 dir.uri()
             } else {
-                let sibs: Vec<String> = sysutil::dir_names(found.dir_fd, b"")
+                let sibs: Vec<String> = sys::dir_names(found.dir_fd)
                     .map(|names| {
                         names
                             .iter()

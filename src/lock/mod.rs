@@ -8,7 +8,7 @@
 //! Every system call on a lock file names it relative to a descriptor of the data root (or of
 //! the directory a walk is in), never by absolute path: a lock file's path is longer than its
 //! file's, and the absolute one longer still, so a path near PATH_MAX through the mount must
-//! still be lockable ([`crate::sysutil`] walks a relative path of PATH_MAX or more in chunks).
+//! still be lockable ([`crate::sys::DataRoot`] walks a relative path of PATH_MAX or more in chunks).
 //!
 //! Conflict table (`—` = no conflict):
 //!

@@ -26,14 +26,14 @@
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::sysutil;
+use crate::sys::{self, OFlags};
 
 /// Spares kept at most; more released at once are deleted (rare: as many locks held at once).
 const MAX_SPARES: usize = 64;
@@ -55,29 +55,19 @@ pub(crate) struct Pool {
     spares: Mutex<Vec<Spare>>,
 }
 
-fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 impl Pool {
     /// The pool in `dir` (created if missing); spares of dead processes found there go.
     pub fn open(dir: PathBuf) -> Pool {
         let fd = std::fs::create_dir_all(&dir)
-            .and_then(|()| sysutil::open_path_dir(&dir))
+            .and_then(|()| sys::open_path_dir(&dir))
             .ok();
         if let Some(fd) = &fd {
-            for name in sysutil::dir_names(fd.as_fd(), b"").unwrap_or_default() {
+            for name in sys::dir_names(fd).unwrap_or_default() {
                 let pid = name
                     .to_str()
                     .and_then(|n| n.split('.').next()?.parse().ok());
-                if pid.is_some_and(|p| !pid_alive(p)) {
-                    if let Ok(c) =
-                        sysutil::cstring(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()))
-                    {
-                        let _ = sysutil::unlink_c(fd.as_raw_fd(), &c, 0);
-                    }
+                if pid.is_some_and(|p| !sys::pid_alive(p)) {
+                    let _ = sys::unlinkat(fd, name.as_os_str());
                 }
             }
         }
@@ -102,11 +92,11 @@ impl Pool {
     }
 
     /// The pool directory, while the pool is on.
-    fn dir(&self) -> Option<RawFd> {
+    fn dir(&self) -> Option<BorrowedFd<'_>> {
         if !self.enabled.load(Ordering::Relaxed) {
             return None;
         }
-        self.dir.as_ref().map(|d| d.as_raw_fd())
+        self.dir.as_ref().map(|d| d.as_fd())
     }
 
     /// Create `target` (a name in directory `dir`) holding `token`, exclusively, from a spare.
@@ -128,8 +118,8 @@ impl Pool {
             Some(s) => s,
             None => {
                 let name = Self::fresh_name();
-                let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
-                let file = match sysutil::openat(pool, &name, flags, 0o644) {
+                let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL;
+                let file = match sys::openat(pool, &name, flags, 0o644) {
                     Ok(f) => File::from(f),
                     Err(e) => {
                         self.disable(&e);
@@ -148,19 +138,19 @@ impl Pool {
             Ok::<_, io::Error>(())
         })();
         if let Err(e) = prepared {
-            let _ = sysutil::unlink_c(pool, &spare.name, 0);
+            let _ = sys::unlinkat(pool, &spare.name);
             return Err(e);
         }
-        match sysutil::link_c(pool, &spare.name, dir.as_raw_fd(), target) {
+        match sys::linkat(pool, &spare.name, dir, target) {
             Ok(()) => Ok(Some((spare.file, spare.name))),
             Err(e) => match e.raw_os_error() {
                 Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
                     self.disable(&e);
-                    let _ = sysutil::unlink_c(pool, &spare.name, 0);
+                    let _ = sys::unlinkat(pool, &spare.name);
                     Ok(None)
                 }
                 // Missing: the target's directory, or our spare (removed behind our back).
-                Some(libc::ENOENT) if sysutil::lstat_c(pool, &spare.name).is_err() => Ok(None),
+                Some(libc::ENOENT) if sys::lstatat(pool, &spare.name).is_err() => Ok(None),
                 _ => {
                     self.spares.lock().push(spare);
                     Err(e)
@@ -189,7 +179,7 @@ impl Pool {
         {
             return Ok(false);
         }
-        sysutil::unlink_c(dir.as_raw_fd(), name, 0)?;
+        sys::unlinkat(dir, name)?;
         self.spares.lock().push(Spare {
             file: file.take().expect("checked above"),
             name: spare.take().expect("checked above"),
@@ -202,7 +192,7 @@ impl Pool {
     /// compare-and-swap, moved away with its directory): drop the spare's pool name too.
     pub fn forget(&self, name: &CStr) {
         if let Some(pool) = &self.dir {
-            let _ = sysutil::unlink_c(pool.as_raw_fd(), name, 0);
+            let _ = sys::unlinkat(pool, name);
         }
     }
 }
@@ -211,7 +201,7 @@ impl Drop for Pool {
     fn drop(&mut self) {
         let Some(dir) = &self.dir else { return };
         for s in self.spares.get_mut().drain(..) {
-            let _ = sysutil::unlink_c(dir.as_raw_fd(), &s.name, 0);
+            let _ = sys::unlinkat(dir, &s.name);
         }
     }
 }
@@ -221,7 +211,7 @@ mod tests {
     use super::*;
 
     fn root(d: &tempfile::TempDir) -> OwnedFd {
-        sysutil::open_path_dir(d.path()).unwrap()
+        sys::open_path_dir(d.path()).unwrap()
     }
 
     #[test]
@@ -276,7 +266,7 @@ mod tests {
         let pool = Pool::open(d.path().join("pool"));
         let sub = d.path().join("sub");
         std::fs::create_dir(&sub).unwrap();
-        let gone = sysutil::open_path_dir(&sub).unwrap();
+        let gone = sys::open_path_dir(&sub).unwrap();
         std::fs::remove_dir(&sub).unwrap();
         let e = pool.place(gone.as_fd(), c"such", b"a:1:E").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);

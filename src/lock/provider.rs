@@ -9,14 +9,14 @@
 use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
-use crate::sysutil;
+use crate::sys::{self, FlockOperation, OFlags};
 
 /// Open `name` in `dir` as a `File`.
-fn open_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> io::Result<File> {
-    sysutil::openat(dir.as_raw_fd(), name, flags, mode).map(File::from)
+fn open_at(dir: BorrowedFd<'_>, name: &CStr, flags: OFlags, mode: u32) -> io::Result<File> {
+    sys::openat(dir, name, flags, mode).map(File::from)
 }
 
 /// Read a whole (small) file: one `read` into a stack buffer for a token, without the
@@ -40,7 +40,7 @@ pub fn read_small(f: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
 /// Read the lock file `name` in `dir`. `Ok(false)` when it does not exist.
 pub fn read(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> io::Result<bool> {
     buf.clear();
-    match open_at(dir, name, libc::O_RDONLY, 0) {
+    match open_at(dir, name, OFlags::RDONLY, 0) {
         Ok(mut f) => {
             read_small(&mut f, buf)?;
             Ok(true)
@@ -67,11 +67,11 @@ pub fn create_excl(dir: BorrowedFd<'_>, name: &CStr, token: &[u8]) -> io::Result
     let f = open_at(
         dir,
         name,
-        libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
         0o644,
     )?;
     if let Err(e) = f.write_all_at(token, 0) {
-        let _ = sysutil::unlink_c(dir.as_raw_fd(), name, 0);
+        let _ = sys::unlinkat(dir, name);
         return Err(e);
     }
     Ok(f)
@@ -79,23 +79,9 @@ pub fn create_excl(dir: BorrowedFd<'_>, name: &CStr, token: &[u8]) -> io::Result
 
 /// [`create_excl`] through an O_TMPFILE file linked into place.
 fn create_linked(dir: BorrowedFd<'_>, name: &CStr, token: &[u8]) -> io::Result<File> {
-    let f = open_at(dir, c".", libc::O_RDWR | libc::O_TMPFILE, 0o644)?;
+    let f = open_at(dir, c".", OFlags::RDWR | OFlags::TMPFILE, 0o644)?;
     f.write_all_at(token, 0)?;
-    let src = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: two valid C strings; linkat does not keep them.
-    let r = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            src.as_ptr(),
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sys::link_file(&f, dir, name)?;
     Ok(f)
 }
 
@@ -109,7 +95,7 @@ pub enum Cas {
 
 /// Open `name` in `dir`, flock it and check it still holds `expected` at the same inode.
 fn lock_expect(dir: BorrowedFd<'_>, name: &CStr, expected: &[u8]) -> io::Result<Option<File>> {
-    let f = match open_at(dir, name, libc::O_RDWR, 0) {
+    let f = match open_at(dir, name, OFlags::RDWR, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -121,10 +107,7 @@ fn lock_expect(dir: BorrowedFd<'_>, name: &CStr, expected: &[u8]) -> io::Result<
 /// files are never renamed or hard-linked, so a file that still has a link is still the one
 /// its path names: one `fstat` instead of comparing inodes of the fd and of the path.
 fn lock_expect_fd(f: &File, expected: &[u8]) -> io::Result<bool> {
-    // SAFETY: flock on a file descriptor we own; released when `f` is closed.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sys::flock(f, FlockOperation::LockExclusive)?;
     let mut chunk = [0u8; 256];
     let n = f.read_at(&mut chunk, 0)?;
     if n == chunk.len() || &chunk[..n] != expected {
@@ -135,7 +118,7 @@ fn lock_expect_fd(f: &File, expected: &[u8]) -> io::Result<bool> {
 
 /// Unlink a lock file we hold the flock of; gone already is `Changed`.
 fn unlink_checked(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Cas> {
-    match sysutil::unlink_c(dir.as_raw_fd(), name, 0) {
+    match sys::unlinkat(dir, name) {
         Ok(()) => Ok(Cas::Done),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Cas::Changed),
         Err(e) => Err(e),
@@ -190,22 +173,19 @@ pub fn cas_remove(dir: BorrowedFd<'_>, name: &CStr, expected: &[u8]) -> io::Resu
 /// token as corrupt). `Ok(false)` when it is gone.
 pub fn read_locked(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> io::Result<bool> {
     buf.clear();
-    let mut f = match open_at(dir, name, libc::O_RDONLY, 0) {
+    let mut f = match open_at(dir, name, OFlags::RDONLY, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
-    // SAFETY: flock on a file descriptor we own; released when `f` is closed.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sys::flock(&f, FlockOperation::LockShared)?;
     f.read_to_end(buf)?;
     Ok(true)
 }
 
 /// Modification time of a lock file in nanoseconds since the epoch (age of an empty one).
 pub fn mtime_ns(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<u64> {
-    Ok(sysutil::lstat_c(dir.as_raw_fd(), name)?.mtime_ns())
+    Ok(sys::lstatat(dir, name)?.mtime_ns())
 }
 
 #[cfg(test)]
@@ -216,7 +196,7 @@ mod tests {
     #[test]
     fn create_is_exclusive_and_cas_checks_content() {
         let d = tempfile::tempdir().unwrap();
-        let root = sysutil::DirRoot::open(d.path()).unwrap();
+        let root = sys::DataRoot::open(d.path()).unwrap();
         let dir = root.as_fd();
         let n = c".path.ovlock";
         let held = create_excl(dir, n, b"a:1:E").unwrap();

@@ -11,14 +11,12 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
 
-use crate::sysutil;
-
+use crate::sys::{self, DataRoot};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
@@ -86,7 +84,7 @@ pub(crate) struct At<'a> {
 impl At<'_> {
     /// Run a `*at` call on the file.
     pub fn call<T>(&self, f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>) -> io::Result<T> {
-        sysutil::with_at_c(self.dir, self.rel, f)
+        sys::with_at_c(self.dir, self.rel, f)
     }
 
     /// [`call`](Self::call) for a change of the lock file's directory that programs do not see
@@ -120,38 +118,31 @@ pub struct Resolver {
     data_root: PathBuf,
     /// The data root opened `O_PATH`: every lock file is reached relative to it, so no path
     /// handed to the kernel is longer than the part below the data root.
-    root_fd: Option<Arc<OwnedFd>>,
+    root: Option<DataRoot>,
 }
 
 impl Resolver {
     pub fn new(ws: &Workspace) -> Self {
         let data_root = ws.data_root();
-        let root_fd = sysutil::open_path_dir(&data_root).ok().map(Arc::new);
+        let root = DataRoot::open(&data_root).ok();
         Resolver {
             ws: ws.clone(),
             data_root,
-            root_fd,
+            root,
         }
     }
 
     /// The data root's descriptor (`ENOENT` when it could not be opened).
-    pub(crate) fn root(&self) -> io::Result<BorrowedFd<'_>> {
-        self.root_fd
-            .as_deref()
-            .map(|f| f.as_fd())
+    pub(crate) fn root(&self) -> io::Result<&DataRoot> {
+        self.root
+            .as_ref()
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
     }
 
     /// Does `rel` (relative to the data root) exist? `Err` carries the errno (ENOTDIR when a
     /// file stands where a directory would).
     pub fn probe(&self, rel: &CStr) -> io::Result<bool> {
-        let root = self.root()?;
-        let r = if rel.to_bytes().len() < sysutil::PATH_MAX {
-            sysutil::lstat_c(root.as_raw_fd(), rel)
-        } else {
-            sysutil::lstat(root, rel.to_bytes())
-        };
-        match r {
+        match self.root()?.at_c(rel, |d, n| sys::lstatat(d, n)) {
             Ok(_) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
             Err(e) => Err(e),
@@ -160,14 +151,14 @@ impl Resolver {
 
     /// Make directory `p` and what is missing above it (`ENOTDIR`: a file in the way).
     pub(crate) fn make_dir(&self, p: &VPath) -> io::Result<()> {
-        sysutil::make_dir_all(self.root()?, p.as_str().as_bytes()).map(drop)
+        self.root()?.make_dir_all(p.as_bytes()).map(drop)
     }
 
     /// The lock file `name` in directory `dir`.
     pub(crate) fn lock_file(&self, dir: &VPath, name: &str) -> LockFile {
         let mut rel = Vec::with_capacity(dir.as_str().len() + name.len() + 2);
         if !dir.is_root() {
-            rel.extend_from_slice(dir.as_str().as_bytes());
+            rel.extend_from_slice(dir.as_bytes());
             rel.push(b'/');
         }
         rel.extend_from_slice(name.as_bytes());
@@ -182,7 +173,7 @@ impl Resolver {
     /// `f` relative to the data root.
     pub(crate) fn at<'a>(&'a self, f: &'a LockFile) -> io::Result<At<'a>> {
         Ok(At {
-            dir: self.root()?,
+            dir: self.root()?.as_fd(),
             rel: &f.rel,
             path: &f.path,
         })

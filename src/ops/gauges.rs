@@ -9,11 +9,8 @@ use super::Ops;
 
 /// Bytes free for unprivileged writers, and the size, of the filesystem holding `path`.
 pub(crate) fn room(path: &std::path::Path) -> Option<(u64, u64)> {
-    let st = nix::sys::statvfs::statvfs(path).ok()?;
-    Some((
-        st.blocks_available() * st.fragment_size(),
-        st.blocks() * st.fragment_size(),
-    ))
+    let st = crate::sys::statvfs(path).ok()?;
+    Some((st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize))
 }
 
 /// Whether the filesystem holding `ws` has almost no room (writes answer ENOSPC, the

@@ -12,7 +12,6 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io;
 use std::sync::Arc;
 
 use super::{Ops, OpsError, Release};
@@ -28,9 +27,10 @@ pub struct LockedMutations {
 }
 
 impl LockedMutations {
-    pub fn new(ops: Arc<Ops>) -> io::Result<Self> {
-        let direct = DirectMutations::new(ops.workspace())?;
-        Ok(LockedMutations { ops, direct })
+    /// The seam over `ops`, whose data root descriptor its system calls share.
+    pub fn new(ops: Arc<Ops>) -> Self {
+        let direct = DirectMutations::at(ops.root.data_root().clone());
+        LockedMutations { ops, direct }
     }
 
     /// `change` (a [`DirectMutations`] call) under the EXACT lock of `p`, released after the

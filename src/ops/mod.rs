@@ -66,7 +66,7 @@ pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 pub struct Ops {
     ws: Workspace,
     /// The data root's descriptor: the hot paths' calls are relative to it ([`at`]).
-    root: at::DataRoot,
+    root: at::VRoot,
     locks: Arc<LockManager>,
     queue: Queue,
     index: Index,
@@ -207,8 +207,7 @@ impl Ops {
         };
         reserve.ensure();
         let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
-        let root =
-            at::DataRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
+        let root = at::VRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
         let ops = Arc::new_cyclic(|me| Ops {
             ws: ws.clone(),
             root,
@@ -319,7 +318,7 @@ impl Ops {
     }
 
     /// [`stat`] of a namespace path, relative to the data root's descriptor.
-    fn lstat(&self, p: &VPath) -> Result<Option<crate::sysutil::Stat>> {
+    fn lstat(&self, p: &VPath) -> Result<Option<crate::sys::Stat>> {
         self.root.lstat(p).map_err(|e| OpsError::io(self.fs(p), e))
     }
 
@@ -546,9 +545,9 @@ impl Ops {
 }
 
 /// [`source_version`] from an `lstat` made relative to the data root (the same string).
-pub(crate) fn stat_version(st: &crate::sysutil::Stat) -> String {
-    let s = &st.0;
-    format_version(s.st_ino, s.st_size as u64, s.st_mtime, s.st_mtime_nsec)
+pub(crate) fn stat_version(st: &crate::sys::Stat) -> String {
+    let (mtime, mtime_ns) = st.mtime();
+    format_version(st.st_ino, st.st_size as u64, mtime, mtime_ns)
 }
 
 /// The metadata of a path without following a final symlink; `None` when it does not exist.

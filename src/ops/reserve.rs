@@ -60,13 +60,8 @@ impl Reserve {
                 .open(&tmp)
         }
         .and_then(|f| {
-            use std::os::fd::AsRawFd;
             // Allocated for real (not a sparse file): giving it back must free blocks.
-            // SAFETY: a valid descriptor; fallocate writes nothing to our memory.
-            let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, RESERVE_BYTES as i64) };
-            if r != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            crate::sys::fallocate(&f, 0, 0, RESERVE_BYTES)?;
             f.sync_all()
         });
         match made.and_then(|()| std::fs::rename(&tmp, &self.path)) {

@@ -264,11 +264,8 @@ fn set_nice(nice: i32) {
     if nice == 0 {
         return;
     }
-    // SAFETY: gettid takes no arguments, cannot fail and touches no memory of ours.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: setpriority takes no pointer; it changes only this thread's nice value.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
-        tracing::debug!("setpriority({nice}): {}", std::io::Error::last_os_error());
+    if let Err(e) = crate::sys::set_thread_nice(nice) {
+        tracing::debug!("setpriority({nice}): {e}");
     }
 }
 

@@ -16,7 +16,6 @@
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -24,6 +23,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use super::{NewJob, QueueError};
+use crate::sys::{self, FlockOperation};
 
 /// Where a spool's jobs go: the queue's database, by a function the queue gives (so the spool
 /// knows nothing of the store). `None` once the queue is gone.
@@ -84,7 +84,10 @@ impl Spool {
             uuid::Uuid::new_v4().simple()
         ));
         let spool = std::sync::Arc::new(Spool::create(path)?);
-        flock(&spool.state.lock().file, libc::LOCK_EX | libc::LOCK_NB)?;
+        sys::flock(
+            &spool.state.lock().file,
+            FlockOperation::NonBlockingLockExclusive,
+        )?;
         let s = spool.clone();
         let t = std::thread::Builder::new()
             .name("vq-spool".into())
@@ -259,15 +262,6 @@ fn parse(buf: &[u8], path: &Path) -> Vec<NewJob> {
     jobs
 }
 
-fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
-    // SAFETY: `f` is borrowed, so its descriptor stays open for the call; flock takes no
-    // pointer, and the lock is released when the file is closed.
-    if unsafe { libc::flock(f.as_raw_fd(), op) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Enqueue the jobs of every spool file whose owner is gone, and delete those files.
 /// Returns how many jobs were recovered.
 pub(super) fn replay_orphans(
@@ -289,7 +283,7 @@ pub(super) fn replay_orphans(
         let Ok(file) = File::open(&path) else {
             continue; // Gone meanwhile: its owner stopped cleanly or another replay took it.
         };
-        if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        if sys::flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
             continue; // A live process's spool.
         }
         // Locked: its owner is dead. Another replayer may have taken and deleted it between
@@ -331,7 +325,7 @@ pub(super) fn pending_lines(db: &Path) -> u64 {
             continue;
         }
         // A lock we can take means no live owner: an orphan, not work in flight.
-        if flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        if sys::flock(&file, FlockOperation::NonBlockingLockShared).is_ok() {
             continue;
         }
         if let Ok(b) = std::fs::read(e.path()) {

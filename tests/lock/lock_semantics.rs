@@ -399,22 +399,18 @@ fn refresh_keeps_tokens_fresh() {
 /// Exclusion between two managers and cleanup on release hold there as anywhere.
 #[test]
 fn paths_beyond_path_max_lock_and_release() {
-    use std::os::fd::AsFd;
     let (_d, ws, a) = setup(Duration::from_secs(30));
     let b = LockManager::new(&ws, LockConfig::default()).unwrap();
     // 20 components of 230 bytes: ~4.6 KB below the data root.
     let comp = "d".repeat(230);
     let dir_rel = format!("resources/{}", vec![comp.as_str(); 20].join("/"));
-    assert!(dir_rel.len() > vikingfs::sysutil::PATH_MAX);
-    let root = vikingfs::sysutil::DirRoot::open(&ws.data_root()).unwrap();
-    let dir_fd = vikingfs::sysutil::make_dir_all(root.as_fd(), dir_rel.as_bytes()).unwrap();
+    assert!(dir_rel.len() > vikingfs::sys::PATH_MAX);
+    let root = vikingfs::sys::DataRoot::open(&ws.data_root()).unwrap();
+    let dir_fd = root.make_dir_all(dir_rel.as_bytes()).unwrap();
     let name = "f".repeat(200);
-    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
-    let c = std::ffi::CString::new(name.as_str()).unwrap();
-    drop(
-        vikingfs::sysutil::openat(std::os::fd::AsRawFd::as_raw_fd(&dir_fd), &c, flags, 0o644)
-            .unwrap(),
-    );
+    let flags =
+        vikingfs::sys::OFlags::CREATE | vikingfs::sys::OFlags::EXCL | vikingfs::sys::OFlags::WRONLY;
+    drop(vikingfs::sys::openat(&dir_fd, name.as_str(), flags, 0o644).unwrap());
     let file = vp(&ws, &format!("{dir_rel}/{name}"));
     let dir = vp(&ws, &dir_rel);
 
@@ -437,8 +433,6 @@ fn paths_beyond_path_max_lock_and_release() {
     let deeper = vp(&ws, &format!("{dir_rel}/new/{}", "g".repeat(200)));
     drop(a.exact(&deeper).unwrap());
     let new_dir = format!("{dir_rel}/new");
-    assert!(vikingfs::sysutil::lstat(root.as_fd(), new_dir.as_bytes())
-        .unwrap()
-        .is_dir());
+    assert!(root.lstat(new_dir.as_bytes()).unwrap().is_dir());
     assert!(a.list().unwrap().is_empty());
 }

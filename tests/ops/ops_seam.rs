@@ -360,17 +360,16 @@ fn lifecycle_lock_stays_fresh_through_a_job_longer_than_lock_expire() {
 /// through the mount is): the mount's entry points name it relative to the data root.
 #[test]
 fn seam_paths_whose_backing_path_exceeds_path_max() {
-    use std::os::fd::AsFd;
     let (_d, ops) = setup();
     let comp = "d".repeat(230);
     let dir = format!("resources/{}", vec![comp.as_str(); 17].join("/"));
-    let root = vikingfs::sysutil::DirRoot::open(&ops.workspace().data_root()).unwrap();
-    vikingfs::sysutil::make_dir_all(root.as_fd(), dir.as_bytes()).unwrap();
+    let root = vikingfs::sys::DataRoot::open(&ops.workspace().data_root()).unwrap();
+    root.make_dir_all(dir.as_bytes()).unwrap();
     let a = p(&format!("{dir}/{}", "a".repeat(150)));
     let b = p(&format!("{dir}/{}", "b".repeat(150)));
-    assert!(a.as_str().len() < vikingfs::sysutil::PATH_MAX);
-    assert!(ops.workspace().fs_path(&a).as_os_str().len() >= vikingfs::sysutil::PATH_MAX);
-    let exists = |v: &VPath| vikingfs::sysutil::lstat(root.as_fd(), v.as_str().as_bytes()).is_ok();
+    assert!(a.as_str().len() < vikingfs::sys::PATH_MAX);
+    assert!(ops.workspace().fs_path(&a).as_os_str().len() >= vikingfs::sys::PATH_MAX);
+    let exists = |v: &VPath| root.lstat(v.as_str().as_bytes()).is_ok();
 
     ops.write_file(&a, b"long").unwrap();
     assert!(exists(&a));
@@ -379,7 +378,7 @@ fn seam_paths_whose_backing_path_exceeds_path_max() {
     ops.unlink(&b).unwrap();
     assert!(!exists(&b));
     let sub = p(&format!("{dir}/{}", "s".repeat(100)));
-    vikingfs::sysutil::make_dir_all(root.as_fd(), sub.as_str().as_bytes()).unwrap();
+    root.make_dir_all(sub.as_str().as_bytes()).unwrap();
     ops.rmdir(&sub).unwrap();
     assert!(!exists(&sub));
     assert!(ops.locks().list().unwrap().is_empty(), "no lock file left");

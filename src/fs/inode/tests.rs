@@ -2,11 +2,10 @@
 //! after their descriptor was closed, and numbers reused by new files.
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use super::*;
-use crate::fs::sys;
+use crate::sys::{self, OFlags};
 
 const BUDGET: usize = 50;
 
@@ -18,33 +17,18 @@ struct Fixture {
 }
 
 fn open_path(dir: &OwnedFd, name: &str) -> OwnedFd {
-    sys::openat(
-        dir.as_raw_fd(),
-        OsStr::new(name),
-        libc::O_PATH | libc::O_NOFOLLOW,
-        0,
-    )
-    .unwrap()
+    sys::openat(dir, name, OFlags::PATH | OFlags::NOFOLLOW, 0).unwrap()
 }
 
 fn key_of(fd: impl AsFd) -> (u64, u64) {
-    let st = sys::fstat(fd.as_fd()).unwrap();
-    (st.st_dev, st.st_ino)
+    sys::fstat(fd).unwrap().key()
 }
 
 fn fixture(budget: usize) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let open_root = || {
-        sys::openat(
-            libc::AT_FDCWD,
-            dir.path().as_os_str(),
-            libc::O_PATH | libc::O_DIRECTORY,
-            0,
-        )
-        .unwrap()
-    };
+    let open_root = || sys::open_path_dir(dir.path()).unwrap();
     let root = open_root();
-    let root_for_table = open_root();
+    let root_for_table = Arc::new(open_root());
     let key = key_of(&root);
     let table = InodeTable::new(root_for_table, key, budget).unwrap();
     Fixture { dir, root, table }
@@ -91,10 +75,8 @@ fn skip_without_handles(f: &Fixture) -> bool {
     if f.handles_in_use() {
         return false;
     }
-    assert_ne!(
-        // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        !sys::is_root(),
         "root on {:?} should have file handles",
         f.dir.path()
     );
@@ -148,7 +130,7 @@ fn a_descriptor_in_use_survives_eviction() {
     // The cache let go of a's descriptor long ago; ours still names a.
     assert!(f.table.fd_cache().held() <= 1);
     assert_eq!(key_of(&held), a.key);
-    let st = sys::statat(held.as_raw_fd(), OsStr::new("")).unwrap();
+    let st = sys::fstat(&held).unwrap();
     assert_eq!(st.st_ino, a.key.1);
 }
 

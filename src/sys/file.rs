@@ -1,0 +1,98 @@
+//! Calls on an open file, or on the file a descriptor names: space, in-kernel copies, seeks,
+//! advisory locks, extended attributes; and `statvfs` of a filesystem.
+//!
+//! An `O_PATH` descriptor takes no xattr call, so those go through [`super::proc_path`], as the
+//! path-based calls they are (a final symlink followed, like `getxattr(2)`).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use rustix::fs::{FallocateFlags, FlockOperation, SeekFrom, StatVfs, XattrFlags};
+use rustix::io::Errno;
+
+use super::at::proc_path;
+
+/// `fallocate(f, mode, offset, len)`, `mode` as fallocate(2) takes it.
+pub fn fallocate(f: impl AsFd, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+    let mode = FallocateFlags::from_bits_retain(mode as u32);
+    Ok(rustix::fs::fallocate(f, mode, offset, len)?)
+}
+
+/// `copy_file_range` of up to `len` bytes at `*from_off` of `from` to `*to_off` of `to`; the
+/// offsets move on by what was copied, which is returned.
+pub fn copy_file_range(
+    from: impl AsFd,
+    from_off: &mut u64,
+    to: impl AsFd,
+    to_off: &mut u64,
+    len: usize,
+) -> io::Result<usize> {
+    Ok(rustix::fs::copy_file_range(
+        from,
+        Some(from_off),
+        to,
+        Some(to_off),
+        len,
+    )?)
+}
+
+/// `lseek(f, offset, whence)`, `whence` as lseek(2) takes it (SEEK_DATA and SEEK_HOLE
+/// included); an unknown one is `EINVAL`, as from the kernel.
+pub fn lseek(f: impl AsFd, offset: i64, whence: i32) -> io::Result<u64> {
+    // Bits as lseek(2) takes them: a negative offset stays the kernel's to refuse.
+    let pos = match whence {
+        libc::SEEK_SET => SeekFrom::Start(offset as u64),
+        libc::SEEK_CUR => SeekFrom::Current(offset),
+        libc::SEEK_END => SeekFrom::End(offset),
+        libc::SEEK_DATA => SeekFrom::Data(offset as u64),
+        libc::SEEK_HOLE => SeekFrom::Hole(offset as u64),
+        _ => return Err(Errno::INVAL.into()),
+    };
+    Ok(rustix::fs::seek(f, pos)?)
+}
+
+/// `flock(f, op)`: released when the last descriptor of the open file closes.
+pub fn flock(f: impl AsFd, op: FlockOperation) -> io::Result<()> {
+    Ok(rustix::fs::flock(f, op)?)
+}
+
+/// `ftruncate(f, len)`.
+pub fn ftruncate(f: impl AsFd, len: u64) -> io::Result<()> {
+    Ok(rustix::fs::ftruncate(f, len)?)
+}
+
+/// `statvfs` of the filesystem holding `path`.
+pub fn statvfs(path: &Path) -> io::Result<StatVfs> {
+    Ok(rustix::fs::statvfs(path)?)
+}
+
+/// `getxattr` of the file `fd` names into `buf`; the attribute's length with an empty `buf`.
+pub fn getxattr(fd: impl AsFd, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
+    let path = proc_path(fd);
+    if buf.is_empty() {
+        return Ok(rustix::fs::getxattr_query(&*path, name)?);
+    }
+    Ok(rustix::fs::getxattr(&*path, name, buf)?)
+}
+
+/// `listxattr` of the file `fd` names into `buf`; the list's length with an empty `buf`.
+pub fn listxattr(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    let path = proc_path(fd);
+    if buf.is_empty() {
+        return Ok(rustix::fs::listxattr_query(&*path)?);
+    }
+    Ok(rustix::fs::listxattr(&*path, buf)?)
+}
+
+/// `setxattr` of the file `fd` names, `flags` as setxattr(2) takes them.
+pub fn setxattr(fd: impl AsFd, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
+    let flags = XattrFlags::from_bits_retain(flags as u32);
+    Ok(rustix::fs::setxattr(&*proc_path(fd), name, value, flags)?)
+}
+
+/// `removexattr` of the file `fd` names.
+pub fn removexattr(fd: impl AsFd, name: &OsStr) -> io::Result<()> {
+    Ok(rustix::fs::removexattr(&*proc_path(fd), name)?)
+}

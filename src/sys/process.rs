@@ -1,0 +1,151 @@
+//! The process's own state and its dealings with other processes: who it runs as, its umask,
+//! its descriptor limit, a thread's priority, signals, pipes and sessions for children, and
+//! whether another process lives.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::process::Command;
+
+use rustix::fs::{FileType, Mode};
+use rustix::io::{Errno, FdFlags};
+use rustix::process::{Pid, Resource, Rlimit};
+
+pub use nix::sys::signal::Signal;
+
+/// The real user id.
+pub fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// The real group id.
+pub fn gid() -> u32 {
+    rustix::process::getgid().as_raw()
+}
+
+/// The effective user id.
+pub fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The effective group id.
+pub fn egid() -> u32 {
+    rustix::process::getegid().as_raw()
+}
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Create files with exactly the modes asked for from now on: umask 0.
+pub fn clear_umask() {
+    rustix::process::umask(Mode::empty());
+}
+
+/// The soft limit of open descriptors (RLIMIT_NOFILE); `u64::MAX` when unlimited.
+pub fn nofile_limit() -> u64 {
+    rustix::process::getrlimit(Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
+/// Raise the soft limit of open descriptors to the hard limit (best effort).
+pub fn raise_nofile_limit() {
+    let Rlimit { maximum, .. } = rustix::process::getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: maximum,
+        maximum,
+    };
+    let _ = rustix::process::setrlimit(Resource::Nofile, raised);
+}
+
+/// Set the calling thread's nice value (on Linux, setpriority(2) of a thread id is per
+/// thread).
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    let tid = rustix::thread::gettid();
+    Ok(rustix::process::setpriority_process(Some(tid), nice)?)
+}
+
+/// Whether process `pid` exists (signal 0; a process we may not signal exists too). A number
+/// that names no single process (0 or below) is not judged: true.
+pub fn pid_alive(pid: i32) -> bool {
+    let Some(pid) = Pid::from_raw(pid) else {
+        return true;
+    };
+    !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
+}
+
+/// Send `sig` to this process.
+pub fn signal_self(sig: Signal) -> io::Result<()> {
+    Ok(nix::sys::signal::kill(nix::unistd::Pid::this(), sig)?)
+}
+
+/// Signals blocked in the calling thread and in every thread it spawns afterwards, so that
+/// only [`BlockedSignals::wait`] takes them.
+pub struct BlockedSignals(nix::sys::signal::SigSet);
+
+impl BlockedSignals {
+    pub fn block(signals: &[Signal]) -> io::Result<Self> {
+        let mut set = nix::sys::signal::SigSet::empty();
+        for &s in signals {
+            set.add(s);
+        }
+        set.thread_block()?;
+        Ok(BlockedSignals(set))
+    }
+
+    /// Wait for one of the signals (sigwait).
+    pub fn wait(&self) -> io::Result<Signal> {
+        Ok(self.0.wait()?)
+    }
+}
+
+/// A pipe: (read end, write end), both inherited by children (no close-on-exec).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe()?)
+}
+
+/// Whether children spawned from now on inherit `fd` (clear or set close-on-exec).
+pub fn set_inherited(fd: impl AsFd, inherited: bool) -> io::Result<()> {
+    let mut flags = rustix::io::fcntl_getfd(&fd)?;
+    flags.set(FdFlags::CLOEXEC, !inherited);
+    Ok(rustix::io::fcntl_setfd(&fd, flags)?)
+}
+
+/// Run the child `cmd` spawns in a session of its own (setsid between fork and exec): no
+/// terminal, and signals to our process group pass it by.
+pub fn new_session(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child between fork and exec, where only
+    // async-signal-safe calls are sound: it makes one system call, setsid, and allocates
+    // nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            let _ = rustix::process::setsid();
+            Ok(())
+        });
+    }
+}
+
+/// Take over the inherited pipe whose number is `fd`, when it is one (a number that names
+/// something else, or nothing, gives `None`).
+///
+/// # Safety
+///
+/// Nothing else in the process may own, use or close descriptor `fd` (it is closed when the
+/// returned file drops), and no other thread may open or close descriptors meanwhile.
+pub unsafe fn adopt_fifo(fd: RawFd) -> Option<File> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is not -1, and it stays as it is while borrowed (the caller guarantees that
+    // nothing else closes or opens descriptors); one that is not open fails the fstat.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let st = rustix::fs::fstat(borrowed).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Fifo {
+        return None;
+    }
+    // SAFETY: `fd` is open (fstat said so) and the caller hands it over: nothing else owns it.
+    Some(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}

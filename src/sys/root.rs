@@ -1,0 +1,257 @@
+//! The data root as a directory descriptor ([`DataRoot`]), and relative paths of any length
+//! below a directory descriptor ([`with_at`]).
+//!
+//! Everything below the data root is addressed relative to a descriptor of it (or of a
+//! directory below it), so no path handed to the kernel is longer than the part that matters:
+//! a path through the mount of PATH_MAX-1 bytes is longer still as an absolute backing path
+//! (`WORKSPACE/viking/ACCOUNT/...`), and a lock file's name is longer than its file's. A
+//! relative path of PATH_MAX bytes or more is walked in chunks of whole components, each
+//! opened `O_PATH` relative to the one before.
+
+use std::ffi::{CStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use rustix::fs::{OFlags, RenameFlags};
+use rustix::io::Errno;
+use rustix::path::Arg;
+
+use super::{at, dir, Stat, PATH_MAX};
+
+/// Run `f` on `name` as a C string: copied on the stack when short (no allocation); an inner
+/// NUL is `EINVAL`.
+fn with_c<T>(name: &[u8], f: impl FnOnce(&CStr) -> io::Result<T>) -> io::Result<T> {
+    let mut out = None;
+    name.into_with_c_str(|c| {
+        out = Some(f(c));
+        Ok(())
+    })?;
+    out.expect("into_with_c_str ran the closure")
+}
+
+/// For a relative path too long for one system call: open its leading components in chunks,
+/// each relative to the one before. Returns the directory reached (`None`: still `base`) and
+/// the rest, shorter than PATH_MAX. A single component never exceeds NAME_MAX, so a cut at a
+/// `/` always exists.
+fn split_long<'a>(base: BorrowedFd<'_>, rel: &'a [u8]) -> io::Result<(Option<OwnedFd>, &'a [u8])> {
+    let mut cur: Option<OwnedFd> = None;
+    let mut rest = rel;
+    while rest.len() >= PATH_MAX {
+        let cut = rest[..PATH_MAX]
+            .iter()
+            .rposition(|&b| b == b'/')
+            .filter(|&i| i > 0)
+            .ok_or(Errno::NAMETOOLONG)?;
+        let at = cur.as_ref().map_or(base, |f| f.as_fd());
+        cur = Some(at::open_dir_path(at, &rest[..cut])?);
+        rest = &rest[cut + 1..];
+        while rest.first() == Some(&b'/') {
+            rest = &rest[1..];
+        }
+    }
+    Ok((cur, rest))
+}
+
+/// Run `f(dir, name)` on `rel` below `base`, with `dir` a directory on its way when `rel` is
+/// too long for one call; an empty `rel` names `base` itself (`.`). An absolute `rel` ignores
+/// `base`, as the kernel does.
+pub fn with_at<T>(
+    base: BorrowedFd<'_>,
+    rel: &[u8],
+    f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+) -> io::Result<T> {
+    if rel.is_empty() {
+        return f(base, c".");
+    }
+    if rel.len() < PATH_MAX {
+        return with_c(rel, |c| f(base, c));
+    }
+    let (held, tail) = split_long(base, rel)?;
+    let dir = held.as_ref().map_or(base, |d| d.as_fd());
+    with_c(if tail.is_empty() { b"." } else { tail }, |c| f(dir, c))
+}
+
+/// [`with_at`] for a path already NUL-terminated: no copy unless it must be split.
+pub fn with_at_c<T>(
+    base: BorrowedFd<'_>,
+    rel: &CStr,
+    f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+) -> io::Result<T> {
+    let b = rel.to_bytes();
+    if !b.is_empty() && b.len() < PATH_MAX {
+        return f(base, rel);
+    }
+    with_at(base, b, f)
+}
+
+/// The data root (or any directory paths are resolved below), opened `O_PATH`, with the path it
+/// was opened at (for messages only; never handed to the kernel again). Paths are relative
+/// byte strings of any length ([`with_at`]); the empty path is the root itself. A clone
+/// shares the descriptor.
+#[derive(Debug, Clone)]
+pub struct DataRoot {
+    fd: Arc<OwnedFd>,
+    path: Arc<Path>,
+}
+
+impl DataRoot {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        Ok(DataRoot {
+            fd: Arc::new(at::open_path_dir(path)?),
+            path: path.into(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The descriptor itself, shared: for a holder that keeps it among others of its kind
+    /// (the inode table's root inode).
+    pub fn shared_fd(&self) -> Arc<OwnedFd> {
+        self.fd.clone()
+    }
+
+    /// [`with_at`] below the root.
+    pub fn at<T>(
+        &self,
+        rel: &[u8],
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+    ) -> io::Result<T> {
+        with_at(self.as_fd(), rel, f)
+    }
+
+    /// [`with_at_c`] below the root.
+    pub fn at_c<T>(
+        &self,
+        rel: &CStr,
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<T>,
+    ) -> io::Result<T> {
+        with_at_c(self.as_fd(), rel, f)
+    }
+
+    /// `lstat` of `rel`.
+    pub fn lstat(&self, rel: &[u8]) -> io::Result<Stat> {
+        self.at(rel, |d, n| at::lstatat(d, n))
+    }
+
+    /// Open `rel` with `flags` (and `mode`, when they create it).
+    pub fn openat(&self, rel: &[u8], flags: OFlags, mode: u32) -> io::Result<OwnedFd> {
+        self.at(rel, |d, n| at::openat(d, n, flags, mode))
+    }
+
+    /// Open the directory `rel` `O_PATH` (`ENOTDIR` when something else is there).
+    pub fn open_dir(&self, rel: &[u8]) -> io::Result<OwnedFd> {
+        self.at(rel, |d, n| at::open_dir_path(d, n))
+    }
+
+    /// Open the directory `rel` `O_PATH`, creating what is missing of it (mode 0755, like
+    /// `create_dir_all`). `ENOTDIR` when a non-directory stands in the way.
+    pub fn make_dir_all(&self, rel: &[u8]) -> io::Result<OwnedFd> {
+        match self.open_dir(rel) {
+            Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => {}
+            r => return r,
+        }
+        let trimmed = rel.strip_suffix(b"/").unwrap_or(rel);
+        let (parent, name) = match trimmed.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => (&b""[..], trimmed),
+        };
+        if name.is_empty() {
+            return Err(Errno::NOENT.into());
+        }
+        let pfd = self.make_dir_all(parent)?;
+        match rustix::fs::mkdirat(&pfd, name, 0o755.into()) {
+            // Made meanwhile by someone else: the open below tells whether it is a directory.
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        at::open_dir_path(&pfd, name)
+    }
+
+    /// The names in directory `rel`, `.` and `..` left out.
+    pub fn names(&self, rel: &[u8]) -> io::Result<Vec<OsString>> {
+        dir::dir_names(self.open_dir(rel)?)
+    }
+
+    /// Remove the file `rel`.
+    pub fn remove_file(&self, rel: &[u8]) -> io::Result<()> {
+        self.at(rel, |d, n| at::unlinkat(d, n))
+    }
+
+    /// `renameat2` of `from` to `to`, both below the root (or `to` absolute, on the same
+    /// filesystem).
+    pub fn rename(&self, from: &[u8], to: &[u8], flags: RenameFlags) -> io::Result<()> {
+        self.at(from, |fd, f| {
+            self.at(to, |td, t| at::renameat(fd, f, td, t, flags))
+        })
+    }
+}
+
+impl AsFd for DataRoot {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_longer_than_path_max_are_walked_in_chunks() {
+        let d = tempfile::tempdir().unwrap();
+        let root = DataRoot::open(d.path()).unwrap();
+        // 50 components of 200 bytes: 10 KB relative, far beyond PATH_MAX.
+        let comp = "c".repeat(200);
+        let rel: Vec<u8> = vec![comp.as_str(); 50].join("/").into_bytes();
+        assert!(rel.len() > 2 * PATH_MAX);
+        let dir = root.make_dir_all(&rel).unwrap();
+        assert!(root.lstat(&rel).unwrap().is_dir());
+        let mut file = rel.clone();
+        file.extend_from_slice(b"/f");
+        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
+        drop(at::openat(&dir, c"f", flags, 0o644).unwrap());
+        assert!(root.lstat(&file).unwrap().is_file());
+        assert_eq!(root.names(&rel).unwrap(), vec![OsString::from("f")]);
+        let mut moved = rel.clone();
+        moved.extend_from_slice(b"/g");
+        root.rename(&file, &moved, RenameFlags::empty()).unwrap();
+        assert_eq!(
+            root.lstat(&file).unwrap_err().raw_os_error(),
+            Some(libc::ENOENT)
+        );
+        root.remove_file(&moved).unwrap();
+        assert!(root.names(&rel).unwrap().is_empty());
+        // A file in the way of a directory is ENOTDIR.
+        std::fs::write(d.path().join("plain"), b"x").unwrap();
+        let e = root.make_dir_all(b"plain/sub").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR));
+    }
+
+    #[test]
+    fn a_short_path_is_one_call_and_the_empty_path_is_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let root = DataRoot::open(d.path()).unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        root.at(b"f", |dir, name| {
+            assert_eq!(name, c"f");
+            assert_eq!(
+                at::fstat(dir)?.st_ino,
+                at::fstat(root.as_fd())?.st_ino,
+                "relative to the root itself"
+            );
+            Ok(())
+        })
+        .unwrap();
+        root.at(b"", |_, name| {
+            assert_eq!(name, c".");
+            Ok(())
+        })
+        .unwrap();
+        let e = root.lstat(b"a\0b").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "an inner NUL");
+    }
+}
