@@ -41,7 +41,8 @@ pub struct Metrics {
     pub lock_wait: HistogramVec,
     /// `vikingfs_lock_busy_total{work}`: batches given up as busy (EBUSY through the mount).
     pub lock_busy: IntCounterVec,
-    /// `vikingfs_jobs_total{queue,outcome}`: jobs finished (`done`, `failed`).
+    /// `vikingfs_jobs_total{queue,outcome}`: jobs run (`done`; `deferred`: retried later for
+    /// a normal reason, such as a file still open for writing; `failed`).
     pub jobs: IntCounterVec,
     /// `vikingfs_job_duration_seconds{queue}`: time a handler took.
     pub job_seconds: HistogramVec,

@@ -15,6 +15,10 @@ pub const NAME_MAX: usize = 255;
 /// Top-level scopes of the Viking namespace.
 pub const SCOPES: [&str; 3] = ["resources", "user", "agent"];
 
+/// The directory of a user's sessions, as OpenViking lays them out: `user/{uid}/sessions/{sid}`
+/// (the session layout lives in `session::layout`; this is the one name lower layers need).
+pub const SESSIONS_DIR: &str = "sessions";
+
 /// Why a URI or path was refused. Each message names the problem in one line.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum UriError {
@@ -213,6 +217,12 @@ impl VPath {
         } else {
             self.0.split('/').count()
         }
+    }
+
+    /// Is this a user's sessions directory or below it (`user/{uid}/sessions/...`)?
+    pub fn is_under_sessions(&self) -> bool {
+        let mut c = self.components();
+        c.next() == Some("user") && c.next().is_some() && c.next() == Some(SESSIONS_DIR)
     }
 
     pub fn components(&self) -> impl Iterator<Item = &str> {

@@ -1,6 +1,6 @@
 //! The FUSE face: a thin `fuser::Filesystem` over the core in `crate::fs`.
 //!
-//! Each request is converted, handed to a worker of [`pool::Pool`] and answered from there,
+//! Each request is converted, handed to a worker of [`pool::RequestPool`] and answered from there,
 //! so the /dev/fuse loop never blocks on a lock wait or slow disk. Opened files use FUSE
 //! passthrough when the kernel offers it (reads and writes go straight to the backing file);
 //! otherwise data flows through `read`/`write` here.
@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use crate::error::Chain;
 use crate::fs::{AfterReply, AttrChange, FsError, RenameMode, ToErrno, VikingFs};
 use convert::{dtype_kind, file_attr, owner, timespec};
-use pool::Pool;
+use pool::RequestPool;
 
 /// How long the kernel may cache names and attributes by default. Short: the workers and
 /// other vikingfs commands change the workspace behind the mount, and the kernel hears of
@@ -77,7 +77,7 @@ struct Shared {
 /// The `fuser::Filesystem` of a vikingfs mount.
 pub struct FuseFs {
     shared: Arc<Shared>,
-    pool: Pool,
+    pool: RequestPool,
     want_passthrough: bool,
 }
 
@@ -90,7 +90,7 @@ impl FuseFs {
                 passthrough: AtomicBool::new(false),
                 backings: Mutex::new(Backings::default()),
             }),
-            pool: Pool::new(opts.threads),
+            pool: RequestPool::new(opts.threads),
             want_passthrough: opts.passthrough,
         }
     }

@@ -13,12 +13,12 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// that spins: an idle worker sleeps in the kernel at once instead of calling sched_yield
 /// while it waits, which on a small machine took CPU from the request being answered.
 #[derive(Default)]
-struct Queue {
+struct Backlog {
     jobs: Mutex<(VecDeque<Job>, bool)>,
     cv: Condvar,
 }
 
-impl Queue {
+impl Backlog {
     /// The next job, or `None` once the pool is closed and drained.
     fn next(&self) -> Option<Job> {
         let mut g = self.jobs.lock();
@@ -35,14 +35,14 @@ impl Queue {
 }
 
 /// A fixed set of worker threads fed from one queue.
-pub struct Pool {
-    queue: Arc<Queue>,
+pub struct RequestPool {
+    queue: Arc<Backlog>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Pool {
+impl RequestPool {
     pub fn new(n: usize) -> Self {
-        let queue = Arc::new(Queue::default());
+        let queue = Arc::new(Backlog::default());
         let threads = (0..n.max(1))
             .map(|i| {
                 let q = queue.clone();
@@ -56,13 +56,13 @@ impl Pool {
                     .expect("spawn worker thread")
             })
             .collect();
-        Pool {
+        RequestPool {
             queue,
             threads: Mutex::new(threads),
         }
     }
 
-    /// Run `job` on a worker; after [`Pool::finish`] it runs on the caller's thread.
+    /// Run `job` on a worker; after [`RequestPool::finish`] it runs on the caller's thread.
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) {
         let mut g = self.queue.jobs.lock();
         if g.1 {
@@ -85,7 +85,7 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
+impl Drop for RequestPool {
     fn drop(&mut self) {
         self.finish();
     }
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_blocked_job_does_not_stall_others() {
-        let pool = Pool::new(2);
+        let pool = RequestPool::new(2);
         let (block_tx, block_rx) = mpsc::channel::<()>();
         let (done_tx, done_rx) = mpsc::channel();
         pool.spawn(move || {

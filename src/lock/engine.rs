@@ -15,7 +15,7 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use super::codec::{self, Content, Liveness};
-use super::pool::Pool;
+use super::pool::Spares;
 use super::provider::{self, Cas};
 use super::resolver::{At, LockFile, Resolver, PATH_LOCK};
 use super::{walk, LockError, LockKind};
@@ -57,7 +57,7 @@ pub(crate) enum Filter {
 pub(crate) struct Engine<'a> {
     pub res: &'a Resolver,
     /// Spare lock files, recycled instead of created and deleted ([`super::pool`]).
-    pub pool: &'a Pool,
+    pub pool: &'a Spares,
     pub expire: Duration,
 }
 

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::codec;
 use super::engine::{Engine, Filter, Held, Verdict};
-use super::pool::Pool;
+use super::pool::Spares;
 use super::provider::{self, Cas};
 use super::resolver::{At, LockFile, Resolver, EXACT_PREFIX, PATH_LOCK};
 use super::table::Table;
@@ -40,9 +40,9 @@ const CLEARED: &str = "corrupt: removed";
 /// How often a foreground batch that keeps its files looks again at a background lock.
 const BACKGROUND_POLL: Duration = Duration::from_millis(5);
 
-struct Inner {
+struct State {
     res: Resolver,
-    pool: Pool,
+    pool: Spares,
     cfg: LockConfig,
     table: Mutex<Table>,
     released: Condvar,
@@ -53,12 +53,12 @@ struct Inner {
 
 /// The process's lock engine. Dropping it stops the refresh thread.
 pub struct LockManager {
-    inner: Arc<Inner>,
+    inner: Arc<State>,
     _stop: Sender<()>,
 }
 
 /// An owner identity: every lock file of one handle carries its owner name.
-struct Handle {
+struct Holder {
     id: u64,
     owner: Arc<str>,
     /// May taking a lock create the directories its lock file needs? Not for work on paths
@@ -70,9 +70,9 @@ struct Handle {
 
 /// Holds a set of locks; releases them on drop (also on error and panic paths).
 pub struct LockGuard {
-    inner: Arc<Inner>,
+    inner: Arc<State>,
     id: u64,
-    handle: Arc<Handle>,
+    handle: Arc<Holder>,
     done: bool,
 }
 
@@ -111,9 +111,9 @@ enum Work {
 
 impl LockManager {
     pub fn new(ws: &Workspace, cfg: LockConfig) -> Result<Arc<LockManager>, LockError> {
-        let inner = Arc::new(Inner {
+        let inner = Arc::new(State {
             res: Resolver::new(ws),
-            pool: Pool::open(ws.internal_dir().join("lockpool")),
+            pool: Spares::open(ws.internal_dir().join("lockpool")),
             cfg,
             table: Mutex::new(Table::default()),
             released: Condvar::new(),
@@ -121,7 +121,7 @@ impl LockManager {
             next_id: AtomicU64::new(1),
         });
         let (stop, stopped) = bounded::<()>(0);
-        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let weak: Weak<State> = Arc::downgrade(&inner);
         let period = (inner.cfg.expire / 3).max(Duration::from_millis(10));
         std::thread::Builder::new()
             .name("vikingfs-lock-refresh".into())
@@ -208,13 +208,13 @@ impl LockManager {
         } else {
             codec::new_owner()
         };
-        let handle = Arc::new(Handle {
+        let handle = Arc::new(Holder {
             id,
             owner: owner.into(),
             create_dirs,
             background,
         });
-        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+        State::acquire_for(&self.inner, handle, &normalize(reqs), timeout)
     }
 
     /// Every lock file in the workspace.
@@ -242,7 +242,7 @@ impl LockManager {
     }
 }
 
-impl Inner {
+impl State {
     fn engine(&self) -> Engine<'_> {
         Engine {
             res: &self.res,
@@ -252,9 +252,9 @@ impl Inner {
     }
 
     /// Take the batch for `handle`, counting the wait (or the busy answer) in the metrics.
-    fn acquire_as(
-        this: &Arc<Inner>,
-        handle: Arc<Handle>,
+    fn acquire_for(
+        this: &Arc<State>,
+        handle: Arc<Holder>,
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
@@ -278,8 +278,8 @@ impl Inner {
     }
 
     fn take_batch(
-        this: &Arc<Inner>,
-        handle: Arc<Handle>,
+        this: &Arc<State>,
+        handle: Arc<Holder>,
         reqs: &[(VPath, LockKind)],
         timeout: Duration,
         start: Instant,
@@ -555,7 +555,7 @@ impl LockGuard {
     /// conflict with it. The new guard releases only what it took.
     pub fn nested(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard, LockError> {
         let timeout = self.inner.cfg.timeout;
-        Inner::acquire_as(&self.inner, self.handle.clone(), &normalize(reqs), timeout)
+        State::acquire_for(&self.inner, self.handle.clone(), &normalize(reqs), timeout)
     }
 
     /// The owner name written in this guard's tokens.
@@ -615,13 +615,13 @@ impl LockManager {
         timeout: Duration,
     ) -> Result<LockGuard, LockError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let handle = Arc::new(Handle {
+        let handle = Arc::new(Holder {
             id,
             owner: owner.into(),
             create_dirs: true,
             background: false,
         });
-        Inner::acquire_as(&self.inner, handle, &normalize(reqs), timeout)
+        State::acquire_for(&self.inner, handle, &normalize(reqs), timeout)
     }
 
     /// The lock file holding `owner`'s token for `p`, with that token, if any.

@@ -19,7 +19,7 @@
 //! which no one judges stale, and a spare is written with a new token before it is placed.
 //!
 //! A spare is named `{pid}.{seq}`; a process killed with spares leaves them behind, and the
-//! next [`Pool::open`] removes those of dead processes. Where linking between the pool and
+//! next [`Spares::open`] removes those of dead processes. Where linking between the pool and
 //! the data directories is not possible (another filesystem), the pool turns itself off and
 //! lock files are created and removed as before.
 
@@ -47,7 +47,7 @@ struct Spare {
 }
 
 /// The spare lock files of one process.
-pub(crate) struct Pool {
+pub(crate) struct Spares {
     /// The pool directory, open `O_PATH`: spares are named relative to it. `None` when it
     /// could not be made (the pool is then off).
     dir: Option<OwnedFd>,
@@ -55,9 +55,9 @@ pub(crate) struct Pool {
     spares: Mutex<Vec<Spare>>,
 }
 
-impl Pool {
+impl Spares {
     /// The pool in `dir` (created if missing); spares of dead processes found there go.
-    pub fn open(dir: PathBuf) -> Pool {
+    pub fn open(dir: PathBuf) -> Spares {
         let fd = std::fs::create_dir_all(&dir)
             .and_then(|()| sys::open_path_dir(&dir))
             .ok();
@@ -71,7 +71,7 @@ impl Pool {
                 }
             }
         }
-        Pool {
+        Spares {
             enabled: AtomicBool::new(fd.is_some()),
             dir: fd,
             spares: Mutex::new(Vec::new()),
@@ -101,7 +101,7 @@ impl Pool {
 
     /// Create `target` (a name in directory `dir`) holding `token`, exclusively, from a spare.
     /// Returns the file and the spare's name in the pool, which the lock keeps until
-    /// [`Pool::retire`] or [`Pool::forget`]. `Ok(None)`: the pool cannot do it here (off, or
+    /// [`Spares::retire`] or [`Spares::forget`]. `Ok(None)`: the pool cannot do it here (off, or
     /// the spare vanished); the caller creates the file itself. Errors are the target's, as an exclusive create reports them
     /// (`AlreadyExists`, `ENOENT`, ...).
     pub fn place(
@@ -163,7 +163,7 @@ impl Pool {
     /// placed from the spare `spare`): unlink the name and keep the spare; `file` and `spare`
     /// are taken only then. The caller has established that it is still ours. `Ok(false)`
     /// when the pool does not take it (off, full, or not from the pool): remove it instead,
-    /// then [`Pool::forget`] the spare.
+    /// then [`Spares::forget`] the spare.
     pub fn retire(
         &self,
         dir: BorrowedFd<'_>,
@@ -197,7 +197,7 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
+impl Drop for Spares {
     fn drop(&mut self) {
         let Some(dir) = &self.dir else { return };
         for s in self.spares.get_mut().drain(..) {
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn placed_file_holds_the_token_and_is_exclusive_and_recycled() {
         let d = tempfile::tempdir().unwrap();
-        let pool = Pool::open(d.path().join("pool"));
+        let pool = Spares::open(d.path().join("pool"));
         let at = root(&d);
         let target = d.path().join(".path.ovlock");
         let name = c".path.ovlock";
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn missing_directory_is_the_targets_error() {
         let d = tempfile::tempdir().unwrap();
-        let pool = Pool::open(d.path().join("pool"));
+        let pool = Spares::open(d.path().join("pool"));
         let sub = d.path().join("sub");
         std::fs::create_dir(&sub).unwrap();
         let gone = sys::open_path_dir(&sub).unwrap();
@@ -284,7 +284,7 @@ mod tests {
         // A pid above pid_max never names a live process.
         std::fs::write(dir.join("2147483646.0"), b"x").unwrap();
         std::fs::write(dir.join(format!("{}.99", std::process::id())), b"x").unwrap();
-        let _pool = Pool::open(dir.clone());
+        let _pool = Spares::open(dir.clone());
         assert!(!dir.join("2147483646.0").exists());
         assert!(dir.join(format!("{}.99", std::process::id())).exists());
     }

@@ -196,12 +196,12 @@ impl Ops {
         if let Some(to) = &opts.to {
             check_user_path(to)?;
             let parent = to.parent().expect("depth checked");
-            let pfs = self.fs(&parent);
+            let pfs = self.backing(&parent);
             if stat(&pfs)?.is_some_and(|m| !m.is_dir()) {
                 return Err(OpsError::NotADirectory(parent.uri()));
             }
             std::fs::create_dir_all(&pfs).map_err(|e| OpsError::io(&pfs, e))?;
-            let exists = match stat(&self.fs(to))? {
+            let exists = match stat(&self.backing(to))? {
                 None => false,
                 Some(m) if m.is_dir() == is_file => {
                     return Err(if is_file {
@@ -222,7 +222,7 @@ impl Ops {
             } else {
                 suffixed(name, n, is_file)
             })?;
-            let fs = self.fs(&cand);
+            let fs = self.backing(&cand);
             if stat(&fs)?.is_some() {
                 continue;
             }
@@ -253,7 +253,7 @@ impl Ops {
     fn sync_into(&self, staged: &Path, target: &VPath, is_file: bool) -> Result<Synced> {
         let mut out = Synced::default();
         if is_file {
-            let fs = self.fs(target);
+            let fs = self.backing(target);
             if !same_content(staged, &fs).map_err(|e| OpsError::io(&fs, e))? {
                 self.index.delete(target)?;
                 link_replace(staged, &fs)?;
@@ -266,7 +266,7 @@ impl Ops {
     }
 
     fn sync_dir(&self, src: &Path, dst: &VPath, out: &mut Synced) -> Result<()> {
-        let dst_fs = self.fs(dst);
+        let dst_fs = self.backing(dst);
         match std::fs::create_dir(&dst_fs) {
             Ok(()) => {
                 out.dirty.insert(dst.clone());
@@ -318,7 +318,7 @@ impl Ops {
             if is_dir {
                 self.sync_dir(&s, &child, out)?;
             } else {
-                let fs = self.fs(&child);
+                let fs = self.backing(&child);
                 if same_content(&s, &fs).map_err(|e| OpsError::io(&fs, e))? {
                     continue;
                 }

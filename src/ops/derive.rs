@@ -130,7 +130,7 @@ impl Ops {
         }
         for d in dirs {
             for name in [ABSTRACT_FILE, OVERVIEW_FILE] {
-                let f = self.fs(&d.join(name)?);
+                let f = self.backing(&d.join(name)?);
                 match std::fs::remove_file(&f) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(OpsError::io(f, e))
@@ -155,7 +155,7 @@ impl Ops {
         let dir = self.parse(uri).map_err(super::jobs::bad_payload)?;
         crate::crash_point!("job.rederive.start");
         self.derive.rules.invalidate(&dir);
-        if !self.derives(&dir, true) || !stat(&self.fs(&dir))?.is_some_and(|m| m.is_dir()) {
+        if !self.derives(&dir, true) || !stat(&self.backing(&dir))?.is_some_and(|m| m.is_dir()) {
             return Ok(());
         }
         let mut jobs = vec![semantic_job(&dir, None)];
@@ -169,7 +169,7 @@ impl Ops {
                     jobs.push(semantic_job(&p, None));
                     stack.push(p);
                 } else {
-                    let now = stat(&self.fs(&p))?.map(|m| source_version(&m));
+                    let now = stat(&self.backing(&p))?.map(|m| source_version(&m));
                     if now.is_some() && self.index.version_of(&p, Level::Content)? != now {
                         jobs.push(embed_job(&p, None));
                     }
@@ -185,7 +185,7 @@ impl Ops {
     /// The entries of `dir` that are sources (files and directories; not sidecars, internal
     /// names, symlinks or special files), with whether each is a directory.
     fn children(&self, dir: &VPath) -> Result<Vec<(VPath, bool)>> {
-        let fs = self.fs(dir);
+        let fs = self.backing(dir);
         let rd = match std::fs::read_dir(&fs) {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -249,15 +249,15 @@ impl Ops {
         ];
         if !sidecars
             .iter()
-            .any(|s| std::fs::symlink_metadata(self.fs(s)).is_ok())
+            .any(|s| std::fs::symlink_metadata(self.backing(s)).is_ok())
         {
             return Ok(());
         }
         if let JobLock::Held(_g) = self.job_lock(&sidecars, None)? {
             for s in &sidecars {
-                match std::fs::remove_file(self.fs(s)) {
+                match std::fs::remove_file(self.backing(s)) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(OpsError::io(self.fs(s), e).into())
+                        return Err(OpsError::io(self.backing(s), e).into())
                     }
                     _ => {}
                 }

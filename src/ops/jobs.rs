@@ -245,7 +245,7 @@ impl Ops {
                 partial,
             }) => Ok(Some((text, version, partial))),
             Ok(_) => Ok(None),
-            Err(e) => Err(OpsError::io(self.fs(p), e)),
+            Err(e) => Err(OpsError::io(self.backing(p), e)),
         }
     }
 }
@@ -324,7 +324,7 @@ impl Ops {
                 tracing::Level::DEBUG,
             )));
         }
-        let fs = self.fs(p);
+        let fs = self.backing(p);
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
@@ -474,7 +474,7 @@ impl Ops {
             text, version: v, ..
         } = self
             .read_head(&src, DENSE_BYTES)
-            .map_err(|e| retry_io(self.fs(&src), e))?
+            .map_err(|e| retry_io(self.backing(&src), e))?
         else {
             return Ok(());
         };
@@ -520,7 +520,7 @@ impl Ops {
         let names = self
             .root
             .names(dir)
-            .map_err(|e| retry_io(self.fs(dir), e))?;
+            .map_err(|e| retry_io(self.backing(dir), e))?;
         for name in names {
             let Some(name) = name.to_str().map(str::to_string) else {
                 continue;
@@ -578,7 +578,7 @@ impl Ops {
         Ok(self
             .root
             .lstat(p)
-            .map_err(|e| retry_io(self.fs(p), e))?
+            .map_err(|e| retry_io(self.backing(p), e))?
             .is_some_and(|st| st.is_dir()))
     }
 
@@ -587,7 +587,7 @@ impl Ops {
         Ok(self
             .root
             .lstat(p)
-            .map_err(|e| retry_io(self.fs(p), e))?
+            .map_err(|e| retry_io(self.backing(p), e))?
             .map(|st| super::stat_version(&st))
             .unwrap_or_default())
     }
@@ -654,7 +654,7 @@ impl Ops {
             let write = |p: &VPath, text: &str| {
                 self.root
                     .write_summary(p, text.as_bytes())
-                    .map_err(|e| OpsError::io(self.fs(p), e))
+                    .map_err(|e| OpsError::io(self.backing(p), e))
             };
             // Overview first: the abstract is what the parent reads, so it lands last.
             if old_ov.as_deref() != Some(ov.as_str()) {

@@ -98,7 +98,7 @@ impl Ops {
         if self.locks.refresh_owned(&lc.target, handle)? {
             return Ok(true);
         }
-        if super::stat(&self.fs(&lc.target))?.is_none() {
+        if super::stat(&self.backing(&lc.target))?.is_none() {
             // The resource was removed (its lock had expired): nothing left to protect.
             self.lifecycle_release(handle, &lc.target)?;
             return Ok(false);

@@ -101,8 +101,7 @@ impl Mutations for LockedMutations {
     /// under the session's TREE lock, so an append must hold the file's EXACT lock while it
     /// writes; under passthrough the kernel would write without asking us.
     fn locks_each_write(&self, path: &VPath) -> bool {
-        let mut c = path.components();
-        c.next() == Some("user") && c.next().is_some() && c.next() == Some("sessions")
+        path.is_under_sessions()
     }
 
     fn file_written(&self, path: &VPath) {

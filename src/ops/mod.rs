@@ -313,13 +313,15 @@ impl Ops {
         &self.foreground
     }
 
-    fn fs(&self, p: &VPath) -> PathBuf {
+    fn backing(&self, p: &VPath) -> PathBuf {
         self.ws.fs_path(p)
     }
 
     /// [`stat`] of a namespace path, relative to the data root's descriptor.
     fn lstat(&self, p: &VPath) -> Result<Option<crate::sys::Stat>> {
-        self.root.lstat(p).map_err(|e| OpsError::io(self.fs(p), e))
+        self.root
+            .lstat(p)
+            .map_err(|e| OpsError::io(self.backing(p), e))
     }
 
     /// Search: the `limit` best live records for `query`, hybrid when a model is configured
@@ -582,7 +584,7 @@ impl Ops {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 return Ok(())
             }
-            Err(e) => return Err(OpsError::io(self.fs(dir), e)),
+            Err(e) => return Err(OpsError::io(self.backing(dir), e)),
         };
         for name in names {
             let Some(name) = name.to_str() else { continue };

@@ -46,7 +46,7 @@ impl Ops {
                 dst: dst.uri(),
             });
         }
-        let src_fs = self.fs(src);
+        let src_fs = self.backing(src);
         let src_dir = self
             .lstat(src)?
             .ok_or_else(|| OpsError::NotFound(src.uri()))?
@@ -94,7 +94,7 @@ impl Ops {
                 // An empty directory being replaced holds only its summaries (whose records
                 // just went) and lock files (ours).
                 let names = self.root.names(dst);
-                for name in names.map_err(|e| OpsError::io(self.fs(dst), e))? {
+                for name in names.map_err(|e| OpsError::io(self.backing(dst), e))? {
                     let _ = self.root.remove_in(dst, &name);
                 }
             }
@@ -142,7 +142,7 @@ impl Ops {
         }
         self.root
             .rename(src, dst)
-            .map_err(|e| OpsError::io(self.fs(src), e))?;
+            .map_err(|e| OpsError::io(self.backing(src), e))?;
         crate::crash_point!("mv.renamed");
         let ops = self.arc();
         let (src, dst) = (src.clone(), dst.clone());
@@ -199,7 +199,7 @@ impl Ops {
     pub fn renamed(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.index.delete_prefix(dst)?;
         self.move_records(src, dst)?;
-        let is_dir = super::stat(&self.fs(dst))?.is_some_and(|m| m.is_dir());
+        let is_dir = super::stat(&self.backing(dst))?.is_some_and(|m| m.is_dir());
         self.prune_ignored(dst, is_dir)?;
         self.enqueue_parent_summary(src)?;
         self.enqueue_parent_summary(dst)?;

@@ -49,7 +49,7 @@ impl Ops {
         let names = self
             .root
             .names(p)
-            .map_err(|e| OpsError::io(self.fs(p), e))?;
+            .map_err(|e| OpsError::io(self.backing(p), e))?;
         Ok(names.iter().any(|n| counts(&n.to_string_lossy())))
     }
 
@@ -78,7 +78,7 @@ impl Ops {
 
     fn remove(&self, p: &VPath, mode: Mode) -> Result<RmReport> {
         check_user_path(p)?;
-        let fs = self.fs(p);
+        let fs = self.backing(p);
         let meta = self.lstat(p)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
         let dir = meta.is_dir();
         match mode {
@@ -134,7 +134,7 @@ impl Ops {
     ) -> Result<RmReport> {
         let records = self.index.delete_prefix(p)?;
         crate::crash_point!("rm.index_deleted");
-        let fs = self.fs(p);
+        let fs = self.backing(p);
         let mut trash: Option<PathBuf> = None;
         if self.lstat(p)?.is_some() {
             if dir {

@@ -22,7 +22,7 @@ impl Ops {
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
-        let fs = self.fs(p);
+        let fs = self.backing(p);
         let _guard = self.lock(&[(p.clone(), crate::lock::LockKind::Exact)])?;
         if self.lstat(p)?.is_some_and(|m| m.is_dir()) {
             return Err(OpsError::IsADirectory(p.uri()));

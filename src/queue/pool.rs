@@ -356,7 +356,14 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
         m.job_seconds
             .with_label_values(&[&job.queue])
             .observe(began.elapsed().as_secs_f64());
-        let how = if verdict.is_ok() { "done" } else { "failed" };
+        // A job that waits for something normal (a file still open for writing, a busy lock:
+        // its error is quiet) is deferred, not failed: operators alert on failures.
+        let how = match &verdict {
+            Ok(()) => "done",
+            Err(JobError::Permanent(_)) => "failed",
+            Err(e) if e.level() >= tracing::Level::INFO => "deferred",
+            Err(_) => "failed",
+        };
         m.jobs.with_label_values(&[&job.queue, how]).inc();
         let outcome = match &verdict {
             Ok(()) => s.queue.complete(&job),

@@ -105,7 +105,10 @@ impl SessionPath {
 
 /// `user/{uid}/sessions`
 pub fn sessions_root(user: &str) -> Result<VPath, UriError> {
-    VPath::root().join("user")?.join(user)?.join("sessions")
+    VPath::root()
+        .join("user")?
+        .join(user)?
+        .join(crate::uri::SESSIONS_DIR)
 }
 
 /// `user/{uid}/memories`

@@ -103,7 +103,7 @@ pub struct Sessions {
     pub ws: Workspace,
     pub locks: Arc<LockManager>,
     pub queue: Queue,
-    index: Option<Arc<Ops>>,
+    ops: Option<Arc<Ops>>,
 }
 
 impl Sessions {
@@ -113,7 +113,7 @@ impl Sessions {
             ws,
             locks,
             queue,
-            index: None,
+            ops: None,
         }
     }
 
@@ -123,7 +123,7 @@ impl Sessions {
             ws: ops.workspace().clone(),
             locks: ops.locks().clone(),
             queue: ops.queue().clone(),
-            index: Some(ops.clone()),
+            ops: Some(ops.clone()),
         }
     }
 
@@ -131,7 +131,7 @@ impl Sessions {
     /// re-indexes it, rather than naming it for text it no longer holds). Without an index
     /// at hand, the queued embedding job replaces the record a little later.
     fn forget_records(&self, p: &VPath) -> Result<(), SessionError> {
-        if let Some(ops) = &self.index {
+        if let Some(ops) = &self.ops {
             ops.index().delete(p).map_err(SessionError::Index)?;
         }
         Ok(())
