@@ -786,25 +786,25 @@ impl JobHandler for SemanticHandler {
 /// `WorkerPool::start` and `queue::drain`.
 pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
     vec![
-        (
-            queue::EMBEDDING.to_string(),
-            Arc::new(EmbeddingHandler(ops.clone())) as Arc<dyn JobHandler>,
+        HandlerSpec::new(
+            queue::EMBEDDING,
+            Arc::new(EmbeddingHandler(ops.clone())),
             workers.embedding.max(1),
         ),
-        (
-            queue::SEMANTIC.to_string(),
-            Arc::new(SemanticHandler(ops.clone())) as Arc<dyn JobHandler>,
+        HandlerSpec::new(
+            queue::SEMANTIC,
+            Arc::new(SemanticHandler(ops.clone())),
             workers.semantic.max(1),
         ),
-        (
-            queue::DENSE.to_string(),
-            Arc::new(DenseHandler(ops.clone())) as Arc<dyn JobHandler>,
+        HandlerSpec::new(
+            queue::DENSE,
+            Arc::new(DenseHandler(ops.clone())),
             workers.dense.max(1),
         ),
         // A rule file's change walks one tree: one worker is plenty.
-        (
-            queue::REDERIVE.to_string(),
-            Arc::new(super::derive::RederiveHandler(ops.clone())) as Arc<dyn JobHandler>,
+        HandlerSpec::new(
+            queue::REDERIVE,
+            Arc::new(super::derive::RederiveHandler(ops.clone())),
             1,
         ),
     ]

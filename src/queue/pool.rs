@@ -14,8 +14,35 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{Cause, Job, JobError, JobHandler, Queue, QueueError};
 
-/// A queue name, its handler and how many threads run it.
-pub type HandlerSpec = (String, Arc<dyn JobHandler>, usize);
+/// What a pool runs for one named queue: its handler, on how many threads.
+#[derive(Clone)]
+pub struct HandlerSpec {
+    pub queue: String,
+    pub handler: Arc<dyn JobHandler>,
+    /// Worker threads (0: none; the queue is not worked here).
+    pub threads: usize,
+}
+
+impl HandlerSpec {
+    pub fn new(queue: &str, handler: Arc<dyn JobHandler>, threads: usize) -> HandlerSpec {
+        HandlerSpec {
+            queue: queue.to_string(),
+            handler,
+            threads,
+        }
+    }
+}
+
+/// `(queue, handler, threads)`, the short form tests write.
+impl From<(String, Arc<dyn JobHandler>, usize)> for HandlerSpec {
+    fn from((queue, handler, threads): (String, Arc<dyn JobHandler>, usize)) -> HandlerSpec {
+        HandlerSpec {
+            queue,
+            handler,
+            threads,
+        }
+    }
+}
 
 /// How a pool claims and keeps its jobs.
 #[derive(Debug, Clone)]
@@ -154,8 +181,12 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// Start `threads` workers for each `(queue, handler, threads)` (0 threads: none).
-    pub fn start(queue: Queue, handlers: Vec<HandlerSpec>, opts: PoolOptions) -> WorkerPool {
+    /// Start the workers of each [`HandlerSpec`] (0 threads: none).
+    pub fn start(
+        queue: Queue,
+        handlers: impl IntoIterator<Item = impl Into<HandlerSpec>>,
+        opts: PoolOptions,
+    ) -> WorkerPool {
         let shared = Arc::new(Shared {
             queue,
             opts,
@@ -174,7 +205,13 @@ impl WorkerPool {
             workers: Vec::new(),
             heartbeat: None,
         };
-        for (name, handler, threads) in handlers.into_iter().filter(|h| h.2 > 0) {
+        let specs = handlers.into_iter().map(Into::into);
+        for HandlerSpec {
+            queue: name,
+            handler,
+            threads,
+        } in specs.filter(|h: &HandlerSpec| h.threads > 0)
+        {
             let worker_name = format!("pid{}/{name}", std::process::id());
             let (job_tx, job_rx) = unbounded::<Job>();
             let (ready_tx, ready_rx) = unbounded::<()>();
@@ -419,7 +456,7 @@ fn heartbeat(s: &Shared, stop: &Receiver<()>) {
 /// `timeout` passes (`Ok(false)`). For `--wait` commands when no daemon works the queue.
 pub fn drain(
     queue: &Queue,
-    handlers: Vec<HandlerSpec>,
+    handlers: impl IntoIterator<Item = impl Into<HandlerSpec>>,
     timeout: Duration,
     progress: impl FnMut(&Progress),
 ) -> Result<bool, QueueError> {
@@ -429,12 +466,13 @@ pub fn drain(
 /// [`drain`] with explicit pool options.
 pub fn drain_with(
     queue: &Queue,
-    handlers: Vec<HandlerSpec>,
+    handlers: impl IntoIterator<Item = impl Into<HandlerSpec>>,
     opts: PoolOptions,
     timeout: Duration,
     mut progress: impl FnMut(&Progress),
 ) -> Result<bool, QueueError> {
-    let names: Vec<String> = handlers.iter().map(|h| h.0.clone()).collect();
+    let handlers: Vec<HandlerSpec> = handlers.into_iter().map(Into::into).collect();
+    let names: Vec<String> = handlers.iter().map(|h| h.queue.clone()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let start = Instant::now();
     let pool = WorkerPool::start(queue.clone(), handlers, opts);

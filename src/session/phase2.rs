@@ -466,8 +466,8 @@ pub fn handler_spec(
     config: &crate::config::Config,
 ) -> Result<crate::queue::HandlerSpec, Phase2Error> {
     let h = SessionCommitHandler::from_config(ops, config)?;
-    Ok((
-        crate::queue::SESSION_COMMIT.to_string(),
+    Ok(crate::queue::HandlerSpec::new(
+        crate::queue::SESSION_COMMIT,
         Arc::new(h),
         config.workers.session_commit.max(1),
     ))

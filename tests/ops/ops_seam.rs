@@ -184,14 +184,14 @@ fn many_changes_to_one_directory_coalesce_into_one_summary() {
         .unwrap();
     }
     let runs = Arc::new(AtomicUsize::new(0));
-    let handlers: Vec<queue::HandlerSpec> = vec![
-        (
-            queue::SEMANTIC.into(),
+    let handlers = vec![
+        queue::HandlerSpec::new(
+            queue::SEMANTIC,
             Arc::new(Counting(jobs::SemanticHandler(ops.clone()), runs.clone())),
             1,
         ),
-        (
-            queue::EMBEDDING.into(),
+        queue::HandlerSpec::new(
+            queue::EMBEDDING,
             Arc::new(jobs::EmbeddingHandler(ops.clone())),
             2,
         ),
