@@ -16,9 +16,9 @@ use super::at;
 /// Room for some hundred entries per `getdents64` (glibc's `readdir` reads 32 KiB too).
 const BUFFER: usize = 32 * 1024;
 
-/// A buffer for [`Entries`] of `len` bytes.
-pub fn dir_buffer(len: usize) -> Vec<MaybeUninit<u8>> {
-    vec![MaybeUninit::uninit(); len]
+/// A buffer for [`Entries`] of `len` bytes (left uninitialised: the kernel fills it).
+pub fn dir_buffer(len: usize) -> Box<[MaybeUninit<u8>]> {
+    Box::new_uninit_slice(len)
 }
 
 /// One entry of a directory, borrowed from the read buffer.
