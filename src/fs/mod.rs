@@ -545,12 +545,13 @@ impl VikingFs {
 
     /// Is `p` open for writing through this mount (any of its hard links)?
     pub fn is_open_for_write(&self, p: &VPath) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(m) = std::fs::symlink_metadata(self.root.path().join(p.as_str())) else {
+        // Relative to the data root, in steps: a path deeper than PATH_MAX is asked too (an
+        // absolute lstat would fail, and the job would index a file still being written).
+        let Ok(st) = self.root.lstat(p.as_bytes()) else {
             return false;
         };
         self.inodes
-            .find((m.dev(), m.ino()))
+            .find(st.key())
             .is_some_and(|ino| self.handles.writable_open(ino))
     }
 
@@ -657,10 +658,18 @@ impl VikingFs {
         // was opened and nothing changed since (the stamp was taken after the open).
         let fresh = h.fresh && !self.mutations.reports_at_open();
         if h.writable && (fresh || h.wrote() || Self::stamp(&h.file) != h.stamp) {
-            let path = sys::fd_path(&h.file).ok().and_then(|l| {
-                let rel = l.strip_prefix(self.root.path()).ok()?;
-                VPath::from_rel(rel.to_str()?).ok()
-            });
+            let path = sys::fd_path(&h.file)
+                .ok()
+                .and_then(|l| {
+                    let rel = l.strip_prefix(self.root.path()).ok()?;
+                    VPath::from_rel(rel.to_str()?).ok()
+                })
+                // The kernel names no descriptor deeper than a page (PATH_MAX): ask the
+                // inode table for the names the kernel reached it by.
+                .or_else(|| {
+                    let inode = self.inodes.get(h.ino).ok()?;
+                    self.vpath(&inode).ok().flatten()
+                });
             // Unlinked while open: nothing left in the namespace to report.
             if let Some(p) = path {
                 self.mutations.file_written(&p);
