@@ -291,42 +291,4 @@ fn body(intent: &Intent) -> String {
     serde_json::to_string(intent).expect("intent serialises")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intents_and_lifecycles_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        round_trip(&Journal::open(&dir.path().join("ops.db")).unwrap());
-    }
-
-    /// What every engine must do, checked on SQLite here and on PostgreSQL by
-    /// `tests/ops` (which starts a server).
-    pub fn round_trip(j: &Journal) {
-        let i = Intent::Mv {
-            src: "resources/a".into(),
-            dst: "resources/b".into(),
-            dir: true,
-        };
-        let id = j.begin(&i, "p1").unwrap();
-        assert_eq!(j.intents().unwrap()[0].1, i);
-        assert!(!j.claim(id, "p0", "p2").unwrap(), "wrong owner");
-        assert!(j.claim(id, "p1", "p2").unwrap());
-        assert_eq!(j.intents_owned().unwrap()[0].owner, "p2");
-        j.finish(id).unwrap();
-        assert!(j.intents().unwrap().is_empty());
-
-        let t = VPath::from_rel("resources/r").unwrap();
-        j.lifecycle_start("h1", &t, LockKind::Tree, &["a".into(), "b".into()])
-            .unwrap();
-        assert!(j.lifecycle_add_key("h1", "c").unwrap());
-        assert!(!j.lifecycle_add_key("nope", "c").unwrap());
-        assert_eq!(j.lifecycle_done_key("h1", "a").unwrap(), 2);
-        assert_eq!(j.lifecycle_done_key("h1", "a").unwrap(), 2, "idempotent");
-        assert_eq!(j.lifecycle("h1").unwrap().unwrap().pending, 2);
-        assert_eq!(j.lifecycle_of_target(&t).unwrap().as_deref(), Some("h1"));
-        j.lifecycle_end("h1").unwrap();
-        assert!(j.lifecycles().unwrap().is_empty());
-    }
-}
+// The engines' rules are tested on both engines by `tests/ops/journal_engines.rs`.
