@@ -30,6 +30,19 @@ CREATE TABLE vj_lifecycle_keys (
     PRIMARY KEY (handle, key)
 );";
 
+/// Open a lifecycle (kept when it is open already): `$1` handle, `$2` target, `$3` kind.
+fn open_lifecycle() -> String {
+    format!(
+        "INSERT INTO vj_lifecycles (handle, target, kind, created)
+         VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (handle) DO NOTHING"
+    )
+}
+
+/// Record an intent: `$1` body, `$2` owner; returns its id.
+fn insert_intent() -> String {
+    format!("INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, {NOW_MS}) RETURNING id")
+}
+
 pub struct PgJournal {
     pg: Arc<Pg>,
 }
@@ -60,16 +73,7 @@ impl Engine for PgJournal {
     }
 
     fn begin(&self, body: &str, owner: &str) -> Result<i64> {
-        self.with(|c| {
-            Ok(c.query_one(
-                &format!(
-                    "INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, {NOW_MS})
-                     RETURNING id"
-                ),
-                &[&body, &owner],
-            )?
-            .get(0))
-        })
+        self.with(|c| Ok(c.query_one(&insert_intent(), &[&body, &owner])?.get(0)))
     }
 
     fn begin_with_lifecycle(
@@ -82,22 +86,8 @@ impl Engine for PgJournal {
     ) -> Result<i64> {
         self.with(|c| {
             let mut tx = c.transaction()?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO vj_lifecycles (handle, target, kind, created)
-                     VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (handle) DO NOTHING"
-                ),
-                &[&handle, &target, &kind],
-            )?;
-            let id: i64 = tx
-                .query_one(
-                    &format!(
-                        "INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, {NOW_MS})
-                         RETURNING id"
-                    ),
-                    &[&body, &owner],
-                )?
-                .get(0);
+            tx.execute(&open_lifecycle(), &[&handle, &target, &kind])?;
+            let id: i64 = tx.query_one(&insert_intent(), &[&body, &owner])?.get(0);
             tx.commit()?;
             Ok(id)
         })
@@ -146,13 +136,7 @@ impl Engine for PgJournal {
     ) -> Result<()> {
         self.with(|c| {
             let mut tx = c.transaction()?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO vj_lifecycles (handle, target, kind, created)
-                     VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (handle) DO NOTHING"
-                ),
-                &[&handle, &target, &kind],
-            )?;
+            tx.execute(&open_lifecycle(), &[&handle, &target, &kind])?;
             tx.execute(
                 "INSERT INTO vj_lifecycle_keys (handle, key) SELECT $1, unnest($2::text[])
                  ON CONFLICT DO NOTHING",

@@ -8,6 +8,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{Engine, IntentData, LifecycleData, Result};
 
+/// Open a lifecycle (kept when it is open already).
+const OPEN_LIFECYCLE: &str =
+    "INSERT OR IGNORE INTO lifecycles (handle, target, kind, created) VALUES (?1, ?2, ?3, ?4)";
+
 pub struct SqliteJournal {
     path: PathBuf,
     conn: Mutex<Connection>,
@@ -67,10 +71,7 @@ impl Engine for SqliteJournal {
     ) -> Result<i64> {
         let mut c = self.conn.lock();
         let tx = c.transaction()?;
-        tx.execute(
-            "INSERT OR IGNORE INTO lifecycles (handle, target, kind, created) VALUES (?1, ?2, ?3, ?4)",
-            params![handle, target, kind, now_ms()],
-        )?;
+        tx.execute(OPEN_LIFECYCLE, params![handle, target, kind, now_ms()])?;
         tx.execute(
             "INSERT INTO intents (body, owner, created) VALUES (?1, ?2, ?3)",
             params![body, owner, now_ms()],
@@ -122,10 +123,7 @@ impl Engine for SqliteJournal {
     ) -> Result<()> {
         let mut c = self.conn.lock();
         let tx = c.transaction()?;
-        tx.execute(
-            "INSERT OR IGNORE INTO lifecycles (handle, target, kind, created) VALUES (?1, ?2, ?3, ?4)",
-            params![handle, target, kind, now_ms()],
-        )?;
+        tx.execute(OPEN_LIFECYCLE, params![handle, target, kind, now_ms()])?;
         {
             let mut st = tx.prepare_cached(
                 "INSERT OR IGNORE INTO lifecycle_keys (handle, key) VALUES (?1, ?2)",
