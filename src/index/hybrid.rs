@@ -15,7 +15,16 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Found, Hit, Index, IndexError, Level, VPath};
+use super::{Hit, Index, IndexError, Level, VPath};
+
+/// Result of [`Index::find`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    /// Live hits, best first, at most `limit`.
+    pub hits: Vec<Hit>,
+    /// Records deleted because their source was gone.
+    pub orphans_removed: usize,
+}
 
 /// Reciprocal rank fusion's constant (Cormack et al. 2009): ranks beyond the first few count
 /// nearly alike, so neither list's head is drowned by the other's.

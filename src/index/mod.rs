@@ -21,36 +21,28 @@
 //! different model is [`IndexError::ModelMismatch`] or, for the daemon, drops the vectors
 //! only; never a silent mix of vector spaces.
 
-mod chunk;
+pub(crate) mod analyze;
+mod engine;
 mod hybrid;
-mod lexical;
-mod quant;
-mod search;
-mod store;
+pub mod postgres;
+pub mod sqlite;
 pub mod text;
-mod verify;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use thiserror::Error;
 
 use crate::uri::VPath;
 use crate::workspace::Workspace;
+use engine::{Engine, Meta, Reinit, Which};
 
-pub use hybrid::{Evidence, Mode, SearchRequest, Verdict, SUMMARY_WEIGHT};
-pub use search::Found;
+pub use hybrid::{Evidence, Found, Mode, SearchRequest, Verdict, SUMMARY_WEIGHT};
+pub use sqlite::CHUNK_SLOTS;
 
-/// Records per packed chunk: 256 × 256-dim codes = 64 KiB blobs.
-pub const CHUNK_SLOTS: usize = 256;
+/// The format of the records and their terms; another is rebuilt from the files.
 const SCHEMA_VERSION: &str = "3";
-/// Writers (job workers in several processes) queue behind each other this long.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Let SQLite read pages through mmap: the chunk scan then costs memcpy, not a pread per page.
-const MMAP_SIZE: i64 = 1 << 32;
 
 #[derive(Debug, Error)]
 pub enum IndexError {
@@ -61,32 +53,37 @@ pub enum IndexError {
         source: rusqlite::Error,
     },
     #[error(
-        "index {path} was built with model {stored_model:?} (dimension {stored_dim}) but the \
+        "index {at} was built with model {stored_model:?} (dimension {stored_dim}) but the \
          configured embedder is {model:?} (dimension {dim}); the index must be rebuilt"
     )]
     ModelMismatch {
-        path: PathBuf,
+        at: String,
         stored_model: String,
         stored_dim: usize,
         model: String,
         dim: usize,
     },
     #[error(
-        "index {path} has format version {found:?}, this vikingfs writes {SCHEMA_VERSION:?}; \
+        "index {at} has format version {found:?}, this vikingfs writes {SCHEMA_VERSION:?}; \
          the index must be rebuilt"
     )]
-    Schema { path: PathBuf, found: String },
+    Schema { at: String, found: String },
     #[error("vector of dimension {got} for an index of dimension {expected}")]
     Dimension { expected: usize, got: usize },
-    #[error("index {path} is corrupt: {msg}")]
-    Corrupt { path: PathBuf, msg: String },
+    #[error("index {at} is corrupt: {msg}")]
+    Corrupt { at: String, msg: String },
     /// A record's URI that is not a valid path.
-    #[error("index {} is corrupt: record uri", path.display())]
+    #[error("index {at} is corrupt: record uri")]
     CorruptUri {
-        path: PathBuf,
+        at: String,
         #[source]
         source: crate::uri::UriError,
     },
+    #[error("PostgreSQL {at} has no pgvector extension (the index needs it for vectors): install pgvector on the server")]
+    NoVectorExtension { at: String },
+    /// The index on a PostgreSQL server (`storage.backend = "postgres"`).
+    #[error("index")]
+    Server(#[from] crate::pg::PgError),
     #[error("cannot rename {from} into its own subtree {to}")]
     RenameIntoSelf { from: VPath, to: VPath },
 }
@@ -207,10 +204,10 @@ impl Hit {
     }
 }
 
-/// An open index. `Send + Sync`: one connection behind a mutex; open one per process (or per
-/// thread, for parallel searches) — opening is cheap.
+/// An open index on one backend. `Send + Sync`.
 pub struct Index {
-    path: PathBuf,
+    /// Where it is, for messages.
+    at: String,
     /// Dimension of the stored vectors (0: none stored).
     dim: usize,
     /// The model the vectors are from ("" when none is configured: lexical only).
@@ -219,35 +216,53 @@ pub struct Index {
     /// one the stored vectors came from.
     dense: bool,
     opened: Opened,
-    conn: Mutex<Connection>,
-    /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
-    id_set_max: usize,
+    engine: Box<dyn Engine>,
+}
+
+/// Where an index lives.
+#[derive(Clone)]
+pub enum Store<'a> {
+    /// A SQLite file (the default backend).
+    File(&'a Path),
+    /// The PostgreSQL server of `storage.backend = "postgres"`, bound to the workspace.
+    Server(Arc<crate::pg::Pg>),
 }
 
 impl Index {
-    /// Open (creating when missing) the index at `path` for vectors of `dim` from `model_id`.
-    /// An index whose vectors came from another model is [`IndexError::ModelMismatch`].
+    /// Open (creating when missing) the index file at `path` for vectors of `dim` from
+    /// `model_id`. An index whose vectors came from another model is
+    /// [`IndexError::ModelMismatch`].
     pub fn open(path: &Path, dim: usize, model_id: &str) -> Result<Index, IndexError> {
+        Self::open_in(Store::File(path), dim, model_id)
+    }
+
+    /// [`Index::open`] on any backend.
+    pub fn open_in(store: Store<'_>, dim: usize, model_id: &str) -> Result<Index, IndexError> {
         if dim == 0 {
             return Err(IndexError::Dimension {
                 expected: 1,
                 got: 0,
             });
         }
-        let mut index = Self::connect(path, dim, model_id)?;
+        let mut index = Self::connect(store, dim, model_id)?;
         index.init(false)?;
         Ok(index)
     }
 
-    /// Open (creating when missing) the index for lexical search only: vectors already stored
-    /// are kept but never used or written.
+    /// Open (creating when missing) the index file for lexical search only: vectors already
+    /// stored are kept but never used or written.
     pub fn open_lexical(path: &Path) -> Result<Index, IndexError> {
-        let mut index = Self::connect(path, 0, "")?;
+        Self::open_lexical_in(Store::File(path))
+    }
+
+    /// [`Index::open_lexical`] on any backend.
+    pub fn open_lexical_in(store: Store<'_>) -> Result<Index, IndexError> {
+        let mut index = Self::connect(store, 0, "")?;
         index.init(false)?;
         Ok(index)
     }
 
-    /// Open the index at `path` (lexical only when `dense` is `None`) and bring it to this
+    /// Open the index file at `path` (lexical only when `dim` is 0) and bring it to this
     /// build and model: an older format is recreated empty (the files rebuild it), vectors of
     /// another model are dropped. Returns whether anything was dropped; [`Index::opened`]
     /// says what.
@@ -256,131 +271,82 @@ impl Index {
         dim: usize,
         model_id: &str,
     ) -> Result<(Index, bool), IndexError> {
-        let mut index = Self::connect(path, dim, model_id)?;
+        Self::open_or_reset_in(Store::File(path), dim, model_id)
+    }
+
+    /// [`Index::open_or_reset`] on any backend.
+    pub fn open_or_reset_in(
+        store: Store<'_>,
+        dim: usize,
+        model_id: &str,
+    ) -> Result<(Index, bool), IndexError> {
+        let mut index = Self::connect(store, dim, model_id)?;
         index.init(true)?;
         let reset = matches!(index.opened, Opened::Recreated | Opened::VectorsDropped);
         Ok((index, reset))
     }
 
-    fn connect(path: &Path, dim: usize, model_id: &str) -> Result<Index, IndexError> {
-        let err = |source| IndexError::Sqlite {
-            path: path.to_path_buf(),
-            source,
+    fn connect(store: Store<'_>, dim: usize, model_id: &str) -> Result<Index, IndexError> {
+        let engine: Box<dyn Engine> = match store {
+            Store::File(path) => Box::new(sqlite::SqliteEngine::open(path)?),
+            Store::Server(pg) => Box::new(postgres::PgIndex::open(pg)?),
         };
-        let conn = crate::db::open(
-            path,
-            crate::db::Open {
-                busy_timeout: BUSY_TIMEOUT,
-                mmap_size: MMAP_SIZE,
-            },
-        )
-        .map_err(err)?;
         Ok(Index {
-            path: path.to_path_buf(),
+            at: engine.location(),
             dim,
             model_id: model_id.to_string(),
             dense: dim > 0,
             opened: Opened::Current,
-            conn: Mutex::new(conn),
-            id_set_max: search::ID_SET_MAX,
+            engine,
         })
     }
 
-    /// Create the schema when missing and check (or, with `reset`, enforce) schema and model.
+    /// Create the store when missing and check (or, with `reset`, enforce) schema and model.
     fn init(&mut self, reset: bool) -> Result<(), IndexError> {
         let wanted = Meta {
             schema: SCHEMA_VERSION.to_string(),
             model: self.model_id.clone(),
             dim: self.dim,
         };
-        let stored = read_meta(&self.conn.lock()).map_err(|e| self.sql(e))?;
-        if let Some(m) = &stored {
-            if m.schema == wanted.schema && self.accepts(m, reset) {
-                return self.adopt(m, reset); // The common case: no write lock taken.
+        if let Some(m) = self.engine.read_meta()? {
+            if m.schema == wanted.schema && self.accepts(&m, reset) {
+                return self.adopt(&m, reset); // The common case: no write lock taken.
             }
         }
-        let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| IndexError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
-        // Re-read inside the write transaction: another process may have initialised it.
-        let stored = read_meta(&tx).map_err(|e| self.sql(e))?;
-        let opened = match &stored {
-            Some(m) if m.schema == wanted.schema && self.accepts(m, reset) => {
-                drop(tx);
-                drop(conn);
-                let m = stored.expect("matched Some");
+        let decide = |stored: Option<&Meta>| match stored {
+            Some(m) if m.schema == wanted.schema && self.accepts(m, reset) => Ok(Reinit::Keep),
+            Some(m) if m.schema != wanted.schema && !reset => Err(IndexError::Schema {
+                at: self.at.clone(),
+                found: m.schema.clone(),
+            }),
+            Some(m) if m.schema == wanted.schema && !reset => Err(IndexError::ModelMismatch {
+                at: self.at.clone(),
+                stored_model: m.model.clone(),
+                stored_dim: m.dim,
+                model: self.model_id.clone(),
+                dim: self.dim,
+            }),
+            // Another model's vectors: drop them, keep the records and their terms.
+            Some(m) if m.schema == wanted.schema => Ok(Reinit::DropVectors),
+            // New, or of another format: the records are derived, so starting empty loses
+            // nothing (the caller rebuilds them from the files).
+            _ => Ok(Reinit::Recreate),
+        };
+        let existed = self.engine.read_meta()?.is_some();
+        let done = self.engine.reinit(&wanted, &decide)?;
+        match done {
+            Reinit::Keep => {
+                let m = self
+                    .engine
+                    .read_meta()?
+                    .ok_or_else(|| self.corrupt("meta vanished"))?;
                 return self.adopt(&m, reset);
             }
-            Some(m) if m.schema != wanted.schema && !reset => {
-                return Err(IndexError::Schema {
-                    path: self.path.clone(),
-                    found: m.schema.clone(),
-                })
-            }
-            Some(m) if m.schema == wanted.schema && !reset => {
-                return Err(IndexError::ModelMismatch {
-                    path: self.path.clone(),
-                    stored_model: m.model.clone(),
-                    stored_dim: m.dim,
-                    model: self.model_id.clone(),
-                    dim: self.dim,
-                })
-            }
-            Some(m) if m.schema == wanted.schema => {
-                // Another model's vectors: drop them, keep the records and their terms.
-                tx.execute_batch(
-                    "DELETE FROM chunks;
-                     UPDATE records SET chunk = NULL, slot = NULL, vec = NULL
-                      WHERE vec IS NOT NULL;",
-                )
-                .map_err(|e| self.sql(e))?;
-                Opened::VectorsDropped
-            }
-            other => {
-                // New, or of another format: the records are derived, so starting empty loses
-                // nothing (the caller rebuilds them from the files).
-                tx.execute_batch(&format!(
-                    "DROP TABLE IF EXISTS records;
-                     DROP TABLE IF EXISTS chunks;
-                     DROP TABLE IF EXISTS lex;
-                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                     CREATE TABLE records(
-                         id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
-                         version TEXT NOT NULL, snippet TEXT NOT NULL,
-                         chunk INTEGER, slot INTEGER, vec BLOB,
-                         partial INTEGER NOT NULL DEFAULT 0, UNIQUE(uri, level));
-                     CREATE INDEX records_novec ON records(id) WHERE vec IS NULL;
-                     CREATE TABLE chunks(
-                         id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
-                     CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};
-                     CREATE VIRTUAL TABLE lex USING fts5(
-                         name, body, tokenize = 'porter unicode61 remove_diacritics 2');"
-                ))
-                .map_err(|e| self.sql(e))?;
-                if other.is_some() {
-                    Opened::Recreated
-                } else {
-                    Opened::Created
-                }
-            }
-        };
-        for (k, v) in [
-            ("schema", wanted.schema),
-            ("model", wanted.model),
-            ("dim", wanted.dim.to_string()),
-        ] {
-            tx.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-                params![k, v],
-            )
-            .map_err(|e| self.sql(e))?;
+            Reinit::DropVectors => self.opened = Opened::VectorsDropped,
+            Reinit::Recreate if existed => self.opened = Opened::Recreated,
+            Reinit::Recreate => self.opened = Opened::Created,
         }
-        tx.commit().map_err(|e| self.sql(e))?;
-        self.opened = opened;
+        self.engine.set_dim(self.dim);
         Ok(())
     }
 
@@ -400,33 +366,25 @@ impl Index {
     }
 
     /// Take on the stored meta `m` (accepted by [`Self::accepts`]): a lexical-only handle
-    /// manages the stored vectors' chunks with their dimension; a model claims an index that
-    /// has no vectors yet.
+    /// manages the stored vectors with their dimension; a model claims an index that has no
+    /// vectors yet.
     fn adopt(&mut self, m: &Meta, reset: bool) -> Result<(), IndexError> {
         if self.model_id.is_empty() || (m.model.is_empty() && !reset) {
             self.dim = m.dim;
             self.dense = false;
+            self.engine.set_dim(self.dim);
             return Ok(());
         }
         if m.model.is_empty() {
             self.opened = Opened::Claimed;
-            let conn = self.conn.lock();
-            for (k, v) in [
-                ("model", self.model_id.clone()),
-                ("dim", self.dim.to_string()),
-            ] {
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-                    params![k, v],
-                )
-                .map_err(|e| self.sql(e))?;
-            }
+            self.engine.claim(&self.model_id, self.dim)?;
         }
         self.dense = true;
+        self.engine.set_dim(self.dim);
         Ok(())
     }
 
-    /// How [`Index::open_or_reset`] found the database.
+    /// How [`Index::open_or_reset`] found the store.
     pub fn opened(&self) -> Opened {
         self.opened
     }
@@ -436,8 +394,9 @@ impl Index {
         self.dense
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the index is (a file, or a server's host and database), for messages.
+    pub fn location(&self) -> &str {
+        &self.at
     }
 
     pub fn dim(&self) -> usize {
@@ -450,21 +409,12 @@ impl Index {
 
     /// The version of the source the record at (uri, level) was built from.
     pub fn version_of(&self, uri: &VPath, level: Level) -> Result<Option<String>, IndexError> {
-        let conn = self.conn.lock();
-        conn.prepare_cached("SELECT version FROM records WHERE uri = ?1 AND level = ?2")
-            .and_then(|mut s| {
-                s.query_row(params![uri.as_str(), level as i64], |r| r.get(0))
-                    .optional()
-            })
-            .map_err(|e| self.sql(e))
+        self.engine.version_of(uri, level)
     }
 
     /// A value this index keeps about itself (`None` when unset).
     pub fn meta(&self, key: &str) -> Result<Option<String>, IndexError> {
-        let conn = self.conn.lock();
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| self.sql(e))
+        self.engine.meta(key)
     }
 
     /// Keep `value` under `key` (written only when it changes).
@@ -472,13 +422,7 @@ impl Index {
         if self.meta(key)?.as_deref() == Some(value) {
             return Ok(());
         }
-        let conn = self.conn.lock();
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-            [key, value],
-        )
-        .map(drop)
-        .map_err(|e| self.sql(e))
+        self.engine.set_meta(key, value)
     }
 
     /// Give the record at (uri, level) the version `to` if it still has `from` (a source
@@ -490,13 +434,7 @@ impl Index {
         from: &str,
         to: &str,
     ) -> Result<bool, IndexError> {
-        let conn = self.conn.lock();
-        conn.execute(
-            "UPDATE records SET version = ?4 WHERE uri = ?1 AND level = ?2 AND version = ?3",
-            params![uri.as_str(), level as i64, from, to],
-        )
-        .map(|n| n > 0)
-        .map_err(|e| self.sql(e))
+        self.engine.restamp(uri, level, from, to)
     }
 
     /// The version of the record at (uri, level) and whether it has a vector; `None` when
@@ -506,17 +444,7 @@ impl Index {
         uri: &VPath,
         level: Level,
     ) -> Result<Option<(String, bool)>, IndexError> {
-        let conn = self.conn.lock();
-        conn.prepare_cached(
-            "SELECT version, vec IS NOT NULL FROM records WHERE uri = ?1 AND level = ?2",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![uri.as_str(), level as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()
-        })
-        .map_err(|e| self.sql(e))
+        self.engine.vector_state(uri, level)
     }
 
     /// Does any record name `prefix` or a path below it? (A read: no write transaction.)
@@ -524,42 +452,26 @@ impl Index {
         if prefix.is_root() {
             return Ok(self.count()? > 0);
         }
-        let conn = self.conn.lock();
-        conn.prepare_cached(&format!(
-            "SELECT EXISTS(SELECT 1 FROM records WHERE {UNDER_SQL})"
-        ))
-        .and_then(|mut s| s.query_row(under_params(prefix), |r| r.get(0)))
-        .map_err(|e| self.sql(e))
+        self.engine.has_under(prefix)
     }
 
     /// The model the stored vectors are from ("" when none).
     pub fn stored_model(&self) -> Result<String, IndexError> {
-        let conn = self.conn.lock();
-        Ok(read_meta(&conn)
-            .map_err(|e| self.sql(e))?
+        Ok(self
+            .engine
+            .read_meta()?
             .map(|m| m.model)
             .unwrap_or_default())
     }
 
     /// Records, lexical rows and vectors.
     pub fn stats(&self) -> Result<IndexStats, IndexError> {
-        let conn = self.conn.lock();
-        let n = |sql: &str| -> Result<u64, IndexError> {
-            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
-                .map(|n| n as u64)
-                .map_err(|e| self.sql(e))
-        };
-        Ok(IndexStats {
-            records: n("SELECT COUNT(*) FROM records")?,
-            lexical: n("SELECT COUNT(*) FROM lex")?,
-            vectors: n("SELECT COUNT(*) FROM records WHERE vec IS NOT NULL")?,
-            partial: n("SELECT COUNT(*) FROM records WHERE partial != 0")?,
-        })
+        self.engine.stats()
     }
 
     /// Records that have no vector yet (the model's backlog), for re-queueing their jobs.
     pub fn missing_vectors(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
-        self.uris_where("vec IS NULL", [])
+        self.engine.uris(Which::NoVector)
     }
 
     /// The (uri, level) of every record at or below `prefix`, sorted.
@@ -567,70 +479,154 @@ impl Index {
         if prefix.is_root() {
             return self.all_uris();
         }
-        self.uris_where(UNDER_SQL, under_params(prefix))
+        self.engine.uris(Which::Under(prefix))
     }
 
     /// Number of records.
     pub fn count(&self) -> Result<u64, IndexError> {
-        let conn = self.conn.lock();
-        conn.query_row("SELECT COUNT(*) FROM records", [], |r| r.get::<_, i64>(0))
-            .map(|n| n as u64)
-            .map_err(|e| self.sql(e))
+        self.engine.count()
     }
 
     /// Every (uri, level) in the index, sorted; for fsck.
     pub fn all_uris(&self) -> Result<Vec<(VPath, Level)>, IndexError> {
-        self.uris_where("1", [])
+        self.engine.uris(Which::All)
     }
 
-    /// The (uri, level) of the records matching the SQL condition `cond`, sorted.
-    fn uris_where(
+    /// Insert or replace the record for (rec.uri, rec.level).
+    pub fn upsert(&self, rec: &Record) -> Result<(), IndexError> {
+        self.upsert_many(std::slice::from_ref(rec))
+    }
+
+    /// Upsert many records in one transaction (bulk builds, rebuilds).
+    pub fn upsert_many(&self, recs: &[Record]) -> Result<(), IndexError> {
+        for r in recs {
+            if let Some(v) = &r.vector {
+                self.check_dim(v.len())?;
+            }
+        }
+        self.engine.upsert_many(recs)
+    }
+
+    /// Give the record at (uri, level) the vector `v` if it is still at `version` (else the
+    /// source changed since the vector's text was read: a newer job embeds it). Returns
+    /// whether it was set. Never creates a record, so it needs no lock: a record that rm or
+    /// mv took away stays away.
+    pub fn set_vector(
         &self,
-        cond: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<Vec<(VPath, Level)>, IndexError> {
-        let conn = self.conn.lock();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT uri, level FROM records WHERE {cond} ORDER BY uri, level"
-            ))
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map(params, |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })
-            .map_err(|e| self.sql(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (uri, level) = row.map_err(|e| self.sql(e))?;
-            out.push((self.vpath(&uri)?, self.level(level)?));
-        }
-        Ok(out)
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        v: &[f32],
+    ) -> Result<bool, IndexError> {
+        self.check_dim(v.len())?;
+        self.engine.set_vector(uri, level, version, v)
     }
 
-    fn sql(&self, source: rusqlite::Error) -> IndexError {
-        IndexError::Sqlite {
-            path: self.path.clone(),
-            source,
+    /// Delete every level of `uri` (not what lies below it). Returns the records removed.
+    pub fn delete(&self, uri: &VPath) -> Result<usize, IndexError> {
+        self.engine.delete(uri)
+    }
+
+    /// Delete `prefix` itself and everything below it (component-wise), in one transaction.
+    pub fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
+        self.engine.delete_prefix(prefix)
+    }
+
+    /// Delete the record at (uri, level) only if it was built from `version`; a record that a
+    /// concurrent job rebuilt from a newer source survives. Returns whether it was deleted.
+    pub fn delete_if_version(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+    ) -> Result<bool, IndexError> {
+        Ok(self.delete_if_versions(&[(uri, level, version)])? > 0)
+    }
+
+    /// [`Index::delete_if_version`] for many records in one transaction. Returns how many
+    /// were deleted.
+    pub fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize, IndexError> {
+        if which.is_empty() {
+            return Ok(0);
         }
+        self.engine.delete_if_versions(which)
+    }
+
+    /// Move `from` and everything below it to `to`, in one transaction. Records already at the
+    /// destination names are replaced (as `rename(2)` replaces the target). Returns the records moved.
+    pub fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize, IndexError> {
+        if from == to {
+            return Ok(0);
+        }
+        if to.starts_with(from) {
+            return Err(IndexError::RenameIntoSelf {
+                from: from.clone(),
+                to: to.clone(),
+            });
+        }
+        self.engine.rename_prefix(from, to)
+    }
+
+    /// The `k` records most similar to `query` (cosine), best first; only records at or below
+    /// `under` when given. A query of all zeros matches nothing.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        self.check_dim(query.len())?;
+        let unit = sqlite::quant::normalised(query);
+        if k == 0 || unit.iter().all(|&x| x == 0.0) {
+            return Ok(Vec::new());
+        }
+        self.engine.search_dense(&unit, k, under)
+    }
+
+    /// The `k` records that best match `query` by BM25 (score: the BM25 value, larger is
+    /// better), only at or below `under` when given. A query without terms matches nothing.
+    pub fn search_lexical(
+        &self,
+        query: &str,
+        k: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let terms = text::query_terms(query);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        self.engine.search_lexical(&terms, k, under)
+    }
+
+    /// How many content records (files) there are, and how many of them hold each of
+    /// `terms`, not counting those at or below `excluding` (a directory weighs its words
+    /// against the rest of the workspace). A term is matched as a query for it would be: made
+    /// into index terms by [`text::document`] and stemmed by FTS5's porter tokenizer, so
+    /// `locks` counts the files with `lock`, `locks` or `locking`. Summary records are not
+    /// counted: a summary's words are its children's, and counting them would let each
+    /// written summary shift the statistics it was made from. A term without index terms
+    /// counts 0.
+    pub fn doc_freq(
+        &self,
+        terms: &[&str],
+        excluding: Option<&VPath>,
+    ) -> Result<(u64, Vec<u64>), IndexError> {
+        if excluding.is_some_and(|p| p.is_root()) {
+            return Ok((0, vec![0; terms.len()]));
+        }
+        self.engine.doc_freq(terms, excluding)
+    }
+
+    /// Consistency check for fsck (the store's own invariants). Returns the problems found.
+    pub fn verify(&self) -> Result<Vec<String>, IndexError> {
+        self.engine.verify()
     }
 
     fn corrupt(&self, msg: impl Into<String>) -> IndexError {
         IndexError::Corrupt {
-            path: self.path.clone(),
+            at: self.at.clone(),
             msg: msg.into(),
         }
-    }
-
-    fn vpath(&self, s: &str) -> Result<VPath, IndexError> {
-        VPath::from_rel(s).map_err(|source| IndexError::CorruptUri {
-            path: self.path.clone(),
-            source,
-        })
-    }
-
-    fn level(&self, v: i64) -> Result<Level, IndexError> {
-        Level::from_i64(v).ok_or_else(|| self.corrupt(format!("record level {v}")))
     }
 
     fn check_dim(&self, got: usize) -> Result<(), IndexError> {
@@ -644,17 +640,9 @@ impl Index {
     }
 }
 
-/// What an index was built for, as stored in its `meta` table.
-#[derive(Debug, PartialEq)]
-struct Meta {
-    schema: String,
-    model: String,
-    dim: usize,
-}
-
-/// The stored [`Meta`], or `None` on a new database.
 impl IndexError {
-    /// The index file is damaged (rather than busy, missing or full): it is rebuilt.
+    /// The index file is damaged (rather than busy, missing or full): it is rebuilt. An
+    /// index on a server is never damaged as a file is: its errors are the server's.
     pub fn is_damage(&self) -> bool {
         match self {
             IndexError::Sqlite { source, .. } => crate::db::is_damage_code(source),
@@ -662,37 +650,4 @@ impl IndexError {
             _ => false,
         }
     }
-}
-
-fn read_meta(conn: &Connection) -> rusqlite::Result<Option<Meta>> {
-    let exists: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
-        return Ok(None);
-    }
-    let get = |k: &str| -> rusqlite::Result<Option<String>> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| r.get(0))
-            .optional()
-    };
-    match (get("schema")?, get("model")?, get("dim")?) {
-        (Some(schema), Some(model), Some(d)) => Ok(Some(Meta {
-            schema,
-            model,
-            dim: d.parse().unwrap_or(0),
-        })),
-        _ => Ok(None),
-    }
-}
-
-/// SQL range for "`prefix` itself or anything below it", component-wise: binds `?1` = prefix,
-/// `?2` = prefix + "/", `?3` = prefix + "0" ('0' follows '/'). Paths in `[p, p+"0")` that are
-/// neither `p` nor under `p/` (such as `p-x`) sort before `p/` and are excluded.
-pub(crate) const UNDER_SQL: &str = "uri >= ?1 AND uri < ?3 AND (uri = ?1 OR uri >= ?2)";
-
-pub(crate) fn under_params(prefix: &VPath) -> [String; 3] {
-    let p = prefix.as_str();
-    [p.to_string(), format!("{p}/"), format!("{p}0")]
 }

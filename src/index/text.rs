@@ -197,7 +197,16 @@ pub fn matches_in(text: &str, wanted: &[String]) -> usize {
 /// holding more of them, and rarer ones, first), stopwords dropped unless nothing else is
 /// left. `None` when the query has no terms at all.
 pub fn match_expr(query: &str) -> Option<String> {
-    let chosen = query_terms(query);
+    match_expr_of(&query_terms(query))
+}
+
+/// A query term of one CJK character, which matches as a prefix (the bigrams it starts).
+pub fn is_lone_cjk(t: &str) -> bool {
+    t.chars().count() == 1 && t.chars().all(is_cjk)
+}
+
+/// The FTS5 MATCH expression ORing `chosen` (terms of [`query_terms`]); `None` when empty.
+pub fn match_expr_of(chosen: &[String]) -> Option<String> {
     if chosen.is_empty() {
         return None;
     }
@@ -205,8 +214,7 @@ pub fn match_expr(query: &str) -> Option<String> {
         .iter()
         .map(|t| {
             // Terms are letters and digits only, so quoting cannot be escaped from.
-            let lone_cjk = t.chars().count() == 1 && t.chars().all(is_cjk);
-            if lone_cjk {
+            if is_lone_cjk(t) {
                 format!("\"{t}\"*")
             } else {
                 format!("\"{t}\"")

@@ -170,7 +170,9 @@ impl ToErrno for IndexError {
         match self {
             IndexError::Sqlite { source, .. } => source.errno(),
             IndexError::RenameIntoSelf { .. } => libc::EINVAL,
-            IndexError::ModelMismatch { .. }
+            IndexError::Server(e) => e.errno(),
+            IndexError::NoVectorExtension { .. }
+            | IndexError::ModelMismatch { .. }
             | IndexError::Schema { .. }
             | IndexError::Dimension { .. }
             | IndexError::Corrupt { .. }

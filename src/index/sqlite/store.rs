@@ -11,8 +11,8 @@ use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::chunk::Layout;
 use super::quant::{f32_to_bytes, normalised};
-use super::text;
-use super::{under_params, Index, IndexError, Level, Record, CHUNK_SLOTS, UNDER_SQL};
+use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
+use crate::index::{text, IndexError, Level, Record};
 use crate::uri::VPath;
 
 struct ChunkBuf {
@@ -29,7 +29,7 @@ const MAX_DIRTY_RANGES: usize = 32;
 
 /// The chunks one transaction touched, written back once at the end.
 struct Batch<'t> {
-    index: &'t Index,
+    eng: &'t SqliteEngine,
     tx: &'t Transaction<'t>,
     layout: Layout,
     chunks: HashMap<i64, ChunkBuf>,
@@ -51,7 +51,7 @@ impl<'t> Batch<'t> {
                 .tx
                 .prepare_cached("SELECT used, data FROM chunks WHERE id = ?1")
                 .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-                .map_err(|e| self.index.sql(e))?;
+                .map_err(|e| self.eng.sql(e))?;
             let buf = match row {
                 Some((used, data)) if data.len() == self.layout.len() => ChunkBuf {
                     used: used as usize,
@@ -59,7 +59,7 @@ impl<'t> Batch<'t> {
                     in_db: true,
                     dirty: Vec::new(),
                 },
-                Some(_) => return Err(self.index.corrupt(format!("chunk {id} has a bad size"))),
+                Some(_) => return Err(self.eng.corrupt(format!("chunk {id} has a bad size"))),
                 None => ChunkBuf {
                     used: 0,
                     data: vec![0; self.layout.len()],
@@ -88,11 +88,11 @@ impl<'t> Batch<'t> {
                 .prepare_cached(&format!(
                     "SELECT id FROM chunks WHERE used < {CHUNK_SLOTS} ORDER BY id"
                 ))
-                .map_err(|e| self.index.sql(e))?;
+                .map_err(|e| self.eng.sql(e))?;
             let ids = stmt
                 .query_map([], |r| r.get::<_, i64>(0))
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| self.index.sql(e))?;
+                .map_err(|e| self.eng.sql(e))?;
             candidate = ids.into_iter().find(|id| !loaded.contains(id));
         }
         let id = match candidate {
@@ -101,7 +101,7 @@ impl<'t> Batch<'t> {
                 let max_db: i64 = self
                     .tx
                     .query_row("SELECT COALESCE(MAX(id), 0) FROM chunks", [], |r| r.get(0))
-                    .map_err(|e| self.index.sql(e))?;
+                    .map_err(|e| self.eng.sql(e))?;
                 max_db.max(self.chunks.keys().copied().max().unwrap_or(0)) + 1
             }
         };
@@ -109,10 +109,7 @@ impl<'t> Batch<'t> {
         let chunk = self.chunk(id)?;
         let slot = (0..CHUNK_SLOTS)
             .find(|&s| layout.rid(&chunk.data, s) == 0)
-            .ok_or_else(|| {
-                self.index
-                    .corrupt(format!("chunk {id} used count is wrong"))
-            })?;
+            .ok_or_else(|| self.eng.corrupt(format!("chunk {id} used count is wrong")))?;
         Ok((id, slot))
     }
 
@@ -169,13 +166,13 @@ impl<'t> Batch<'t> {
             } else {
                 patch(self.tx, id, &c)
             };
-            res.map_err(|e| self.index.sql(e))?;
+            res.map_err(|e| self.eng.sql(e))?;
         }
         Ok(())
     }
 
     fn placed(&self, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Placed>, IndexError> {
-        let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.index.sql(e))?;
+        let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.eng.sql(e))?;
         let rows = stmt
             .query_map(p, |r| {
                 let chunk: Option<i64> = r.get(1)?;
@@ -186,7 +183,7 @@ impl<'t> Batch<'t> {
                 })
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.index.sql(e))?;
+            .map_err(|e| self.eng.sql(e))?;
         Ok(rows)
     }
 
@@ -204,7 +201,7 @@ impl<'t> Batch<'t> {
         self.tx
             .prepare_cached(sql)
             .and_then(|mut s| s.execute(p))
-            .map_err(|e| self.index.sql(e))
+            .map_err(|e| self.eng.sql(e))
     }
 
     /// The record's terms: its name's and its text's, replacing what `lex` held for `id`.
@@ -220,7 +217,7 @@ impl<'t> Batch<'t> {
 
     /// Give record `id` (placed at `place`) the vector `v`, reusing its slot.
     fn put_vector(&mut self, id: i64, place: Option<Slot>, v: &[f32]) -> Result<(), IndexError> {
-        self.index.check_dim(v.len())?;
+        self.eng.check_dim(v.len())?;
         let unit = normalised(v);
         let (chunk, slot) = match place {
             Some(p) => p,
@@ -247,7 +244,7 @@ impl<'t> Batch<'t> {
 
     fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
         if let Some(v) = &rec.vector {
-            self.index.check_dim(v.len())?;
+            self.eng.check_dim(v.len())?;
         }
         // One lookup for the row, its version and its slot.
         let existing: Option<(i64, String, Option<Slot>)> = self
@@ -267,7 +264,7 @@ impl<'t> Batch<'t> {
                 })
                 .optional()
             })
-            .map_err(|e| self.index.sql(e))?;
+            .map_err(|e| self.eng.sql(e))?;
         let (id, place) = match existing {
             Some((id, version, place)) => {
                 self.exec(
@@ -330,7 +327,7 @@ fn merge_ranges(r: &mut Vec<std::ops::Range<usize>>) -> usize {
     r.len()
 }
 
-impl Index {
+impl SqliteEngine {
     /// Run `f` in one IMMEDIATE transaction and write the touched chunks back before commit.
     fn write<T>(
         &self,
@@ -341,7 +338,7 @@ impl Index {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sql(e))?;
         let mut batch = Batch {
-            index: self,
+            eng: self,
             tx: &tx,
             layout: Layout { dim: self.dim },
             chunks: HashMap::new(),
@@ -353,13 +350,8 @@ impl Index {
         Ok(out)
     }
 
-    /// Insert or replace the record for (rec.uri, rec.level).
-    pub fn upsert(&self, rec: &Record) -> Result<(), IndexError> {
-        self.write(|b| b.upsert(rec))
-    }
-
-    /// Upsert many records in one transaction (bulk builds, rebuilds).
-    pub fn upsert_many(&self, recs: &[Record]) -> Result<(), IndexError> {
+    /// Insert or replace each record, in one transaction.
+    pub(super) fn upsert_many(&self, recs: &[Record]) -> Result<(), IndexError> {
         self.write(|b| recs.iter().try_for_each(|r| b.upsert(r)))
     }
 
@@ -367,7 +359,7 @@ impl Index {
     /// source changed since the vector's text was read: a newer job embeds it). Returns
     /// whether it was set. Never creates a record, so it needs no lock: a record that rm or
     /// mv took away stays away.
-    pub fn set_vector(
+    pub(super) fn set_vector(
         &self,
         uri: &VPath,
         level: Level,
@@ -392,7 +384,7 @@ impl Index {
     }
 
     /// Delete every level of `uri` (not what lies below it). Returns the records removed.
-    pub fn delete(&self, uri: &VPath) -> Result<usize, IndexError> {
+    pub(super) fn delete(&self, uri: &VPath) -> Result<usize, IndexError> {
         self.write(|b| {
             let rows = b.placed(
                 "SELECT id, chunk, slot FROM records WHERE uri = ?1",
@@ -403,27 +395,19 @@ impl Index {
     }
 
     /// Delete `prefix` itself and everything below it (component-wise), in one transaction.
-    pub fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
+    pub(super) fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
         self.write(|b| {
             let rows = b.rows_under(prefix)?;
             b.remove(&rows)
         })
     }
 
-    /// Delete the record at (uri, level) only if it was built from `version`; a record that a
-    /// concurrent job rebuilt from a newer source survives. Returns whether it was deleted.
-    pub fn delete_if_version(
+    /// Delete each record named if it still has the version given. Returns how many were
+    /// deleted.
+    pub(super) fn delete_if_versions(
         &self,
-        uri: &VPath,
-        level: Level,
-        version: &str,
-    ) -> Result<bool, IndexError> {
-        Ok(self.delete_if_versions(&[(uri, level, version)])? > 0)
-    }
-
-    /// [`Index::delete_if_version`] for many records in one transaction. Returns how many
-    /// were deleted.
-    pub fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize, IndexError> {
+        which: &[(&VPath, Level, &str)],
+    ) -> Result<usize, IndexError> {
         if which.is_empty() {
             return Ok(0);
         }
@@ -442,7 +426,7 @@ impl Index {
 
     /// Move `from` and everything below it to `to`, in one transaction. Records already at the
     /// destination names are replaced (as `rename(2)` replaces the target). Returns the records moved.
-    pub fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize, IndexError> {
+    pub(super) fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize, IndexError> {
         if from == to {
             return Ok(0);
         }
@@ -469,14 +453,14 @@ impl Index {
                         })?
                         .collect()
                     })
-                    .map_err(|e| b.index.sql(e))?;
+                    .map_err(|e| b.eng.sql(e))?;
             let ids: HashSet<i64> = moving.iter().map(|m| m.0).collect();
             let mut renamed = Vec::with_capacity(moving.len());
             for (id, uri, level) in &moving {
-                let old = b.index.vpath(uri)?;
+                let old = b.eng.vpath(uri)?;
                 let new = old
                     .rebase(from, to)
-                    .ok_or_else(|| b.index.corrupt(format!("{uri} is not under {from}")))?;
+                    .ok_or_else(|| b.eng.corrupt(format!("{uri} is not under {from}")))?;
                 renamed.push((*id, new, *level));
             }
             // Records the move replaces.
@@ -496,7 +480,7 @@ impl Index {
             let set_uri = |id: i64, uri: &str| {
                 b.tx.prepare_cached("UPDATE records SET uri = ?2 WHERE id = ?1")
                     .and_then(|mut s| s.execute(params![id, uri]))
-                    .map_err(|e| b.index.sql(e))
+                    .map_err(|e| b.eng.sql(e))
             };
             for (id, _, _) in &renamed {
                 set_uri(*id, &format!("\u{1}{id}"))?;

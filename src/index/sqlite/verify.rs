@@ -3,13 +3,14 @@
 use std::collections::HashMap;
 
 use super::chunk::Layout;
-use super::{Index, IndexError, CHUNK_SLOTS};
+use super::{SqliteEngine, CHUNK_SLOTS};
+use crate::index::IndexError;
 
-impl Index {
+impl SqliteEngine {
     /// Consistency check for fsck: every record with a vector has a packed slot holding its id,
     /// every packed id is such a record, the chunks' used counts are right, and records and
     /// lexical rows match one for one. Returns the problems found.
-    pub fn verify(&self) -> Result<Vec<String>, IndexError> {
+    pub(super) fn verify(&self) -> Result<Vec<String>, IndexError> {
         let conn = self.conn.lock();
         let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         let layout = Layout { dim: self.dim };

@@ -1,5 +1,4 @@
-//! Reads: cosine top-k over the packed int8 codes with an exact f32 re-rank, and the live
-//! search that drops (and deletes) records whose source is gone.
+//! Dense reads: cosine top-k over the packed int8 codes with an exact f32 re-rank.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
@@ -7,23 +6,15 @@ use std::collections::{BinaryHeap, HashSet};
 use rusqlite::params;
 
 use super::chunk::Layout;
-use super::quant::{bytes_to_f32, dot_f32, dots_i8, normalised, quantise};
-use super::{under_params, Evidence, Hit, Index, IndexError, CHUNK_SLOTS, UNDER_SQL};
+use super::quant::{bytes_to_f32, dot_f32, dots_i8, quantise};
+use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
+use crate::index::{Evidence, Hit, IndexError};
 use crate::uri::VPath;
 
 /// How many int8 candidates are re-ranked exactly for a top-k: enough that quantisation error
 /// (about 1% of a score) cannot push a true top-k result out of the candidate set.
 fn candidates_for(k: usize) -> usize {
     (k * 4).max(k + 32)
-}
-
-/// Result of [`Index::find`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Found {
-    /// Live hits, best first, at most `limit`.
-    pub hits: Vec<Hit>,
-    /// Records deleted because their source was gone.
-    pub orphans_removed: usize,
 }
 
 /// A candidate in the min-heap of the best N (the smallest score on top, to be evicted).
@@ -66,20 +57,17 @@ struct Query {
     scale: f32,
 }
 
-impl Index {
-    /// The `k` records most similar to `query` (cosine), best first; only records at or below
-    /// `under` when given. A query of all zeros matches nothing.
-    pub fn search(
+impl SqliteEngine {
+    /// The `k` records most similar to the unit vector `unit` (cosine), best first; only
+    /// records at or below `under` when given.
+    pub(super) fn search(
         &self,
-        query: &[f32],
+        unit: &[f32],
         k: usize,
         under: Option<&VPath>,
     ) -> Result<Vec<Hit>, IndexError> {
-        self.check_dim(query.len())?;
-        let unit = normalised(query);
-        if k == 0 || unit.iter().all(|&x| x == 0.0) {
-            return Ok(Vec::new());
-        }
+        self.check_dim(unit.len())?;
+        let unit = unit.to_vec();
         let mut codes = vec![0u8; self.dim];
         let scale = quantise(&unit, &mut codes);
         let q = Query { unit, codes, scale };
@@ -221,6 +209,8 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
+    use crate::index::engine::Engine;
+    use crate::index::sqlite::{quant::normalised, SqliteEngine};
     use crate::index::{Index, Level, Record};
     use crate::uri::VPath;
 
@@ -229,7 +219,8 @@ mod tests {
     #[test]
     fn under_by_id_set_and_by_prefix_agree() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix = Index::open(&dir.path().join("i.db"), 4, "m").unwrap();
+        let path = dir.path().join("i.db");
+        let ix = Index::open(&path, 4, "m").unwrap();
         let recs: Vec<Record> = (0..600)
             .map(|i| Record {
                 uri: VPath::from_rel(&format!("resources/d{}/f{i}", i % 3)).unwrap(),
@@ -243,13 +234,15 @@ mod tests {
             })
             .collect();
         ix.upsert_many(&recs).unwrap();
-        let q = [1.0, 0.0, 0.5, 0.0];
+        let mut eng = SqliteEngine::open(&path).unwrap();
+        eng.set_dim(4);
+        let q = normalised(&[1.0, 0.0, 0.5, 0.0]);
         for sub in ["resources/d0", "resources/d2", "resources"] {
             let under = VPath::from_rel(sub).unwrap();
-            ix.id_set_max = super::ID_SET_MAX;
-            let by_ids = ix.search(&q, 7, Some(&under)).unwrap();
-            ix.id_set_max = 5;
-            let by_prefix = ix.search(&q, 7, Some(&under)).unwrap();
+            eng.id_set_max = super::ID_SET_MAX;
+            let by_ids = eng.search(&q, 7, Some(&under)).unwrap();
+            eng.id_set_max = 5;
+            let by_prefix = eng.search(&q, 7, Some(&under)).unwrap();
             assert_eq!(by_ids.len(), 7);
             assert_eq!(by_ids, by_prefix, "{sub}");
             assert!(by_ids.iter().all(|h| h.uri.starts_with(&under)));

@@ -1,30 +1,26 @@
-//! Lexical search: BM25 over the `lex` FTS5 table, terms made by [`super::text`]; and the
-//! document frequencies of words (how many files use each), for weighting summary keywords.
+//! Lexical search: BM25 over the `lex` FTS5 table, terms made by [`crate::index::text`];
+//! and the document frequencies of words (how many files use each), for weighting summary
+//! keywords.
 
 use rusqlite::params;
 
-use super::{text, under_params, Evidence, Hit, Index, IndexError, Level, UNDER_SQL};
+use super::{under_params, SqliteEngine, UNDER_SQL};
+use crate::index::engine::NAME_WEIGHT;
+use crate::index::{text, Evidence, Hit, IndexError, Level};
 use crate::uri::VPath;
 
-/// BM25 weight of a record's name against its text: a query word in a file's name says
-/// more about the file than the same word in its body.
-const NAME_WEIGHT: f64 = 3.0;
-
-impl Index {
-    /// The `k` records that best match `query` by BM25 (score: the BM25 value, larger is
-    /// better), only at or below `under` when given. A query without terms matches nothing.
-    pub fn search_lexical(
+impl SqliteEngine {
+    /// The `k` records that best match the OR of `terms` by BM25 (score: the BM25 value,
+    /// larger is better), only at or below `under` when given.
+    pub(super) fn search_lexical(
         &self,
-        query: &str,
+        terms: &[String],
         k: usize,
         under: Option<&VPath>,
     ) -> Result<Vec<Hit>, IndexError> {
-        let Some(expr) = text::match_expr(query) else {
+        let Some(expr) = text::match_expr_of(terms) else {
             return Ok(Vec::new());
         };
-        if k == 0 {
-            return Ok(Vec::new());
-        }
         let conn = self.conn.lock();
         let filter = match under {
             Some(p) if !p.is_root() => format!("AND {UNDER_SQL}"),
@@ -73,22 +69,14 @@ impl Index {
         Ok(hits)
     }
 
-    /// How many content records (files) there are, and how many of them hold each of
-    /// `terms`, not counting those at or below `excluding` (a directory weighs its words
-    /// against the rest of the workspace). A term is matched as a query for it would be: made
-    /// into index terms by [`text::document`] and stemmed by FTS5's porter tokenizer, so
-    /// `locks` counts the files with `lock`, `locks` or `locking`. Summary records are not
-    /// counted: a summary's words are its children's, and counting them would let each
-    /// written summary shift the statistics it was made from. A term without index terms
-    /// counts 0.
-    pub fn doc_freq(
+    /// See [`crate::index::Index::doc_freq`]: each term as a phrase of its index terms.
+    pub(super) fn doc_freq(
         &self,
         terms: &[&str],
         excluding: Option<&VPath>,
     ) -> Result<(u64, Vec<u64>), IndexError> {
         let conn = self.conn.lock();
         let outside = match excluding {
-            Some(p) if p.is_root() => return Ok((0, vec![0; terms.len()])),
             Some(_) => format!("AND NOT ({UNDER_SQL})"),
             None => String::new(),
         };

@@ -1,0 +1,382 @@
+//! The index in a SQLite file (`WORKSPACE/.vikingfs/index.db`, WAL mode): the default
+//! backend.
+//!
+//! Layout, chosen so a fresh `vikingfs find` process answers fast:
+//! - `records`: one row per record with its exact f32 vector when it has one (read back only
+//!   for re-ranking);
+//! - `lex`: an FTS5 table (BM25) over each record's name and text, rowid = the record's id,
+//!   written in the same transaction as the record, so the two never disagree
+//!   ([`super::text`] makes the terms);
+//! - `chunks`: the int8 codes of up to [`CHUNK_SLOTS`] vectors packed into one blob, so a
+//!   dense search reads a few hundred blobs instead of stepping through one row per record.
+//!
+//! Invariants: every record has exactly one `lex` row and every `lex` row is a record; a
+//! record with a vector has exactly one packed slot holding its id.
+
+mod chunk;
+mod lexical;
+pub(crate) mod quant;
+mod search;
+mod store;
+mod verify;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::engine::{Engine, Meta, Reinit, Result, Which};
+use super::{Hit, IndexError, IndexStats, Level, Record};
+use crate::uri::VPath;
+
+/// Records per packed chunk: 256 × 256-dim codes = 64 KiB blobs.
+pub const CHUNK_SLOTS: usize = 256;
+/// Writers (job workers in several processes) queue behind each other this long.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Let SQLite read pages through mmap: the chunk scan then costs memcpy, not a pread per page.
+const MMAP_SIZE: i64 = 1 << 32;
+
+/// The tables of an empty index.
+fn create_sql() -> String {
+    format!(
+        "DROP TABLE IF EXISTS records;
+         DROP TABLE IF EXISTS chunks;
+         DROP TABLE IF EXISTS lex;
+         CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE records(
+             id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
+             version TEXT NOT NULL, snippet TEXT NOT NULL,
+             chunk INTEGER, slot INTEGER, vec BLOB,
+             partial INTEGER NOT NULL DEFAULT 0, UNIQUE(uri, level));
+         CREATE INDEX records_novec ON records(id) WHERE vec IS NULL;
+         CREATE TABLE chunks(
+             id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
+         CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};
+         CREATE VIRTUAL TABLE lex USING fts5(
+             name, body, tokenize = '{}');",
+        super::analyze::TOKENIZER
+    )
+}
+
+/// An open index file: one connection behind a mutex (open one per process, or per thread
+/// for parallel searches — opening is cheap).
+pub struct SqliteEngine {
+    path: PathBuf,
+    /// Dimension of the stored vectors (0: none stored).
+    dim: usize,
+    conn: Mutex<Connection>,
+    /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
+    id_set_max: usize,
+}
+
+impl SqliteEngine {
+    pub fn open(path: &Path) -> Result<SqliteEngine> {
+        let conn = crate::db::open(
+            path,
+            crate::db::Open {
+                busy_timeout: BUSY_TIMEOUT,
+                mmap_size: MMAP_SIZE,
+            },
+        )
+        .map_err(|source| IndexError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(SqliteEngine {
+            path: path.to_path_buf(),
+            dim: 0,
+            conn: Mutex::new(conn),
+            id_set_max: search::ID_SET_MAX,
+        })
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> IndexError {
+        IndexError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, msg: impl Into<String>) -> IndexError {
+        IndexError::Corrupt {
+            at: self.path.display().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    fn vpath(&self, s: &str) -> Result<VPath> {
+        VPath::from_rel(s).map_err(|source| IndexError::CorruptUri {
+            at: self.path.display().to_string(),
+            source,
+        })
+    }
+
+    fn level(&self, v: i64) -> Result<Level> {
+        Level::from_i64(v).ok_or_else(|| self.corrupt(format!("record level {v}")))
+    }
+
+    fn check_dim(&self, got: usize) -> Result<()> {
+        if got != self.dim {
+            return Err(IndexError::Dimension {
+                expected: self.dim,
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    fn put_meta(conn: &Connection, pairs: &[(&str, &str)]) -> rusqlite::Result<()> {
+        for (k, v) in pairs {
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                params![k, v],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The (uri, level) of the records matching the SQL condition `cond`, sorted.
+    fn uris_where(&self, cond: &str, params: impl rusqlite::Params) -> Result<Vec<(VPath, Level)>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT uri, level FROM records WHERE {cond} ORDER BY uri, level"
+            ))
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params, |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (uri, level) = row.map_err(|e| self.sql(e))?;
+            out.push((self.vpath(&uri)?, self.level(level)?));
+        }
+        Ok(out)
+    }
+}
+
+impl Engine for SqliteEngine {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn read_meta(&self) -> Result<Option<Meta>> {
+        read_meta(&self.conn.lock()).map_err(|e| self.sql(e))
+    }
+
+    fn reinit(
+        &self,
+        wanted: &Meta,
+        decide: &dyn Fn(Option<&Meta>) -> Result<Reinit>,
+    ) -> Result<Reinit> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| IndexError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })?;
+        // Re-read inside the write transaction: another process may have initialised it.
+        let stored = read_meta(&tx).map_err(|e| self.sql(e))?;
+        let what = decide(stored.as_ref())?;
+        match what {
+            Reinit::Keep => return Ok(what),
+            Reinit::DropVectors => tx.execute_batch(
+                "DELETE FROM chunks;
+                 UPDATE records SET chunk = NULL, slot = NULL, vec = NULL
+                  WHERE vec IS NOT NULL;",
+            ),
+            Reinit::Recreate => tx.execute_batch(&create_sql()),
+        }
+        .map_err(|e| self.sql(e))?;
+        let dim = wanted.dim.to_string();
+        Self::put_meta(
+            &tx,
+            &[
+                ("schema", &wanted.schema),
+                ("model", &wanted.model),
+                ("dim", &dim),
+            ],
+        )
+        .map_err(|e| self.sql(e))?;
+        tx.commit().map_err(|e| self.sql(e))?;
+        Ok(what)
+    }
+
+    fn claim(&mut self, model: &str, dim: usize) -> Result<()> {
+        let conn = self.conn.lock();
+        Self::put_meta(&conn, &[("model", model), ("dim", &dim.to_string())])
+            .map_err(|e| self.sql(e))
+    }
+
+    fn set_dim(&mut self, dim: usize) {
+        self.dim = dim;
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        let conn = self.conn.lock();
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        let conn = self.conn.lock();
+        Self::put_meta(&conn, &[(key, value)]).map_err(|e| self.sql(e))
+    }
+
+    fn version_of(&self, uri: &VPath, level: Level) -> Result<Option<String>> {
+        let conn = self.conn.lock();
+        conn.prepare_cached("SELECT version FROM records WHERE uri = ?1 AND level = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![uri.as_str(), level as i64], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| self.sql(e))
+    }
+
+    fn restamp(&self, uri: &VPath, level: Level, from: &str, to: &str) -> Result<bool> {
+        let conn = self.conn.lock();
+        conn.execute(
+            "UPDATE records SET version = ?4 WHERE uri = ?1 AND level = ?2 AND version = ?3",
+            params![uri.as_str(), level as i64, from, to],
+        )
+        .map(|n| n > 0)
+        .map_err(|e| self.sql(e))
+    }
+
+    fn vector_state(&self, uri: &VPath, level: Level) -> Result<Option<(String, bool)>> {
+        let conn = self.conn.lock();
+        conn.prepare_cached(
+            "SELECT version, vec IS NOT NULL FROM records WHERE uri = ?1 AND level = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![uri.as_str(), level as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(|e| self.sql(e))
+    }
+
+    fn has_under(&self, prefix: &VPath) -> Result<bool> {
+        let conn = self.conn.lock();
+        conn.prepare_cached(&format!(
+            "SELECT EXISTS(SELECT 1 FROM records WHERE {UNDER_SQL})"
+        ))
+        .and_then(|mut s| s.query_row(under_params(prefix), |r| r.get(0)))
+        .map_err(|e| self.sql(e))
+    }
+
+    fn stats(&self) -> Result<IndexStats> {
+        let conn = self.conn.lock();
+        let n = |sql: &str| -> Result<u64> {
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(|e| self.sql(e))
+        };
+        Ok(IndexStats {
+            records: n("SELECT COUNT(*) FROM records")?,
+            lexical: n("SELECT COUNT(*) FROM lex")?,
+            vectors: n("SELECT COUNT(*) FROM records WHERE vec IS NOT NULL")?,
+            partial: n("SELECT COUNT(*) FROM records WHERE partial != 0")?,
+        })
+    }
+
+    fn count(&self) -> Result<u64> {
+        let conn = self.conn.lock();
+        conn.query_row("SELECT COUNT(*) FROM records", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| self.sql(e))
+    }
+
+    fn uris(&self, which: Which<'_>) -> Result<Vec<(VPath, Level)>> {
+        match which {
+            Which::All => self.uris_where("1", []),
+            Which::Under(prefix) => self.uris_where(UNDER_SQL, under_params(prefix)),
+            Which::NoVector => self.uris_where("vec IS NULL", []),
+        }
+    }
+
+    fn upsert_many(&self, recs: &[Record]) -> Result<()> {
+        SqliteEngine::upsert_many(self, recs)
+    }
+
+    fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool> {
+        SqliteEngine::set_vector(self, uri, level, version, v)
+    }
+
+    fn delete(&self, uri: &VPath) -> Result<usize> {
+        SqliteEngine::delete(self, uri)
+    }
+
+    fn delete_prefix(&self, prefix: &VPath) -> Result<usize> {
+        SqliteEngine::delete_prefix(self, prefix)
+    }
+
+    fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize> {
+        SqliteEngine::delete_if_versions(self, which)
+    }
+
+    fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize> {
+        SqliteEngine::rename_prefix(self, from, to)
+    }
+
+    fn search_dense(&self, unit: &[f32], k: usize, under: Option<&VPath>) -> Result<Vec<Hit>> {
+        self.search(unit, k, under)
+    }
+
+    fn search_lexical(
+        &self,
+        terms: &[String],
+        k: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<Hit>> {
+        SqliteEngine::search_lexical(self, terms, k, under)
+    }
+
+    fn doc_freq(&self, terms: &[&str], excluding: Option<&VPath>) -> Result<(u64, Vec<u64>)> {
+        SqliteEngine::doc_freq(self, terms, excluding)
+    }
+
+    fn verify(&self) -> Result<Vec<String>> {
+        SqliteEngine::verify(self)
+    }
+}
+
+/// The stored [`Meta`], or `None` on a new database.
+fn read_meta(conn: &Connection) -> rusqlite::Result<Option<Meta>> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(None);
+    }
+    let get = |k: &str| -> rusqlite::Result<Option<String>> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| r.get(0))
+            .optional()
+    };
+    match (get("schema")?, get("model")?, get("dim")?) {
+        (Some(schema), Some(model), Some(d)) => Ok(Some(Meta {
+            schema,
+            model,
+            dim: d.parse().unwrap_or(0),
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// SQL range for "`prefix` itself or anything below it", component-wise: binds `?1` = prefix,
+/// `?2` = prefix + "/", `?3` = prefix + "0" ('0' follows '/'). Paths in `[p, p+"0")` that are
+/// neither `p` nor under `p/` (such as `p-x`) sort before `p/` and are excluded.
+pub(crate) const UNDER_SQL: &str = "uri >= ?1 AND uri < ?3 AND (uri = ?1 OR uri >= ?2)";
+
+pub(crate) fn under_params(prefix: &VPath) -> [String; 3] {
+    let p = prefix.as_str();
+    [p.to_string(), format!("{p}/"), format!("{p}0")]
+}
