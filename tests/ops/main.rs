@@ -11,6 +11,7 @@ mod pg_support;
 
 mod crash_matrix;
 mod index_crash;
+mod index_engines;
 mod index_find;
 mod index_procs;
 mod index_search;
