@@ -188,14 +188,14 @@ fn open_index(
     ws: &crate::workspace::Workspace,
     embedder: Option<&dyn Embedder>,
 ) -> anyhow::Result<Index> {
-    let path = ws.index_db();
-    if crate::db::damage(&path).is_some() {
+    let home = crate::ops::index_home(ws, &ctx.config.backend).context("find")?;
+    if home.file().is_some_and(|p| crate::db::damage(p).is_some()) {
         // Opening the engine moves the damaged file aside and rebuilds it from the files.
         drop(super::ops::open(ctx).context("find: rebuilding a damaged index")?);
     }
     let open = || match embedder {
-        Some(e) => Index::open(&path, e.dim(), &e.model_id()),
-        None => Index::open_lexical(&path),
+        Some(e) => Index::open_in(home.store(), e.dim(), &e.model_id()),
+        None => Index::open_lexical_in(home.store()),
     };
     match open() {
         Ok(i) => Ok(i),
@@ -210,7 +210,7 @@ fn open_index(
                 "vikingfs: find: {}; searching lexically until the daemon re-embeds it",
                 Chain(&e)
             );
-            Ok(Index::open_lexical(&path).context("find")?)
+            Ok(Index::open_lexical_in(home.store()).context("find")?)
         }
         Err(e) => Err(anyhow::Error::new(e).context("find")),
     }

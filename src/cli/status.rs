@@ -241,14 +241,18 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
         ("local", Some(dir)) => format!("local {dir}"),
         (p, m) => format!("{p} {}", m.unwrap_or("-")),
     };
-    if let Some(why) = crate::db::damage(&ws.index_db()) {
+    let home = match crate::ops::index_home(ws, &ctx.config.backend) {
+        Ok(home) => home,
+        Err(e) => return json!({ "error": crate::error::Chain(&e).to_string() }),
+    };
+    if let Some(why) = home.file().and_then(crate::db::damage) {
         return json!({
             "error": format!("damaged ({why}); the daemon's next start or any command that \
                               opens the engine moves it aside and rebuilds it"),
             "bytes": bytes,
         });
     }
-    let opened = Index::open_lexical(&ws.index_db())
+    let opened = Index::open_lexical_in(home.store())
         .map_err(anyhow::Error::from)
         .and_then(|i| {
             let rebuild = crate::ops::rebuild::recorded(&i);

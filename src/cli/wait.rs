@@ -41,7 +41,9 @@ pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
     let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend)?;
     let mut bar = Bar::new();
     // A daemon rebuilding a lost index from the files: its files left count as outstanding.
-    let index = crate::index::Index::open_lexical(&ws.index_db()).ok();
+    let index = crate::ops::index_home(&ws, &ctx.config.backend)
+        .ok()
+        .and_then(|home| crate::index::Index::open_lexical_in(home.store()).ok());
     let rebuild_left = || {
         let p = crate::ops::rebuild::recorded(index.as_ref()?)?;
         Some(p.map_or(1, |(done, total)| total.saturating_sub(done).max(1)))

@@ -46,7 +46,7 @@ use crate::config::{Backend, Config};
 use crate::embed::{self, Embedder};
 use crate::error::Chain;
 use crate::fs::ToErrno;
-use crate::index::{Index, IndexError, Opened};
+use crate::index::{Index, IndexError, Opened, Store};
 use crate::lock::{LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
@@ -191,10 +191,18 @@ impl Ops {
                 r => r,
             }?,
         };
-        let (index, _) = match open_index(&ws.index_db(), embedder.as_deref(), holder) {
-            Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref(), holder),
-            r => r,
-        }?;
+        let (index, _) = match &server {
+            Some(pg) => {
+                let (dim, model) = embedder
+                    .as_deref()
+                    .map_or((0, String::new()), |e| (e.dim(), e.model_id()));
+                Index::open_or_reset_in(Store::Server(pg.clone()), dim, &model)?
+            }
+            None => match open_index(&ws.index_db(), embedder.as_deref(), holder) {
+                Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref(), holder),
+                r => r,
+            }?,
+        };
         let ops_db = ws.internal_dir().join("ops.db");
         let journal = match &server {
             Some(pg) => {
@@ -357,6 +365,39 @@ pub fn open_queue_of(ws: &Workspace, backend: &Backend) -> Result<Queue> {
         Backend::Sqlite => open_queue(&ws.queue_db()),
         Backend::Postgres { dsn } => queue_on(ws, server_of(ws, dsn)?),
     }
+}
+
+/// Where a workspace's index lives under its storage backend.
+pub enum IndexHome {
+    /// `WORKSPACE/.vikingfs/index.db`.
+    File(PathBuf),
+    /// The PostgreSQL server, bound to the workspace.
+    Server(Arc<crate::pg::Pg>),
+}
+
+impl IndexHome {
+    pub fn store(&self) -> Store<'_> {
+        match self {
+            IndexHome::File(p) => Store::File(p),
+            IndexHome::Server(pg) => Store::Server(pg.clone()),
+        }
+    }
+
+    /// The index file, when it is one (damage checks, sizes on disk).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            IndexHome::File(p) => Some(p),
+            IndexHome::Server(_) => None,
+        }
+    }
+}
+
+/// Where the workspace's index is under `backend` (dialling the server, for postgres).
+pub fn index_home(ws: &Workspace, backend: &Backend) -> Result<IndexHome> {
+    Ok(match backend {
+        Backend::Sqlite => IndexHome::File(ws.index_db()),
+        Backend::Postgres { dsn } => IndexHome::Server(server_of(ws, dsn)?),
+    })
 }
 
 /// The PostgreSQL server of `dsn`, bound to this workspace (see [`crate::pg::Pg::bind_workspace`]).

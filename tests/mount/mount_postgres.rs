@@ -1,6 +1,6 @@
-//! A mount whose queue lives on a real PostgreSQL server (`storage.backend = "postgres"`):
-//! files copied in are indexed by jobs drained from the server's rows, `status` and `wait`
-//! count those rows, rm keeps `find` truthful, and a bad DSN is refused in one line with
+//! A mount whose stores live on a real PostgreSQL server (`storage.backend = "postgres"`):
+//! files copied in are indexed, into the server's records, by jobs drained from the server's
+//! rows, `status` and `wait` count those rows, rm keeps `find` truthful, and a bad DSN is refused in one line with
 //! nothing written.
 
 use crate::common::*;
@@ -29,7 +29,15 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
-    for db in ["queue.db", "ops.db"] {
+    let files: i64 = c
+        .query_one(
+            "SELECT COUNT(*) FROM vi_records WHERE uri LIKE 'resources/notes/%' AND level = 2",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(files, 31, "the server holds the records");
+    for db in ["queue.db", "ops.db", "index.db"] {
         assert!(
             !m.ws.join(".vikingfs").join(db).exists(),
             "no SQLite {db} beside the server's"
@@ -44,6 +52,14 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
     let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(!found.contains("ledger.md"), "{found}");
+    let gone: i64 = c
+        .query_one(
+            "SELECT COUNT(*) FROM vi_records WHERE uri = 'resources/notes/ledger.md'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(gone, 0);
     m.assert_no_dead_jobs();
     let out = m.cli(&["status", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

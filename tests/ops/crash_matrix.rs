@@ -304,9 +304,7 @@ fn run_point(point: &str) {
         }
         Op::Rebuild => {
             let files = baseline(&env, true);
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(env.ws().join(format!(".vikingfs/index.db{suffix}")));
-            }
+            env.lose_index();
             // The next command to open the engine rebuilds the index, and dies midway.
             crash(&env, point, &["wait", "--timeout", "120"], None);
             // The one after finds the rebuild unfinished and does it again.

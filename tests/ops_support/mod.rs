@@ -72,6 +72,25 @@ impl Env {
         self.dir.path().join("ws")
     }
 
+    /// Lose the derived index, as a deleted file (SQLite) or a server's emptied tables
+    /// (postgres) would: the next command to open the engine rebuilds it from the files.
+    pub fn lose_index(&self) {
+        let Some(_server) = &self.server else {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(self.ws().join(format!(".vikingfs/index.db{suffix}")));
+            }
+            return;
+        };
+        let config: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.path().join(".vikingfs/config.json")).unwrap(),
+        )
+        .unwrap();
+        let dsn = config["storage"]["postgres"]["dsn"].as_str().unwrap();
+        let mut c = postgres::Client::connect(dsn, postgres::NoTls).unwrap();
+        c.batch_execute("TRUNCATE vi_postings, vi_records; DELETE FROM vi_meta;")
+            .unwrap();
+    }
+
     /// `WORKSPACE/viking/default/` + rel.
     pub fn data(&self, rel: &str) -> PathBuf {
         self.ws().join("viking/default").join(rel)
