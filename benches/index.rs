@@ -16,7 +16,12 @@
 //! which shows the int8 scan loses nothing), not the index: feature hashing into 256 dimensions
 //! blurs at 100k documents (try `--dim 1024`).
 //!
-//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q] [--keep DIR]`
+//! - on PostgreSQL, when `scripts/fetch-postgres.sh` fetched it (a server is started for the
+//!   run; `--pg-dsn DSN` uses another, `--no-pg` skips it): the same records in an index on
+//!   the server (pgvector HNSW, BM25 over postings), its build time and the same `find`s,
+//!   beside SQLite's.
+//!
+//! `cargo bench --bench index -- [--docs N] [--dim D] [--queries Q] [--e2e-queries Q] [--keep DIR] [--pg-dsn DSN | --no-pg]`
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -29,6 +34,9 @@ use rand::{Rng, SeedableRng};
 use vikingfs::index::{Found, Hit, Index, Level, Mode, Record, SearchRequest, Verdict};
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
+
+#[path = "../tests/pg_support/mod.rs"]
+mod pg_support;
 
 const K: usize = 10;
 
@@ -70,6 +78,9 @@ struct Args {
     e2e_queries: usize,
     /// Keep (and reuse) the corpus in this directory instead of a temporary one.
     keep: Option<std::path::PathBuf>,
+    /// Also build and time an index on this PostgreSQL server.
+    pg_dsn: Option<String>,
+    no_pg: bool,
 }
 
 fn args() -> Args {
@@ -79,6 +90,8 @@ fn args() -> Args {
         queries: 200,
         e2e_queries: 50,
         keep: None,
+        pg_dsn: None,
+        no_pg: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -93,6 +106,8 @@ fn args() -> Args {
             "--queries" => a.queries = val(),
             "--e2e-queries" => a.e2e_queries = val(),
             "--keep" => a.keep = Some(it.next().expect("--keep needs a directory").into()),
+            "--pg-dsn" => a.pg_dsn = Some(it.next().expect("--pg-dsn needs a DSN")),
+            "--no-pg" => a.no_pg = true,
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -247,30 +262,43 @@ fn build(
     dim: usize,
     rng: &mut StdRng,
     write: bool,
-) -> (Vec<String>, Vocab, Duration) {
+    pg: Option<&Index>,
+) -> (Vec<String>, Vocab, Duration, Duration) {
     let vocab = Vocab::new(20_000, rng);
     let e = WordHash::new(dim);
     let index = Index::open_or_reset(&ws.index_db(), dim, &e.model_id())
         .unwrap()
         .0;
     let t = Instant::now();
+    let mut pg_time = Duration::ZERO;
     let mut texts = Vec::with_capacity(docs);
     let mut batch = Vec::with_capacity(1000);
+    let put = |batch: &mut Vec<Record>, pg_time: &mut Duration| {
+        index.upsert_many(batch).unwrap();
+        if let Some(pg) = pg {
+            let t = Instant::now();
+            pg.upsert_many(batch).unwrap();
+            *pg_time += t.elapsed();
+        }
+        batch.clear();
+    };
     for i in 0..docs {
         let n = rng.random_range(40..120);
         let text: Vec<&str> = (0..n).map(|_| vocab.word(rng)).collect();
         let text = text.join(" ");
         let uri =
             VPath::from_rel(&format!("resources/bench/d{:03}/doc{i:06}.md", i / 1000)).unwrap();
-        if !write {
+        if !write && pg.is_none() {
             texts.push(text);
             continue;
         }
         let path = ws.fs_path(&uri);
-        if i % 1000 == 0 {
+        if write && i % 1000 == 0 {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         }
-        std::fs::write(&path, &text).unwrap();
+        if write {
+            std::fs::write(&path, &text).unwrap();
+        }
         batch.push(Record {
             uri,
             level: Level::Content,
@@ -281,14 +309,13 @@ fn build(
             partial: false,
         });
         if batch.len() == 1000 {
-            index.upsert_many(&batch).unwrap();
-            batch.clear();
+            put(&mut batch, &mut pg_time);
         }
         texts.push(text);
     }
-    index.upsert_many(&batch).unwrap();
-    let took = t.elapsed();
-    (texts, vocab, took)
+    put(&mut batch, &mut pg_time);
+    let took = t.elapsed() - pg_time;
+    (texts, vocab, took, pg_time)
 }
 
 fn size_mb(p: &Path) -> f64 {
@@ -317,7 +344,25 @@ fn main() {
         if reuse { "reusing" } else { "building" },
         a.docs
     );
-    let (texts, vocab, build_time) = build(&ws, a.docs, a.dim, &mut rng, !reuse);
+    let e = WordHash::new(a.dim);
+    let have_pg = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/postgres/bin/postgres")
+        .exists()
+        || std::env::var_os("VIKINGFS_PG_BIN").is_some();
+    let server = (a.pg_dsn.is_none() && have_pg && !a.no_pg).then(pg_support::PgServer::start);
+    let pg_dsn = a.pg_dsn.clone().or(server.as_ref().map(|s| s.dsn()));
+    // The server's index, emptied first: it is built beside the file's from the same records.
+    let pg_index = pg_dsn.as_ref().map(|dsn| {
+        let pg = std::sync::Arc::new(vikingfs::pg::Pg::connect(dsn).unwrap());
+        pg.bind_workspace(&ws.id().unwrap()).unwrap();
+        let mut c = postgres::Client::connect(dsn, postgres::NoTls).unwrap();
+        let _ = c.batch_execute("TRUNCATE vi_postings, vi_records; DELETE FROM vi_meta;");
+        Index::open_or_reset_in(vikingfs::index::Store::Server(pg), a.dim, &e.model_id())
+            .unwrap()
+            .0
+    });
+    let (texts, vocab, build_time, pg_build) =
+        build(&ws, a.docs, a.dim, &mut rng, !reuse, pg_index.as_ref());
     std::fs::write(&marker, "").unwrap();
     let rank: std::collections::HashMap<&str, usize> = vocab
         .words
@@ -341,7 +386,6 @@ fn main() {
         })
         .collect();
 
-    let e = WordHash::new(a.dim);
     let index = Index::open(&ws.index_db(), a.dim, &e.model_id()).unwrap();
     let conn = rusqlite::Connection::open(ws.index_db()).unwrap();
     let inproc = &queries[..a.queries];
@@ -359,7 +403,7 @@ fn main() {
     // What `find` runs: BM25 alone, and fused with the dense scan (this bench's hashing
     // vectors stand in for a model's: the scan costs the same for any vectors of the
     // dimension; a model's query embedding is timed by its own bench).
-    let find = |q: &str, mode: Mode, under: Option<&VPath>| -> Vec<String> {
+    let find_in = |index: &Index, q: &str, mode: Mode, under: Option<&VPath>| -> Vec<String> {
         let v = e.embed_one(q);
         let req = SearchRequest {
             text: q,
@@ -380,6 +424,7 @@ fn main() {
             .unwrap();
         found.hits.iter().map(|h| h.uri.uri()).collect()
     };
+    let find = |q: &str, mode: Mode, under: Option<&VPath>| find_in(&index, q, mode, under);
     let lexical = time("in-process find --mode lexical (BM25)", inproc, |q, _| {
         find(q, Mode::Lexical, None)
     });
@@ -424,6 +469,37 @@ fn main() {
                 found.hits.iter().map(|h| h.uri.uri()).collect()
             },
         )
+    });
+    // The same finds on the server's index.
+    let on_pg = pg_index.as_ref().map(|pg| {
+        for (q, _) in inproc.iter().take(5) {
+            find_in(pg, q, Mode::Hybrid, None);
+        }
+        [
+            time("PostgreSQL: find --mode lexical (BM25)", inproc, |q, _| {
+                find_in(pg, q, Mode::Lexical, None)
+            }),
+            time(
+                "PostgreSQL: find --mode hybrid (BM25 + HNSW)",
+                inproc,
+                |q, _| find_in(pg, q, Mode::Hybrid, None),
+            ),
+            time("PostgreSQL: semantic, HNSW, no floor", inproc, |q, _| {
+                let v = e.embed_one(q);
+                let found = dense_live(pg, &ws, &v, None);
+                found.hits.iter().map(|h| h.uri.uri()).collect()
+            }),
+            time(
+                "PostgreSQL:   same, --under the target's dir",
+                inproc,
+                |q, want| {
+                    let v = e.embed_one(q);
+                    let dir = want.parent().unwrap();
+                    let found = dense_live(pg, &ws, &v, Some(&dir));
+                    found.hits.iter().map(|h| h.uri.uri()).collect()
+                },
+            ),
+        ]
     });
     let naive = time("in-process naive row-by-row f32 scan", inproc, |q, _| {
         naive_search(&conn, &e.embed_one(q), &ws)
@@ -504,6 +580,13 @@ fn main() {
         a.dim,
         size_mb(&ws.index_db())
     );
+    if pg_index.is_some() {
+        println!(
+            "PostgreSQL index: the same records written in {:.1} s ({:.0} docs/s, no files)",
+            pg_build.as_secs_f64(),
+            a.docs as f64 / pg_build.as_secs_f64()
+        );
+    }
     println!(
         "find latency, top-{K}, {} in-process / {} end-to-end queries:",
         a.queries, a.e2e_queries
@@ -514,6 +597,7 @@ fn main() {
     );
     let mut rows = vec![&packed, &under_scope, &under_dir, &lexical, &hybrid];
     rows.extend(with_model.as_ref());
+    rows.extend(on_pg.iter().flatten());
     rows.extend([&naive, &e2e, &floor]);
     for t in rows {
         let recall = t.recall.map_or("-".to_string(), |r| format!("{:.2}", r));
@@ -526,6 +610,19 @@ fn main() {
         );
     }
     let met = |t: &Timing| if ms(t.p50) <= 20.0 { "met" } else { "NOT met" };
+    if let Some([pg_lex, pg_hybrid, ..]) = &on_pg {
+        let met = |t: &Timing| if ms(t.p50) <= 30.0 { "met" } else { "NOT met" };
+        let gap = |pg: &Timing, lite: &Timing| pg.recall.unwrap() - lite.recall.unwrap();
+        println!(
+            "PostgreSQL: target find p50 <= 30 ms: lexical {} ({:.2} ms), hybrid {} ({:.2} ms); recall@10 against SQLite: lexical {:+.3}, hybrid {:+.3} (target within 0.02)",
+            met(pg_lex),
+            ms(pg_lex.p50),
+            met(pg_hybrid),
+            ms(pg_hybrid.p50),
+            gap(pg_lex, &lexical),
+            gap(pg_hybrid, &hybrid),
+        );
+    }
     println!(
         "speed-up of packed over naive: p50 {:.1}x, p99 {:.1}x; target find p50 <= 20 ms in process: lexical {}, hybrid {}; end-to-end {}",
         ms(naive.p50) / ms(packed.p50),

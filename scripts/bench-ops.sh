@@ -7,24 +7,32 @@
 #   rm -r of that directory                                      (OpenViking ~0.8 s, target <= 50 ms)
 #   mv of a 1 GiB directory                                      (target <= 100 ms)
 #
-# Usage: scripts/bench-ops.sh [--files N] [--runs R]   (median of R runs, default 5)
+# The first three are run again with the stores on PostgreSQL (storage.backend = "postgres",
+# a server started by scripts/pg-server.sh, a fresh database per run) when
+# scripts/fetch-postgres.sh fetched it; --no-postgres skips that.
+#
+# Usage: scripts/bench-ops.sh [--files N] [--runs R] [--no-postgres]   (median of R runs, default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FILES=200
 RUNS=5
+PG=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --files) FILES=$2; shift 2 ;;
         --runs) RUNS=$2; shift 2 ;;
-        *) echo "usage: $0 [--files N] [--runs R]" >&2; exit 2 ;;
+        --no-postgres) PG=0; shift ;;
+        *) echo "usage: $0 [--files N] [--runs R] [--no-postgres]" >&2; exit 2 ;;
     esac
 done
 
 cargo build --release --quiet
 BIN=$PWD/target/release/vikingfs
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vikingfs-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+PGDIR=/tmp/vikingfs-pg-bench-$$
+trap 'scripts/pg-server.sh stop "$PGDIR"; rm -rf "$WORK"' EXIT
+[ -x "${VIKINGFS_PG_BIN:-target/postgres/bin}/postgres" ] || PG=0
 export HOME=$WORK VIKINGFS_WORKSPACE=$WORK/ws RUST_LOG=error
 unset VIKINGFS_CONFIG
 
@@ -42,23 +50,28 @@ for i in $(seq 1 "$FILES"); do
         "$i" "$((i % 17))" "$(word "$i")" > "$SRC/topic$((i % 10))/note$i.md"
 done
 
-declare -a ADD MV RM NCP NMV NRM
-for r in $(seq 1 "$RUNS"); do
+declare -a ADD MV RM NCP NMV NRM PADD PMV PRM
+# One run of add-resource, mv and rm of the small files; appends to the arrays named $1 $2 $3.
+small_run() {
+    local -n add=$1 mv=$2 rm=$3
     rm -rf "$WORK/ws"
     "$BIN" config show >/dev/null  # creates the workspace outside the timings
     t0=$(now_ns)
     "$BIN" add-resource "$SRC" --to viking://resources/notes --wait >/dev/null
     # Searchable: the last file is the first result.
     "$BIN" find "$(word "$FILES")" --limit 1 --json | grep -q "note$FILES.md"
-    t1=$(now_ns); ADD+=("$(ms "$t0" "$t1")")
+    t1=$(now_ns); add+=("$(ms "$t0" "$t1")")
 
     t0=$(now_ns); "$BIN" mv viking://resources/notes viking://resources/moved; t1=$(now_ns)
-    MV+=("$(ms "$t0" "$t1")")
+    mv+=("$(ms "$t0" "$t1")")
     "$BIN" find "$(word 1)" --limit 3 --json | grep -q "resources/moved/" \
         || { echo "bench: moved files are not findable" >&2; exit 1; }
 
     t0=$(now_ns); "$BIN" rm -r viking://resources/moved; t1=$(now_ns)
-    RM+=("$(ms "$t0" "$t1")")
+    rm+=("$(ms "$t0" "$t1")")
+}
+for r in $(seq 1 "$RUNS"); do
+    small_run ADD MV RM
 
     # Native baselines on a plain directory of the same files.
     rm -rf "$WORK/plain" "$WORK/plain2"
@@ -66,6 +79,19 @@ for r in $(seq 1 "$RUNS"); do
     t0=$(now_ns); mv "$WORK/plain" "$WORK/plain2"; t1=$(now_ns); NMV+=("$(ms "$t0" "$t1")")
     t0=$(now_ns); rm -r "$WORK/plain2"; t1=$(now_ns); NRM+=("$(ms "$t0" "$t1")")
 done
+if [ "$PG" = 1 ]; then
+    DSN=$(scripts/pg-server.sh start "$PGDIR")
+    for r in $(seq 1 "$RUNS"); do
+        # A database per run: each run's workspace is a new one, and a database serves one.
+        target/postgres/bin/psql -q "$DSN" -c "CREATE DATABASE run$r" >/dev/null
+        mkdir -p "$HOME/.vikingfs"
+        printf '{"storage":{"backend":"postgres","postgres":{"dsn":"%s"}}}\n' \
+            "${DSN/dbname=vikingfs/dbname=run$r}" > "$HOME/.vikingfs/config.json"
+        small_run PADD PMV PRM
+    done
+    rm -f "$HOME/.vikingfs/config.json"
+    scripts/pg-server.sh stop "$PGDIR"
+fi
 
 # 1 GiB directory: 16 files of 64 MiB, placed in the workspace and indexed first.
 rm -rf "$WORK/ws"
@@ -102,4 +128,9 @@ row "add-resource until searchable" "${ADD[*]}" "${NCP[*]}" 20000 1000
 row "mv of the directory" "${MV[*]}" "${NMV[*]}" 2300 50
 row "rm -r of the directory" "${RM[*]}" "${NRM[*]}" 800 50
 row "mv of a 1 GiB directory" "${BMV[*]}" "${NBMV[*]}" - 100
+if [ "$PG" = 1 ]; then
+    row "postgres: add-resource, searchable" "${PADD[*]}" "${NCP[*]}" 20000 1000
+    row "postgres: mv of the directory" "${PMV[*]}" "${NMV[*]}" 2300 50
+    row "postgres: rm -r of the directory" "${PRM[*]}" "${NRM[*]}" 800 50
+fi
 echo "(native: cp -r / mv / rm -r of a plain directory with the same files)"

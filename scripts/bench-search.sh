@@ -14,12 +14,16 @@
 #              "no model" on a workspace without a config, the others with the local MiniLM
 #              model ($VIKINGFS_MODEL) configured; skipped ("new build: not available") while
 #              the binary has no --queries.
+#   ... (postgres) the same new-build systems with storage.backend = "postgres" (index on a
+#              PostgreSQL server this script starts: scripts/pg-server.sh), when
+#              scripts/fetch-postgres.sh fetched it; --no-postgres skips them. Their recall
+#              should be the SQLite backend's within 0.02 (the target of issue #16).
 #
 # Prints per corpus: system | recall@1 | recall@10 | MRR@10 | find p50 ms | find p99 ms |
 # index docs/s, and hybrid's MRR@10 minus max(bm25, semantic). Corpus building, BM25 and the
 # metrics live in scripts/search_eval.py (`search_eval.py selftest` checks the metric code).
 #
-# Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|all] [--no-old] [--no-new]
+# Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|all] [--no-old] [--no-new] [--no-postgres]
 #   --quick   300 queries per corpus instead of 1200 (the same documents; a prefix of the
 #             full run's query sample)
 # Environment: VIKINGFS_BIN (default target/release/vikingfs of this repository),
@@ -35,6 +39,7 @@ QUERIES=1200
 CORPORA="pydoc man"
 RUN_OLD=1
 RUN_NEW=1
+RUN_PG=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUERIES=300; shift ;;
@@ -43,7 +48,8 @@ while [ $# -gt 0 ]; do
             shift 2 ;;
         --no-old) RUN_OLD=0; shift ;;
         --no-new) RUN_NEW=0; shift ;;
-        *) echo "usage: $0 [--quick] [--corpus pydoc|man|all] [--no-old] [--no-new]" >&2; exit 2 ;;
+        --no-postgres) RUN_PG=0; shift ;;
+        *) echo "usage: $0 [--quick] [--corpus pydoc|man|all] [--no-old] [--no-new] [--no-postgres]" >&2; exit 2 ;;
     esac
 done
 
@@ -64,10 +70,16 @@ if [ "$RUN_OLD" = 1 ] && [ -z "${VIKINGFS_OLD_BIN:-}" ] && [ ! -x "$OLD_BIN" ]; 
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/vikingfs-bench-search.XXXX")
+# The PostgreSQL server of the postgres systems (started below, one per workspace).
+PGDIR=/tmp/vikingfs-pg-bench-$$
 if [ "${BENCH_KEEP:-0}" = 1 ]; then
-    trap 'echo "kept $WORK"' EXIT
+    trap '"$HERE/pg-server.sh" stop "$PGDIR"; echo "kept $WORK"' EXIT
 else
-    trap 'rm -rf "$WORK"' EXIT
+    trap '"$HERE/pg-server.sh" stop "$PGDIR"; rm -rf "$WORK"' EXIT
+fi
+if [ "$RUN_PG" = 1 ] && [ ! -x "${VIKINGFS_PG_BIN:-$REPO/target/postgres/bin}/postgres" ]; then
+    echo "postgres: not fetched (scripts/fetch-postgres.sh): the postgres systems are not measured"
+    RUN_PG=0
 fi
 # No ~/.vikingfs/config.json or environment of the caller's leaks into the workspaces.
 mkdir -p "$WORK/home"
@@ -159,23 +171,38 @@ EOF
                 --meta "$C/new.meta" --latency batch --results "$R" || true
         rm -rf "$WS"
 
-        if [ -f "$WORK/model.json" ]; then
-            echo "-- new build, model configured"
-            WS=$WORK/ws-model-$CORPUS
-            if run model-index timeout $((T_INDEX + 120)) "${EVAL[@]}" index --bin "$NEW_BIN" \
-                --workspace "$WS" --config "$WORK/model.json" --src "$C/docs" \
-                --meta "$C/model.meta" --timeout $T_INDEX; then
-                "${EVAL[@]}" status --bin "$NEW_BIN" --workspace "$WS" --config "$WORK/model.json" || true
+        BACKENDS=sqlite
+        [ "$RUN_PG" = 1 ] && BACKENDS="sqlite postgres"
+        for BACKEND in $BACKENDS; do
+            [ -f "$WORK/model.json" ] || break
+            CONF=$WORK/model.json SUFFIX=""
+            if [ "$BACKEND" = postgres ]; then
+                DSN=$("$HERE/pg-server.sh" start "$PGDIR") || { FAILED+=("$CORPUS/postgres-server"); break; }
+                python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c["storage"] = {"backend": "postgres", "postgres": {"dsn": sys.argv[2]}}
+print(json.dumps(c))' "$WORK/model.json" "$DSN" > "$WORK/model-pg.json"
+                CONF=$WORK/model-pg.json SUFFIX=" (postgres)"
+                echo "-- new build, model configured, index on PostgreSQL"
+            else
+                echo "-- new build, model configured"
+            fi
+            WS=$WORK/ws-model-$CORPUS-$BACKEND
+            if run "model-index$SUFFIX" timeout $((T_INDEX + 120)) "${EVAL[@]}" index --bin "$NEW_BIN" \
+                --workspace "$WS" --config "$CONF" --src "$C/docs" \
+                --meta "$C/model-$BACKEND.meta" --timeout $T_INDEX; then
+                "${EVAL[@]}" status --bin "$NEW_BIN" --workspace "$WS" --config "$CONF" || true
                 for MODE in lexical semantic hybrid; do
-                    run "$MODE" timeout $T_RUN "${EVAL[@]}" run-batch --bin "$NEW_BIN" --workspace "$WS" \
-                        --config "$WORK/model.json" --mode "$MODE" --corpus "$C" \
-                        --out "$C/$MODE.run" --timeout $T_RUN &&
-                        "${EVAL[@]}" score "$C" "$C/$MODE.run" --system "$MODE" \
-                            --meta "$C/model.meta" --latency batch --results "$R" || true
+                    run "$MODE$SUFFIX" timeout $T_RUN "${EVAL[@]}" run-batch --bin "$NEW_BIN" --workspace "$WS" \
+                        --config "$CONF" --mode "$MODE" --corpus "$C" \
+                        --out "$C/$MODE-$BACKEND.run" --timeout $T_RUN &&
+                        "${EVAL[@]}" score "$C" "$C/$MODE-$BACKEND.run" --system "$MODE$SUFFIX" \
+                            --meta "$C/model-$BACKEND.meta" --latency batch --results "$R" || true
                 done
             fi
             rm -rf "$WS"
-        fi
+            if [ "$BACKEND" = postgres ]; then "$HERE/pg-server.sh" stop "$PGDIR"; fi
+        done
     fi
 
     echo
