@@ -146,9 +146,13 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
     match index.get("error") {
         Some(e) => out += &format!("index: {}\n", e.as_str().unwrap_or_default()),
         None => {
+            let size = match index["at"].as_str() {
+                Some(at) => format!("on PostgreSQL {at}"),
+                None => format!("{} bytes", index["bytes"]),
+            };
             out += &format!(
-                "index: {} records, {} bytes\n  lexical  {} rows (BM25)\n",
-                index["records"], index["bytes"], index["lexical"],
+                "index: {} records, {size}\n  lexical  {} rows (BM25)\n",
+                index["records"], index["lexical"],
             );
             let r = &index["rebuilding"];
             if !r.is_null() {
@@ -252,10 +256,12 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             "bytes": bytes,
         });
     }
+    let mut loc = String::new();
     let opened = Index::open_lexical_in(home.store())
         .map_err(anyhow::Error::from)
         .and_then(|i| {
             let rebuild = crate::ops::rebuild::recorded(&i);
+            loc = i.location().to_string();
             Ok((i.stats()?, i.stored_model()?, rebuild))
         });
     match opened {
@@ -271,6 +277,8 @@ fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
             "partial": st.partial,
             "max_file_bytes": ctx.config.index.max_file_bytes,
             "bytes": bytes,
+            // Where it is, when not the workspace's index.db.
+            "at": home.file().is_none().then(|| loc.clone()),
             "model": if stored.is_empty() { Value::Null } else { json!(stored) },
             "configured_model": configured,
         }),

@@ -85,7 +85,27 @@ pub struct PgIndex {
     analyzer: Mutex<Analyzer>,
 }
 
-type Tx<'s, 'c, 'p> = Session<'c, 'p, Transaction<'s>>;
+/// One transaction's statements, and what it adds to the counts: written to `vi_stats` once,
+/// as its last statement, so that a transaction never waits for a record's lock while it
+/// holds a row of `vi_stats` (which would let two writers deadlock).
+struct Tx<'s, 'c, 'p> {
+    s: Session<'c, 'p, Transaction<'s>>,
+    docs: i64,
+    tokens: i64,
+}
+
+impl<'s, 'c, 'p> std::ops::Deref for Tx<'s, 'c, 'p> {
+    type Target = Session<'c, 'p, Transaction<'s>>;
+    fn deref(&self) -> &Self::Target {
+        &self.s
+    }
+}
+
+impl std::ops::DerefMut for Tx<'_, '_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.s
+    }
+}
 
 /// A client error as the index's.
 fn server(pg: &Pg) -> impl Fn(postgres::Error) -> IndexError + '_ {
@@ -128,7 +148,24 @@ impl PgIndex {
         let mut pc = self.pg.get()?;
         let (client, prep) = pc.parts();
         let mut tx = client.transaction().map_err(self.e())?;
-        let out = f(&mut Session::new(&mut tx, prep))?;
+        let mut w = Tx {
+            s: Session::new(&mut tx, prep),
+            docs: 0,
+            tokens: 0,
+        };
+        let out = f(&mut w)?;
+        if w.docs != 0 || w.tokens != 0 {
+            let (docs, tokens) = (w.docs, w.tokens);
+            w.exec(
+                &format!(
+                    "UPDATE vi_stats SET docs = docs + $1, tokens = tokens + $2
+                      WHERE shard = pg_backend_pid() % {STAT_SHARDS}"
+                ),
+                &[&docs, &tokens],
+            )
+            .map_err(self.e())?;
+        }
+        drop(w);
         crate::crash_point!("index.write.before_commit");
         tx.commit().map_err(self.e())?;
         Ok(out)
@@ -144,7 +181,11 @@ impl PgIndex {
             .read_only(true)
             .start()
             .map_err(self.e())?;
-        let out = f(&mut Session::new(&mut tx, prep))?;
+        let out = f(&mut Tx {
+            s: Session::new(&mut tx, prep),
+            docs: 0,
+            tokens: 0,
+        })?;
         tx.commit().map_err(self.e())?;
         Ok(out)
     }
@@ -227,19 +268,10 @@ impl PgIndex {
         Ok(())
     }
 
-    /// Add to this connection's row of `vi_stats`.
+    /// Count `docs` records and `tokens` tokens more (or fewer) at the transaction's end.
     fn count_in(&self, s: &mut Tx<'_, '_, '_>, docs: i64, tokens: i64) -> Result<()> {
-        if docs == 0 && tokens == 0 {
-            return Ok(());
-        }
-        s.exec(
-            &format!(
-                "UPDATE vi_stats SET docs = docs + $1, tokens = tokens + $2
-                  WHERE shard = pg_backend_pid() % {STAT_SHARDS}"
-            ),
-            &[&docs, &tokens],
-        )
-        .map_err(self.e())?;
+        s.docs += docs;
+        s.tokens += tokens;
         Ok(())
     }
 
@@ -586,10 +618,14 @@ impl Engine for PgIndex {
             .collect();
         let pairs: Vec<(&str, &str)> = docs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         let postings = self.postings(&pairs)?;
+        // Row locks in one order (by name), so two writers of the same records queue rather
+        // than deadlock.
+        let mut order: Vec<usize> = (0..recs.len()).collect();
+        order.sort_by(|&a, &b| (&recs[a].uri, recs[a].level).cmp(&(&recs[b].uri, recs[b].level)));
         self.write(|s| {
-            recs.iter()
-                .zip(&postings)
-                .try_for_each(|(r, p)| self.upsert(s, r, p))
+            order
+                .iter()
+                .try_for_each(|&i| self.upsert(s, &recs[i], &postings[i]))
         })
     }
 

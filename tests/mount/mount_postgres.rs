@@ -64,6 +64,19 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
     let out = m.cli(&["status", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["queues"]["embedding"].is_object(), "{v}");
+    let at = v["index"]["at"].as_str().unwrap_or_default();
+    assert!(
+        at.contains("dbname=vikingfs"),
+        "status names the server: {v}"
+    );
+    let records: i64 = c
+        .query_one("SELECT COUNT(*) FROM vi_records", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        v["index"]["records"], records,
+        "status counts the server's records: {v}"
+    );
 }
 
 #[test]
