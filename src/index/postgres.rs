@@ -165,7 +165,6 @@ impl PgIndex {
             )
             .map_err(self.e())?;
         }
-        drop(w);
         crate::crash_point!("index.write.before_commit");
         tx.commit().map_err(self.e())?;
         Ok(out)
