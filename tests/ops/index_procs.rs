@@ -149,10 +149,10 @@ fn on_postgres_concurrent_writer_and_reader_processes_keep_the_index_consistent(
 fn writers_and_readers(db: &str) {
     drop(open(db));
     let mut children: Vec<Child> = (0..WRITERS)
-        .map(|w| spawn(&format!("writer{w}"), &db))
+        .map(|w| spawn(&format!("writer{w}"), db))
         .collect();
-    children.push(spawn("reader", &db));
-    children.push(spawn("reader", &db));
+    children.push(spawn("reader", db));
+    children.push(spawn("reader", db));
     for mut c in children {
         assert!(c.wait().unwrap().success(), "a child process failed");
     }
