@@ -1,0 +1,440 @@
+//! Several hosts, one workspace: two daemons, each in a network namespace of its own (host B
+//! also in a PID namespace of its own, so the two are different hosts to the lock owners'
+//! liveness check), mount one workspace directory and share one PostgreSQL server, reached over
+//! veths at the bridge's address (`tests/common/netns.rs`). What one host writes, the other
+//! finds; a host killed with claims in hand loses nothing; a server restart loses nothing; and
+//! a live lock of one host is never taken by the other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::netns::Lab;
+use crate::pg_support::PgServer;
+
+/// One host: its own HOME (config), mount point and daemon, in its own network namespace.
+struct Host {
+    idx: usize,
+    netns: String,
+    /// `DIR/a` or `DIR/b`: HOME, mount point and daemon log.
+    root: PathBuf,
+    ws: PathBuf,
+    mp: PathBuf,
+    /// Host B: `unshare --pid --mount-proc`'s process, whose child is the daemon (PID 1 of its
+    /// namespace), and `root` bind-mounted on itself as a shared mount, so the FUSE mount the
+    /// daemon makes in its own mount namespace (with its own /proc) shows here too.
+    pidns: bool,
+    unshare: Option<Child>,
+    /// The daemon's pid in this (the test's) PID namespace.
+    pid: Option<i32>,
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("run a command")
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn deadline(secs: u64) -> Instant {
+    Instant::now() + Duration::from_secs(secs)
+}
+
+impl Host {
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn name(&self) -> char {
+        (b'a' + self.idx as u8) as char
+    }
+
+    /// `MOUNT/resources`.
+    fn res(&self) -> PathBuf {
+        self.mp.join("resources")
+    }
+
+    /// Start the daemon with extra environment; returns once the mount is live.
+    fn mount(&mut self, env: &[(&str, &str)]) {
+        let bin = self.bin_in_ns();
+        if !self.pidns {
+            let mut c = bin;
+            c.env("HOME", self.home())
+                .env_remove("VIKINGFS_CONFIG")
+                .envs(env.iter().copied())
+                .arg("mount")
+                .arg("--pid-file")
+                .arg(self.root.join("daemon.pid"))
+                .arg(&self.ws)
+                .arg(&self.mp);
+            run_ok(&mut c);
+            let pid = std::fs::read_to_string(self.root.join("daemon.pid")).unwrap();
+            self.pid = Some(pid.trim().parse().unwrap());
+            return;
+        }
+        let log = std::fs::File::create(self.root.join("daemon.log")).unwrap();
+        let mut c = bin;
+        c.env("HOME", self.home())
+            .env_remove("VIKINGFS_CONFIG")
+            .envs(env.iter().copied())
+            .args(["mount", "--foreground"])
+            .arg(&self.ws)
+            .arg(&self.mp)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let mut child = c.spawn().expect("start host B's daemon");
+        let uid = child.id();
+        let until = deadline(60);
+        // Live once the mount point is another file system than its parent.
+        let dev = |p: &Path| std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(p).unwrap());
+        while dev(&self.mp) == dev(&self.root) {
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!(
+                    "host {}'s daemon exited ({st}) before its mount was live: {}",
+                    self.name(),
+                    std::fs::read_to_string(self.root.join("daemon.log")).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < until, "host B's mount never went live");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let children = std::fs::read_to_string(format!("/proc/{uid}/task/{uid}/children")).unwrap();
+        self.pid = Some(children.split_whitespace().next().unwrap().parse().unwrap());
+        self.unshare = Some(child);
+    }
+
+    /// The daemon's command line up to the program's arguments: `vikingfs` run in this host's
+    /// network namespace (and, for B, in a PID and mount namespace of its own).
+    fn bin_in_ns(&self) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.netns)).arg("--");
+        if self.pidns {
+            // --kill-child: the daemon goes with unshare (a test that dies leaves no daemon of
+            // a PID namespace nobody can enter).
+            c.args([
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount",
+                "--propagation",
+                "unchanged",
+                "--mount-proc",
+                "--",
+                "sh",
+                "-c",
+                // The new mount namespace starts as a copy of this one, FUSE mounts of other
+                // tests and of host A included: its copies would keep their connections open
+                // (their daemons never see the unmount) until B is gone. A host sees none
+                // of another's mounts; only what is under B's shared directory propagates.
+                "findmnt -rn -t fuse,fuse.vikingfs -o TARGET | while read -r m; do \
+                   case \"$m\" in \"$VFS_HOST_ROOT\"/*) ;; *) umount -l \"$m\";; esac; \
+                 done; exec \"$0\" \"$@\"",
+            ]);
+            c.env("VFS_HOST_ROOT", &self.root);
+        }
+        c.arg(BIN);
+        c
+    }
+
+    /// `vikingfs --workspace WS ARGS` as run on this host: in its network namespace, and on B
+    /// in the daemon's PID and mount namespaces (its /proc), with this host's config.
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("nsenter");
+        match (self.pidns, self.pid) {
+            (true, Some(pid)) => {
+                c.args(["-t", &pid.to_string(), "--net", "--pid", "--mount", "--"]);
+            }
+            _ => {
+                c.arg(format!("--net=/run/netns/{}", self.netns)).arg("--");
+            }
+        }
+        c.arg(BIN)
+            .env("HOME", self.home())
+            .env_remove("VIKINGFS_CONFIG")
+            .arg("--workspace")
+            .arg(&self.ws)
+            .args(args);
+        c
+    }
+
+    /// `vikingfs wait`: this host's daemon drains the queues (no other process works them).
+    fn wait(&self) {
+        run_ok(&mut self.cli(&["wait", "--watch", "--timeout", "300"]));
+    }
+
+    /// `find --queries` with one query a line: the URIs of each query's results.
+    fn find_each(&self, queries: &[String]) -> Vec<Vec<String>> {
+        let file = self.root.join("queries.txt");
+        std::fs::write(&file, queries.join("\n") + "\n").unwrap();
+        let out = run(&mut self.cli(&[
+            "find",
+            "--queries",
+            file.to_str().unwrap(),
+            "--json",
+            "--limit",
+            "50",
+        ]));
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "find on host {}: {}",
+            self.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), queries.len(), "one answer a query: {text}");
+        lines
+            .iter()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["uri"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `fsck --json` on this host: the index agrees with the files (as
+    /// [`Mount::check_index_agrees`]), and no queue holds a dead job.
+    fn check_index_agrees(&self) {
+        let out = run(&mut self.cli(&["fsck", "--json"]));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        for p in v["problems"].as_array().unwrap() {
+            let kind = p["kind"].as_str().unwrap();
+            assert!(
+                matches!(kind, "leftover" | "stale_lock"),
+                "index and files disagree: {p}"
+            );
+        }
+        let out = run_ok(&mut self.cli(&["status", "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for (q, s) in v["queues"].as_object().unwrap() {
+            assert_eq!(s["dead"], 0, "dead {q} jobs: {s}");
+        }
+    }
+
+    /// kill -9 the daemon, wait until it is gone and its mount answers ENOTCONN, then lazily
+    /// unmount what it left.
+    fn kill9(&mut self) {
+        let pid = self.pid.take().expect("a running daemon");
+        // SAFETY: kill takes no pointer; `pid` is this host's daemon, not the test process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        wait_gone(pid);
+        let until = deadline(60);
+        while std::fs::metadata(&self.mp)
+            .err()
+            .and_then(|e| e.raw_os_error())
+            != Some(libc::ENOTCONN)
+        {
+            assert!(Instant::now() < until, "mount still answers after kill -9");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        run_ok(Command::new("umount").arg("-l").arg(&self.mp));
+        if let Some(mut c) = self.unshare.take() {
+            let _ = c.wait();
+        }
+    }
+
+    /// Unmount and wait for the daemon to exit (lazily, and killing it, if it must).
+    fn unmount(&mut self) {
+        let Some(pid) = self.pid.take() else {
+            return;
+        };
+        let clean = run(Command::new(BIN)
+            .env("HOME", self.home())
+            .arg("umount")
+            .arg(&self.mp))
+        .status
+        .success();
+        if !clean {
+            let _ = run(Command::new("umount").arg("-l").arg(&self.mp));
+        }
+        wait_gone(pid);
+        if let Some(mut c) = self.unshare.take() {
+            if alive(c.id() as i32) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.unmount();
+        if self.pidns {
+            let _ = run(Command::new("umount").arg("-l").arg(&self.root));
+        }
+    }
+}
+
+/// Two hosts of one workspace and one PostgreSQL server. Fields drop in order: the daemons
+/// first, then the server, the network, the directory.
+struct Cluster {
+    hosts: Vec<Host>,
+    server: PgServer,
+    lab: Lab,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Hosts A and B (not mounted yet), with `storage` merged into each one's config (beside
+    /// the backend and its DSN).
+    fn new(storage: serde_json::Value) -> Cluster {
+        let lab = Lab::new(2);
+        let server = PgServer::start_for(&lab.server_addr(), Some(&lab.subnet()));
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let mut cfg = serde_json::json!({
+            "storage": { "backend": "postgres", "postgres": { "dsn": server.dsn() } }
+        });
+        for (k, v) in storage.as_object().unwrap() {
+            cfg["storage"][k] = v.clone();
+        }
+        let hosts = (0..2)
+            .map(|idx| {
+                let root = dir.path().join(((b'a' + idx as u8) as char).to_string());
+                std::fs::create_dir(&root).unwrap();
+                let pidns = idx == 1;
+                if pidns {
+                    run_ok(Command::new("mount").arg("--bind").arg(&root).arg(&root));
+                    run_ok(Command::new("mount").arg("--make-shared").arg(&root));
+                }
+                let host = Host {
+                    idx,
+                    netns: lab.netns(idx),
+                    mp: root.join("mnt"),
+                    ws: ws.clone(),
+                    root,
+                    pidns,
+                    unshare: None,
+                    pid: None,
+                };
+                std::fs::create_dir_all(host.home().join(".vikingfs")).unwrap();
+                std::fs::create_dir(&host.mp).unwrap();
+                std::fs::write(host.home().join(".vikingfs/config.json"), cfg.to_string()).unwrap();
+                host
+            })
+            .collect();
+        Cluster {
+            hosts,
+            server,
+            lab,
+            dir,
+        }
+    }
+
+    fn a(&self) -> &Host {
+        &self.hosts[0]
+    }
+
+    fn b(&self) -> &Host {
+        &self.hosts[1]
+    }
+
+    /// The host part of lock owners and daemon records of each running daemon (from the
+    /// workspace's daemon registry), by host index.
+    fn host_ids(&self) -> Vec<String> {
+        let dir = self.dir.path().join("ws/.vikingfs/daemons");
+        self.hosts
+            .iter()
+            .map(|h| {
+                let mp = h.mp.to_str().unwrap().to_string();
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
+                    .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .find(|r| r["mountpoint"] == mp.as_str())
+                    .unwrap_or_else(|| panic!("no daemon record of host {}", h.name()))["host"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+}
+
+/// For each of `texts`, a word (of 8 letters or more) that occurs in it and in none of the
+/// others: a query only that text answers by its words.
+fn unique_words(texts: &[String]) -> Vec<String> {
+    let words = |t: &str| -> std::collections::BTreeSet<String> {
+        t.split(|c: char| !c.is_ascii_alphabetic())
+            .filter(|w| w.len() >= 8)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let sets: Vec<_> = texts.iter().map(|t| words(t)).collect();
+    sets.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.iter()
+                .filter(|w| {
+                    sets.iter()
+                        .enumerate()
+                        .all(|(j, o)| j == i || !o.iter().any(|x| x.starts_with(&w[..6])))
+                })
+                .max_by_key(|w| w.len())
+                .unwrap_or_else(|| panic!("text {i} has no word of its own"))
+                .clone()
+        })
+        .collect()
+}
+
+#[test]
+fn files_copied_in_on_one_host_are_found_from_the_other() {
+    let mut c = Cluster::new(serde_json::json!({}));
+    c.hosts[0].mount(&[]);
+    c.hosts[1].mount(&[]);
+    let ids = c.host_ids();
+    assert_ne!(ids[0], ids[1], "B's PID namespace makes it another host");
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let mut names: Vec<String> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3, "{names:?}");
+    ok(
+        &c.a().res(),
+        &format!("cp -r {} docs", docs.to_str().unwrap()),
+    );
+    let texts: Vec<String> = names
+        .iter()
+        .map(|n| std::fs::read_to_string(docs.join(n)).unwrap())
+        .collect();
+    // Host B sees the files through its own mount, as written.
+    for (n, t) in names.iter().zip(&texts) {
+        assert_eq!(
+            &std::fs::read_to_string(c.b().res().join("docs").join(n)).unwrap(),
+            t
+        );
+    }
+    c.b().wait();
+    let queries = unique_words(&texts);
+    let found = c.b().find_each(&queries);
+    for ((n, q), uris) in names.iter().zip(&queries).zip(&found) {
+        let want = format!("viking://resources/docs/{n}");
+        assert_eq!(
+            uris.iter().filter(|u| **u == want).count(),
+            1,
+            "host B's find {q:?} names {want} once: {uris:?}"
+        );
+    }
+    c.b().check_index_agrees();
+}
