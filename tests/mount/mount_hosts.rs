@@ -438,3 +438,152 @@ fn files_copied_in_on_one_host_are_found_from_the_other() {
     }
     c.b().check_index_agrees();
 }
+
+#[test]
+fn rm_and_mv_on_one_host_keep_find_on_the_other_truthful() {
+    let mut c = Cluster::new(serde_json::json!({}));
+    c.hosts[0].mount(&[]);
+    c.hosts[1].mount(&[]);
+    ok(
+        &c.a().res(),
+        "mkdir -p ledger/old/sub ledger/new
+         echo 'ledger entry kept: marigold accounts' > ledger/old/kept.md
+         echo 'ledger entry removed: obsidian accounts' > ledger/old/gone.md
+         echo 'ledger entry moved: tamarind accounts' > ledger/old/moved.md
+         echo 'ledger entry nested: juniper accounts' > ledger/old/sub/deep.md",
+    );
+    c.a().wait();
+    // Each is found where it is before anything changes.
+    let queries: Vec<String> = ["marigold", "obsidian", "tamarind", "juniper"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let before = c.a().find_each(&queries);
+    let old = |n: &str| format!("viking://resources/ledger/old/{n}");
+    let new = |n: &str| format!("viking://resources/ledger/new/{n}");
+    for (want, got) in ["kept.md", "gone.md", "moved.md", "sub/deep.md"]
+        .iter()
+        .zip(&before)
+    {
+        assert!(got.contains(&old(want)), "{want}: {got:?}");
+    }
+    // Host B removes one file and moves another, and a directory.
+    ok(
+        &c.b().res(),
+        "rm ledger/old/gone.md && mv ledger/old/moved.md ledger/new/moved.md \
+         && mv ledger/old/sub ledger/new/sub",
+    );
+    // Host A's mount shows it (once its cached entries expire) and its find agrees.
+    let until = deadline(30);
+    while c.a().res().join("ledger/old/gone.md").exists() {
+        assert!(Instant::now() < until, "A still shows the removed file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.a().wait();
+    let mut all = queries.clone();
+    all.push("ledger accounts".into());
+    let after = c.a().find_each(&all);
+    for uris in &after {
+        for gone in [old("gone.md"), old("moved.md"), old("sub/deep.md")] {
+            assert!(!uris.contains(&gone), "A's find names {gone}: {uris:?}");
+        }
+        assert!(!uris.iter().any(|u| u.starts_with(&old("sub"))), "{uris:?}");
+    }
+    assert!(after[0].contains(&old("kept.md")), "{:?}", after[0]);
+    assert!(
+        !after[1].iter().any(|u| u.ends_with("gone.md")),
+        "{:?}",
+        after[1]
+    );
+    assert_eq!(
+        after[2].iter().filter(|u| **u == new("moved.md")).count(),
+        1,
+        "{:?}",
+        after[2]
+    );
+    assert_eq!(
+        after[3]
+            .iter()
+            .filter(|u| **u == new("sub/deep.md"))
+            .count(),
+        1,
+        "{:?}",
+        after[3]
+    );
+    c.a().check_index_agrees();
+}
+
+/// `r{i}x{5 digits}`: kept whole by the index's terms, one per file.
+fn token(i: usize) -> String {
+    format!("r{i}x{:05}", (i * 7919) % 100_000)
+}
+
+#[test]
+fn jobs_a_killed_host_had_claimed_are_finished_by_the_other_once_their_lease_runs_out() {
+    let mut c = Cluster::new(serde_json::json!({}));
+    // A's embedding jobs stop at their start (claimed, lease renewed): A dies holding them.
+    c.hosts[0].mount(&[
+        ("VIKINGFS_JOB_LEASE_MS", "2000"),
+        ("VIKINGFS_PAUSE_AT", "job.embed.start:600000"),
+    ]);
+    c.hosts[1].mount(&[("VIKINGFS_JOB_LEASE_MS", "2000")]);
+    const FILES: usize = 40;
+    let mut script = String::from("mkdir bulk");
+    for i in 1..=FILES {
+        script += &format!(" && echo 'bulk file {i}: {}' > bulk/f{i}.md", token(i));
+    }
+    ok(&c.a().res(), &script);
+    let apid = c.a().pid.unwrap();
+    let mut db = c.server.client();
+    let claims_of_a = |db: &mut postgres::Client| -> Vec<(i64, i32)> {
+        db.query(
+            "SELECT id, attempts FROM vq_jobs WHERE queue = 'embedding' AND state = 1 \
+             AND worker LIKE $1 ORDER BY id",
+            &[&format!("pid{apid}/%")],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    let until = deadline(60);
+    let held = loop {
+        let held = claims_of_a(&mut db);
+        if !held.is_empty() {
+            break held;
+        }
+        assert!(Instant::now() < until, "host A never claimed a job");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    c.hosts[0].kill9();
+    // B finishes everything, A's claims too once their lease ran out.
+    c.b().wait();
+    let ids: Vec<i64> = held.iter().map(|(id, _)| *id).collect();
+    let left: i64 = db
+        .query_one("SELECT COUNT(*) FROM vq_jobs WHERE id = ANY($1)", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "A's claimed jobs {held:?} are done");
+    let left: i64 = db
+        .query_one("SELECT COUNT(*) FROM vq_jobs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "no job left, none dead");
+    // Every file indexed, each once.
+    let queries: Vec<String> = (1..=FILES).map(token).collect();
+    for (i, uris) in (1..=FILES).zip(c.b().find_each(&queries)) {
+        let want = format!("viking://resources/bulk/f{i}.md");
+        assert_eq!(
+            uris.iter().filter(|u| **u == want).count(),
+            1,
+            "{}: {uris:?}",
+            token(i)
+        );
+    }
+    let all = &c.b().find_each(&["bulk file".to_string()])[0];
+    let files: Vec<_> = all.iter().filter(|u| u.contains("/bulk/f")).collect();
+    let distinct: std::collections::BTreeSet<_> = files.iter().collect();
+    assert_eq!(files.len(), FILES, "{all:?}");
+    assert_eq!(distinct.len(), FILES, "no duplicate record: {all:?}");
+    c.b().check_index_agrees();
+}
