@@ -587,3 +587,108 @@ fn jobs_a_killed_host_had_claimed_are_finished_by_the_other_once_their_lease_run
     assert_eq!(distinct.len(), FILES, "no duplicate record: {all:?}");
     c.b().check_index_agrees();
 }
+
+/// What a shell command through a mount did: its exit status and stderr.
+fn attempt(dir: &Path, script: &str) -> (bool, String) {
+    let out = sh(dir, &format!("timeout 120 sh -c '{script}'"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    )
+}
+
+#[test]
+fn a_server_restart_mid_run_loses_nothing_either_host_wrote() {
+    let mut c = Cluster::new(serde_json::json!({}));
+    c.hosts[0].mount(&[]);
+    c.hosts[1].mount(&[]);
+    let pids: Vec<_> = c.hosts.iter().map(|h| h.pid.unwrap()).collect();
+    // (file, content) of every write that succeeded, through either host.
+    let mut written: Vec<(String, String)> = Vec::new();
+    let mut n = 0;
+    let mut write_some = |c: &Cluster, phase: &str, written: &mut Vec<_>| {
+        for h in &c.hosts {
+            for _ in 0..4 {
+                n += 1;
+                let (file, text) = (format!("{phase}/f{n}.md"), format!("{phase} {}", token(n)));
+                let (done, err) = attempt(
+                    &h.res(),
+                    &format!("mkdir -p {phase} && echo \"{text}\" > {file}"),
+                );
+                // A write never needs the server: its job waits in the spool.
+                assert!(done, "host {}: writing {file}: {err}", h.name());
+                written.push((file, text));
+            }
+        }
+    };
+    write_some(&c, "before", &mut written);
+    ok(
+        &c.b().res(),
+        "mkdir moving && echo 'moving quillwort' > moving/m.md && echo 'doomed sorrel' > moving/d.md",
+    );
+    c.a().wait();
+    c.server.stop();
+    write_some(&c, "during", &mut written);
+    // mv and rm journal their intent on the server: without it they fail with an errno and
+    // change nothing (or, had they waited, succeed).
+    let mv = attempt(&c.b().res(), "mv moving/m.md moving/m2.md");
+    let rm = attempt(&c.a().res(), "rm moving/d.md");
+    for (what, (done, err)) in [("mv", &mv), ("rm", &rm)] {
+        assert!(
+            *done || err.ends_with("Input/output error"),
+            "{what} while the server is down: {err}"
+        );
+    }
+    let backing = c.dir.path().join("ws/viking/default/resources/moving");
+    assert_eq!(backing.join("m.md").exists(), !mv.0, "mv all or nothing");
+    assert_eq!(backing.join("m2.md").exists(), mv.0, "mv all or nothing");
+    assert_eq!(backing.join("d.md").exists(), !rm.0, "rm all or nothing");
+    c.server.start_again();
+    // Both daemons lived through it and their mounts answer; mv and rm work again.
+    for (h, pid) in c.hosts.iter().zip(&pids) {
+        assert!(alive(*pid), "host {}'s daemon died", h.name());
+    }
+    ok(
+        &c.b().res(),
+        "[ -e moving/m2.md ] || mv moving/m.md moving/m2.md",
+    );
+    ok(&c.a().res(), "[ ! -e moving/d.md ] || rm moving/d.md");
+    write_some(&c, "after", &mut written);
+    c.a().wait();
+    // Every file either host wrote, before, during and after, is there and found, once.
+    for (file, text) in &written {
+        assert_eq!(
+            std::fs::read_to_string(c.b().res().join(file)).unwrap(),
+            format!("{text}\n")
+        );
+    }
+    let mut queries: Vec<String> = written
+        .iter()
+        .map(|(_, t)| t.split(' ').nth(1).unwrap().to_string())
+        .collect();
+    queries.extend(["quillwort".to_string(), "sorrel".to_string()]);
+    for h in &c.hosts {
+        let found = h.find_each(&queries);
+        for ((file, _), uris) in written.iter().zip(&found) {
+            let want = format!("viking://resources/{file}");
+            assert_eq!(
+                uris.iter().filter(|u| **u == want).count(),
+                1,
+                "host {}: {file}: {uris:?}",
+                h.name()
+            );
+        }
+        let moved = &found[written.len()];
+        assert!(
+            moved.contains(&"viking://resources/moving/m2.md".to_string())
+                && !moved.iter().any(|u| u.ends_with("moving/m.md")),
+            "{moved:?}"
+        );
+        assert!(
+            !found[written.len() + 1].iter().any(|u| u.ends_with("d.md")),
+            "{:?}",
+            found[written.len() + 1]
+        );
+        h.check_index_agrees();
+    }
+}
