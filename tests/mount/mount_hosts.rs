@@ -288,7 +288,7 @@ impl Drop for Host {
 struct Cluster {
     hosts: Vec<Host>,
     server: PgServer,
-    lab: Lab,
+    _lab: Lab,
     dir: tempfile::TempDir,
 }
 
@@ -334,7 +334,7 @@ impl Cluster {
         Cluster {
             hosts,
             server,
-            lab,
+            _lab: lab,
             dir,
         }
     }
@@ -690,5 +690,138 @@ fn a_server_restart_mid_run_loses_nothing_either_host_wrote() {
             found[written.len() + 1]
         );
         h.check_index_agrees();
+    }
+}
+
+/// The token in the EXACT lock file of `dir/name` (backing directory): `(owner, time_ns)`.
+fn exact_token(dir: &Path, name: &str) -> Option<(String, u64)> {
+    let prefix = format!(".exact.ovlock.{name}.");
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })?;
+    let raw = std::fs::read_to_string(file).ok()?;
+    let mut it = raw.rsplitn(3, ':');
+    let (_kind, time, owner) = (it.next()?, it.next()?, it.next()?);
+    Some((owner.to_string(), time.parse().ok()?))
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+#[test]
+fn a_live_lock_of_one_host_is_not_taken_by_the_other() {
+    const EXPIRE: u64 = 6;
+    let mut c = Cluster::new(serde_json::json!({
+        "agfs": { "pathlock": { "lock_timeout_secs": 0.5, "lock_expire_secs": EXPIRE } }
+    }));
+    c.hosts[0].mount(&[]);
+    c.hosts[1].mount(&[]);
+    ok(
+        &c.a().res(),
+        "mkdir held && echo 'first x' > held/x.md && echo 'first y' > held/y.md",
+    );
+    c.a().wait();
+    let ids = c.host_ids();
+    let backing = c.dir.path().join("ws/viking/default/resources/held");
+    // `vikingfs lock` on host A (its PID namespace) holds both files while its command runs.
+    let hold = |name: &str| {
+        let ready = c.a().root.join(format!("{name}.ready"));
+        let child = c
+            .a()
+            .cli(&[
+                "lock",
+                &format!("viking://resources/held/{name}"),
+                "--",
+                "sh",
+                "-c",
+                &format!("echo > {}; read _", ready.display()),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let until = deadline(60);
+        while !ready.exists() {
+            assert!(
+                Instant::now() < until,
+                "vikingfs lock never ran its command"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (owner, _) = exact_token(&backing, name).expect("the lock file");
+        assert!(owner.starts_with(&format!("vfs-{}-", ids[0])), "{owner}");
+        child
+    };
+    let mut holders = [hold("x.md"), hold("y.md")];
+    // Held past lock_expire: the holder refreshes its token, so it is never stale.
+    let (owner, first) = exact_token(&backing, "x.md").unwrap();
+    let until = deadline(60);
+    loop {
+        let (o, t) = exact_token(&backing, "x.md").unwrap();
+        assert_eq!(o, owner);
+        if t >= first + EXPIRE * 1_000_000_000 {
+            break;
+        }
+        assert!(Instant::now() < until, "the token was never refreshed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let busy = |h: &Host, name: &str| {
+        let err = fails(&h.res(), &format!("echo second > held/{name}"));
+        assert!(err.contains("Device or resource busy"), "{err}");
+    };
+    busy(c.b(), "x.md");
+    assert_eq!(
+        std::fs::read_to_string(backing.join("x.md")).unwrap(),
+        "first x\n"
+    );
+    assert_eq!(exact_token(&backing, "x.md").unwrap().0, owner);
+    // Nor does B's fsck call it stale.
+    let out = run(&mut c.b().cli(&["fsck", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "stale_lock"),
+        "{v}"
+    );
+    // The holder dies without releasing. A sees its own host's dead owner at once; B cannot
+    // check another host's process and waits for lock_expire since the last refresh.
+    for h in &mut holders {
+        h.kill().unwrap();
+        h.wait().unwrap();
+    }
+    let (_, last_x) = exact_token(&backing, "x.md").unwrap();
+    let (_, last_y) = exact_token(&backing, "y.md").unwrap();
+    busy(c.b(), "x.md");
+    ok(&c.a().res(), "echo second > held/y.md");
+    assert!(
+        now_ns() < last_y + EXPIRE * 1_000_000_000,
+        "A took its dead owner's lock before lock_expire"
+    );
+    let until = deadline(60);
+    while !sh(&c.b().res(), "echo second > held/x.md").status.success() {
+        assert!(Instant::now() < until, "B never took the expired lock");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        now_ns() >= last_x + EXPIRE * 1_000_000_000,
+        "B took another host's lock only once it expired"
+    );
+    for n in ["x.md", "y.md"] {
+        assert_eq!(
+            std::fs::read_to_string(backing.join(n)).unwrap(),
+            "second\n"
+        );
     }
 }
