@@ -30,6 +30,23 @@ struct Host {
     pid: Option<i32>,
 }
 
+/// Run first in a host's new mount namespace (`sh -c SCRIPT PROGRAM ARGS...`, then execs
+/// PROGRAM), with `VFS_HOST_ROOT` the host's directory. The namespace starts as a copy of the
+/// test's, FUSE mounts of other tests and hosts included: those copies would keep their
+/// connections open (their daemons never see an unmount) until this host is gone, so they go.
+/// First every shared mount but the host's own directory turns private in this namespace, so
+/// that those unmounts do not propagate back (into another host's shared directory); what the
+/// host mounts under its own directory still shows in the test's namespace.
+const OWN_MOUNTS_ONLY: &str = r#"
+findmnt -rn -o TARGET,PROPAGATION | while read -r t p; do
+  case "$p" in shared*) [ "$t" = "$VFS_HOST_ROOT" ] || mount --make-private "$t" ;; esac
+done
+findmnt -rn -t fuse,fuse.vikingfs -o TARGET | while read -r m; do
+  case "$m" in "$VFS_HOST_ROOT"/*) ;; *) umount -l "$m" ;; esac
+done
+exec "$0" "$@"
+"#;
+
 fn run(cmd: &mut Command) -> Output {
     cmd.stdin(Stdio::null()).output().expect("run a command")
 }
@@ -133,13 +150,7 @@ impl Host {
                 "--",
                 "sh",
                 "-c",
-                // The new mount namespace starts as a copy of this one, FUSE mounts of other
-                // tests and of host A included: its copies would keep their connections open
-                // (their daemons never see the unmount) until B is gone. A host sees none
-                // of another's mounts; only what is under B's shared directory propagates.
-                "findmnt -rn -t fuse,fuse.vikingfs -o TARGET | while read -r m; do \
-                   case \"$m\" in \"$VFS_HOST_ROOT\"/*) ;; *) umount -l \"$m\";; esac; \
-                 done; exec \"$0\" \"$@\"",
+                OWN_MOUNTS_ONLY,
             ]);
             c.env("VFS_HOST_ROOT", &self.root);
         }
@@ -296,6 +307,11 @@ impl Cluster {
     /// Hosts A and B (not mounted yet), with `storage` merged into each one's config (beside
     /// the backend and its DSN).
     fn new(storage: serde_json::Value) -> Cluster {
+        Cluster::with_pidns(storage, [false, true])
+    }
+
+    /// [`Cluster::new`] with each host in a PID namespace of its own or not.
+    fn with_pidns(storage: serde_json::Value, pidns: [bool; 2]) -> Cluster {
         let lab = Lab::new(2);
         let server = PgServer::start_for(&lab.server_addr(), Some(&lab.subnet()));
         let dir = tempfile::tempdir().unwrap();
@@ -310,7 +326,7 @@ impl Cluster {
             .map(|idx| {
                 let root = dir.path().join(((b'a' + idx as u8) as char).to_string());
                 std::fs::create_dir(&root).unwrap();
-                let pidns = idx == 1;
+                let pidns = pidns[idx];
                 if pidns {
                     run_ok(Command::new("mount").arg("--bind").arg(&root).arg(&root));
                     run_ok(Command::new("mount").arg("--make-shared").arg(&root));
@@ -824,4 +840,30 @@ fn a_live_lock_of_one_host_is_not_taken_by_the_other() {
             "second\n"
         );
     }
+}
+
+#[test]
+fn two_hosts_whose_daemons_have_the_same_pid_keep_their_own_records() {
+    // Both daemons are PID 1 of a namespace of their own, as in two containers.
+    let mut c = Cluster::with_pidns(serde_json::json!({}), [true, true]);
+    c.hosts[0].mount(&[]);
+    c.hosts[1].mount(&[]);
+    let daemons = |h: &Host| -> Vec<serde_json::Value> {
+        let out = run_ok(&mut h.cli(&["status", "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["daemons"].as_array().unwrap().clone()
+    };
+    let listed = daemons(c.b());
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|d| d["pid"] == 1), "{listed:?}");
+    assert_ne!(listed[0]["host"], listed[1]["host"], "{listed:?}");
+    // A stops: its record goes, B's stays.
+    c.hosts[0].unmount();
+    let listed = daemons(c.b());
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        listed[0]["mountpoint"],
+        c.b().mp.to_str().unwrap(),
+        "{listed:?}"
+    );
 }
