@@ -549,13 +549,14 @@ fn jobs_a_killed_host_had_claimed_are_finished_by_the_other_once_their_lease_run
         script += &format!(" && echo 'bulk file {i}: {}' > bulk/f{i}.md", token(i));
     }
     ok(&c.a().res(), &script);
-    let apid = c.a().pid.unwrap();
+    // A claim names its worker's host and pid.
+    let worker_of_a = format!("{}-pid{}/%", c.host_ids()[0], c.a().pid.unwrap());
     let mut db = c.server.client();
     let claims_of_a = |db: &mut postgres::Client| -> Vec<(i64, i32)> {
         db.query(
             "SELECT id, attempts FROM vq_jobs WHERE queue = 'embedding' AND state = 1 \
              AND worker LIKE $1 ORDER BY id",
-            &[&format!("pid{apid}/%")],
+            &[&worker_of_a],
         )
         .unwrap()
         .iter()
