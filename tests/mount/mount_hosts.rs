@@ -871,3 +871,50 @@ fn two_hosts_whose_daemons_have_the_same_pid_keep_their_own_records() {
         "{listed:?}"
     );
 }
+
+#[test]
+fn jobs_a_host_spooled_before_it_died_are_taken_in_by_the_other_hosts_daemon() {
+    let mut c = Cluster::new(serde_json::json!({}));
+    c.hosts[0].mount(&[("VIKINGFS_JOB_LEASE_MS", "2000")]);
+    c.hosts[1].mount(&[("VIKINGFS_JOB_LEASE_MS", "2000")]);
+    let apid = c.a().pid.unwrap();
+    let spool = c.dir.path().join("ws/.vikingfs/spool");
+    let spools_of_a = || -> Vec<PathBuf> {
+        std::fs::read_dir(&spool)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("{apid}-")) && std::fs::metadata(p).unwrap().len() > 0
+            })
+            .collect()
+    };
+    // With the server down, A's jobs can only wait in its spool; then A dies.
+    c.server.stop();
+    const FILES: usize = 10;
+    let mut script = String::from("mkdir spooled");
+    for i in 1..=FILES {
+        script += &format!(" && echo 'spooled {}' > spooled/s{i}.md", token(100 + i));
+    }
+    ok(&c.a().res(), &script);
+    assert!(!spools_of_a().is_empty(), "A's jobs wait in its spool");
+    c.hosts[0].kill9();
+    c.server.start_again();
+    // Nobody runs a command that opens the queue: B's daemon takes the dead host's spool in.
+    let until = deadline(60);
+    while !spools_of_a().is_empty() {
+        assert!(
+            Instant::now() < until,
+            "B's daemon never took in A's spool: {:?}",
+            spools_of_a()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.b().wait();
+    let queries: Vec<String> = (1..=FILES).map(|i| token(100 + i)).collect();
+    for (i, uris) in (1..=FILES).zip(c.b().find_each(&queries)) {
+        let want = format!("viking://resources/spooled/s{i}.md");
+        assert!(uris.contains(&want), "{want}: {uris:?}");
+    }
+    c.b().check_index_agrees();
+}
