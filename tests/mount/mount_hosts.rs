@@ -539,7 +539,11 @@ fn token(i: usize) -> String {
 
 #[test]
 fn jobs_a_killed_host_had_claimed_are_finished_by_the_other_once_their_lease_runs_out() {
-    let mut c = Cluster::new(serde_json::json!({}));
+    // A's daemon may die holding a write-back lock too: another host frees it after
+    // lock_expire (a short one, so the test need not wait the default 30 s).
+    let mut c = Cluster::new(serde_json::json!({
+        "agfs": { "pathlock": { "lock_expire_secs": 3 } }
+    }));
     // A's embedding jobs stop at their start (claimed, lease renewed): A dies holding them.
     c.hosts[0].mount(&[
         ("VIKINGFS_JOB_LEASE_MS", "2000"),
