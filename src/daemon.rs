@@ -1,5 +1,5 @@
 //! Registry of running vikingfs daemons: one JSON record per daemon under
-//! `WORKSPACE/.vikingfs/daemons/`, so `vikingfs status` can show who serves a workspace and
+//! `WORKSPACE/.vikingfs/daemons/{host}-{pid}.json`, so `vikingfs status` can show who serves a workspace and
 //! where, and `--wait` commands know whether a worker pool is already draining the queues.
 //!
 //! A record names its process by pid and start time, like a lock owner: a record whose process
@@ -46,6 +46,12 @@ fn dir(ws: &Workspace) -> PathBuf {
     ws.internal_dir().join("daemons")
 }
 
+/// The record file of daemon `pid` of host `host`: pids alone collide across hosts (and PID
+/// namespaces) sharing one workspace, and a daemon would overwrite, then remove, another's.
+fn record_name(host: &str, pid: u32) -> String {
+    format!("{host}-{pid}.json")
+}
+
 /// Record this process as a daemon of `ws`.
 pub fn register(
     ws: &Workspace,
@@ -69,7 +75,7 @@ pub fn register(
     };
     let d = dir(ws);
     std::fs::create_dir_all(&d)?;
-    let path = d.join(format!("{pid}.json"));
+    let path = d.join(record_name(&rec.host, pid));
     let text = serde_json::to_vec_pretty(&rec)?;
     crate::fsx::replace(&path, &text, 0o644, crate::fsx::Durable::Content)?;
     Ok(Registration { path })
@@ -157,12 +163,12 @@ mod tests {
         let mut dead = list[0].clone();
         dead.pid = u32::MAX - 1;
         std::fs::write(
-            dir(&ws).join(format!("{}.json", dead.pid)),
+            dir(&ws).join(record_name(&dead.host, dead.pid)),
             serde_json::to_vec(&dead).unwrap(),
         )
         .unwrap();
         assert_eq!(running(&ws).unwrap().len(), 1);
-        assert!(!dir(&ws).join(format!("{}.json", dead.pid)).exists());
+        assert!(!dir(&ws).join(record_name(&dead.host, dead.pid)).exists());
         drop(reg);
         assert!(running(&ws).unwrap().is_empty());
     }

@@ -212,7 +212,13 @@ impl WorkerPool {
             threads,
         } in specs.filter(|h: &HandlerSpec| h.threads > 0)
         {
-            let worker_name = format!("pid{}/{name}", std::process::id());
+            // What a claim's `worker` column says: which host (a pid alone is ambiguous
+            // among the hosts sharing one queue), which process, which queue.
+            let worker_name = format!(
+                "{}-pid{}/{name}",
+                crate::process::host_id(),
+                std::process::id()
+            );
             let (job_tx, job_rx) = unbounded::<Job>();
             let (ready_tx, ready_rx) = unbounded::<()>();
             for i in 0..threads {
@@ -428,11 +434,26 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
     }
 }
 
-/// Renew every held lease each `heartbeat` until the pool stops.
+/// Renew every held lease each `heartbeat` until the pool stops; once a lease (as for a dead
+/// worker's claims), take in the spools of dead processes (see `queue::spool`). Opening the
+/// queue replays them too, but a daemon opens it once: the spool of another host's daemon
+/// that died would wait, its jobs not run, for the next command that opens the queue.
 fn heartbeat(s: &Shared, stop: &Receiver<()>) {
+    let mut replayed = std::time::Instant::now();
     while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
         stop.recv_timeout(s.opts.heartbeat)
     {
+        if replayed.elapsed() >= s.opts.lease {
+            replayed = std::time::Instant::now();
+            match s.queue.replay_spools() {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(jobs = n, "took in the spooled jobs of a dead process"),
+                Err(e) => tracing::warn!(
+                    "taking in a dead process's spool: {}",
+                    crate::error::Chain(&e)
+                ),
+            }
+        }
         let held: Vec<(Job, String)> = s.in_hand.lock().values().cloned().collect();
         for (job, worker) in held {
             match s.queue.renew(&job, &worker, s.opts.lease) {

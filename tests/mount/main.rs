@@ -6,6 +6,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/netns.rs"]
+mod netns;
 #[path = "../pg_support/mod.rs"]
 mod pg_support;
 
@@ -15,6 +17,7 @@ mod mount_crash;
 mod mount_differential;
 mod mount_fds;
 mod mount_full_disk;
+mod mount_hosts;
 mod mount_locks;
 mod mount_pjdfstest;
 mod mount_postgres;

@@ -116,8 +116,15 @@ impl PgServer {
     }
 
     /// A fresh server listening on `listen` (an address of this host or of a network
-    /// namespace's veth) with an empty database `vikingfs`.
+    /// namespace's veth) with an empty database `vikingfs`; it lets in clients from
+    /// 127.0.0.1 only (see [`PgServer::start_for`]).
     pub fn start_on(listen: &str) -> PgServer {
+        PgServer::start_for(listen, None)
+    }
+
+    /// [`PgServer::start_on`] letting in clients of the subnet `clients` too (a CIDR, e.g. the
+    /// network namespaces of a test lab, `tests/common/netns.rs`).
+    pub fn start_for(listen: &str, clients: Option<&str>) -> PgServer {
         let bin = bin_dir();
         let tpl = template(&bin);
         let dir = tempfile::Builder::new()
@@ -136,6 +143,14 @@ impl PgServer {
             .status()
             .unwrap();
         assert!(st.success(), "copying the PostgreSQL template");
+        if let Some(net) = clients {
+            use std::io::Write;
+            let mut hba = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("pg_hba.conf"))
+                .unwrap();
+            writeln!(hba, "host all all {net} trust").unwrap();
+        }
         std::fs::create_dir(&sock).unwrap();
         let (uid, gid) = nobody();
         std::os::unix::fs::chown(&sock, Some(uid), Some(gid)).unwrap();
