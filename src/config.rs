@@ -753,7 +753,5 @@ pub fn with_storage(
 /// --to postgres` without `--dsn`).
 pub fn file_dsn(path: &Path) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    v["storage"]["postgres"]["dsn"]
-        .as_str()
-        .map(str::to_string)
+    v["storage"]["postgres"]["dsn"].as_str().map(str::to_string)
 }

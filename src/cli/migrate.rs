@@ -41,7 +41,12 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> anyhow::Result<i32> {
         .filter(|v| !v.is_empty());
     let to = match a.to {
         Target::Sqlite => Backend::Sqlite,
-        Target::Postgres => match a.dsn.clone().or(env_dsn).or_else(|| config::file_dsn(&file)) {
+        Target::Postgres => match a
+            .dsn
+            .clone()
+            .or(env_dsn)
+            .or_else(|| config::file_dsn(&file))
+        {
             Some(dsn) => Backend::Postgres { dsn },
             None => bail!(
                 "migrate --to postgres: no server named: pass --dsn 'host=… dbname=… user=…' \

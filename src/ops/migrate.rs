@@ -52,7 +52,9 @@ pub enum MigrateError {
     SameBackend(&'static str),
     #[error("{location} already holds this workspace's {what}: pass --force to empty it and migrate over it")]
     TargetHasData { location: String, what: String },
-    #[error("the copy to {location} does not match its source ({what}); the old backend stays in force")]
+    #[error(
+        "the copy to {location} does not match its source ({what}); the old backend stays in force"
+    )]
     Mismatch { location: String, what: String },
     #[error("migrate: {}", path.display())]
     Io {
@@ -212,9 +214,7 @@ pub fn copy(
     target.journal.import(&journal)?;
     progress(total, total);
     // The files rebuild the index at the first open after the switch (see the module doc).
-    target
-        .index
-        .set_meta(super::rebuild::META_KEY, "pending")?;
+    target.index.set_meta(super::rebuild::META_KEY, "pending")?;
     verify(&target, &queue, &journal)?;
     crate::crash_point!("migrate.copied");
     let dead = queue.jobs.iter().filter(|j| j.dead).count() as u64;
@@ -291,7 +291,14 @@ fn verify(target: &Stores, queue: &QueueRows, journal: &JournalRows) -> Result<(
         let mut v: Vec<_> = r
             .lifecycles
             .iter()
-            .map(|l| (l.handle.clone(), l.target.clone(), l.kind.clone(), l.keys.clone()))
+            .map(|l| {
+                (
+                    l.handle.clone(),
+                    l.target.clone(),
+                    l.kind.clone(),
+                    l.keys.clone(),
+                )
+            })
             .collect();
         v.sort();
         v

@@ -221,7 +221,9 @@ impl Engine for SqliteJournal {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut lifecycles: Vec<LifecycleRow> = tx
-            .prepare("SELECT handle, target, kind, created FROM lifecycles ORDER BY created, handle")?
+            .prepare(
+                "SELECT handle, target, kind, created FROM lifecycles ORDER BY created, handle",
+            )?
             .query_map([], |r| {
                 Ok(LifecycleRow {
                     handle: r.get(0)?,
@@ -232,7 +234,8 @@ impl Engine for SqliteJournal {
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
-        let mut keys = tx.prepare("SELECT key FROM lifecycle_keys WHERE handle = ?1 ORDER BY key")?;
+        let mut keys =
+            tx.prepare("SELECT key FROM lifecycle_keys WHERE handle = ?1 ORDER BY key")?;
         for l in &mut lifecycles {
             l.keys = keys
                 .query_map([&l.handle], |r| r.get(0))?
@@ -255,7 +258,10 @@ impl Engine for SqliteJournal {
             )?;
         }
         for l in &rows.lifecycles {
-            tx.execute(OPEN_LIFECYCLE, params![l.handle, l.target, l.kind, now - ms(l.age)])?;
+            tx.execute(
+                OPEN_LIFECYCLE,
+                params![l.handle, l.target, l.kind, now - ms(l.age)],
+            )?;
             for k in &l.keys {
                 tx.execute(
                     "INSERT OR IGNORE INTO lifecycle_keys (handle, key) VALUES (?1, ?2)",
@@ -267,9 +273,8 @@ impl Engine for SqliteJournal {
     }
 
     fn clear(&self) -> Result<()> {
-        Ok(self
-            .conn
-            .lock()
-            .execute_batch("DELETE FROM intents; DELETE FROM lifecycles; DELETE FROM lifecycle_keys;")?)
+        Ok(self.conn.lock().execute_batch(
+            "DELETE FROM intents; DELETE FROM lifecycles; DELETE FROM lifecycle_keys;",
+        )?)
     }
 }
