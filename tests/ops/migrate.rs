@@ -305,6 +305,23 @@ fn workspace_moves_to_postgres_and_back() {
 
     let err = refused(&env, &["migrate", "--to", "sqlite"]);
     assert!(err.contains("on sqlite already"), "{err}");
+    // A daemon of the workspace (one on another host: it cannot be checked, so it counts).
+    let daemons = env.ws().join(".vikingfs/daemons");
+    std::fs::create_dir_all(&daemons).unwrap();
+    let record = daemons.join("4242.json");
+    std::fs::write(
+        &record,
+        json!({"pid": 4242, "start": 1, "host": "elsewhere", "mountpoint": "/mnt/v",
+               "started_at": 0, "version": "0", "workers": true})
+        .to_string(),
+    )
+    .unwrap();
+    let names = internal_names(&env);
+    let err = refused(&env, &["migrate", "--to", "postgres", "--dsn", &dsn]);
+    assert!(err.contains("daemon") && err.contains("4242"), "{err}");
+    assert_eq!(internal_names(&env), names, "a refusal changes nothing");
+    assert_eq!(backend_in_config(&env), None);
+    std::fs::remove_file(&record).unwrap();
 
     env.ok(&["migrate", "--to", "postgres", "--dsn", &dsn]);
     assert_eq!(backend_in_config(&env).as_deref(), Some("postgres"));
