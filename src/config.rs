@@ -623,6 +623,61 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The file this configuration is (or, with none, would be) kept in: the one it was loaded
+    /// from, else `~/.vikingfs/config.json`. What `vikingfs migrate` rewrites.
+    pub fn file(&self) -> Option<PathBuf> {
+        self.source.clone().or_else(|| {
+            std::env::var_os("HOME").map(|h| Path::new(&h).join(".vikingfs/config.json"))
+        })
+    }
+}
+
+/// The configuration file at `path` (`{}` when missing) with only `storage.backend` set to
+/// `to`'s name and, for postgres with `dsn` given, `storage.postgres.dsn` — every other key,
+/// known or not, as it was. Read as plain JSON, so an `ov.conf`'s keys stay untouched.
+pub fn with_storage(
+    path: &Path,
+    to: &Backend,
+    dsn: Option<&str>,
+) -> Result<serde_json::Value, ConfigError> {
+    let mut v: serde_json::Value = match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_path_buf(),
+            key: None,
+            source,
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if !v.is_object() {
+        v = serde_json::json!({});
+    }
+    if !v["storage"].is_object() {
+        v["storage"] = serde_json::json!({});
+    }
+    v["storage"]["backend"] = to.name().into();
+    if let Some(dsn) = dsn {
+        if !v["storage"]["postgres"].is_object() {
+            v["storage"]["postgres"] = serde_json::json!({});
+        }
+        v["storage"]["postgres"]["dsn"] = dsn.into();
+    }
+    Ok(v)
+}
+
+/// The DSN the configuration file at `path` names, whatever its backend (`vikingfs migrate
+/// --to postgres` without `--dsn`).
+pub fn file_dsn(path: &Path) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    v["storage"]["postgres"]["dsn"].as_str().map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,11 +78,18 @@ pub fn size_on_disk(path: &Path) -> u64 {
 /// Move the database at `path` (with its `-wal` and `-shm`) aside, to
 /// `{path}.damaged-{unix seconds}`. Returns the new name of the main file.
 pub fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
+    rename_aside(path, "damaged")
+}
+
+/// Rename the database at `path` with its `-wal` and `-shm` to `{path}.{tag}-{unix seconds}`
+/// (never deleted: `damaged` for one set aside, `migrated` for one `vikingfs migrate` left
+/// behind), so that nothing opens it by mistake. Returns the new name of the main file.
+pub fn rename_aside(path: &Path, tag: &str) -> std::io::Result<PathBuf> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let aside = with_suffix(path, &format!(".damaged-{stamp}"));
+    let aside = with_suffix(path, &format!(".{tag}-{stamp}"));
     std::fs::rename(path, &aside)?;
     for s in SIDE_FILES {
         match std::fs::rename(with_suffix(path, s), with_suffix(&aside, s)) {

@@ -38,6 +38,8 @@ pub const ALL: &[&str] = &[
     "index.rebuild.file",
     // ops::lifecycle
     "lifecycle.before_release",
+    // ops::migrate (the copy done, the switch not yet made)
+    "migrate.copied",
     // ops::mv
     "mv.indexed",
     "mv.intent",

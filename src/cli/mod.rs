@@ -5,6 +5,7 @@ pub mod add;
 pub mod debug;
 pub mod find;
 pub mod fsck;
+pub mod migrate;
 pub mod mv;
 pub mod ops;
 pub mod reindex;
@@ -68,6 +69,9 @@ pub enum Command {
     Fsck(fsck::FsckArgs),
     /// Rebuild the index's records from the files now (summaries and vectors are queued).
     Reindex(reindex::ReindexArgs),
+    /// Move the queue, the journal and the index to the other storage backend (`--to
+    /// postgres --dsn DSN`, `--to sqlite`) and switch the configuration to it.
+    Migrate(migrate::MigrateArgs),
     /// Developer tools.
     #[command(subcommand)]
     Debug(debug::DebugCmd),
@@ -190,6 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::AddResource(a) => add::add(&ctx, a),
         Command::Fsck(a) => fsck::fsck(&ctx, a),
         Command::Reindex(a) => reindex::run(&ctx, a),
+        Command::Migrate(a) => migrate::run(&ctx, a),
         Command::Debug(c) => debug::run(c),
         Command::Wait(args) if args.watch => wait::run(&ctx, args),
         Command::Wait(args) => ops::wait(&ctx, args),

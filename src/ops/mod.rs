@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod journal;
 mod lifecycle;
 mod locked;
+pub mod migrate;
 mod mv;
 pub mod rebuild;
 mod recover;

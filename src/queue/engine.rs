@@ -16,7 +16,13 @@
 //!   moved on is dropped rather than retried or revived;
 //! - a key enqueued while its job runs waits the re-run delay;
 //! - the state change and its checks are one transaction: two engines' processes never both
-//!   claim a job, and a crash leaves each change whole or absent.
+//!   claim a job, and a crash leaves each change whole or absent;
+//! - [`Engine::export`] and [`Engine::import`] move the rows to another engine
+//!   (`vikingfs migrate`) without breaking any of the above: a leased job is pending again
+//!   (no claim survives a move), unless its key moved on (dropped, as a claim would); a dead
+//!   one stays dead with its error and attempts; the keys' versions go along, so "latest
+//!   version wins" still holds; instants go as offsets from the export, since each engine
+//!   has its own clock.
 
 use std::time::Duration;
 
@@ -90,6 +96,77 @@ pub trait Engine: Send + Sync {
 
     /// Rows pending or running in `queues` (all queues for `None`).
     fn unfinished(&self, queues: Option<&[&str]>) -> Result<u64, QueueError>;
+
+    /// Every job that is not done and every key's version, from one snapshot, in the order
+    /// claims would take them (see the module doc for what a move keeps).
+    fn export(&self) -> Result<QueueRows, QueueError>;
+
+    /// Add `jobs` as exported (new ids, instants from this engine's clock) and raise each of
+    /// `keys` to at least its version, in one transaction. Into an empty store (a pending row
+    /// of a key already here would break the one-pending-row rule).
+    fn import(&self, jobs: &[JobRow], keys: &[KeyVersion]) -> Result<(), QueueError>;
+
+    /// Remove every row and key version (a migration target emptied before its copy).
+    fn clear(&self) -> Result<(), QueueError>;
+}
+
+/// A job as it moves between engines ([`Engine::export`]): its instants are offsets from the
+/// moment it was read, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    pub queue: String,
+    pub key: Option<String>,
+    pub version: i64,
+    /// As stored (JSON text, kept byte for byte: a damaged one dies at its claim there too).
+    pub payload: String,
+    /// Dead (with `last_error`), else pending.
+    pub dead: bool,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// How long until it may be claimed (a back-off still running); 0 for due now.
+    pub due_in_ms: i64,
+    /// How long ago it was enqueued (`status`'s oldest age).
+    pub age_ms: i64,
+    /// How long ago it last changed (a dead job's age in `status`).
+    pub updated_ms: i64,
+}
+
+/// A key's current version ([`Engine::export`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyVersion {
+    pub queue: String,
+    pub key: String,
+    pub version: i64,
+}
+
+/// What [`Engine::export`] reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueRows {
+    pub jobs: Vec<JobRow>,
+    pub keys: Vec<KeyVersion>,
+}
+
+impl QueueRows {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.keys.is_empty()
+    }
+
+    /// Put the jobs (read in id order) in the order claims take them: by when they are due,
+    /// ties by id (the sort is stable).
+    pub(crate) fn in_claim_order(mut self) -> QueueRows {
+        self.jobs.sort_by_key(|j| j.due_in_ms);
+        self
+    }
+}
+
+/// The export's `WHERE`: every row but a running one whose key moved on (`{k}` the key
+/// versions table); the same SQL on both engines.
+pub(crate) fn export_filter(k: &str) -> String {
+    format!(
+        "NOT (j.state = 1 AND j.key IS NOT NULL AND j.version <
+              COALESCE((SELECT v.version FROM {k} v WHERE v.queue = j.queue AND v.key = j.key),
+                       j.version))"
+    )
 }
 
 /// The last error of a job whose stored payload is not JSON (damage): dead at its claim.

@@ -21,7 +21,9 @@ use postgres::Transaction;
 /// A transaction with statements prepared once per connection.
 type Tx<'a, 'b, 'c> = Session<'a, 'b, Transaction<'c>>;
 
-use super::engine::{bad_payload, expired_message, Engine, Failure};
+use super::engine::{
+    bad_payload, expired_message, export_filter, Engine, Failure, JobRow, KeyVersion, QueueRows,
+};
 use super::stats::DeadJob;
 use super::{Job, NewJob, QueueError, QueueStats};
 use crate::pg::{Pg, Session, NOW_MS, NOW_SQL};
@@ -495,6 +497,93 @@ impl Engine for PgEngine {
                 }
             };
             Ok(n as u64)
+        })
+    }
+
+    fn export(&self) -> Result<QueueRows, QueueError> {
+        // One transaction: one snapshot of both tables. Its rows are locked against claims of
+        // other hosts meanwhile (`FOR SHARE`), though a migration runs with no daemon anyway.
+        self.write(|tx, now| {
+            let jobs = tx
+                .all(
+                    &format!(
+                        "SELECT j.queue, j.key, j.version, j.payload, j.state = 2, j.attempts,
+                                j.last_error,
+                                CASE WHEN j.state = 0 THEN GREATEST(j.due - $1, 0) ELSE 0 END,
+                                GREATEST($1 - j.created, 0), GREATEST($1 - j.updated, 0)
+                         FROM vq_jobs j WHERE {} ORDER BY j.id FOR SHARE",
+                        export_filter("vq_key_versions")
+                    ),
+                    &[&now],
+                )?
+                .iter()
+                .map(|r| JobRow {
+                    queue: r.get(0),
+                    key: r.get(1),
+                    version: r.get(2),
+                    payload: r.get(3),
+                    dead: r.get(4),
+                    attempts: r.get::<_, i32>(5) as u32,
+                    last_error: r.get(6),
+                    due_in_ms: r.get(7),
+                    age_ms: r.get(8),
+                    updated_ms: r.get(9),
+                })
+                .collect();
+            let keys = tx
+                .all(
+                    "SELECT queue, key, version FROM vq_key_versions ORDER BY queue, key",
+                    &[],
+                )?
+                .iter()
+                .map(|r| KeyVersion {
+                    queue: r.get(0),
+                    key: r.get(1),
+                    version: r.get(2),
+                })
+                .collect();
+            Ok(QueueRows { jobs, keys }.in_claim_order())
+        })
+    }
+
+    fn import(&self, jobs: &[JobRow], keys: &[KeyVersion]) -> Result<(), QueueError> {
+        self.write(|tx, now| {
+            for k in keys {
+                tx.exec(
+                    "INSERT INTO vq_key_versions (queue, key, version) VALUES ($1, $2, $3)
+                     ON CONFLICT (queue, key)
+                     DO UPDATE SET version = GREATEST(vq_key_versions.version, EXCLUDED.version)",
+                    &[&k.queue, &k.key, &k.version],
+                )?;
+            }
+            for j in jobs {
+                tx.exec(
+                    "INSERT INTO vq_jobs (queue, key, version, payload, state, due, attempts,
+                                          last_error, created, updated)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    &[
+                        &j.queue,
+                        &j.key,
+                        &j.version,
+                        &j.payload,
+                        &(if j.dead { 2i16 } else { 0i16 }),
+                        &now.saturating_add(j.due_in_ms),
+                        &(j.attempts as i32),
+                        &j.last_error,
+                        &now.saturating_sub(j.age_ms),
+                        &now.saturating_sub(j.updated_ms),
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    fn clear(&self) -> Result<(), QueueError> {
+        self.write(|tx, _| {
+            tx.exec("DELETE FROM vq_jobs", &[])?;
+            tx.exec("DELETE FROM vq_key_versions", &[])?;
+            Ok(())
         })
     }
 }

@@ -357,10 +357,15 @@ macro_rules! matrix {
             let listed = env.ok(&["debug", "failpoints"]);
             // `session.*` points have their own matrix (tests/session/session_crash.rs),
             // `spool.*` points (the mount daemon's) theirs (tests/queue/queue_spool.rs,
-            // tests/mount/mount_crash.rs).
+            // tests/mount/mount_crash.rs), `migrate.*` points theirs (tests/ops/migrate.rs:
+            // the operation is the move of every store, not one on a workspace's files).
             let mut listed: Vec<&str> = listed
                 .lines()
-                .filter(|p| !p.starts_with("session.") && !p.starts_with("spool."))
+                .filter(|p| {
+                    !p.starts_with("session.")
+                        && !p.starts_with("spool.")
+                        && !p.starts_with("migrate.")
+                })
                 .collect();
             listed.sort();
             let mut tested = vec![$($point),*];

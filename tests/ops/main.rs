@@ -17,6 +17,7 @@ mod index_procs;
 mod index_search;
 mod index_store;
 mod journal_engines;
+mod migrate;
 mod ops_cli;
 mod ops_race;
 mod ops_seam;

@@ -11,6 +11,12 @@
 //!   embedding of it is done. The lock's owner is the lifecycle handle, not a process, so it
 //!   outlives the CLI that added it; the keys of its outstanding jobs are listed here, and the job
 //!   that finishes the last one releases the lock.
+//!
+//! [`Engine::export`] and [`Engine::import`] move every row to another engine (`vikingfs
+//! migrate`, with no process of the workspace running): intents keep their bodies, owners and
+//! order (new ids; the owners are dead processes whose locks are free, so the next start's
+//! recovery finishes them as it would have), lifecycles their targets, kinds and keys; ages
+//! go as offsets, each engine having its own clock.
 
 pub mod postgres;
 pub mod sqlite;
@@ -85,6 +91,7 @@ pub enum JournalError {
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// An intent as an engine stores it: its JSON body, owner and age.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentData {
     pub id: i64,
     pub body: String,
@@ -99,6 +106,32 @@ pub struct LifecycleData {
     pub kind: String,
     pub age: Duration,
     pub pending: u64,
+}
+
+/// A lifecycle with its keys, as it moves between engines ([`Engine::export`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleRow {
+    pub handle: String,
+    pub target: String,
+    pub kind: String,
+    pub age: Duration,
+    /// Keys of jobs not done yet, sorted.
+    pub keys: Vec<String>,
+}
+
+/// Every row of a journal ([`Engine::export`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalRows {
+    /// Oldest first.
+    pub intents: Vec<IntentData>,
+    /// Oldest first.
+    pub lifecycles: Vec<LifecycleRow>,
+}
+
+impl JournalRows {
+    pub fn is_empty(&self) -> bool {
+        self.intents.is_empty() && self.lifecycles.is_empty()
+    }
 }
 
 /// One database's rows of the journal; each call one transaction.
@@ -139,6 +172,12 @@ pub trait Engine: Send + Sync {
     fn lifecycle_end(&self, handle: &str) -> Result<()>;
     /// The handle of the lifecycle whose target is exactly `target`.
     fn lifecycle_of_target(&self, target: &str) -> Result<Option<String>>;
+    /// Every row, from one snapshot (see the module doc).
+    fn export(&self) -> Result<JournalRows>;
+    /// Add `rows` as exported (intents get new ids, in order) in one transaction.
+    fn import(&self, rows: &JournalRows) -> Result<()>;
+    /// Remove every row (a migration target emptied before its copy).
+    fn clear(&self) -> Result<()>;
 }
 
 /// The journal of one workspace.
@@ -279,6 +318,11 @@ impl Journal {
     /// Forget a lifecycle (after its lock was released).
     pub fn lifecycle_end(&self, handle: &str) -> Result<()> {
         self.engine.lifecycle_end(handle)
+    }
+
+    /// The engine underneath (`vikingfs migrate` moves its rows).
+    pub fn engine(&self) -> &dyn Engine {
+        &*self.engine
     }
 
     /// The handle of the open lifecycle whose target is `target` itself, if any.

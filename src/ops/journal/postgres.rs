@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Engine, IntentData, LifecycleData, Result};
+use super::{Engine, IntentData, JournalRows, LifecycleData, LifecycleRow, Result};
 use crate::pg::{Pg, NOW_MS, NOW_SQL};
 
 const SCHEMA_VERSION: i64 = 1;
@@ -49,6 +49,10 @@ pub struct PgJournal {
 
 fn age(now: i64, then: i64) -> Duration {
     Duration::from_millis((now - then).max(0) as u64)
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
 impl PgJournal {
@@ -224,6 +228,96 @@ impl Engine for PgJournal {
                 &[&target],
             )?
             .map(|r| r.get(0)))
+        })
+    }
+
+    fn export(&self) -> Result<JournalRows> {
+        self.with(|c| {
+            // REPEATABLE READ: the three tables from one snapshot.
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let now: i64 = tx.query_one(NOW_SQL, &[])?.get(0);
+            let intents = tx
+                .query(
+                    "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
+                    &[],
+                )?
+                .iter()
+                .map(|r| IntentData {
+                    id: r.get(0),
+                    body: r.get(1),
+                    owner: r.get(2),
+                    age: age(now, r.get(3)),
+                })
+                .collect();
+            let mut lifecycles: Vec<LifecycleRow> = tx
+                .query(
+                    "SELECT handle, target, kind, created FROM vj_lifecycles
+                     ORDER BY created, handle",
+                    &[],
+                )?
+                .iter()
+                .map(|r| LifecycleRow {
+                    handle: r.get(0),
+                    target: r.get(1),
+                    kind: r.get(2),
+                    age: age(now, r.get(3)),
+                    keys: Vec::new(),
+                })
+                .collect();
+            for l in &mut lifecycles {
+                l.keys = tx
+                    .query(
+                        "SELECT key FROM vj_lifecycle_keys WHERE handle = $1 ORDER BY key",
+                        &[&l.handle],
+                    )?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+            }
+            tx.commit()?;
+            Ok(JournalRows {
+                intents,
+                lifecycles,
+            })
+        })
+    }
+
+    fn import(&self, rows: &JournalRows) -> Result<()> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            let now: i64 = tx.query_one(NOW_SQL, &[])?.get(0);
+            for i in &rows.intents {
+                tx.execute(
+                    "INSERT INTO vj_intents (body, owner, created) VALUES ($1, $2, $3)",
+                    &[&i.body, &i.owner, &(now - ms(i.age))],
+                )?;
+            }
+            for l in &rows.lifecycles {
+                tx.execute(
+                    "INSERT INTO vj_lifecycles (handle, target, kind, created)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (handle) DO NOTHING",
+                    &[&l.handle, &l.target, &l.kind, &(now - ms(l.age))],
+                )?;
+                tx.execute(
+                    "INSERT INTO vj_lifecycle_keys (handle, key) SELECT $1, unnest($2::text[])
+                     ON CONFLICT DO NOTHING",
+                    &[&l.handle, &l.keys],
+                )?;
+            }
+            tx.commit()
+        })
+    }
+
+    fn clear(&self) -> Result<()> {
+        self.with(|c| {
+            c.batch_execute(
+                "BEGIN; DELETE FROM vj_intents; DELETE FROM vj_lifecycles;
+                 DELETE FROM vj_lifecycle_keys; COMMIT;",
+            )
         })
     }
 }

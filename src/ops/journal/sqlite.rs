@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{Engine, IntentData, LifecycleData, Result};
+use super::{Engine, IntentData, JournalRows, LifecycleData, LifecycleRow, Result};
 
 /// Open a lifecycle (kept when it is open already).
 const OPEN_LIFECYCLE: &str =
@@ -26,6 +26,10 @@ fn now_ms() -> i64 {
 
 fn age(now: i64, then: i64) -> Duration {
     Duration::from_millis((now - then).max(0) as u64)
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
 impl SqliteJournal {
@@ -199,5 +203,78 @@ impl Engine for SqliteJournal {
                 |r| r.get(0),
             )
             .optional()?)
+    }
+
+    fn export(&self) -> Result<JournalRows> {
+        let mut c = self.conn.lock();
+        let tx = c.transaction()?;
+        let now = now_ms();
+        let intents = tx
+            .prepare("SELECT id, body, owner, created FROM intents ORDER BY id")?
+            .query_map([], |r| {
+                Ok(IntentData {
+                    id: r.get(0)?,
+                    body: r.get(1)?,
+                    owner: r.get(2)?,
+                    age: age(now, r.get(3)?),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut lifecycles: Vec<LifecycleRow> = tx
+            .prepare(
+                "SELECT handle, target, kind, created FROM lifecycles ORDER BY created, handle",
+            )?
+            .query_map([], |r| {
+                Ok(LifecycleRow {
+                    handle: r.get(0)?,
+                    target: r.get(1)?,
+                    kind: r.get(2)?,
+                    age: age(now, r.get(3)?),
+                    keys: Vec::new(),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut keys =
+            tx.prepare("SELECT key FROM lifecycle_keys WHERE handle = ?1 ORDER BY key")?;
+        for l in &mut lifecycles {
+            l.keys = keys
+                .query_map([&l.handle], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+        }
+        Ok(JournalRows {
+            intents,
+            lifecycles,
+        })
+    }
+
+    fn import(&self, rows: &JournalRows) -> Result<()> {
+        let mut c = self.conn.lock();
+        let tx = c.transaction()?;
+        let now = now_ms();
+        for i in &rows.intents {
+            tx.execute(
+                "INSERT INTO intents (body, owner, created) VALUES (?1, ?2, ?3)",
+                params![i.body, i.owner, now - ms(i.age)],
+            )?;
+        }
+        for l in &rows.lifecycles {
+            tx.execute(
+                OPEN_LIFECYCLE,
+                params![l.handle, l.target, l.kind, now - ms(l.age)],
+            )?;
+            for k in &l.keys {
+                tx.execute(
+                    "INSERT OR IGNORE INTO lifecycle_keys (handle, key) VALUES (?1, ?2)",
+                    params![l.handle, k],
+                )?;
+            }
+        }
+        Ok(tx.commit()?)
+    }
+
+    fn clear(&self) -> Result<()> {
+        Ok(self.conn.lock().execute_batch(
+            "DELETE FROM intents; DELETE FROM lifecycles; DELETE FROM lifecycle_keys;",
+        )?)
     }
 }

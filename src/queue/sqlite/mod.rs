@@ -18,7 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::engine::{bad_payload, expired_message, Engine, Failure};
+use super::engine::{
+    bad_payload, expired_message, export_filter, Engine, Failure, JobRow, KeyVersion, QueueRows,
+};
 use super::stats::DeadJob;
 use super::{Job, NewJob, QueueError, QueueStats};
 
@@ -466,6 +468,85 @@ impl Engine for SqliteEngine {
             }
         };
         Ok(n as u64)
+    }
+
+    fn export(&self) -> Result<QueueRows, QueueError> {
+        // A write transaction: one snapshot of both tables, no claim in between.
+        self.write(|tx, now| {
+            let jobs = tx
+                .prepare(&format!(
+                    "SELECT j.queue, j.key, j.version, j.payload, j.state = 2, j.attempts,
+                            j.last_error, CASE WHEN j.state = 0 THEN MAX(j.due - ?1, 0) ELSE 0 END,
+                            MAX(?1 - j.created, 0), MAX(?1 - j.updated, 0)
+                     FROM jobs j WHERE {} ORDER BY j.id",
+                    export_filter("key_versions")
+                ))?
+                .query_map([now], |r| {
+                    Ok(JobRow {
+                        queue: r.get(0)?,
+                        key: r.get(1)?,
+                        version: r.get(2)?,
+                        payload: r.get(3)?,
+                        dead: r.get(4)?,
+                        attempts: r.get::<_, i64>(5)? as u32,
+                        last_error: r.get(6)?,
+                        due_in_ms: r.get(7)?,
+                        age_ms: r.get(8)?,
+                        updated_ms: r.get(9)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?;
+            let keys = tx
+                .prepare("SELECT queue, key, version FROM key_versions ORDER BY queue, key")?
+                .query_map([], |r| {
+                    Ok(KeyVersion {
+                        queue: r.get(0)?,
+                        key: r.get(1)?,
+                        version: r.get(2)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?;
+            Ok(QueueRows { jobs, keys }.in_claim_order())
+        })
+    }
+
+    fn import(&self, jobs: &[JobRow], keys: &[KeyVersion]) -> Result<(), QueueError> {
+        self.write(|tx, now| {
+            let mut key = tx.prepare_cached(
+                "INSERT INTO key_versions (queue, key, version) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (queue, key) DO UPDATE SET version = MAX(version, excluded.version)",
+            )?;
+            for k in keys {
+                key.execute(params![k.queue, k.key, k.version])?;
+            }
+            let mut job = tx.prepare_cached(
+                "INSERT INTO jobs (queue, key, version, payload, state, due, attempts, last_error,
+                                   created, updated)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?;
+            for j in jobs {
+                job.execute(params![
+                    j.queue,
+                    j.key,
+                    j.version,
+                    j.payload,
+                    if j.dead { 2 } else { 0 },
+                    now.saturating_add(j.due_in_ms),
+                    i64::from(j.attempts),
+                    j.last_error,
+                    now.saturating_sub(j.age_ms),
+                    now.saturating_sub(j.updated_ms),
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn clear(&self) -> Result<(), QueueError> {
+        self.write(|tx, _| {
+            tx.execute_batch("DELETE FROM jobs; DELETE FROM key_versions;")?;
+            Ok(())
+        })
     }
 }
 
