@@ -7,6 +7,9 @@
 # metadata (python): create, stat, rename and unlink 10,000 small files.
 # Prints each figure (best of ROUNDS=3 interleaved rounds) and its ratio to native. Needs root (mounts, drop_caches) and fio;
 # bindfs is optional. Set VIKINGFS_MOUNT_OPTS (e.g. nopassthrough) to compare modes.
+# Target vikingfs-pg is a vikingfs mount with its stores on PostgreSQL (storage.backend =
+# "postgres", a server started by scripts/pg-server.sh, a fresh database per round), when
+# scripts/fetch-postgres.sh fetched it (BENCH_PG=0 skips it).
 set -euo pipefail
 
 SIZE=${1:-1G}
@@ -71,6 +74,15 @@ target_up() {
     vikingfs)
         HOME="$WORK" "$BIN" mount "${opts[@]}" "$WORK/fs/ws" "$WORK/mnt" >&2
         mkdir -p "$WORK/mnt/resources/bench" && echo "$WORK/mnt/resources/bench" ;;
+    vikingfs-pg)
+        # A new workspace each round, and a database serves one workspace: a new database.
+        PGDB=$((PGDB + 1))
+        "$ROOT/target/postgres/bin/psql" -q "$PGDSN" -c "CREATE DATABASE round$PGDB" >&2
+        mkdir -p "$WORK/pghome/.vikingfs"
+        printf '{"storage":{"backend":"postgres","postgres":{"dsn":"%s"}}}\n' \
+            "${PGDSN/dbname=vikingfs/dbname=round$PGDB}" > "$WORK/pghome/.vikingfs/config.json"
+        HOME="$WORK/pghome" "$BIN" mount "${opts[@]}" "$WORK/fs/ws" "$WORK/mnt" >&2
+        mkdir -p "$WORK/mnt/resources/bench" && echo "$WORK/mnt/resources/bench" ;;
     bindfs)
         mkdir -p "$WORK/fs/src" && bindfs "$WORK/fs/src" "$WORK/bindfs" && echo "$WORK/bindfs" ;;
     esac
@@ -78,7 +90,7 @@ target_up() {
 
 target_down() {
     case $1 in
-    vikingfs) "$BIN" umount "$WORK/mnt" 2>/dev/null || true; unmount_retry "$WORK/mnt" ;;
+    vikingfs | vikingfs-pg) "$BIN" umount "$WORK/mnt" 2>/dev/null || true; unmount_retry "$WORK/mnt" ;;
     bindfs) unmount_retry "$WORK/bindfs" ;;
     esac
     drop_fs
@@ -91,12 +103,18 @@ cleanup() {
         umount "$WORK/fs" 2>/dev/null || umount -l "$WORK/fs" 2>/dev/null || true
         detach_loops
     fi
+    [ -n "${PGDSN:-}" ] && "$ROOT/scripts/pg-server.sh" stop "$PGDIR"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 targets=(native vikingfs)
 command -v bindfs >/dev/null && targets+=(bindfs)
+PGDIR=/tmp/vikingfs-pg-bench-$$ PGDB=0 PGDSN=
+if [ "${BENCH_PG:-1}" = 1 ] && [ -x "$ROOT/target/postgres/bin/postgres" ]; then
+    PGDSN=$("$ROOT/scripts/pg-server.sh" start "$PGDIR")
+    targets+=(vikingfs-pg)
+fi
 
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
@@ -142,7 +160,8 @@ declare -A R
 best() { awk -v a="${1:-0}" -v b="$2" 'BEGIN{print (b + 0 > a + 0) ? b : a}'; }
 for ((round = 1; round <= ROUNDS; round++)); do
     for name in "${targets[@]}"; do
-        dir=$(target_up "$name")
+        target_up "$name" > "$WORK/dir"   # not in $(...): PGDB must count across rounds
+        dir=$(cat "$WORK/dir")
         for job in seqwrite seqread randread; do
             v=$(fio_job $job "$dir")
             echo "$job $name: $v" >&2
