@@ -621,10 +621,17 @@ impl Engine for PgIndex {
         // than deadlock.
         let mut order: Vec<usize> = (0..recs.len()).collect();
         order.sort_by(|&a, &b| (&recs[a].uri, recs[a].level).cmp(&(&recs[b].uri, recs[b].level)));
+        let repeated = order
+            .windows(2)
+            .any(|w| (&recs[w[0]].uri, recs[w[0]].level) == (&recs[w[1]].uri, recs[w[1]].level));
         self.write(|s| {
-            order
-                .iter()
-                .try_for_each(|&i| self.upsert(s, &recs[i], &postings[i]))
+            if repeated || recs.len() < 4 {
+                // A record named twice in one batch, or a few: one at a time.
+                return order
+                    .iter()
+                    .try_for_each(|&i| self.upsert(s, &recs[i], &postings[i]));
+            }
+            self.upsert_batch(s, recs, &postings, &order)
         })
     }
 
@@ -1001,6 +1008,162 @@ impl Engine for PgIndex {
             ));
         }
         Ok(problems)
+    }
+}
+
+impl PgIndex {
+    /// Many records (each named once) in a few statements: the existing rows locked in
+    /// `order`, updated from arrays, the new ones inserted from arrays, all their postings in
+    /// one insert. A record another writer inserted meanwhile goes the one-at-a-time way.
+    fn upsert_batch(
+        &self,
+        s: &mut Tx<'_, '_, '_>,
+        recs: &[Record],
+        postings: &[Postings],
+        order: &[usize],
+    ) -> Result<()> {
+        let e = self.e();
+        let uris: Vec<&str> = order.iter().map(|&i| recs[i].uri.as_str()).collect();
+        let levels: Vec<i16> = order.iter().map(|&i| recs[i].level as i16).collect();
+        let rows = s
+            .all(
+                "SELECT r.id, r.uri, r.level, r.version, r.len FROM vi_records r
+                  JOIN unnest($1::text[], $2::int2[]) AS w(uri, level)
+                    ON r.uri = w.uri AND r.level = w.level
+                  ORDER BY r.uri, r.level FOR UPDATE OF r",
+                &[&uris, &levels],
+            )
+            .map_err(&e)?;
+        let mut existing = std::collections::HashMap::new();
+        for r in &rows {
+            let key: (String, i16) = (r.get(1), r.get(2));
+            existing.insert(
+                key,
+                (
+                    r.get::<_, i64>(0),
+                    r.get::<_, String>(3),
+                    r.get::<_, i32>(4),
+                ),
+            );
+        }
+        let unit = |i: usize| {
+            recs[i]
+                .vector
+                .as_ref()
+                .map(|v| pgvector::Vector::from(super::sqlite::quant::normalised(v)))
+        };
+        // Existing rows: new values, postings replaced.
+        let (mut old, mut new): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+        for &i in order {
+            let key = (recs[i].uri.as_str().to_string(), recs[i].level as i16);
+            if existing.contains_key(&key) {
+                old.push(i);
+            } else {
+                new.push(i);
+            }
+        }
+        let mut ids: Vec<(usize, i64)> = Vec::with_capacity(recs.len());
+        if !old.is_empty() {
+            let mut u_ids = Vec::new();
+            let mut clear = Vec::new();
+            for &i in &old {
+                let (id, version, len) =
+                    &existing[&(recs[i].uri.as_str().to_string(), recs[i].level as i16)];
+                u_ids.push(*id);
+                // A new version without a vector: the old vector described other text.
+                clear.push(*version != recs[i].source_version && recs[i].vector.is_none());
+                s.tokens += (postings[i].len - len) as i64;
+                ids.push((i, *id));
+            }
+            let versions: Vec<&str> = old
+                .iter()
+                .map(|&i| recs[i].source_version.as_str())
+                .collect();
+            let snippets: Vec<&str> = old.iter().map(|&i| recs[i].snippet.as_str()).collect();
+            let partial: Vec<bool> = old.iter().map(|&i| recs[i].partial).collect();
+            let name_lens: Vec<i32> = old.iter().map(|&i| postings[i].name_len).collect();
+            let lens: Vec<i32> = old.iter().map(|&i| postings[i].len).collect();
+            let vecs: Vec<Option<pgvector::Vector>> = old.iter().map(|&i| unit(i)).collect();
+            s.exec(
+                "UPDATE vi_records r SET version = u.version, snippet = u.snippet,
+                        partial = u.partial, name_len = u.name_len, len = u.len,
+                        vec = CASE WHEN u.vec IS NOT NULL THEN u.vec
+                                   WHEN u.clear THEN NULL ELSE r.vec END
+                   FROM unnest($1::int8[], $2::text[], $3::text[], $4::bool[], $5::int4[],
+                               $6::int4[], $7::vector[], $8::bool[])
+                        AS u(id, version, snippet, partial, name_len, len, vec, clear)
+                  WHERE r.id = u.id",
+                &[
+                    &u_ids, &versions, &snippets, &partial, &name_lens, &lens, &vecs, &clear,
+                ],
+            )
+            .map_err(&e)?;
+            s.exec("DELETE FROM vi_postings WHERE rid = ANY($1)", &[&u_ids])
+                .map_err(&e)?;
+        }
+        if !new.is_empty() {
+            let n_uris: Vec<&str> = new.iter().map(|&i| recs[i].uri.as_str()).collect();
+            let n_levels: Vec<i16> = new.iter().map(|&i| recs[i].level as i16).collect();
+            let versions: Vec<&str> = new
+                .iter()
+                .map(|&i| recs[i].source_version.as_str())
+                .collect();
+            let snippets: Vec<&str> = new.iter().map(|&i| recs[i].snippet.as_str()).collect();
+            let partial: Vec<bool> = new.iter().map(|&i| recs[i].partial).collect();
+            let name_lens: Vec<i32> = new.iter().map(|&i| postings[i].name_len).collect();
+            let lens: Vec<i32> = new.iter().map(|&i| postings[i].len).collect();
+            let vecs: Vec<Option<pgvector::Vector>> = new.iter().map(|&i| unit(i)).collect();
+            let made = s
+                .all(
+                    "INSERT INTO vi_records (uri, level, version, snippet, partial, name_len, len, vec)
+                     SELECT * FROM unnest($1::text[], $2::int2[], $3::text[], $4::text[],
+                                          $5::bool[], $6::int4[], $7::int4[], $8::vector[])
+                     ON CONFLICT (uri, level) DO NOTHING RETURNING id, uri, level",
+                    &[&n_uris, &n_levels, &versions, &snippets, &partial, &name_lens, &lens, &vecs],
+                )
+                .map_err(&e)?;
+            let mut made_ids = std::collections::HashMap::new();
+            for r in &made {
+                made_ids.insert(
+                    (r.get::<_, String>(1), r.get::<_, i16>(2)),
+                    r.get::<_, i64>(0),
+                );
+            }
+            for &i in &new {
+                match made_ids.get(&(recs[i].uri.as_str().to_string(), recs[i].level as i16)) {
+                    Some(&id) => {
+                        s.docs += 1;
+                        s.tokens += postings[i].len as i64;
+                        ids.push((i, id));
+                    }
+                    // Another writer inserted it meanwhile: update that row instead.
+                    None => self.upsert(s, &recs[i], &postings[i])?,
+                }
+            }
+        }
+        let mut rid = Vec::new();
+        let mut term = Vec::new();
+        let mut name_tf = Vec::new();
+        let mut body_tf = Vec::new();
+        let mut len = Vec::new();
+        for (i, id) in ids {
+            for (t, n, b) in &postings[i].terms {
+                rid.push(id);
+                term.push(t.as_str());
+                name_tf.push(*n);
+                body_tf.push(*b);
+                len.push(postings[i].len);
+            }
+        }
+        if !rid.is_empty() {
+            s.exec(
+                "INSERT INTO vi_postings (term, rid, name_tf, body_tf, len)
+                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int4[], $4::int4[], $5::int4[])",
+                &[&term, &rid, &name_tf, &body_tf, &len],
+            )
+            .map_err(&e)?;
+        }
+        Ok(())
     }
 }
 

@@ -141,8 +141,33 @@ fn both_backends_answer_alike() {
     for chunk in recs.chunks(50) {
         pg.upsert_many(chunk).unwrap();
     }
+    // Written again in one batch: half with new text and no vector (a new version), half
+    // unchanged with their vectors.
+    let again: Vec<Record> = recs[..120]
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut r = r.clone();
+            if i % 2 == 0 {
+                r.text.push_str(" amended heliotrope");
+                r.source_version.push_str("-2");
+                r.vector = None;
+            }
+            r
+        })
+        .collect();
+    lite.upsert_many(&again).unwrap();
+    pg.upsert_many(&again).unwrap();
     assert_eq!(lite.stats().unwrap(), pg.stats().unwrap());
     assert_eq!(lite.all_uris().unwrap(), pg.all_uris().unwrap());
+    assert_eq!(
+        lite.missing_vectors().unwrap(),
+        pg.missing_vectors().unwrap()
+    );
+    assert_eq!(
+        pg.search_lexical("heliotrope", 100, None).unwrap().len(),
+        60
+    );
 
     let under = p("resources/licences/GPL-3");
     for q in queries(&recs) {
