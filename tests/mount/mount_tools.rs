@@ -597,6 +597,42 @@ print('ok')
     assert_eq!(ok(&m.res(), script), "ok\n");
 }
 
+/// chmod, chown and utimens of what has no name in the namespace take effect: the mount
+/// root, and a file unlinked while open (both changed through the inode's own descriptor).
+#[test]
+fn setattr_of_the_root_and_of_an_unlinked_open_file_takes_effect() {
+    let m = Mount::new();
+    let script = r#"python3 -c "
+import os, sys
+root = sys.argv[1]
+os.chmod(root, 0o751); assert os.stat(root).st_mode & 0o7777 == 0o751, oct(os.stat(root).st_mode)
+os.chown(root, 1234, 5678); st = os.stat(root); assert (st.st_uid, st.st_gid) == (1234, 5678), st
+os.utime(root, (1000000000, 1000000001)); st = os.stat(root)
+assert (st.st_atime, st.st_mtime) == (1000000000, 1000000001), st
+fd = os.open('u.md', os.O_CREAT | os.O_RDWR, 0o644); os.write(fd, b'open'); os.unlink('u.md')
+os.fchmod(fd, 0o600); assert os.fstat(fd).st_mode & 0o7777 == 0o600, oct(os.fstat(fd).st_mode)
+os.fchown(fd, 4321, 8765); st = os.fstat(fd); assert (st.st_uid, st.st_gid) == (4321, 8765), st
+os.utime(fd, (1000000002, 1000000003)); st = os.fstat(fd)
+assert (st.st_atime, st.st_mtime) == (1000000002, 1000000003), st
+os.close(fd)
+print('ok')
+""#;
+    let out = sh(&m.res(), &format!("{script} {}", m.mp.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    // The backing root changed too, not just what the kernel cached.
+    let st = std::fs::metadata(m.ws.join("viking/default")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (st.mode() & 0o7777, st.uid(), st.gid(), st.mtime()),
+        (0o751, 1234, 5678, 1000000001)
+    );
+}
+
 /// A directory's times as `stat` through the mount shows them (cached for 0 s).
 fn dir_times(p: &Path) -> ((i64, i64), (i64, i64)) {
     use std::os::unix::fs::MetadataExt;
