@@ -35,7 +35,9 @@ use vikingfs::index::{Found, Hit, Index, Level, Mode, Record, SearchRequest, Ver
 use vikingfs::uri::VPath;
 use vikingfs::workspace::Workspace;
 
-#[path = "../tests/pg_support/mod.rs"]
+// The tests' PostgreSQL fixture alone (the rest of tests/support is for test binaries).
+#[allow(dead_code)]
+#[path = "../tests/support/pg.rs"]
 mod pg_support;
 
 const K: usize = 10;

@@ -17,7 +17,9 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
 use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, Queue, QueueOptions};
 
-#[path = "../tests/pg_support/mod.rs"]
+// The tests' PostgreSQL fixture alone (the rest of tests/support is for test binaries).
+#[allow(dead_code)]
+#[path = "../tests/support/pg.rs"]
 mod pg_support;
 
 const BATCH: usize = 100;

@@ -127,10 +127,10 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     if orphans > 0 {
         tracing::info!(removed = orphans, "deleted index records of missing files");
     }
-    // Exit without closing the databases: the last close checkpoints each WAL (fsyncs) and
-    // would cost a short search most of its time (see `super::ops::done`).
-    std::mem::forget(index);
-    std::mem::forget(queue);
+    // The databases close cheaply: a one-shot process's connections leave their WALs to
+    // the next process instead of checkpointing them (`crate::db::one_shot_process`).
+    drop(index);
+    drop(queue);
     // Like grep: 1 when nothing matched (a batch: when no query matched anything).
     Ok(if any { 0 } else { 1 })
 }

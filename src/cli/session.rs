@@ -9,7 +9,6 @@ use clap::{Args, Subcommand};
 
 use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
-use crate::lock::LockManager;
 use crate::ops::Ops;
 use crate::queue;
 use crate::session::layout::{self, SessionPath, DONE, MEMORY_DIFF};
@@ -96,9 +95,8 @@ fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
 /// Sessions alone (locks and queue), for the commands that only append or read.
 fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
     let ws = ctx.workspace()?;
-    let locks = LockManager::new(&ws, ctx.config.lock.clone()).context("lock manager")?;
-    let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend).context("queue")?;
-    Ok(Sessions::new(ws, locks, queue))
+    let light = crate::ops::Light::open(&ws, &ctx.config).context("locks and queue")?;
+    Ok(Sessions::new(ws, light))
 }
 
 pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
@@ -130,10 +128,9 @@ fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> 
     let s = SessionPath::resolve(&sessions.ws, session)?;
     let m = new_message(role, text)?;
     sessions.add_message(&s, &m)?;
-    // As the other one-shot commands do (cli/ops.rs `done`): skip the queue database's last
-    // close, whose checkpoint costs more fsyncs than the append itself; the WAL holds every
-    // commit and the next process reads it.
-    std::mem::forget(sessions);
+    // The queue closes cheaply, as in the other one-shot commands (`crate::db::one_shot_process`:
+    // no checkpoint on close).
+    drop(sessions);
     Ok(0)
 }
 
@@ -335,7 +332,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
             }
         }
         // Dead rows superseded by the jobs just queued go; any other comes back to life.
-        sessions.queue.retry_dead(Some(queue::SESSION_COMMIT))?;
+        sessions.retry_dead_commits()?;
     }
     if a.wait && !drain(ctx, &ops, Duration::from_secs(a.timeout))? {
         eprintln!(

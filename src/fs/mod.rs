@@ -284,7 +284,7 @@ impl VikingFs {
             Some(p) if !p.is_root() => self.mutations.setattr(&p, change)?,
             _ => {
                 let fd = inode.fd()?;
-                mutations::apply_attr_change(sys::CWD, &fd.proc_path(), change)
+                mutations::apply_attr_change_fd(fd.as_fd(), change)
                     .map_err(|e| FsError::io("setattr", e))?
             }
         }

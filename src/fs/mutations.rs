@@ -406,9 +406,8 @@ impl Mutations for DirectMutations {
     }
 }
 
-/// Apply `change` to `name` in directory `dir` (or to `/proc/self/fd/N` in [`sys::CWD`], for
-/// a file no longer in the namespace). Owner first: chown clears set-ID bits a following
-/// chmod may set again. Never follows a final symlink.
+/// Apply `change` to `name` in directory `dir`. Owner first: chown clears set-ID bits a
+/// following chmod may set again. Never follows a final symlink.
 pub fn apply_attr_change(dir: BorrowedFd<'_>, name: &CStr, change: &AttrChange) -> io::Result<()> {
     if change.uid.is_some() || change.gid.is_some() {
         sys::chownat(dir, name, change.uid, change.gid)?;
@@ -424,6 +423,29 @@ pub fn apply_attr_change(dir: BorrowedFd<'_>, name: &CStr, change: &AttrChange) 
     }
     if change.atime.is_some() || change.mtime.is_some() {
         sys::utimensat(dir, name, change.atime, change.mtime)?;
+    }
+    Ok(())
+}
+
+/// [`apply_attr_change`] for what has no name in the namespace (the root, a file unlinked
+/// while open): to the file the `O_PATH` descriptor `fd` refers to itself. Not through
+/// `/proc/self/fd/N` with the `*at` calls above, which do not follow a final symlink: they
+/// would change the magic link, answer 0 and change nothing.
+pub fn apply_attr_change_fd(fd: BorrowedFd<'_>, change: &AttrChange) -> io::Result<()> {
+    if change.uid.is_some() || change.gid.is_some() {
+        sys::chown_fd(fd, change.uid, change.gid)?;
+    }
+    if let Some(mode) = change.mode {
+        // Linux has no mode on symlinks; anything else through its descriptor's name, followed.
+        if !sys::fstat(fd)?.is_symlink() {
+            sys::chmodat(sys::CWD, sys::proc_path(fd), mode & 0o7777)?;
+        }
+    }
+    if let Some(size) = change.size {
+        sys::ftruncate(sys::reopen(fd, OFlags::WRONLY)?, size)?;
+    }
+    if change.atime.is_some() || change.mtime.is_some() {
+        sys::utimens_fd(fd, change.atime, change.mtime)?;
     }
     Ok(())
 }

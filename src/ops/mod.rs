@@ -23,6 +23,7 @@ pub mod gauges;
 pub mod jobs;
 pub mod journal;
 mod lifecycle;
+mod light;
 mod locked;
 pub mod migrate;
 mod mv;
@@ -35,6 +36,7 @@ pub mod search;
 mod write;
 
 pub use error::OpsError;
+pub use light::Light;
 pub use locked::LockedMutations;
 pub use write::Release;
 
@@ -47,7 +49,7 @@ use crate::config::{Backend, Config};
 use crate::embed::{self, Embedder};
 use crate::error::Chain;
 use crate::fs::ToErrno;
-use crate::index::{Index, IndexError, Opened, Store};
+use crate::index::{Index, IndexError, Level, Opened, Store};
 use crate::lock::{LockGuard, LockKind, LockManager};
 use crate::queue::{Queue, QueueError};
 use crate::semantic::{self, Summarizer};
@@ -294,6 +296,20 @@ impl Ops {
 
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// Drop the index records of `p` (its file's text is about to change).
+    pub fn forget_records(&self, p: &VPath) -> std::result::Result<(), IndexError> {
+        self.index.delete(p).map(drop)
+    }
+
+    /// The source version the record of `p` at `level` was made from, if it has one.
+    pub fn record_version(
+        &self,
+        p: &VPath,
+        level: Level,
+    ) -> std::result::Result<Option<String>, IndexError> {
+        self.index.version_of(p, level)
     }
 
     /// The dense model, when one is configured.

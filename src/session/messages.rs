@@ -15,7 +15,7 @@ use crate::semantic::memory::{parse_messages, Message, ParsedMessages};
 use super::fsx;
 use super::layout::SessionPath;
 use super::meta::{now_rfc3339, Meta};
-use super::{SessionError, Sessions, LOCK_WAIT};
+use super::{SessionError, Sessions};
 
 /// A new message line with a fresh `id` and the current `time`.
 pub fn new_message(role: &str, content: &str) -> Result<Message, SessionError> {
@@ -48,10 +48,8 @@ impl Sessions {
                 self.recover(s)?;
             }
             // EXACT on `.meta.json` too: the append counts itself in the metadata.
-            let guard = self.locks.acquire(
-                &[(s.messages(), LockKind::Exact), (s.meta(), LockKind::Exact)],
-                LOCK_WAIT,
-            )?;
+            let guard =
+                self.lock(&[(s.messages(), LockKind::Exact), (s.meta(), LockKind::Exact)])?;
             // A commit may have crashed between our check and our lock.
             if Meta::load(&self.ws, s)?.pending_commit.is_some() {
                 continue;

@@ -31,10 +31,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::index::IndexError;
-use crate::lock::{LockError, LockGuard, LockKind, LockManager};
-use crate::ops::jobs::{embed_job, semantic_job, NewJob};
-use crate::ops::Ops;
-use crate::queue::{Queue, QueueError};
+use crate::lock::{LockError, LockGuard, LockKind};
+use crate::ops::{Light, Ops};
+use crate::queue::QueueError;
 use crate::uri::{UriError, VPath};
 use crate::workspace::Workspace;
 
@@ -95,24 +94,22 @@ impl SessionError {
     }
 }
 
-/// What every session operation works with: the files, their locks, the durable queue, and —
-/// for the commands that index — the index, so that a commit can drop the live file's record
-/// before cutting text out of it.
+/// What every session operation works with: the files, and through `ops` their locks and
+/// the durable queue ([`Light`]) and — for the commands that index — the whole engine, so that
+/// a commit can drop the live file's record before cutting text out of it.
 #[derive(Clone)]
 pub struct Sessions {
     pub ws: Workspace,
-    pub locks: Arc<LockManager>,
-    pub queue: Queue,
+    light: Light,
     ops: Option<Arc<Ops>>,
 }
 
 impl Sessions {
     /// Sessions without the index (appending and reading need none).
-    pub fn new(ws: Workspace, locks: Arc<LockManager>, queue: Queue) -> Sessions {
+    pub fn new(ws: Workspace, light: Light) -> Sessions {
         Sessions {
             ws,
-            locks,
-            queue,
+            light,
             ops: None,
         }
     }
@@ -121,8 +118,7 @@ impl Sessions {
     pub fn from_ops(ops: &Arc<Ops>) -> Sessions {
         Sessions {
             ws: ops.workspace().clone(),
-            locks: ops.locks().clone(),
-            queue: ops.queue().clone(),
+            light: ops.light(),
             ops: Some(ops.clone()),
         }
     }
@@ -132,7 +128,7 @@ impl Sessions {
     /// at hand, the queued embedding job replaces the record a little later.
     fn forget_records(&self, p: &VPath) -> Result<(), SessionError> {
         if let Some(ops) = &self.ops {
-            ops.index().delete(p).map_err(SessionError::Index)?;
+            ops.forget_records(p).map_err(SessionError::Index)?;
         }
         Ok(())
     }
@@ -140,36 +136,33 @@ impl Sessions {
     /// Files changed: queue their embeddings and their directories' summaries, as the
     /// operations' write path does (one transaction; pending jobs of the same keys coalesce).
     pub fn notify_written(&self, files: &[VPath]) -> Result<(), SessionError> {
-        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
-        let mut dirs: Vec<VPath> = files.iter().filter_map(VPath::parent).collect();
-        dirs.sort();
-        dirs.dedup();
-        jobs.extend(
-            dirs.iter()
-                .filter(|d| !d.is_root())
-                .map(|d| semantic_job(d, None)),
-        );
-        Ok(self.queue.enqueue_many(&jobs)?)
+        Ok(self.light.files_written(files)?)
     }
 
     /// Files changed in a directory whose summary this module writes itself (an archive):
     /// queue their embeddings only.
     pub fn notify_written_quiet(&self, files: &[VPath]) -> Result<(), SessionError> {
-        let jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
-        Ok(self.queue.enqueue_many(&jobs)?)
+        Ok(self.light.files_written_quiet(files)?)
     }
 
     /// Directories whose summaries must be regenerated.
     pub fn notify_dirs(&self, dirs: &[VPath]) -> Result<(), SessionError> {
-        let jobs: Vec<NewJob> = dirs.iter().map(|d| semantic_job(d, None)).collect();
-        Ok(self.queue.enqueue_many(&jobs)?)
+        Ok(self.light.dirs_changed(dirs)?)
+    }
+
+    /// Take `reqs` together, waiting up to [`LOCK_WAIT`].
+    pub(crate) fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard, LockError> {
+        self.light.lock(reqs, LOCK_WAIT)
+    }
+
+    /// Bring the dead phase 2 jobs back to life (one superseded by a job queued since goes).
+    pub fn retry_dead_commits(&self) -> Result<usize, SessionError> {
+        Ok(self.light.retry_dead(crate::queue::SESSION_COMMIT)?)
     }
 
     /// The session's TREE lock: excludes every append (EXACT on `messages.jsonl`) and every
     /// other commit of the session.
     fn lock_tree(&self, s: &SessionPath) -> Result<LockGuard, SessionError> {
-        Ok(self
-            .locks
-            .acquire(&[(s.dir.clone(), LockKind::Tree)], LOCK_WAIT)?)
+        Ok(self.lock(&[(s.dir.clone(), LockKind::Tree)])?)
     }
 }

@@ -268,7 +268,7 @@ impl Sessions {
     pub(crate) fn enqueue_phase2(&self, s: &SessionPath, n: u32) -> Result<i64, SessionError> {
         let payload = json!({ "session": s.dir.as_str(), "archive": n });
         Ok(self
-            .queue
+            .light
             .enqueue(SESSION_COMMIT, Some(s.archive(n).as_str()), &payload)?)
     }
 }

@@ -38,7 +38,7 @@ use crate::uri::VPath;
 use super::fsx;
 use super::layout::{SessionPath, ABSTRACT, DONE, FAILED, MEMORY_DIFF, MESSAGES, OVERVIEW};
 use super::meta::{now_rfc3339, Meta};
-use super::{SessionError, Sessions, LOCK_WAIT};
+use super::{SessionError, Sessions};
 
 /// What one run of phase 2 did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -177,8 +177,7 @@ impl SessionCommitHandler {
                 .map_err(SessionError::from)?;
             let guard = self
                 .sessions
-                .locks
-                .acquire(&[(p.clone(), LockKind::Exact)], LOCK_WAIT)
+                .lock(&[(p.clone(), LockKind::Exact)])
                 .map_err(SessionError::from)?;
             let path = ws.fs_path(&p);
             let existing = fsx::read_opt(&path)?.map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -245,8 +244,7 @@ impl SessionCommitHandler {
             };
             let v = self
                 .ops
-                .index()
-                .version_of(&dir, level)
+                .record_version(&dir, level)
                 .map_err(OpsError::from)?;
             Ok(v == Some(source_version(&m)))
         };
@@ -267,10 +265,9 @@ impl SessionCommitHandler {
                     (sm.abstract_md, sm.overview_md, true)
                 }
             };
-        let _guard = self.sessions.locks.acquire(
-            &[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)],
-            LOCK_WAIT,
-        )?;
+        let _guard = self
+            .sessions
+            .lock(&[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)])?;
         if write {
             // Overview first: the abstract is what the parent's summary reads.
             fsx::atomic_write(&ovw, ovw_text.as_bytes())?;
@@ -311,10 +308,7 @@ impl SessionCommitHandler {
         }
         let total = counts.values().sum();
         counts.insert("total".into(), total);
-        let _guard = self
-            .sessions
-            .locks
-            .acquire(&[(s.meta(), LockKind::Exact)], LOCK_WAIT)?;
+        let _guard = self.sessions.lock(&[(s.meta(), LockKind::Exact)])?;
         let mut meta = Meta::load(ws, s)?;
         if meta.memories_extracted.as_ref() != Some(&counts) {
             meta.memories_extracted = Some(counts);

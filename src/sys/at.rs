@@ -183,6 +183,40 @@ pub fn chownat<P: Arg>(
     )?)
 }
 
+/// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`: the file `fd` (`O_PATH` included, a
+/// symlink's too) refers to itself; `None` leaves that id. (`/proc/self/fd/N` with
+/// `AT_SYMLINK_NOFOLLOW` would name the magic link instead, and change nothing.)
+pub fn chown_fd(fd: impl AsFd, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    Ok(rustix::fs::chownat(
+        fd,
+        c"",
+        id(uid).map(Uid::from_raw),
+        id(gid).map(Gid::from_raw),
+        AtFlags::EMPTY_PATH,
+    )?)
+}
+
+/// Set the times of the file `fd` (`O_PATH` included) refers to; `None` leaves that time.
+/// A file other than a symlink through [`proc_path`], followed (works on any kernel); a
+/// symlink's own with `AT_EMPTY_PATH` (Linux 5.8 and later).
+pub fn utimens_fd(
+    fd: impl AsFd,
+    atime: Option<TimeSpec>,
+    mtime: Option<TimeSpec>,
+) -> io::Result<()> {
+    let times = timestamps(atime, mtime);
+    if fstat(&fd)?.is_symlink() {
+        Ok(rustix::fs::utimensat(fd, c"", &times, AtFlags::EMPTY_PATH)?)
+    } else {
+        Ok(rustix::fs::utimensat(
+            CWD,
+            &*proc_path(fd),
+            &times,
+            AtFlags::empty(),
+        )?)
+    }
+}
+
 /// `fchmodat(dir, name, mode, 0)`: follows a final symlink (Linux has no mode on symlinks).
 pub fn chmodat<P: Arg>(dir: impl AsFd, name: P, mode: u32) -> io::Result<()> {
     let mode = Mode::from_bits_retain(mode);

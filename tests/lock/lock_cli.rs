@@ -2,11 +2,12 @@
 
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+use crate::support::BIN;
 
+/// `vikingfs --workspace WS`, its HOME the workspace's directory.
 fn vfs(ws: &std::path::Path) -> Command {
-    let mut c = Command::new(BIN);
-    c.arg("--workspace").arg(ws).env_remove("VIKINGFS_CONFIG");
+    let mut c = crate::support::vikingfs(ws);
+    c.arg("--workspace").arg(ws);
     c
 }
 

@@ -4,12 +4,8 @@
 //! One test binary per area, each former test file a module: the crate is linked once per
 //! area instead of once per file (most of a cold build's time).
 
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../common/netns.rs"]
-mod netns;
-#[path = "../pg_support/mod.rs"]
-mod pg_support;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod mount_concurrency;
 mod mount_content;

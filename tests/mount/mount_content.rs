@@ -2,11 +2,11 @@
 //! named by kind), ignored paths (`.git/`, `.vikingignore`) get no records and no sidecars,
 //! and a clone of a real repository stays clean to git.
 
-use crate::common;
+use crate::support::daemon;
 
 use std::path::Path;
 
-use common::{ok, Mount};
+use daemon::{ok, Mount};
 use serde_json::Value;
 
 /// `vikingfs wait` for the daemon's workers.

@@ -4,12 +4,12 @@
 //! blocks anything, and the partial copy can be removed. And a daemon that dies with jobs in
 //! its spool (queued by requests, not yet in the database) loses none of them.
 
-use crate::common;
+use crate::support::{self, daemon};
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ok, Mount};
+use daemon::{ok, Mount};
 
 #[test]
 fn fsynced_files_survive_kill_9_during_cp_r() {
@@ -70,7 +70,7 @@ fn fsynced_files_survive_kill_9_during_cp_r() {
     m.check_index_agrees();
     // The interrupted copy is an ordinary partial tree: it can be listed and removed.
     ok(&r, "find copy > /dev/null; rm -rf copy w");
-    assert_eq!(common::ls_user(&r), "");
+    assert_eq!(daemon::ls_user(&r), "");
     m.check_index_agrees();
 }
 
@@ -87,11 +87,11 @@ fn jobs_spooled_by_a_dead_daemon_are_not_lost() {
     // Writes until the daemon dies under them (the first flush comes a few ms after the
     // first request).
     let r = m.res();
-    let _ = common::sh(
+    let _ = daemon::sh(
         &r,
         "mkdir -p a && i=0; while [ $i -lt 2000 ] && echo hello $i > a/f$i; do i=$((i+1)); done",
     );
-    common::wait_gone(pid);
+    support::wait_gone(pid);
     let spool = m.ws.join(".vikingfs/spool");
     let spooled = |dir: &std::path::Path| -> u64 {
         std::fs::read_dir(dir)
@@ -178,14 +178,7 @@ fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
         err.contains(&format!("daemon (pid {})", m.pid())) && err.contains("restart"),
         "{err}"
     );
-    let moved = std::fs::read_dir(m.ws.join(".vikingfs"))
-        .unwrap()
-        .flatten()
-        .any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("index.db.damaged-")
-        });
+    let moved = crate::support::has_damaged_aside(&m.ws.join(".vikingfs"));
     assert!(!moved, "moved aside under the daemon");
     // The daemon's shutdown may checkpoint its WAL into the file again; either way its next
     // start finds the index whole or moves it aside and rebuilds it.

@@ -2,7 +2,7 @@
 //! plain directory must give the same results (errno included) and the same final tree.
 //! Seeded, so a failure names the seed and step that reproduce it.
 
-use crate::common;
+use crate::support::daemon;
 
 use std::ffi::CString;
 use std::fs::{self, OpenOptions};
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::{tree, user_tree, Mount};
+use daemon::{tree, user_tree, Mount};
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 

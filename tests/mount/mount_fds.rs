@@ -1,14 +1,14 @@
 //! The daemon serves more files than its descriptor budget (`VIKINGFS_FD_BUDGET`): inodes
 //! the kernel keeps are reopened from file handles, and its open descriptors stay bounded.
 
-use crate::common;
+use crate::support::daemon;
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use common::Mount;
+use daemon::Mount;
 
 const BUDGET: usize = 200;
 /// The daemon's own descriptors besides the inodes': /dev/fuse, SQLite, lock files, handles.

@@ -2,12 +2,12 @@
 //! mount answer ENOSPC, never EIO; rm frees space the normal way; the daemon stays up and
 //! its commands keep answering; no job is lost or dead-lettered.
 
-use crate::common;
+use crate::support::{self, daemon};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{ok, sh, Mount};
+use daemon::{ok, sh, Mount};
 
 /// An ext4 image mounted with `-o loop`; unmounted (and its loop device freed) on drop.
 struct LoopFs {
@@ -113,7 +113,7 @@ fn a_full_disk_is_survivable() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("Input/output error"), "{err}");
-    assert!(common::alive(pid), "the daemon died on a full disk");
+    assert!(support::alive(pid), "the daemon died on a full disk");
     eprintln!("small writes done at {:?}", t.elapsed());
     // The commands answer on a full disk.
     let st = status_json(&m);
@@ -127,7 +127,7 @@ fn a_full_disk_is_survivable() {
         "rm on a full disk: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(common::alive(pid), "the daemon died");
+    assert!(support::alive(pid), "the daemon died");
     eprintln!("rm at {:?}", t.elapsed());
     ok(
         &r,
@@ -142,7 +142,7 @@ fn a_full_disk_is_survivable() {
     // Full again: a truncate and an rm still go through.
     let _ = fill(&r);
     ok(&r, "truncate -s 0 big && rm big");
-    assert!(common::alive(pid));
+    assert!(support::alive(pid));
     // And the daemon stops on a full disk (its spool kept for the next start, never a
     // hang), then starts again with nothing lost.
     let _ = fill(&r);
@@ -152,7 +152,7 @@ fn a_full_disk_is_survivable() {
     );
     m.unmount();
     assert!(
-        !common::alive(pid),
+        !support::alive(pid),
         "the daemon did not exit on a full disk"
     );
     std::fs::remove_file(m.backing().join("big")).unwrap();

@@ -1,7 +1,7 @@
 //! Several hosts, one workspace: two daemons, each in a network namespace of its own (host B
 //! also in a PID namespace of its own, so the two are different hosts to the lock owners'
 //! liveness check), mount one workspace directory and share one PostgreSQL server, reached over
-//! veths at the bridge's address (`tests/common/netns.rs`). What one host writes, the other
+//! veths at the bridge's address (`tests/support/netns.rs`). What one host writes, the other
 //! finds; a host killed with claims in hand loses nothing; a server restart loses nothing; and
 //! a live lock of one host is never taken by the other.
 
@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::*;
-use crate::netns::Lab;
-use crate::pg_support::PgServer;
+use crate::support::daemon::*;
+use crate::support::netns::Lab;
+use crate::support::pg::PgServer;
+use crate::support::{alive, wait_gone, BIN};
 
 /// One host: its own HOME (config), mount point and daemon, in its own network namespace.
 struct Host {

@@ -3,7 +3,7 @@
 //! nothing while other directories answer, and the directory's summaries answer busy too; two
 //! daemons on one workspace respect each other's locks.
 
-use crate::common;
+use crate::support::{self, daemon};
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -11,27 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ls_user, ok, sh, user_tree, Mount};
+use daemon::{ls_user, ok, sh, user_tree, Mount};
+use support::token;
 
 /// Locks wait this long before EBUSY: long enough that "answers at once" is unambiguous on a
 /// loaded machine, short enough for the test.
 const CONFIG: &str = r#"{"storage": {"agfs": {"pathlock": {"lock_timeout_secs": 8}}}}"#;
-
-/// A word only one file holds (12 letters from a hash of `tag`).
-fn token(tag: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in tag.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (0..12)
-        .map(|_| {
-            h = h
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            char::from(b'a' + ((h >> 33) % 26) as u8)
-        })
-        .collect()
-}
 
 fn note(tag: &str) -> String {
     format!("# {tag}\n\nThis note is about {}.\n", token(tag))
@@ -43,23 +28,9 @@ fn find(m: &Mount, query: &str) -> Vec<(String, u64)> {
         .cli(&["find", query, "--json", "--limit", "5"])
         .output()
         .unwrap();
-    let empty = String::from_utf8_lossy(&out.stdout).trim() == "[]";
-    assert_eq!(
-        out.status.code(),
-        Some(if empty { 1 } else { 0 }),
-        "find: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            (
-                h["uri"].as_str().unwrap().to_string(),
-                h["level"].as_u64().unwrap(),
-            )
-        })
+    support::hits(&out)
+        .into_iter()
+        .map(|(uri, level, _)| (uri, level))
         .collect()
 }
 
@@ -278,7 +249,7 @@ impl SecondMount {
         let mp = m.dir.path().join("mnt2");
         std::fs::create_dir_all(&mp).unwrap();
         let pid_file = m.dir.path().join("daemon2.pid");
-        let out = common::vikingfs(m.dir.path())
+        let out = support::vikingfs(m.dir.path())
             .arg("mount")
             .arg("--pid-file")
             .arg(&pid_file)
@@ -305,19 +276,7 @@ impl SecondMount {
 
 impl Drop for SecondMount {
     fn drop(&mut self) {
-        let pid = std::fs::read_to_string(&self.pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok());
-        let out = common::vikingfs(&self.home)
-            .arg("umount")
-            .arg(&self.mp)
-            .output();
-        if !out.map(|o| o.status.success()).unwrap_or(false) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mp).status();
-        }
-        if let Some(pid) = pid {
-            common::wait_gone(pid);
-        }
+        daemon::unmount(&self.home, &self.mp, &self.pid_file);
     }
 }
 

@@ -3,12 +3,12 @@
 //! in docs/pjdfstest.md; a new failure fails this test. Skipped, loudly, when the pjdfstest
 //! binary is missing (CI installs it).
 
-use crate::common;
+use crate::support::daemon;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::Mount;
+use daemon::Mount;
 
 /// Known failures; docs/pjdfstest.md gives the reason for each. None at present: the
 /// `*::enametoolong_path` cases pass since the lock engine and the operations name paths

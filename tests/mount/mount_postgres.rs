@@ -3,8 +3,9 @@
 //! rows, `status` and `wait` count those rows, rm keeps `find` truthful, and a bad DSN is refused in one line with
 //! nothing written.
 
-use crate::common::*;
-use crate::pg_support::PgServer;
+use crate::support::daemon::*;
+use crate::support::pg::PgServer;
+use crate::support::vikingfs;
 
 fn config(dsn: &str) -> String {
     serde_json::json!({ "storage": { "backend": "postgres", "postgres": { "dsn": dsn } } })

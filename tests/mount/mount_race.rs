@@ -5,13 +5,13 @@
 //! the mount's reply (`src/ops/tail.rs`): the next call on the same path, from any process,
 //! waits for them rather than slipping past.
 
-use crate::common;
+use crate::support::daemon;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Mount;
+use daemon::Mount;
 
 const FILES: usize = 6;
 const PROCS: usize = 4;

@@ -1,11 +1,11 @@
 //! Plain programs (cp, mv, rm, cat, ls, touch, ln, find, stat, git) through a real vikingfs
 //! mount.
 
-use crate::common;
+use crate::support::{self, daemon};
 
 use std::path::Path;
 
-use common::{fails, ls_user, ok, sh, stale_token, tree, user_tree, Mount};
+use daemon::{fails, ls_user, ok, sh, stale_token, tree, user_tree, Mount};
 
 /// Drain the queues: the daemon's workers have written every summary that was due.
 fn drain(m: &Mount) {
@@ -156,7 +156,7 @@ fn data_survives_unmount_and_remount() {
     );
     let before = std::fs::read(r.join("big")).unwrap();
     let pid = m.pid();
-    let out = common::vikingfs(m.dir.path())
+    let out = support::vikingfs(m.dir.path())
         .arg("umount")
         .arg(&m.mp)
         .output()
@@ -166,7 +166,7 @@ fn data_survives_unmount_and_remount() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    common::wait_gone(pid);
+    support::wait_gone(pid);
     assert_eq!(std::fs::read(m.backing().join("d/copy")).unwrap(), before);
     m.mount();
     assert_eq!(std::fs::read(r.join("d/copy")).unwrap(), before);
@@ -177,7 +177,7 @@ fn mount_refuses_unknown_options_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let mp = dir.path().join("mnt");
     std::fs::create_dir(&mp).unwrap();
-    let out = common::vikingfs(dir.path())
+    let out = support::vikingfs(dir.path())
         .args(["mount", "-o", "rw,nosuid,frobnicate"])
         .arg(dir.path().join("ws"))
         .arg(&mp)
@@ -206,7 +206,7 @@ fn sigterm_unmounts_and_the_daemon_exits() {
     let pid = m.pid();
     // SAFETY: kill takes no pointer and writes no memory; `pid` is the mount's daemon.
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    common::wait_gone(pid);
+    support::wait_gone(pid);
     assert!(!std::fs::read_to_string("/proc/self/mounts")
         .unwrap()
         .lines()
@@ -219,7 +219,7 @@ fn umount_of_a_busy_mount_says_so_and_keeps_it() {
     let m = Mount::new();
     ok(&m.res(), "echo x > f");
     let f = std::fs::File::open(m.res().join("f")).unwrap();
-    let out = common::vikingfs(m.dir.path())
+    let out = support::vikingfs(m.dir.path())
         .arg("umount")
         .arg(&m.mp)
         .output()
@@ -339,7 +339,7 @@ fn show_summaries_comes_through_the_mount_helper() {
     let (ws, mp) = (dir.path().join("ws"), dir.path().join("mnt"));
     std::fs::create_dir(&mp).unwrap();
     let helper = dir.path().join("mount.fuse.vikingfs");
-    std::os::unix::fs::symlink(common::BIN, &helper).unwrap();
+    std::os::unix::fs::symlink(support::BIN, &helper).unwrap();
     let out = std::process::Command::new(&helper)
         .env("HOME", dir.path())
         .env_remove("VIKINGFS_CONFIG")
@@ -507,7 +507,7 @@ fn remount_ro_and_rw_through_the_mount_helper() {
     let r = m.res();
     ok(&r, "echo before > f");
     let helper = m.dir.path().join("mount.fuse.vikingfs");
-    std::os::unix::fs::symlink(common::BIN, &helper).unwrap();
+    std::os::unix::fs::symlink(support::BIN, &helper).unwrap();
     let remount = |how: &str| {
         let out = std::process::Command::new(&helper)
             .env("HOME", m.dir.path())
@@ -534,7 +534,7 @@ fn remount_ro_and_rw_through_the_mount_helper() {
     ok(&r, "echo after >> f");
     assert_eq!(ok(&r, "cat f"), "before\nafter\n");
     assert_eq!(m.pid(), pid);
-    assert!(common::alive(pid));
+    assert!(support::alive(pid));
 }
 
 /// `vikingfs umount` returns once the daemon has exited (its databases closed), not when
@@ -547,7 +547,7 @@ fn umount_returns_after_the_daemon_exited() {
         &m.res(),
         "mkdir d && i=0; while [ $i -lt 300 ]; do echo $i > d/f$i; i=$((i+1)); done",
     );
-    let out = common::vikingfs(m.dir.path())
+    let out = support::vikingfs(m.dir.path())
         .arg("umount")
         .arg(&m.mp)
         .output()
@@ -558,7 +558,7 @@ fn umount_returns_after_the_daemon_exited() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        !common::alive(pid),
+        !support::alive(pid),
         "umount returned while the daemon still ran"
     );
 }
@@ -595,6 +595,42 @@ os.unlink(f)
 print('ok')
 ""#;
     assert_eq!(ok(&m.res(), script), "ok\n");
+}
+
+/// chmod, chown and utimens of what has no name in the namespace take effect: the mount
+/// root, and a file unlinked while open (both changed through the inode's own descriptor).
+#[test]
+fn setattr_of_the_root_and_of_an_unlinked_open_file_takes_effect() {
+    let m = Mount::new();
+    let script = r#"python3 -c "
+import os, sys
+root = sys.argv[1]
+os.chmod(root, 0o751); assert os.stat(root).st_mode & 0o7777 == 0o751, oct(os.stat(root).st_mode)
+os.chown(root, 1234, 5678); st = os.stat(root); assert (st.st_uid, st.st_gid) == (1234, 5678), st
+os.utime(root, (1000000000, 1000000001)); st = os.stat(root)
+assert (st.st_atime, st.st_mtime) == (1000000000, 1000000001), st
+fd = os.open('u.md', os.O_CREAT | os.O_RDWR, 0o644); os.write(fd, b'open'); os.unlink('u.md')
+os.fchmod(fd, 0o600); assert os.fstat(fd).st_mode & 0o7777 == 0o600, oct(os.fstat(fd).st_mode)
+os.fchown(fd, 4321, 8765); st = os.fstat(fd); assert (st.st_uid, st.st_gid) == (4321, 8765), st
+os.utime(fd, (1000000002, 1000000003)); st = os.fstat(fd)
+assert (st.st_atime, st.st_mtime) == (1000000002, 1000000003), st
+os.close(fd)
+print('ok')
+""#;
+    let out = sh(&m.res(), &format!("{script} {}", m.mp.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    // The backing root changed too, not just what the kernel cached.
+    let st = std::fs::metadata(m.ws.join("viking/default")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (st.mode() & 0o7777, st.uid(), st.gid(), st.mtime()),
+        (0o751, 1234, 5678, 1000000001)
+    );
 }
 
 /// A directory's times as `stat` through the mount shows them (cached for 0 s).
@@ -721,7 +757,7 @@ fn a_metrics_address_in_use_fails_the_mount_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let (ws, mp) = (dir.path().join("ws"), dir.path().join("mnt"));
     std::fs::create_dir_all(&mp).unwrap();
-    let out = common::vikingfs(dir.path())
+    let out = support::vikingfs(dir.path())
         .arg("mount")
         .arg("-o")
         .arg(format!("metrics={addr}"))

@@ -2,9 +2,10 @@
 
 use std::process::Command;
 
+/// `vikingfs --workspace WS`, its HOME the workspace's directory.
 fn vikingfs(ws: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vikingfs"));
-    c.arg("--workspace").arg(ws).env_remove("VIKINGFS_CONFIG");
+    let mut c = crate::support::vikingfs(ws);
+    c.arg("--workspace").arg(ws);
     c
 }
 
@@ -15,7 +16,7 @@ fn status_shows_a_held_lock_and_the_index() {
     // `status` runs while `vikingfs lock` holds a TREE lock, so it must list exactly that lock.
     let out = vikingfs(&ws)
         .args(["lock", "--tree", "viking://resources/docs", "--"])
-        .arg(env!("CARGO_BIN_EXE_vikingfs"))
+        .arg(crate::support::BIN)
         .arg("--workspace")
         .arg(&ws)
         .args(["status", "--json"])

@@ -22,7 +22,7 @@ fn unit_verifies() {
         unit.contains("Type=notify"),
         "the unit must wait for READY=1"
     );
-    let unit = unit.replace("/usr/local/bin/vikingfs", env!("CARGO_BIN_EXE_vikingfs"));
+    let unit = unit.replace("/usr/local/bin/vikingfs", crate::support::BIN);
     // An instance file, so that %i and %f expand as they would for /mnt/viking.
     let path = dir.path().join("vikingfs@mnt-viking.service");
     std::fs::write(&path, unit).unwrap();

@@ -8,9 +8,10 @@
 
 #![cfg(feature = "failpoints")]
 
-use crate::ops_support;
+use crate::support::{self, ops};
 
-use ops_support::{token, Env};
+use ops::Env;
+use support::token;
 
 /// What a crash point interrupts.
 #[derive(Debug, Clone, Copy)]
@@ -83,7 +84,6 @@ fn baseline(env: &Env, wait: bool) -> Vec<(String, String)> {
 /// Run `args` with `point` armed and check that it aborted there.
 fn crash(env: &Env, point: &str, args: &[&str], stdin: Option<&str>) {
     use std::io::Write;
-    use std::os::unix::process::ExitStatusExt;
     let mut c = env.cmd(args);
     c.env("VIKINGFS_CRASH_AT", point)
         .stdin(std::process::Stdio::piped())
@@ -96,17 +96,7 @@ fn crash(env: &Env, point: &str, args: &[&str], stdin: Option<&str>) {
     }
     drop(input);
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGABRT),
-        "{args:?} with {point} armed did not abort ({:?}): {stderr}",
-        out.status
-    );
-    assert!(
-        stderr.contains(&format!("crash point {point} reached")),
-        "{stderr}"
-    );
+    support::assert_crashed_at(&out, point, args);
 }
 
 /// `rm` of one indexed file crashing at `point`: afterwards the file is either there and
@@ -344,7 +334,7 @@ macro_rules! matrix {
             $(
                 #[test]
                 fn $test() {
-                    crate::ops_support::use_postgres();
+                    crate::support::ops::use_postgres();
                     super::run_point($point);
                 }
             )*

@@ -3,7 +3,7 @@
 //! the same document frequencies, names, counts after renames and deletes — and the
 //! server's index is one for every handle (every host), with its own checks at open.
 
-use crate::pg_support::PgServer;
+use crate::support::pg::PgServer;
 
 use std::sync::Arc;
 

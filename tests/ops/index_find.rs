@@ -2,7 +2,7 @@
 //! and the guarantee that it never names a file that is gone (and deletes its records).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use vikingfs::index::{Index, Level, Record};
@@ -61,15 +61,13 @@ impl Fixture {
     }
 
     fn find(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_vikingfs"))
+        crate::support::vikingfs(self.root.parent().unwrap())
             .arg("--workspace")
             .arg(&self.root)
             .arg("--config")
             .arg(&self.config)
             .arg("find")
             .args(args)
-            .env_remove("VIKINGFS_WORKSPACE")
-            .env_remove("VIKINGFS_CONFIG")
             .output()
             .unwrap()
     }

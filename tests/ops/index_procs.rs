@@ -142,7 +142,7 @@ fn concurrent_writer_and_reader_processes_keep_the_index_consistent() {
 
 #[test]
 fn on_postgres_concurrent_writer_and_reader_processes_keep_the_index_consistent() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     writers_and_readers(&server.dsn());
 }
 

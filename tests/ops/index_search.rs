@@ -3,10 +3,11 @@
 //! content is never named or summarised, summaries rank below the content they summarise,
 //! CJK and identifiers are searchable, and an index of the old format upgrades in place.
 
-use crate::ops_support;
+use crate::support::{self, ops};
 
-use ops_support::{found_json, token, Env};
+use ops::Env;
 use serde_json::Value;
+use support::{found_json, token};
 
 fn hits(env: &Env, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["find", "--json"];
@@ -419,14 +420,7 @@ fn a_damaged_index_is_moved_aside_and_rebuilt() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let found = found_json(&out);
         assert!(found.contains("docs/n123.md"), "{damage}: {found} {stderr}");
-        let aside = std::fs::read_dir(db.parent().unwrap())
-            .unwrap()
-            .flatten()
-            .any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with("index.db.damaged-")
-            });
+        let aside = crate::support::has_damaged_aside(db.parent().unwrap());
         assert!(aside, "{damage}: the damaged file is kept aside");
         env.drain();
         env.check_fsck_clean();
@@ -482,7 +476,7 @@ fn a_workspace_copied_whole_opens_as_it_was() {
         .unwrap();
     assert!(st.success());
     let run = |args: &[&str]| {
-        std::process::Command::new(ops_support::BIN)
+        std::process::Command::new(support::BIN)
             .arg("--workspace")
             .arg(&copy)
             .args(args)

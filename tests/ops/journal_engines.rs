@@ -2,7 +2,7 @@
 //! and their keys, the same on SQLite and on a real PostgreSQL server — where two handles
 //! (two hosts) see one set of rows, and only one of them can take over a dead owner's intent.
 
-use crate::pg_support::PgServer;
+use crate::support::pg::PgServer;
 
 use std::sync::Arc;
 

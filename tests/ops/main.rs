@@ -4,10 +4,8 @@
 //! One test binary per area, each former test file a module: the crate is linked once per
 //! area instead of once per file (most of a cold build's time).
 
-#[path = "../ops_support/mod.rs"]
-mod ops_support;
-#[path = "../pg_support/mod.rs"]
-mod pg_support;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod crash_matrix;
 mod index_crash;

@@ -19,8 +19,9 @@ use vikingfs::queue::postgres::PgEngine;
 use vikingfs::queue::sqlite::SqliteEngine;
 use vikingfs::queue::NewJob;
 
-use crate::ops_support::{token, Env};
-use crate::pg_support::PgServer;
+use crate::support::ops::Env;
+use crate::support::pg::PgServer;
+use crate::support::token;
 
 const LONG: Duration = Duration::from_secs(600);
 

@@ -1,10 +1,11 @@
 //! rm, mv, add-resource, write and fsck through the real `vikingfs` binary.
 
-use crate::ops_support;
+use crate::support::{self, ops};
 
 use std::os::unix::fs::MetadataExt;
 
-use ops_support::{token, tree_files, Env};
+use ops::Env;
+use support::{files_under, token};
 
 fn note(tag: &str) -> String {
     format!("# {tag}\n\nThis note is about {}.\n", token(tag))
@@ -165,7 +166,10 @@ fn add_updates_incrementally() {
         "--wait",
     ]);
 
-    assert_eq!(tree_files(&env.data("resources/base")), tree_files(&local));
+    assert_eq!(
+        files_under(&env.data("resources/base")),
+        files_under(&local)
+    );
     // Unchanged files are left alone (same inode: not rewritten, not re-embedded).
     assert_eq!(
         std::fs::metadata(env.data("resources/base/b.md"))
@@ -202,7 +206,7 @@ fn add_refuses_bad_sources_and_adds_nothing() {
         assert!(err.contains(msg), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
-    assert!(tree_files(&env.data("resources")).is_empty());
+    assert!(files_under(&env.data("resources")).is_empty());
     assert!(std::fs::read_dir(env.ws().join(".vikingfs/tmp"))
         .unwrap()
         .next()
@@ -420,7 +424,7 @@ fn fsck_finds_and_repairs_derived_state_only() {
     )
     .unwrap();
     std::fs::create_dir_all(env.ws().join(".vikingfs/tmp/add-999999999-dead/data")).unwrap();
-    let before = tree_files(&env.data("resources"));
+    let before = files_under(&env.data("resources"));
 
     let out = env.run(&["fsck"]);
     assert_eq!(out.status.code(), Some(4));
@@ -435,7 +439,7 @@ fn fsck_finds_and_repairs_derived_state_only() {
     }
     env.check_repair();
     assert_eq!(
-        tree_files(&env.data("resources")),
+        files_under(&env.data("resources")),
         before,
         "repair never touches sources"
     );
@@ -485,7 +489,7 @@ fn concurrent_adds_of_one_name_get_distinct_targets() {
         ]
     );
     for t in &targets {
-        assert_eq!(tree_files(&env.fs_of(t)), tree_files(&local), "{t}");
+        assert_eq!(files_under(&env.fs_of(t)), files_under(&local), "{t}");
     }
     env.drain();
     env.check_no_lock_blocks();

@@ -3,7 +3,7 @@
 //! must never overwrite a newer one. Checked against the index itself, not through `find`
 //! (which would hide orphans by deleting them).
 
-use crate::ops_support;
+use crate::support::ops;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,7 +108,7 @@ fn rm_and_mv_race_the_worker_threads() {
 /// queue while this process writes, removes and moves files through the CLI.
 #[test]
 fn rm_and_mv_race_worker_processes() {
-    let env = ops_support::Env::new();
+    let env = ops::Env::new();
     env.ok(&["config", "show"]);
     let race = env.data("resources/race");
     std::fs::create_dir_all(&race).unwrap();

@@ -2,14 +2,14 @@
 //! end to end through `vikingfs add-resource --wait`, against a stub server on 127.0.0.1:
 //! a model error is retried, and the model's answer is written, bounded and indexed.
 
-use crate::ops_support;
+use crate::support::ops;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use ops_support::Env;
+use ops::Env;
 use serde_json::json;
 
 /// Serves every connection: the first `fail` with HTTP 503, then a chat completion whose

@@ -8,13 +8,8 @@ use vikingfs::queue::{JobError, Queue};
 use vikingfs::workspace::Workspace;
 
 fn vikingfs(home: &std::path::Path, ws: &std::path::Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vikingfs"));
-    c.env("HOME", home)
-        .env_remove("VIKINGFS_CONFIG")
-        .arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .stdin(Stdio::null());
+    let mut c = crate::support::vikingfs(home);
+    c.arg("--workspace").arg(ws).args(args).stdin(Stdio::null());
     c
 }
 

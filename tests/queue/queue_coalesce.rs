@@ -3,12 +3,12 @@
 //! job at its latest version (OpenViking #3891 lost them and flooded the queue), and a job
 //! claimed at an old version is dropped in favour of the new one.
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 
 const VERSIONS: i64 = 300;
@@ -63,7 +63,7 @@ fn versions_survive_a_kill_and_one_job_per_key_remains() {
 /// The same with the queue on PostgreSQL.
 #[test]
 fn on_postgres_versions_survive_a_kill_and_one_job_per_key_remains() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     versions_survive_a_kill_and_one_job_per_key_remains_run();
 }

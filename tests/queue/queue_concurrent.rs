@@ -2,13 +2,13 @@
 //! a checker finds every enqueued job done exactly once, and concurrent enqueues of one key
 //! coalesced into one pending job carrying the total count of versions.
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, WorkerPool};
 
@@ -89,7 +89,7 @@ fn concurrent_enqueuers_and_workers_lose_nothing() {
 /// The same with the queue on PostgreSQL.
 #[test]
 fn on_postgres_concurrent_enqueuers_and_workers_lose_nothing() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     concurrent_enqueuers_and_workers_lose_nothing_run();
 }

@@ -2,12 +2,12 @@
 //! job to a worker in another process while everything keeps running, and the job completes
 //! exactly once. A job that keeps killing its workers ends dead instead of looping forever.
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 use vikingfs::queue::{drain_with, Job, JobError, JobHandler, PoolOptions, WorkerPool};
 
@@ -89,7 +89,7 @@ fn a_killed_workers_job_is_handed_on_and_done_exactly_once() {
 /// The same on PostgreSQL: the second worker is another process with its own connections.
 #[test]
 fn on_postgres_a_killed_workers_job_is_handed_on_and_done_exactly_once() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     killed_worker_handed_on();
 }
@@ -141,7 +141,7 @@ fn a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
 
 #[test]
 fn on_postgres_a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     poison_job_dies();
 }

@@ -1,13 +1,13 @@
 //! The worker pool in one process: per-queue concurrency, a clean stop that finishes the job in
 //! flight and leaves unclaimed work pending, a panicking handler counted as a retryable failure.
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 use vikingfs::queue::{drain_with, Job, JobError, JobHandler, PoolOptions, Queue, WorkerPool};
 

@@ -3,8 +3,8 @@
 //! bad DSN, an unreachable server and a schema from a newer vikingfs. The multi-process
 //! tests of the other modules run on PostgreSQL too (their `on_postgres_*` twins).
 
-use crate::pg_support::PgServer;
-use crate::queue_support::*;
+use crate::support::pg::PgServer;
+use crate::support::queue::*;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

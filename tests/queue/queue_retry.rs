@@ -2,12 +2,12 @@
 //! `max_attempts`, then the job is dead with its last error shown in the stats; a permanent
 //! failure is dead at once. Neither is retried forever (OpenViking #4919).
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 use vikingfs::queue::{drain_with, Job, JobError, JobHandler, PoolOptions};
 
@@ -52,7 +52,7 @@ fn retries_stop_at_the_limit_and_the_last_error_is_kept() {
 /// The same with the queue on PostgreSQL.
 #[test]
 fn on_postgres_retries_stop_at_the_limit_and_the_last_error_is_kept() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     retries_stop_at_the_limit_and_the_last_error_is_kept_run();
 }
@@ -114,7 +114,7 @@ fn a_new_version_replaces_a_dead_job() {
 /// The same with the queue on PostgreSQL.
 #[test]
 fn on_postgres_a_new_version_replaces_a_dead_job() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     a_new_version_replaces_a_dead_job_run();
 }

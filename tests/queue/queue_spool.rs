@@ -3,13 +3,13 @@
 //! submitting, or dies just before or just after the flusher's commit; no spool file is left
 //! behind once a process has reopened the queue; a replayed line never duplicates a job.
 
-use crate::queue_support;
+use crate::support::queue;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use queue_support::*;
+use queue::*;
 use serde_json::json;
 use vikingfs::queue::NewJob;
 
@@ -102,7 +102,7 @@ fn kill9_while_submitting_loses_no_submitted_job() {
 /// The same with the queue on PostgreSQL.
 #[test]
 fn on_postgres_kill9_while_submitting_loses_no_submitted_job() {
-    let server = crate::pg_support::PgServer::start();
+    let server = crate::support::pg::PgServer::start();
     use_postgres(&server.dsn());
     kill9_while_submitting_loses_no_submitted_job_run();
 }

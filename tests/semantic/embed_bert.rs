@@ -6,29 +6,18 @@
 //! The model comes from `VIKINGFS_TEST_MODEL`, else target/models/all-MiniLM-L6-v2 (run
 //! scripts/fetch-model.sh).
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use vikingfs::embed::{BertEmbedder, EmbedError, Embedder};
 
-fn model_dir() -> PathBuf {
-    match std::env::var_os("VIKINGFS_TEST_MODEL") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2"),
-    }
-}
+use crate::support::model_dir;
 
 /// One model per test binary: loading takes a while and the tests only read it.
 fn model() -> &'static BertEmbedder {
     static MODEL: OnceLock<BertEmbedder> = OnceLock::new();
     MODEL.get_or_init(|| {
         let dir = model_dir();
-        assert!(
-            dir.join("model.safetensors").is_file(),
-            "no model at {} (set VIKINGFS_TEST_MODEL or run scripts/fetch-model.sh)",
-            dir.display()
-        );
         BertEmbedder::load(&dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
     })
 }

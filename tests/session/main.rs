@@ -3,10 +3,8 @@
 //! One test binary per area, each former test file a module: the crate is linked once per
 //! area instead of once per file (most of a cold build's time).
 
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../session_util/mod.rs"]
-mod session_util;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod session_cli;
 mod session_crash;

@@ -1,10 +1,10 @@
 //! The session commands' faces: listing and showing, bad input answered with one line, and a
 //! pending commit whose record no longer matches the files refused without touching a byte.
 
-use crate::session_util;
+use crate::support::session;
 
 use serde_json::Value;
-use session_util::Ws;
+use session::Ws;
 
 #[test]
 fn bad_input_is_one_line_and_changes_nothing() {
@@ -134,13 +134,13 @@ fn commit_keep_leaves_the_most_recent_messages_live() {
     assert_eq!(v["messages"], 1, "{v}");
     let archived: Vec<String> = ws.archives("k")[&1]
         .iter()
-        .map(|l| session_util::content_of(l))
+        .map(|l| session::content_of(l))
         .collect();
     assert_eq!(archived, ["one"]);
     let live: Vec<String> = ws
         .live("k")
         .iter()
-        .map(|l| session_util::content_of(l))
+        .map(|l| session::content_of(l))
         .collect();
     assert_eq!(live, ["two", "three"]);
     let meta: Value =

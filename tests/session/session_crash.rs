@@ -11,12 +11,12 @@
 
 #![cfg(feature = "failpoints")]
 
-use crate::session_util;
+use crate::support::{self, session};
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
-use session_util::{content_of, Ws};
+use session::{content_of, Ws};
 
 /// What the session says before the crash (one invalid line among them).
 const BEFORE: &[&str] = &[
@@ -34,17 +34,7 @@ fn crash(ws: &Ws, point: &str, args: &[&str]) {
         .args(args)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGABRT),
-        "{args:?} should abort at {point}: {:?}\nstderr: {stderr}",
-        out.status
-    );
-    assert!(
-        stderr.contains(&format!("crash point {point} reached")),
-        "{stderr}"
-    );
+    support::assert_crashed_at(&out, point, args);
 }
 
 /// Recovery after a crash: `vikingfs wait` finishes interrupted commits and drains every queue.
@@ -67,7 +57,7 @@ fn raw_append(ws: &Ws, line: &str) {
         .arg(&file)
         .output()
         .unwrap();
-    session_util::assert_ok(&out, &["lock ... >> messages.jsonl"]);
+    support::assert_ok(&out, &["lock ... >> messages.jsonl"]);
 }
 
 /// Who finishes the interrupted work after the crash.
@@ -234,7 +224,7 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
     // What is derived agrees with the files (records, summaries, jobs, locks), and the
     // memory is findable.
     let out = ws.cmd().arg("fsck").output().unwrap();
-    session_util::assert_ok(&out, &["fsck", point]);
+    support::assert_ok(&out, &["fsck", point]);
     if !ws.archives("s").is_empty() {
         let hits = ws.found(&["find", "dark mode", "--json"]);
         let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
@@ -255,7 +245,7 @@ fn check(ws: &Ws, point: &str, expected: &[String]) {
             .args(["lock", "--tree", "--timeout", "0", uri, "--", "true"])
             .output()
             .unwrap();
-        session_util::assert_ok(&out, &["lock --tree --timeout 0", uri]);
+        support::assert_ok(&out, &["lock --tree --timeout 0", uri]);
     }
 }
 
@@ -345,7 +335,7 @@ fn a_crash_point_really_aborts_the_process() {
     // silent success and every check trivially true).
     let ws = Ws::new();
     ws.ok(&["session", "add", "s", "user", "x"]);
-    let out = Command::new(session_util::BIN)
+    let out = Command::new(support::BIN)
         .args(["--config"])
         .arg(&ws.config)
         .arg("--workspace")

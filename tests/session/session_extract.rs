@@ -3,7 +3,7 @@
 //! committing the same facts again writes nothing twice. With `vlm` configured, the chat
 //! extractor (against a stub on 127.0.0.1) decides the memories instead.
 
-use crate::session_util;
+use crate::support::session;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use session_util::Ws;
+use session::Ws;
 
 fn diff_of(ws: &Ws, sid: &str, n: u32) -> Value {
     let p = ws
@@ -300,7 +300,7 @@ fn a_permanent_model_failure_is_recorded_and_nothing_is_lost() {
     assert!(!archive.join(".done").exists());
     // The conversation is safe in the archive, the job is dead (not retried forever).
     assert_eq!(
-        session_util::content_of(&ws.archives("p")[&1][0]),
+        session::content_of(&ws.archives("p")[&1][0]),
         "Remember this."
     );
     let status: Value = serde_json::from_str(&ws.ok(&["status", "--json"])).unwrap();

@@ -8,14 +8,13 @@
 //! The appenders are plain shell redirections: the mount takes the file's EXACT lock around
 //! each write to a session log itself, so a commit's TREE lock excludes them.
 
-use crate::common;
-use crate::session_util;
+use crate::support::{self, daemon, session};
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
-use common::Mount;
-use session_util::content_of;
+use daemon::Mount;
+use session::content_of;
 
 const MOUNT_APPENDERS: usize = 3;
 const PER_APPENDER: usize = 40;
@@ -26,13 +25,13 @@ const COMMITS: usize = 15;
 fn mount_appenders_race_commits_and_no_line_is_lost_or_duplicated() {
     let m = Mount::new();
     let cli = |args: &[&str]| {
-        let out = common::vikingfs(m.dir.path())
+        let out = support::vikingfs(m.dir.path())
             .arg("--workspace")
             .arg(&m.ws)
             .args(args)
             .output()
             .unwrap();
-        session_util::assert_ok(&out, args);
+        support::assert_ok(&out, args);
     };
     cli(&["session", "add", "mnt", "system", "start"]);
     let file = m.mp.join("user/default/sessions/mnt/messages.jsonl");
@@ -55,14 +54,14 @@ fn mount_appenders_race_commits_and_no_line_is_lost_or_duplicated() {
         "for i in $(seq 1 {COMMITS}); do \"$0\" --workspace \"$1\" session commit mnt >/dev/null || exit 1; done"
     );
     let mut c = Command::new("sh");
-    c.args(["-c", &commits, common::BIN, m.ws.to_str().unwrap()])
+    c.args(["-c", &commits, support::BIN, m.ws.to_str().unwrap()])
         .env("HOME", m.dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     children.push(c.spawn().unwrap());
     for c in children {
         let out = c.wait_with_output().unwrap();
-        session_util::assert_ok(&out, &["(racing process)"]);
+        support::assert_ok(&out, &["(racing process)"]);
     }
     cli(&["session", "commit", "mnt", "--wait"]);
 
@@ -81,11 +80,11 @@ fn mount_appenders_race_commits_and_no_line_is_lost_or_duplicated() {
         .collect();
     archives.sort();
     for a in &archives {
-        all.extend(session_util::lines(
+        all.extend(session::lines(
             &std::fs::read_to_string(a.join("messages.jsonl")).unwrap(),
         ));
     }
-    let live = session_util::lines(&std::fs::read_to_string(sdir.join("messages.jsonl")).unwrap());
+    let live = session::lines(&std::fs::read_to_string(sdir.join("messages.jsonl")).unwrap());
     assert!(live.is_empty(), "{live:?}");
     assert!(
         all.iter().all(|l| !l.contains('\0')),
@@ -113,7 +112,7 @@ fn spawn(m: &Mount, script: &str, file: &std::path::Path) -> std::process::Child
     Command::new("sh")
         .args(["-c", script])
         .arg(file)
-        .arg(common::BIN)
+        .arg(support::BIN)
         .arg(&m.ws)
         .arg(
             m.ws.join(

@@ -8,12 +8,12 @@
 //! write path does. Its lines survive only if commits cut the live file in place: a file
 //! replaced by rename would swallow them into an unlinked inode.
 
-use crate::session_util;
+use crate::support::{self, session};
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
 
-use session_util::{content_of, Ws};
+use session::{content_of, Ws};
 
 const CLI_APPENDERS: usize = 3;
 const PER_APPENDER: usize = 40;
@@ -51,7 +51,7 @@ fn appenders_race_commits_and_no_line_is_lost_or_duplicated() {
 
     for c in children {
         let out = c.wait_with_output().unwrap();
-        session_util::assert_ok(&out, &["(racing process)"]);
+        support::assert_ok(&out, &["(racing process)"]);
     }
     // One last commit with nobody appending, then phase 2 for every archive.
     ws.ok(&["session", "commit", "race", "--wait"]);
@@ -134,7 +134,7 @@ fn spawn_sh(ws: &Ws, script: &str) -> std::process::Child {
     std::process::Command::new("sh")
         .arg("-c")
         .arg(script)
-        .arg(session_util::BIN)
+        .arg(support::BIN)
         .arg(&ws.config)
         .arg(ws.root())
         .env("HOME", ws.dir.path())

@@ -1,13 +1,12 @@
-//! Helpers for tests through real mount points: a [`Mount`] fixture that mounts a fresh
-//! workspace with the `vikingfs` binary and always unmounts (lazily if it must) on drop.
-
-#![allow(dead_code)]
+//! Tests through real mount points: a [`Mount`] fixture that mounts a fresh workspace with
+//! the `vikingfs` binary and always unmounts (lazily if it must) on drop, shell command lines
+//! run in it, and listings of what a tree holds with and without vikingfs's derived files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+use super::{assert_fsck_clean, vikingfs, wait_gone};
 
 /// A vikingfs mount of a fresh workspace in its own temp dir.
 pub struct Mount {
@@ -15,13 +14,6 @@ pub struct Mount {
     pub ws: PathBuf,
     pub mp: PathBuf,
     pub options: Vec<String>,
-}
-
-/// `vikingfs ARGS` with an isolated HOME (no user config leaks in).
-pub fn vikingfs(home: &Path) -> Command {
-    let mut c = Command::new(BIN);
-    c.env("HOME", home).env_remove("VIKINGFS_CONFIG");
-    c
 }
 
 impl Mount {
@@ -89,18 +81,7 @@ impl Mount {
             "vikingfs wait: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let out = self.cli(&["fsck", "--json"]).output().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
-        });
-        for p in v["problems"].as_array().unwrap() {
-            let kind = p["kind"].as_str().unwrap();
-            // Scratch of a killed process and its stale locks are for `fsck --repair`.
-            assert!(
-                matches!(kind, "leftover" | "stale_lock"),
-                "index and files disagree: {p}"
-            );
-        }
+        assert_fsck_clean(&self.cli(&["fsck", "--json"]).output().unwrap());
     }
 
     /// `status --json` says no queue holds a dead job.
@@ -167,9 +148,7 @@ impl Mount {
     /// kill -9 the daemon and wait until it is gone (the mount stays, answering ENOTCONN).
     pub fn kill9(&self) {
         let pid = self.pid();
-        // SAFETY: kill takes no pointer and writes no memory; `pid` is the daemon this mount
-        // started, not the test process.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        super::signal(pid, libc::SIGKILL);
         wait_gone(pid);
         // The leader turns zombie before its other threads have closed /dev/fuse: wait for
         // the kernel to see the connection gone.
@@ -189,38 +168,22 @@ impl Mount {
 
     /// Unmount (lazily if it must) and wait for the daemon to exit.
     pub fn unmount(&self) {
-        let pid = std::fs::read_to_string(self.pid_file())
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok());
-        let out = vikingfs(self.dir.path())
-            .arg("umount")
-            .arg(&self.mp)
-            .output();
-        if !out.map(|o| o.status.success()).unwrap_or(false) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mp).status();
-        }
-        if let Some(pid) = pid {
-            wait_gone(pid);
-        }
+        unmount(self.dir.path(), &self.mp, &self.pid_file());
     }
 }
 
-/// Wait (generously) until process `pid` has exited.
-pub fn wait_gone(pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // SAFETY: signal 0 only checks for existence.
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+/// `vikingfs umount MP` with HOME at `home` (`umount -l` if that fails), then wait for the
+/// daemon named by `pid_file` to exit.
+pub fn unmount(home: &Path, mp: &Path, pid_file: &Path) {
+    let pid = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    let out = vikingfs(home).arg("umount").arg(mp).output();
+    if !out.map(|o| o.status.success()).unwrap_or(false) {
+        let _ = Command::new("umount").arg("-l").arg(mp).status();
     }
-}
-
-/// Running (a zombie waiting for its reaper counts as gone).
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
+    if let Some(pid) = pid {
+        wait_gone(pid);
     }
 }
 

@@ -6,8 +6,6 @@
 //! copies (a copy takes milliseconds, `initdb` seconds). The server stops when the handle
 //! drops; `.ci/run` sweeps any a killed test left.
 
-#![allow(dead_code)]
-
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -72,32 +70,31 @@ fn template(bin: &Path) -> PathBuf {
         .map_or(0, |d| d.as_secs());
     let t = PathBuf::from(format!("/tmp/vikingfs-pg-template-{version}"));
     let lock = std::fs::File::create(format!("/tmp/vikingfs-pg-template-{version}.lock")).unwrap();
-    nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-        .map(|guard| {
-            if !t.join("PG_VERSION").exists() {
-                let _ = std::fs::remove_dir_all(&t);
-                std::fs::create_dir(&t).unwrap();
-                let (uid, gid) = nobody();
-                std::os::unix::fs::chown(&t, Some(uid), Some(gid)).unwrap();
-                run_as_nobody(
-                    bin,
-                    "initdb",
-                    &[
-                        "-D",
-                        t.to_str().unwrap(),
-                        "-A",
-                        "trust",
-                        "-U",
-                        "postgres",
-                        "-E",
-                        "UTF8",
-                        "--no-sync",
-                    ],
-                );
-            }
-            drop(guard);
-        })
-        .unwrap_or_else(|(_, e)| panic!("locking the template: {e}"));
+    // Held until `lock` closes at the end of this function.
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .unwrap_or_else(|e| panic!("locking the template: {e}"));
+    if !t.join("PG_VERSION").exists() {
+        let _ = std::fs::remove_dir_all(&t);
+        std::fs::create_dir(&t).unwrap();
+        let (uid, gid) = nobody();
+        std::os::unix::fs::chown(&t, Some(uid), Some(gid)).unwrap();
+        run_as_nobody(
+            bin,
+            "initdb",
+            &[
+                "-D",
+                t.to_str().unwrap(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+    }
+    drop(lock);
     t
 }
 
@@ -123,7 +120,7 @@ impl PgServer {
     }
 
     /// [`PgServer::start_on`] letting in clients of the subnet `clients` too (a CIDR, e.g. the
-    /// network namespaces of a test lab, `tests/common/netns.rs`).
+    /// network namespaces of a test lab, `tests/support/netns.rs`).
     pub fn start_for(listen: &str, clients: Option<&str>) -> PgServer {
         let bin = bin_dir();
         let tpl = template(&bin);

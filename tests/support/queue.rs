@@ -1,7 +1,5 @@
-//! Helpers shared by the queue tests: re-executing the test binary as a child process with a
-//! role, waiting on conditions, and append-only logs that children write and parents check.
-
-#![allow(dead_code)]
+//! The queue tests' processes: the test binary re-executed as a child process with a role,
+//! waiting on conditions, and append-only logs that children write and parents check.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -149,12 +147,9 @@ pub fn wait_child(child: &mut Child) -> std::process::ExitStatus {
     status.unwrap()
 }
 
+/// SIGKILL a child and reap it.
 pub fn kill9(child: &mut Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    child.kill().unwrap();
     child.wait().unwrap();
 }
 

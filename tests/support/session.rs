@@ -1,13 +1,12 @@
-//! Helpers shared by the session tests: a workspace driven through the real `vikingfs` binary,
-//! and a reader of everything a session holds (archives and live file) for the checkers.
-
-#![allow(dead_code)]
+//! The session tests' fixture: a workspace driven through the real `vikingfs` binary
+//! ([`Ws`]), and a reader of everything a session holds (archives and live file) for the
+//! checkers.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+use super::{assert_ok, files_under, found_json, vikingfs};
 
 pub struct Ws {
     pub dir: tempfile::TempDir,
@@ -36,14 +35,11 @@ impl Ws {
 
     /// `vikingfs --config C --workspace W`, with no crash point armed.
     pub fn cmd(&self) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = vikingfs(self.dir.path());
         c.arg("--config")
             .arg(&self.config)
             .arg("--workspace")
             .arg(self.root())
-            .env_remove("VIKINGFS_CRASH_AT")
-            .env_remove("VIKINGFS_WORKSPACE")
-            .env("HOME", self.dir.path())
             // A job whose worker was killed is handed on after 3 s instead of 30.
             .env("VIKINGFS_JOB_LEASE_MS", "3000");
         c
@@ -58,18 +54,8 @@ impl Ws {
 
     /// Run `find --json ...`; its stdout, after checking the exit status: 0 with results,
     /// 1 (like grep) with none.
-    #[allow(dead_code)]
     pub fn found(&self, args: &[&str]) -> String {
-        let out = self.cmd().args(args).output().unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let want = if stdout.trim() == "[]" { 1 } else { 0 };
-        assert_eq!(
-            out.status.code(),
-            Some(want),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+        found_json(&self.cmd().args(args).output().unwrap())
     }
 
     pub fn session_dir(&self, sid: &str) -> PathBuf {
@@ -118,25 +104,7 @@ impl Ws {
 
     /// Every regular file under `memories/`, relative path -> content.
     pub fn memories(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        walk(&self.memories_dir(), &self.memories_dir(), &mut out);
-        out
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if p.is_dir() {
-            walk(root, &p, out);
-        } else if !name.starts_with('.') {
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().to_string();
-            out.insert(rel, std::fs::read_to_string(&p).unwrap());
-        }
+        files_under(&self.memories_dir())
     }
 }
 
@@ -145,16 +113,6 @@ pub fn lines(text: &str) -> Vec<String> {
         .filter(|l| !l.trim().is_empty())
         .map(str::to_string)
         .collect()
-}
-
-pub fn assert_ok(out: &Output, what: &[&str]) {
-    assert!(
-        out.status.success(),
-        "vikingfs {what:?} failed: {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The `content` of a message line, or the raw line when it is not JSON.

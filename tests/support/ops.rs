@@ -1,27 +1,27 @@
-//! Helpers of the ops tests: a workspace in a temp dir driven through the real `vikingfs`
-//! binary, and the consistency checks every test ends with.
+//! The ops tests' fixture: a workspace in a temp dir driven through the real `vikingfs`
+//! binary ([`Env`], on SQLite or, after [`use_postgres`], on a shared PostgreSQL server), and
+//! the consistency checks every test ends with.
 
-#![allow(dead_code)]
-
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
+use super::pg::PgServer;
+use super::{assert_fsck_clean, hits, model_dir, vikingfs};
 
 /// A workspace and a place for local sources, both in one temp dir.
 pub struct Env {
     pub dir: tempfile::TempDir,
     /// The server its stores live on ([`use_postgres`]); stopped with the last `Env` using it.
-    server: Option<std::sync::Arc<crate::pg_support::PgServer>>,
+    server: Option<std::sync::Arc<PgServer>>,
 }
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 static ON_POSTGRES: AtomicBool = AtomicBool::new(false);
-static SERVER: Mutex<Weak<crate::pg_support::PgServer>> = Mutex::new(Weak::new());
+static SERVER: Mutex<Weak<PgServer>> = Mutex::new(Weak::new());
 static DATABASES: AtomicUsize = AtomicUsize::new(0);
 
 /// From now on, each new [`Env`] of this process gets `storage.backend = "postgres"` with a
@@ -35,7 +35,7 @@ impl Env {
         let server = ON_POSTGRES.load(Ordering::Relaxed).then(|| {
             let mut s = SERVER.lock().unwrap();
             s.upgrade().unwrap_or_else(|| {
-                let fresh = Arc::new(crate::pg_support::PgServer::start());
+                let fresh = Arc::new(PgServer::start());
                 *s = Arc::downgrade(&fresh);
                 fresh
             })
@@ -109,7 +109,6 @@ impl Env {
     }
 
     /// Configure the local model (all-MiniLM-L6-v2, [`model_dir`]) for every later command.
-    #[allow(dead_code)]
     pub fn use_dense_model(&self) {
         self.merge_config(
             serde_json::json!({"embedding": {"dense": {"provider": "local", "model": model_dir()}}}),
@@ -117,14 +116,10 @@ impl Env {
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = vikingfs(self.dir.path());
         c.arg("--workspace")
             .arg(self.ws())
             .args(args)
-            .env("HOME", self.dir.path())
-            .env_remove("VIKINGFS_CONFIG")
-            .env_remove("VIKINGFS_WORKSPACE")
-            .env_remove("VIKINGFS_CRASH_AT")
             // A job whose worker was killed is handed on after this.
             .env("VIKINGFS_JOB_LEASE_MS", "1500")
             .env("RUST_LOG", "warn");
@@ -137,7 +132,6 @@ impl Env {
     }
 
     /// Run, expecting success.
-    #[allow(dead_code)]
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
@@ -164,20 +158,7 @@ impl Env {
 
     /// `find --json` results as (uri, level, score), best first.
     pub fn find_scored(&self, query: &str, limit: usize) -> Vec<(String, u64, f64)> {
-        let out = self.run(&["find", query, "--json", "--limit", &limit.to_string()]);
-        let out = found_json(&out);
-        let v: Value = serde_json::from_str(&out).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                (
-                    h["uri"].as_str().unwrap().to_string(),
-                    h["level"].as_u64().unwrap(),
-                    h["score"].as_f64().unwrap(),
-                )
-            })
-            .collect()
+        hits(&self.run(&["find", query, "--json", "--limit", &limit.to_string()]))
     }
 
     /// The file or directory on disk a viking:// URI names.
@@ -240,17 +221,7 @@ impl Env {
     /// fsck reports no index or job problem (leftover scratch and stale locks are fine before
     /// a repair; they are checked by `check_repair`).
     pub fn check_fsck_clean(&self) {
-        let out = self.run(&["fsck", "--json"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
-        });
-        for p in v["problems"].as_array().unwrap() {
-            let kind = p["kind"].as_str().unwrap();
-            assert!(
-                matches!(kind, "leftover" | "stale_lock"),
-                "fsck found a problem: {p}"
-            );
-        }
+        assert_fsck_clean(&self.run(&["fsck", "--json"]));
     }
 
     /// After `fsck --repair`, fsck finds nothing at all.
@@ -270,78 +241,4 @@ impl Env {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-}
-
-/// Every regular file below `root` (relative path -> content), sidecars and internal files
-/// excluded.
-pub fn tree_files(root: &Path) -> std::collections::BTreeMap<String, String> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read_to_string(&p).unwrap_or_default());
-            }
-        }
-    }
-    out
-}
-
-/// A word no other file shares, so `find` must name exactly its file: 12 letters from a hash
-/// of `tag`, so that two tokens share no more character n-grams than chance gives.
-pub fn token(tag: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in tag.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (0..12)
-        .map(|_| {
-            h = h
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            char::from(b'a' + ((h >> 33) % 26) as u8)
-        })
-        .collect()
-}
-
-/// The stdout of `find --json`, checking its exit status: 0 with results, 1 (like grep) with
-/// none (`[]`).
-pub fn found_json(out: &Output) -> String {
-    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
-    let empty = stdout.trim() == "[]";
-    assert_eq!(
-        out.status.code(),
-        Some(if empty { 1 } else { 0 }),
-        "find: {stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// The model directory the model's tests use: `VIKINGFS_TEST_MODEL`, else
-/// `target/models/all-MiniLM-L6-v2` (`scripts/fetch-model.sh` puts it there; CI runs it).
-#[allow(dead_code)]
-pub fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("VIKINGFS_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").exists(),
-        "no model at {} (set VIKINGFS_TEST_MODEL or run scripts/fetch-model.sh)",
-        dir.display()
-    );
-    dir
 }
