@@ -1,0 +1,285 @@
+//! Reads of the server's index that rank: the dense top-k (HNSW, or exact in a small
+//! subtree), BM25 over the postings as FTS5 computes it, and document frequencies.
+
+use super::{under_params, under_sql, PgIndex, Tx, EXACT_MAX};
+use crate::index::engine::{Result, NAME_WEIGHT};
+use crate::index::{text, Evidence, Hit, IndexError, Level};
+use crate::uri::VPath;
+
+impl PgIndex {
+    pub(super) fn dense(&self, unit: &[f32], k: usize, under: Option<&VPath>) -> Result<Vec<Hit>> {
+        if unit.len() != self.dim {
+            return Err(IndexError::Dimension {
+                expected: self.dim,
+                got: unit.len(),
+            });
+        }
+        let q = pgvector::Vector::from(unit.to_vec());
+        let k = k as i64;
+        // The graph search looks at this many candidates: enough that the top k are found.
+        let ef = (k * 2).clamp(100, 1000).to_string();
+        let rows = self.read(|s| {
+            let e = self.e();
+            let Some(prefix) = under.filter(|p| !p.is_root()) else {
+                s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
+                    .map_err(&e)?;
+                return s
+                    .all(
+                        "SELECT uri, level, version, snippet, (vec <#> $1)::float4 FROM vi_records
+                          WHERE vec IS NOT NULL ORDER BY vec <#> $1 LIMIT $2",
+                        &[&q, &k],
+                    )
+                    .map_err(&e);
+            };
+            let [a, b, c] = under_params(prefix);
+            let small: i64 = s
+                .one(
+                    &format!(
+                        "SELECT count(*) FROM (SELECT 1 FROM vi_records r WHERE {} LIMIT {})",
+                        under_sql(1),
+                        EXACT_MAX + 1
+                    ),
+                    &[&a, &b, &c],
+                )
+                .map_err(&e)?
+                .get(0);
+            if small <= EXACT_MAX {
+                // A small subtree: every vector in it, exactly (`+ 0` keeps the planner off
+                // the graph index, which would filter after the fact).
+                s.all(
+                    &format!(
+                        "SELECT uri, level, version, snippet, (vec <#> $4)::float4 FROM vi_records r
+                          WHERE {} AND vec IS NOT NULL ORDER BY (vec <#> $4) + 0 LIMIT $5",
+                        under_sql(1)
+                    ),
+                    &[&a, &b, &c, &q, &k],
+                )
+                .map_err(&e)
+            } else {
+                // A large one: the graph, scanned on until enough results fall inside it.
+                s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
+                    .map_err(&e)?;
+                s.one(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                    &[],
+                )
+                .map_err(&e)?;
+                s.all(
+                    &format!(
+                        "SELECT uri, level, version, snippet, (vec <#> $4)::float4 FROM vi_records r
+                          WHERE {} AND vec IS NOT NULL ORDER BY vec <#> $4 LIMIT $5",
+                        under_sql(1)
+                    ),
+                    &[&a, &b, &c, &q, &k],
+                )
+                .map_err(&e)
+            }
+        })?;
+        let mut hits = rows
+            .iter()
+            .map(|r| {
+                let cosine = -r.get::<_, f32>(4);
+                self.hit(
+                    r,
+                    cosine,
+                    Evidence {
+                        cosine: Some(cosine),
+                        ..Evidence::default()
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.uri.cmp(&b.uri))
+                .then(a.level.cmp(&b.level))
+        });
+        Ok(hits)
+    }
+
+    pub(super) fn lexical(
+        &self,
+        terms: &[String],
+        k: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<Hit>> {
+        let phrases = self.query_phrases(terms)?;
+        if phrases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.read(|s| {
+            let (qterms, qidx) = self.expand(s, &phrases)?;
+            let filter = match under {
+                Some(p) if !p.is_root() => format!("WHERE {}", under_sql(4)),
+                _ => String::new(),
+            };
+            let [a, b, c] = match under {
+                Some(p) if !p.is_root() => under_params(p),
+                _ => Default::default(),
+            };
+            let sql = format!(
+                "WITH q AS (SELECT * FROM unnest($1::text[], $2::int4[]) AS q(term, i)),
+                 h AS (SELECT p.rid, q.i, sum({NAME_WEIGHT} * p.name_tf + p.body_tf)::float8 AS f,
+                              min(p.len)::float8 AS dl
+                         FROM q JOIN vi_postings p ON p.term = q.term GROUP BY p.rid, q.i),
+                 n AS (SELECT i, count(*)::float8 AS hits FROM h GROUP BY i),
+                 s AS (SELECT greatest(sum(docs), 1)::float8 AS docs,
+                              greatest(sum(tokens), 1)::float8 AS tokens FROM vi_stats),
+                 scored AS (
+                   SELECT h.rid,
+                          sum(greatest(ln((s.docs - n.hits + 0.5) / (n.hits + 0.5)), 1e-6)
+                              * h.f * 2.2 / (h.f + 1.2 * (0.25 + 0.75 * h.dl * s.docs / s.tokens)))
+                              AS score
+                     FROM h JOIN n USING (i) CROSS JOIN s GROUP BY h.rid)
+                 SELECT r.uri, r.level, r.version, r.snippet, scored.score::float4
+                   FROM scored JOIN vi_records r ON r.id = scored.rid {filter}
+                  ORDER BY scored.score DESC, r.id LIMIT $3"
+            );
+            let k = k as i64;
+            if filter.is_empty() {
+                s.all(&sql, &[&qterms, &qidx, &k])
+            } else {
+                s.all(&sql, &[&qterms, &qidx, &k, &a, &b, &c])
+            }
+            .map_err(self.e())
+        })?;
+        rows.iter()
+            .enumerate()
+            .map(|(rank, r)| {
+                let bm25 = r.get::<_, f32>(4);
+                self.hit(
+                    r,
+                    bm25,
+                    Evidence {
+                        lexical_rank: Some(rank + 1),
+                        bm25: Some(bm25),
+                        ..Evidence::default()
+                    },
+                )
+            })
+            .collect()
+    }
+
+    pub(super) fn frequencies(
+        &self,
+        terms: &[&str],
+        excluding: Option<&VPath>,
+    ) -> Result<(u64, Vec<u64>)> {
+        let tokens: Vec<Vec<String>> = terms
+            .iter()
+            .map(|t| {
+                let doc = text::document(t);
+                if doc.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    self.tokens(&doc)
+                }
+            })
+            .collect::<Result<_>>()?;
+        let [a, b, c] = match excluding {
+            Some(p) => under_params(p),
+            None => Default::default(),
+        };
+        // Outside `excluding`, with its three bounds at `$at`...
+        let outside = |at: usize| match excluding {
+            Some(_) => format!("AND NOT ({})", under_sql(at)),
+            None => String::new(),
+        };
+        let content = Level::Content as i16;
+        let docs_sql = format!(
+            "SELECT count(*) FROM vi_records r WHERE level = {content} {}",
+            outside(1)
+        );
+        // A term's index terms all in one file (FTS5 asks for them as a phrase: the files
+        // hold them as the document made them, side by side).
+        let df_sql = format!(
+            "SELECT count(*) FROM
+               (SELECT rid FROM vi_postings WHERE term = ANY($1)
+                 GROUP BY rid HAVING count(*) = $2) x
+               JOIN vi_records r ON r.id = x.rid
+              WHERE r.level = {content} {}",
+            outside(3)
+        );
+        self.read(|s| {
+            let e = self.e();
+            let docs: i64 = match excluding {
+                Some(_) => s.one(&docs_sql, &[&a, &b, &c]),
+                None => s.one(&docs_sql, &[]),
+            }
+            .map_err(&e)?
+            .get(0);
+            let mut out = Vec::with_capacity(tokens.len());
+            for t in &tokens {
+                let mut distinct = t.clone();
+                distinct.sort();
+                distinct.dedup();
+                if distinct.is_empty() {
+                    out.push(0);
+                    continue;
+                }
+                let n = distinct.len() as i64;
+                let row = match excluding {
+                    Some(_) => s.one(&df_sql, &[&distinct, &n, &a, &b, &c]),
+                    None => s.one(&df_sql, &[&distinct, &n]),
+                }
+                .map_err(&e)?;
+                out.push(row.get::<_, i64>(0) as u64);
+            }
+            Ok((docs as u64, out))
+        })
+    }
+}
+
+/// One OR'ed part of a query: the index term it searches for, and whether any term starting
+/// with it matches (a lone CJK character, as FTS5's `"中"*`).
+struct Phrase {
+    term: String,
+    prefix: bool,
+}
+
+impl PgIndex {
+    /// The query's terms as index terms (stemmed and folded as the postings are).
+    fn query_phrases(&self, terms: &[String]) -> Result<Vec<Phrase>> {
+        let mut out: Vec<Phrase> = Vec::new();
+        for t in terms {
+            let prefix = text::is_lone_cjk(t);
+            // A term FTS5 would read as several tokens is matched by its first.
+            let Some(term) = self.tokens(t)?.into_iter().next() else {
+                continue;
+            };
+            // Two query terms of one stem stay two phrases, each scored, as in FTS5.
+            out.push(Phrase { term, prefix });
+        }
+        Ok(out)
+    }
+
+    /// The postings' terms each phrase matches, with the phrase's index (1-based).
+    fn expand(
+        &self,
+        s: &mut Tx<'_, '_, '_>,
+        phrases: &[Phrase],
+    ) -> Result<(Vec<String>, Vec<i32>)> {
+        let mut terms = Vec::new();
+        let mut idx = Vec::new();
+        for (i, p) in phrases.iter().enumerate() {
+            if !p.prefix {
+                terms.push(p.term.clone());
+                idx.push(i as i32 + 1);
+                continue;
+            }
+            let upper = format!("{}\u{10FFFF}", p.term);
+            let rows = s
+                .all(
+                    "SELECT DISTINCT term FROM vi_postings WHERE term >= $1 AND term < $2",
+                    &[&p.term, &upper],
+                )
+                .map_err(self.e())?;
+            for r in rows {
+                terms.push(r.get(0));
+                idx.push(i as i32 + 1);
+            }
+        }
+        Ok((terms, idx))
+    }
+}
