@@ -20,7 +20,7 @@ use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, Queue, Que
 // The tests' PostgreSQL fixture alone (the rest of tests/support is for test binaries).
 #[allow(dead_code)]
 #[path = "../tests/support/pg.rs"]
-mod pg_support;
+mod pg;
 
 const BATCH: usize = 100;
 
@@ -377,7 +377,7 @@ fn main() {
             .join("target/postgres/bin/postgres")
             .exists();
     if have_pg {
-        let server = pg_support::PgServer::start();
+        let server = pg::PgServer::start();
         let dsn = server.dsn();
         let store = Store::Postgres(&dsn, dir.path());
         runs(store);
