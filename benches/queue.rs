@@ -387,7 +387,8 @@ fn main() {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(5),
         );
-        let work_jobs = (n / 5).max(100);
+        // The whole backlog (10,000 jobs by default), as issue #16's target states it.
+        let work_jobs = n;
         let one = hosts_draining(store, work_jobs, 1, work);
         one.print(None);
         let two = hosts_draining(store, work_jobs, 2, work);
