@@ -187,6 +187,15 @@ pub struct IndexStats {
 }
 
 impl Hit {
+    /// The order of a dense search's results on every backend: higher score first, ties by
+    /// name and level.
+    pub(crate) fn best_first(a: &Hit, b: &Hit) -> std::cmp::Ordering {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.uri.cmp(&b.uri))
+            .then(a.level.cmp(&b.level))
+    }
+
     /// Whether the source this hit names is still in the workspace, as the right kind
     /// (a file for content, a directory for summaries).
     pub fn is_live_in(&self, ws: &Workspace) -> bool {

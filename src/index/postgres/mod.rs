@@ -520,11 +520,11 @@ impl Engine for PgIndex {
             .windows(2)
             .any(|w| (&recs[w[0]].uri, recs[w[0]].level) == (&recs[w[1]].uri, recs[w[1]].level));
         self.write(|s| {
-            if repeated || recs.len() < 4 {
-                // A record named twice in one batch, or a few: one at a time.
+            if repeated {
+                // A record named twice: one after the other, as the SQLite store writes them.
                 return order
                     .iter()
-                    .try_for_each(|&i| self.upsert(s, &recs[i], &postings[i]));
+                    .try_for_each(|&i| self.upsert_batch(s, recs, &postings, &[i]));
             }
             self.upsert_batch(s, recs, &postings, &order)
         })

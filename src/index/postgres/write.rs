@@ -1,101 +1,16 @@
-//! Writes to the server's index: records one at a time or in batches, their postings, their
-//! removal, and a moved record's name terms. Every function runs inside the caller's
+//! Writes to the server's index: records in batches with their postings, their removal, and
+//! a moved record's name terms. Every function runs inside the caller's
 //! transaction ([`Tx`]) and adds what it changes to the transaction's counts.
 
 use super::{PgIndex, Tx};
 use crate::index::analyze::Postings;
 use crate::index::engine::Result;
 use crate::index::Record;
+use std::collections::HashMap;
+
 use postgres::types::ToSql;
 
 impl PgIndex {
-    /// One record: its row locked (or inserted), its postings replaced, its counts noted.
-    pub(super) fn upsert(&self, s: &mut Tx<'_, '_, '_>, rec: &Record, p: &Postings) -> Result<()> {
-        let e = self.e();
-        let level = rec.level as i16;
-        let vec = rec
-            .vector
-            .as_ref()
-            .map(|v| pgvector::Vector::from(crate::index::sqlite::quant::normalised(v)));
-        let (id, old_len) = loop {
-            let existing = s
-                .opt(
-                    "SELECT id, version, len FROM vi_records WHERE uri = $1 AND level = $2
-                     FOR UPDATE",
-                    &[&rec.uri.as_str(), &level],
-                )
-                .map_err(&e)?;
-            if let Some(row) = existing {
-                let (id, version, len): (i64, String, i32) = (row.get(0), row.get(1), row.get(2));
-                // A new version without a vector: the old vector described other text.
-                let clear = version != rec.source_version && vec.is_none();
-                s.exec(
-                    "UPDATE vi_records SET version = $2, snippet = $3, partial = $4,
-                            name_len = $5, len = $6,
-                            vec = CASE WHEN $7::vector IS NOT NULL THEN $7::vector
-                                       WHEN $8 THEN NULL ELSE vec END
-                      WHERE id = $1",
-                    &[
-                        &id,
-                        &rec.source_version,
-                        &rec.snippet,
-                        &rec.partial,
-                        &p.name_len,
-                        &p.len,
-                        &vec,
-                        &clear,
-                    ],
-                )
-                .map_err(&e)?;
-                s.exec("DELETE FROM vi_postings WHERE rid = $1", &[&id])
-                    .map_err(&e)?;
-                break (id, Some(len));
-            }
-            let inserted = s
-                .opt(
-                    "INSERT INTO vi_records (uri, level, version, snippet, partial, name_len, len, vec)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                     ON CONFLICT (uri, level) DO NOTHING RETURNING id",
-                    &[
-                        &rec.uri.as_str(),
-                        &level,
-                        &rec.source_version,
-                        &rec.snippet,
-                        &rec.partial,
-                        &p.name_len,
-                        &p.len,
-                        &vec,
-                    ],
-                )
-                .map_err(&e)?;
-            // None: another host inserted it meanwhile; update that row instead.
-            if let Some(row) = inserted {
-                break (row.get(0), None);
-            }
-        };
-        self.put_postings(s, id, p)?;
-        match old_len {
-            Some(old) => self.count_in(s, 0, (p.len - old) as i64),
-            None => self.count_in(s, 1, p.len as i64),
-        }
-    }
-
-    pub(super) fn put_postings(&self, s: &mut Tx<'_, '_, '_>, id: i64, p: &Postings) -> Result<()> {
-        if p.terms.is_empty() {
-            return Ok(());
-        }
-        let terms: Vec<&str> = p.terms.iter().map(|t| t.0.as_str()).collect();
-        let name: Vec<i32> = p.terms.iter().map(|t| t.1).collect();
-        let body: Vec<i32> = p.terms.iter().map(|t| t.2).collect();
-        s.exec(
-            "INSERT INTO vi_postings (term, rid, name_tf, body_tf, len)
-             SELECT t, $1, n, b, $2 FROM unnest($3::text[], $4::int4[], $5::int4[]) AS u(t, n, b)",
-            &[&id, &p.len, &terms, &name, &body],
-        )
-        .map_err(self.e())?;
-        Ok(())
-    }
-
     /// Delete the records `where_` selects (binding `params`); returns how many.
     pub(super) fn remove(
         &self,
@@ -118,20 +33,56 @@ impl PgIndex {
     }
 }
 
+/// The record columns of some of a batch's records, as arrays for `unnest`.
+struct Columns<'a> {
+    versions: Vec<&'a str>,
+    snippets: Vec<&'a str>,
+    partial: Vec<bool>,
+    name_lens: Vec<i32>,
+    lens: Vec<i32>,
+    vecs: Vec<Option<pgvector::Vector>>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(recs: &'a [Record], postings: &[Postings], which: &[usize]) -> Columns<'a> {
+        Columns {
+            versions: which
+                .iter()
+                .map(|&i| recs[i].source_version.as_str())
+                .collect(),
+            snippets: which.iter().map(|&i| recs[i].snippet.as_str()).collect(),
+            partial: which.iter().map(|&i| recs[i].partial).collect(),
+            name_lens: which.iter().map(|&i| postings[i].name_len).collect(),
+            lens: which.iter().map(|&i| postings[i].len).collect(),
+            vecs: which
+                .iter()
+                .map(|&i| {
+                    recs[i]
+                        .vector
+                        .as_ref()
+                        .map(|v| pgvector::Vector::from(crate::index::sqlite::quant::normalised(v)))
+                })
+                .collect(),
+        }
+    }
+}
+
 impl PgIndex {
-    /// Many records (each named once) in a few statements: the existing rows locked in
-    /// `order`, updated from arrays, the new ones inserted from arrays, all their postings in
-    /// one insert. A record another writer inserted meanwhile goes the one-at-a-time way.
+    /// Records `which` of `recs` (each named once among them) in a few statements: the
+    /// existing rows locked in the order given, updated from arrays, the new ones inserted
+    /// from arrays, all their postings in one insert. A record another writer inserted
+    /// meanwhile is written again as an existing one.
     pub(super) fn upsert_batch(
         &self,
         s: &mut Tx<'_, '_, '_>,
         recs: &[Record],
         postings: &[Postings],
-        order: &[usize],
+        which: &[usize],
     ) -> Result<()> {
         let e = self.e();
-        let uris: Vec<&str> = order.iter().map(|&i| recs[i].uri.as_str()).collect();
-        let levels: Vec<i16> = order.iter().map(|&i| recs[i].level as i16).collect();
+        let key = |i: usize| (recs[i].uri.as_str().to_string(), recs[i].level as i16);
+        let uris: Vec<&str> = which.iter().map(|&i| recs[i].uri.as_str()).collect();
+        let levels: Vec<i16> = which.iter().map(|&i| recs[i].level as i16).collect();
         let rows = s
             .all(
                 "SELECT r.id, r.uri, r.level, r.version, r.len FROM vi_records r
@@ -141,56 +92,25 @@ impl PgIndex {
                 &[&uris, &levels],
             )
             .map_err(&e)?;
-        let mut existing = std::collections::HashMap::new();
-        for r in &rows {
-            let key: (String, i16) = (r.get(1), r.get(2));
-            existing.insert(
-                key,
-                (
-                    r.get::<_, i64>(0),
-                    r.get::<_, String>(3),
-                    r.get::<_, i32>(4),
-                ),
-            );
-        }
-        let unit = |i: usize| {
-            recs[i]
-                .vector
-                .as_ref()
-                .map(|v| pgvector::Vector::from(crate::index::sqlite::quant::normalised(v)))
-        };
-        // Existing rows: new values, postings replaced.
-        let (mut old, mut new): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
-        for &i in order {
-            let key = (recs[i].uri.as_str().to_string(), recs[i].level as i16);
-            if existing.contains_key(&key) {
-                old.push(i);
-            } else {
-                new.push(i);
-            }
-        }
-        let mut ids: Vec<(usize, i64)> = Vec::with_capacity(recs.len());
+        let existing: HashMap<(String, i16), (i64, String, i32)> = rows
+            .iter()
+            .map(|r| ((r.get(1), r.get(2)), (r.get(0), r.get(3), r.get(4))))
+            .collect();
+        let (old, new): (Vec<usize>, Vec<usize>) =
+            which.iter().partition(|&&i| existing.contains_key(&key(i)));
+        let mut ids: Vec<(usize, i64)> = Vec::with_capacity(which.len());
         if !old.is_empty() {
-            let mut u_ids = Vec::new();
-            let mut clear = Vec::new();
+            let mut u_ids = Vec::with_capacity(old.len());
+            let mut clear = Vec::with_capacity(old.len());
             for &i in &old {
-                let (id, version, len) =
-                    &existing[&(recs[i].uri.as_str().to_string(), recs[i].level as i16)];
+                let (id, version, len) = &existing[&key(i)];
                 u_ids.push(*id);
                 // A new version without a vector: the old vector described other text.
                 clear.push(*version != recs[i].source_version && recs[i].vector.is_none());
                 s.tokens += (postings[i].len - len) as i64;
                 ids.push((i, *id));
             }
-            let versions: Vec<&str> = old
-                .iter()
-                .map(|&i| recs[i].source_version.as_str())
-                .collect();
-            let snippets: Vec<&str> = old.iter().map(|&i| recs[i].snippet.as_str()).collect();
-            let partial: Vec<bool> = old.iter().map(|&i| recs[i].partial).collect();
-            let name_lens: Vec<i32> = old.iter().map(|&i| postings[i].name_len).collect();
-            let lens: Vec<i32> = old.iter().map(|&i| postings[i].len).collect();
-            let vecs: Vec<Option<pgvector::Vector>> = old.iter().map(|&i| unit(i)).collect();
+            let c = Columns::of(recs, postings, &old);
             s.exec(
                 "UPDATE vi_records r SET version = u.version, snippet = u.snippet,
                         partial = u.partial, name_len = u.name_len, len = u.len,
@@ -201,50 +121,49 @@ impl PgIndex {
                         AS u(id, version, snippet, partial, name_len, len, vec, clear)
                   WHERE r.id = u.id",
                 &[
-                    &u_ids, &versions, &snippets, &partial, &name_lens, &lens, &vecs, &clear,
+                    &u_ids,
+                    &c.versions,
+                    &c.snippets,
+                    &c.partial,
+                    &c.name_lens,
+                    &c.lens,
+                    &c.vecs,
+                    &clear,
                 ],
             )
             .map_err(&e)?;
             s.exec("DELETE FROM vi_postings WHERE rid = ANY($1)", &[&u_ids])
                 .map_err(&e)?;
         }
+        let mut raced = Vec::new();
         if !new.is_empty() {
             let n_uris: Vec<&str> = new.iter().map(|&i| recs[i].uri.as_str()).collect();
             let n_levels: Vec<i16> = new.iter().map(|&i| recs[i].level as i16).collect();
-            let versions: Vec<&str> = new
-                .iter()
-                .map(|&i| recs[i].source_version.as_str())
-                .collect();
-            let snippets: Vec<&str> = new.iter().map(|&i| recs[i].snippet.as_str()).collect();
-            let partial: Vec<bool> = new.iter().map(|&i| recs[i].partial).collect();
-            let name_lens: Vec<i32> = new.iter().map(|&i| postings[i].name_len).collect();
-            let lens: Vec<i32> = new.iter().map(|&i| postings[i].len).collect();
-            let vecs: Vec<Option<pgvector::Vector>> = new.iter().map(|&i| unit(i)).collect();
-            let made = s
+            let c = Columns::of(recs, postings, &new);
+            let made: HashMap<(String, i16), i64> = s
                 .all(
                     "INSERT INTO vi_records (uri, level, version, snippet, partial, name_len, len, vec)
                      SELECT * FROM unnest($1::text[], $2::int2[], $3::text[], $4::text[],
                                           $5::bool[], $6::int4[], $7::int4[], $8::vector[])
                      ON CONFLICT (uri, level) DO NOTHING RETURNING id, uri, level",
-                    &[&n_uris, &n_levels, &versions, &snippets, &partial, &name_lens, &lens, &vecs],
+                    &[
+                        &n_uris, &n_levels, &c.versions, &c.snippets, &c.partial, &c.name_lens,
+                        &c.lens, &c.vecs,
+                    ],
                 )
-                .map_err(&e)?;
-            let mut made_ids = std::collections::HashMap::new();
-            for r in &made {
-                made_ids.insert(
-                    (r.get::<_, String>(1), r.get::<_, i16>(2)),
-                    r.get::<_, i64>(0),
-                );
-            }
+                .map_err(&e)?
+                .iter()
+                .map(|r| ((r.get(1), r.get(2)), r.get(0)))
+                .collect();
             for &i in &new {
-                match made_ids.get(&(recs[i].uri.as_str().to_string(), recs[i].level as i16)) {
+                match made.get(&key(i)) {
                     Some(&id) => {
                         s.docs += 1;
                         s.tokens += postings[i].len as i64;
                         ids.push((i, id));
                     }
-                    // Another writer inserted it meanwhile: update that row instead.
-                    None => self.upsert(s, &recs[i], &postings[i])?,
+                    // Another writer inserted it meanwhile (the insert waited for its commit).
+                    None => raced.push(i),
                 }
             }
         }
@@ -270,7 +189,12 @@ impl PgIndex {
             )
             .map_err(&e)?;
         }
-        Ok(())
+        // Their rows are committed now: this time they are existing ones.
+        if raced.is_empty() {
+            Ok(())
+        } else {
+            self.upsert_batch(s, recs, postings, &raced)
+        }
     }
 }
 

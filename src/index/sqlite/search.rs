@@ -197,12 +197,7 @@ impl SqliteEngine {
                 },
             });
         }
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.uri.cmp(&b.uri))
-                .then(a.level.cmp(&b.level))
-        });
+        hits.sort_by(Hit::best_first);
         Ok(hits)
     }
 }

@@ -355,10 +355,7 @@ impl SqliteEngine {
         self.write(|b| recs.iter().try_for_each(|r| b.upsert(r)))
     }
 
-    /// Give the record at (uri, level) the vector `v` if it is still at `version` (else the
-    /// source changed since the vector's text was read: a newer job embeds it). Returns
-    /// whether it was set. Never creates a record, so it needs no lock: a record that rm or
-    /// mv took away stays away.
+    /// See [`crate::index::Index::set_vector`].
     pub(super) fn set_vector(
         &self,
         uri: &VPath,

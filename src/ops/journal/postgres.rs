@@ -47,6 +47,25 @@ pub struct PgJournal {
     pg: Arc<Pg>,
 }
 
+/// Every intent, oldest first, with its age at `now` (the server's clock).
+fn all_intents(
+    c: &mut impl postgres::GenericClient,
+    now: i64,
+) -> std::result::Result<Vec<IntentData>, postgres::Error> {
+    Ok(c.query(
+        "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
+        &[],
+    )?
+    .iter()
+    .map(|r| IntentData {
+        id: r.get(0),
+        body: r.get(1),
+        owner: r.get(2),
+        age: age(now, r.get(3)),
+    })
+    .collect())
+}
+
 fn age(now: i64, then: i64) -> Duration {
     Duration::from_millis((now - then).max(0) as u64)
 }
@@ -116,18 +135,7 @@ impl Engine for PgJournal {
     fn intents(&self) -> Result<Vec<IntentData>> {
         self.with(|c| {
             let now: i64 = c.query_one(NOW_SQL, &[])?.get(0);
-            Ok(c.query(
-                "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
-                &[],
-            )?
-            .iter()
-            .map(|r| IntentData {
-                id: r.get(0),
-                body: r.get(1),
-                owner: r.get(2),
-                age: age(now, r.get(3)),
-            })
-            .collect())
+            all_intents(c, now)
         })
     }
 
@@ -240,19 +248,7 @@ impl Engine for PgJournal {
                 .read_only(true)
                 .start()?;
             let now: i64 = tx.query_one(NOW_SQL, &[])?.get(0);
-            let intents = tx
-                .query(
-                    "SELECT id, body, owner, created FROM vj_intents ORDER BY id",
-                    &[],
-                )?
-                .iter()
-                .map(|r| IntentData {
-                    id: r.get(0),
-                    body: r.get(1),
-                    owner: r.get(2),
-                    age: age(now, r.get(3)),
-                })
-                .collect();
+            let intents = all_intents(&mut tx, now)?;
             let mut lifecycles: Vec<LifecycleRow> = tx
                 .query(
                     "SELECT handle, target, kind, created FROM vj_lifecycles
