@@ -317,9 +317,10 @@ impl Index {
             model: self.model_id.clone(),
             dim: self.dim,
         };
-        if let Some(m) = self.engine.read_meta()? {
-            if m.schema == wanted.schema && self.accepts(&m, reset) {
-                return self.adopt(&m, reset); // The common case: no write lock taken.
+        let stored = self.engine.read_meta()?;
+        if let Some(m) = &stored {
+            if m.schema == wanted.schema && self.accepts(m, reset) {
+                return self.adopt(m, reset); // The common case: no write lock taken.
             }
         }
         let decide = |stored: Option<&Meta>| match stored {
@@ -341,7 +342,7 @@ impl Index {
             // nothing (the caller rebuilds them from the files).
             _ => Ok(Reinit::Recreate),
         };
-        let existed = self.engine.read_meta()?.is_some();
+        let existed = stored.is_some();
         let done = self.engine.reinit(&wanted, &decide)?;
         match done {
             Reinit::Keep => {

@@ -243,9 +243,6 @@ impl<'t> Batch<'t> {
     }
 
     fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
-        if let Some(v) = &rec.vector {
-            self.eng.check_dim(v.len())?;
-        }
         // One lookup for the row, its version and its slot.
         let existing: Option<(i64, String, Option<Slot>)> = self
             .tx
