@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::encoder::{Config, Encoder};
 use super::{EmbedError, Embedder};
 
 /// Texts per forward pass. Attention costs grow with the square of the longest text in a
@@ -39,7 +39,7 @@ const REMEDY: &str = "point embedding.dense.model at a sentence-transformers mod
 /// are spread over rayon's global pool (`RAYON_NUM_THREADS`, else one thread per core), so
 /// concurrent calls share those cores rather than multiply them.
 pub struct BertEmbedder {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     dim: usize,
     max_tokens: usize,
@@ -76,6 +76,19 @@ impl BertEmbedder {
                 "hidden_size and max_position_embeddings must be at least 1",
             ));
         }
+        if config.num_attention_heads == 0
+            || !config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
+        {
+            return Err(bad_file(
+                &config_path,
+                format!(
+                    "hidden_size {} is not a multiple of num_attention_heads {}",
+                    config.hidden_size, config.num_attention_heads
+                ),
+            ));
+        }
 
         let st_config_path = dir.join("sentence_bert_config.json");
         let st_config_text = match fs::read_to_string(&st_config_path) {
@@ -108,7 +121,7 @@ impl BertEmbedder {
             }))
             .map_err(|e| bad_file(&tokenizer_path, e))?;
         tokenizer.with_padding(None);
-        let pad_id = config.pad_token_id as u32;
+        let pad_id = config.pad_token_id;
 
         let weights_path = dir.join("model.safetensors");
         // Read rather than mmap: a model file replaced under a live mapping is undefined
@@ -128,7 +141,7 @@ impl BertEmbedder {
             .map_err(|e| bad_file(&weights_path, e))?;
         drop(weights);
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = BertModel::load(vb, &config).map_err(|e| bad_file(&weights_path, e))?;
+        let model = Encoder::load(vb, &config).map_err(|e| bad_file(&weights_path, e))?;
 
         Ok(BertEmbedder {
             model,
@@ -165,17 +178,14 @@ impl BertEmbedder {
             mask.extend(std::iter::repeat_n(1u32, s.len()));
             mask.extend(std::iter::repeat_n(0u32, len - s.len()));
         }
-        let device = &self.model.device;
+        let device = self.model.device();
         let shape = (seqs.len(), len);
         let ids = Tensor::from_vec(ids, shape, device).map_err(err)?;
         let mask = Tensor::from_vec(mask, shape, device).map_err(err)?;
         let type_ids = ids.zeros_like().map_err(err)?;
         // (batch, len, hidden). The mask keeps padding out of attention; it must also keep
         // it out of the mean, or a text's vector would depend on its batch mates.
-        let hidden = self
-            .model
-            .forward(&ids, &type_ids, Some(&mask))
-            .map_err(err)?;
+        let hidden = self.model.forward(&ids, &type_ids, &mask).map_err(err)?;
         let mask = mask.to_dtype(DType::F32).map_err(err)?;
         let summed = hidden
             .broadcast_mul(&mask.unsqueeze(2).map_err(err)?)

@@ -9,6 +9,7 @@
 //! Every failure is an [`EmbedError`]; the job layer treats it as a retryable job error.
 
 mod bert;
+mod encoder;
 mod http;
 
 use std::sync::Arc;
