@@ -22,6 +22,7 @@ pub const ALL: &[&str] = &[
     "add.unstaged",
     // ops::jobs (embedding)
     "job.dense.computed",
+    "job.dense.record_written",
     "job.embed.computed",
     "job.embed.indexed",
     "job.embed.start",

@@ -399,6 +399,8 @@ impl Ops {
                     if fresh {
                         self.put_record(p, Level::Content, &text, version, partial)?;
                         crate::crash_point!("job.embed.indexed");
+                    } else {
+                        self.queue_missing_vector(p, Level::Content)?;
                     }
                     return self.job_finished(job, lc);
                 }
@@ -433,6 +435,21 @@ impl Ops {
             partial,
         })?;
         if self.embedder.is_some() {
+            crate::crash_point!("job.dense.record_written");
+            self.queue.submit(&[dense_job(uri, level)])?;
+        }
+        Ok(())
+    }
+
+    /// Queue the vector of a record a job found already current, if it has none. The record
+    /// and its `dense` job are two stores' commits: a run that died between them (the process
+    /// killed from any other thread) left a record no job will embed, and this re-run is the
+    /// one that knows. Queueing again is harmless: the job coalesces by key.
+    fn queue_missing_vector(&self, uri: &VPath, level: Level) -> Result<(), OpsError> {
+        if self.embedder.is_none() {
+            return Ok(());
+        }
+        if let Some((_, false)) = self.index.vector_state(uri, level)? {
             self.queue.submit(&[dense_job(uri, level)])?;
         }
         Ok(())
@@ -678,10 +695,12 @@ impl Ops {
                 self.propagate(dir, lc)?;
             }
             crate::crash_point!("job.semantic.propagated");
-            if !indexed {
-                for (level, text, version) in
-                    [(Level::Abstract, abs, abs_v), (Level::Overview, ov, ov_v)]
-                {
+            for (level, text, version) in
+                [(Level::Abstract, abs, abs_v), (Level::Overview, ov, ov_v)]
+            {
+                if indexed {
+                    self.queue_missing_vector(dir, level)?;
+                } else {
                     self.put_record(dir, level, &text, version, false)?;
                 }
             }

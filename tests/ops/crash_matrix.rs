@@ -370,6 +370,7 @@ matrix! {
     index_write_before_commit => "index.write.before_commit",
     index_set_vector_before_commit => "index.set_vector.before_commit",
     job_dense_computed => "job.dense.computed",
+    job_dense_record_written => "job.dense.record_written",
     index_rebuild_file => "index.rebuild.file",
     add_staged => "add.staged",
     add_locked => "add.locked",
