@@ -9,7 +9,8 @@
 # bindfs is optional. Set VIKINGFS_MOUNT_OPTS (e.g. nopassthrough) to compare modes.
 # Target vikingfs-pg is a vikingfs mount with its stores on PostgreSQL (storage.backend =
 # "postgres", a server started by scripts/pg-server.sh, a fresh database per round), when
-# scripts/fetch-postgres.sh fetched it (BENCH_PG=0 skips it).
+# scripts/fetch-postgres.sh fetched it (BENCH_PG=0 skips it). Target base is the same mount
+# by BASE_BIN (an older build of vikingfs), when set: the two builds in the same rounds.
 set -euo pipefail
 
 SIZE=${1:-1G}
@@ -74,6 +75,9 @@ target_up() {
     vikingfs)
         HOME="$WORK" "$BIN" mount "${opts[@]}" "$WORK/fs/ws" "$WORK/mnt" >&2
         mkdir -p "$WORK/mnt/resources/bench" && echo "$WORK/mnt/resources/bench" ;;
+    base)
+        HOME="$WORK" "$BASE_BIN" mount "${opts[@]}" "$WORK/fs/ws" "$WORK/mnt" >&2
+        mkdir -p "$WORK/mnt/resources/bench" && echo "$WORK/mnt/resources/bench" ;;
     vikingfs-pg)
         # A new workspace each round, and a database serves one workspace: a new database.
         PGDB=$((PGDB + 1))
@@ -90,6 +94,7 @@ target_up() {
 
 target_down() {
     case $1 in
+    base) "$BASE_BIN" umount "$WORK/mnt" 2>/dev/null || true; unmount_retry "$WORK/mnt" ;;
     vikingfs | vikingfs-pg) "$BIN" umount "$WORK/mnt" 2>/dev/null || true; unmount_retry "$WORK/mnt" ;;
     bindfs) unmount_retry "$WORK/bindfs" ;;
     esac
@@ -109,6 +114,7 @@ cleanup() {
 trap cleanup EXIT
 
 targets=(native vikingfs)
+[ -n "${BASE_BIN:-}" ] && targets+=(base)
 command -v bindfs >/dev/null && targets+=(bindfs)
 PGDIR=/tmp/vikingfs-pg-bench-$$ PGDB=0 PGDSN=
 if [ "${BENCH_PG:-1}" = 1 ] && [ -x "$ROOT/target/postgres/bin/postgres" ]; then

@@ -70,6 +70,16 @@ impl BertEmbedder {
                 format!("model_type {t:?} is not \"bert\""),
             ));
         }
+        if let Some(t) = config
+            .position_embedding_type
+            .as_deref()
+            .filter(|t| *t != "absolute")
+        {
+            return Err(bad_file(
+                &config_path,
+                format!("position_embedding_type {t:?} is not \"absolute\""),
+            ));
+        }
         if config.hidden_size == 0 || config.max_position_embeddings == 0 {
             return Err(bad_file(
                 &config_path,

@@ -31,6 +31,8 @@ pub(super) struct Config {
     #[serde(default)]
     pub pad_token_id: u32,
     pub model_type: Option<String>,
+    /// Only "absolute" (the default) is computed here.
+    pub position_embedding_type: Option<String>,
 }
 
 /// The feed-forward activation, as Hugging Face's `ACT2FN` names them.

@@ -269,6 +269,28 @@ fn bad_model_directories_are_config_errors_naming_the_file() {
         "{msg}"
     );
 
+    // Shapes and activations the encoder cannot run are refused at load, naming the file.
+    for (from, to, named) in [
+        (
+            r#""hidden_act": "gelu""#,
+            r#""hidden_act": "swish""#,
+            "swish",
+        ),
+        (
+            r#""num_attention_heads": 12"#,
+            r#""num_attention_heads": 5"#,
+            "num_attention_heads",
+        ),
+    ] {
+        let dir = edited_copy(|d| {
+            let config = std::fs::read_to_string(d.join("config.json")).unwrap();
+            assert!(config.contains(from), "config.json has {from}");
+            std::fs::write(d.join("config.json"), config.replace(from, to)).unwrap();
+        });
+        let msg = config_error(dir.path());
+        assert!(msg.contains("config.json") && msg.contains(named), "{msg}");
+    }
+
     let dir = edited_copy(|d| std::fs::write(d.join("tokenizer.json"), "{}").unwrap());
     assert!(config_error(dir.path()).contains("tokenizer.json"));
 
