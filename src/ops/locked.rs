@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use super::{Ops, OpsError, Release};
 use crate::error::Chain;
+use crate::fs::error::ToErrno;
 use crate::fs::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
@@ -65,28 +66,57 @@ fn follow_up(what: &'static str, p: &VPath, r: Result<(), OpsError>) {
     }
 }
 
+/// Whether the change a job is queued for frees space (and may use the reserve to queue it).
+#[derive(Clone, Copy)]
+enum Frees {
+    Space,
+    Nothing,
+}
+
 impl LockedMutations {
     /// Queue `p`'s embedding and its directory's summary *before* its content changes, under
     /// its EXACT lock, as `Ops::write_file` does: a daemon killed while the file is open (or
     /// between a truncate and its release) leaves the file with its job, and the next daemon
     /// indexes what is there. A job that runs meanwhile concludes nothing without this lock
     /// and re-reads a file that changed; the release queues the file again (coalesced).
-    fn queue_first(&self, p: &VPath) {
-        follow_up("file_written", p, self.ops.file_written(p));
+    ///
+    /// On a full disk the job may not fit (its spool line needs a block): then a create, an
+    /// open or a link fails with ENOSPC before it changes anything, rather than leave a file
+    /// no job will index; a truncate, which frees space, queues its job in the reserve's room
+    /// ([`Ops::freeing`]). Any other failure to queue is logged and the change goes ahead, as
+    /// a follow-up's would.
+    fn queue_first(&self, op: &'static str, p: &VPath, frees: Frees) -> MResult<()> {
+        let r = match frees {
+            Frees::Space => self.ops.freeing(|| self.ops.file_written(p)),
+            Frees::Nothing => self.ops.file_written(p),
+        };
+        match r {
+            Err(e) if e.is_disk_full() => Err(MutationError::backend(op, p, e)),
+            r => {
+                follow_up("file_written", p, r);
+                Ok(())
+            }
+        }
     }
 }
 
 impl Mutations for LockedMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
         self.exact("create", path, || {
-            self.queue_first(path);
+            self.queue_first("create", path, Frees::Nothing)?;
             self.direct.create(path, mode, flags, owner)
         })
     }
 
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
         self.exact("open", path, || {
-            self.queue_first(path);
+            // `: > file` on a full disk frees space; other opens for writing are to write more.
+            let frees = if flags & libc::O_TRUNC != 0 {
+                Frees::Space
+            } else {
+                Frees::Nothing
+            };
+            self.queue_first("open", path, frees)?;
             self.direct.open_write(path, flags)
         })
     }
@@ -129,7 +159,7 @@ impl Mutations for LockedMutations {
 
     fn link(&self, existing: &VPath, new: &VPath) -> MResult<()> {
         self.exact("link", new, || {
-            self.queue_first(new);
+            self.queue_first("link", new, Frees::Nothing)?;
             self.direct.link(existing, new)
         })
     }
@@ -176,7 +206,7 @@ impl Mutations for LockedMutations {
         };
         self.exact_with("setattr", path, release, || {
             if change.size.is_some() {
-                self.queue_first(path);
+                self.queue_first("setattr", path, Frees::Space)?;
             }
             self.direct.setattr(path, change)
         })?;

@@ -148,7 +148,9 @@ fn a_full_disk_is_survivable() {
     let _ = fill(&r);
     ok(
         &r,
-        "echo 'spooled while full, wombats' > docs/late.md || true",
+        // Each create queues its job first (a spool line): one that cannot is refused with
+        // ENOSPC, so whatever exists afterwards is indexed (twenty lines cross a block).
+        "for i in $(seq 1 20); do echo 'spooled while full, wombats' > docs/late$i.md || true; done",
     );
     m.unmount();
     assert!(
