@@ -14,6 +14,9 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{Cause, Job, JobError, JobHandler, Queue, QueueError};
 
+/// How often a worker tries again to record a job's outcome that a full disk refused.
+const FULL_DISK_POLL: Duration = Duration::from_millis(200);
+
 /// What a pool runs for one named queue: its handler, on how many threads.
 #[derive(Clone)]
 pub struct HandlerSpec {
@@ -408,15 +411,28 @@ fn work(s: &Shared, handler: &dyn JobHandler, jobs: &Receiver<Job>, ready: &Send
             Err(_) => "failed",
         };
         m.jobs.with_label_values(&[&job.queue, how]).inc();
-        let outcome = match &verdict {
+        if let Err(e) = &verdict {
+            // As loud as the error says: a busy lock is retried quietly, a damaged index is
+            // an error.
+            crate::error::log_at!(e.level(), "job failed: {e}");
+        }
+        let record = || match &verdict {
             Ok(()) => s.queue.complete(&job),
-            Err(e) => {
-                // As loud as the error says: a busy lock is retried quietly, a damaged index
-                // is an error.
-                crate::error::log_at!(e.level(), "job failed: {e}");
-                s.queue.fail(&job, e)
-            }
+            Err(e) => s.queue.fail(&job, e),
         };
+        let mut outcome = record();
+        // A full disk refuses the outcome's write too. Try again while the lease lasts rather
+        // than leave the job looking claimed until it runs out: space freed meanwhile (the
+        // user's rm) lets the outcome through at once, and the claim's fence makes a write
+        // after a hand-on harmless (NotClaimed).
+        let until = Instant::now() + s.opts.lease;
+        while matches!(&outcome, Err(e) if e.is_disk_full())
+            && !s.stopping.load(Ordering::Relaxed)
+            && Instant::now() < until
+        {
+            std::thread::sleep(FULL_DISK_POLL);
+            outcome = record();
+        }
         match outcome {
             Ok(()) if verdict.is_ok() => s.completed.fetch_add(1, Ordering::Relaxed),
             Ok(()) => s.failed.fetch_add(1, Ordering::Relaxed),
