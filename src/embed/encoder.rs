@@ -166,19 +166,18 @@ impl Embeddings {
 impl Layer {
     fn load(vb: VarBuilder, c: &Config) -> Result<Layer> {
         let hidden = c.hidden_size;
-        let attention = vb.pp("attention");
         let linear = |d_in, d_out, name: &str| candle_nn::linear(d_in, d_out, vb.pp(name));
-        let norm = |vb: VarBuilder| candle_nn::layer_norm(hidden, c.layer_norm_eps, vb);
+        let norm = |name: &str| candle_nn::layer_norm(hidden, c.layer_norm_eps, vb.pp(name));
         Ok(Layer {
-            query: candle_nn::linear(hidden, hidden, attention.pp("self.query"))?,
-            key: candle_nn::linear(hidden, hidden, attention.pp("self.key"))?,
-            value: candle_nn::linear(hidden, hidden, attention.pp("self.value"))?,
-            attention_out: candle_nn::linear(hidden, hidden, attention.pp("output.dense"))?,
-            attention_norm: norm(attention.pp("output.LayerNorm"))?,
+            query: linear(hidden, hidden, "attention.self.query")?,
+            key: linear(hidden, hidden, "attention.self.key")?,
+            value: linear(hidden, hidden, "attention.self.value")?,
+            attention_out: linear(hidden, hidden, "attention.output.dense")?,
+            attention_norm: norm("attention.output.LayerNorm")?,
             intermediate: linear(hidden, c.intermediate_size, "intermediate.dense")?,
             activation: c.hidden_act,
             output: linear(c.intermediate_size, hidden, "output.dense")?,
-            output_norm: norm(vb.pp("output.LayerNorm"))?,
+            output_norm: norm("output.LayerNorm")?,
             heads: c.num_attention_heads,
             head_size: hidden / c.num_attention_heads,
         })

@@ -80,7 +80,8 @@ pub(crate) trait Engine: Send + Sync {
 
     /// Insert or replace each record (vectors already checked against the dimension).
     fn upsert_many(&self, recs: &[Record]) -> Result<()>;
-    /// The record's vector, if it is still at `version`; whether it was set.
+    /// The record's vector, if it is still at `version`; whether it was set (the vector
+    /// already checked against the dimension, as every vector an engine is given).
     fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool>;
     /// Every level of `uri`.
     fn delete(&self, uri: &VPath) -> Result<usize>;

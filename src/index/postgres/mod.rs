@@ -531,12 +531,6 @@ impl Engine for PgIndex {
     }
 
     fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool> {
-        if v.len() != self.dim {
-            return Err(IndexError::Dimension {
-                expected: self.dim,
-                got: v.len(),
-            });
-        }
         let vec = pgvector::Vector::from(crate::index::sqlite::quant::normalised(v));
         self.write(|s| {
             let n = s

@@ -3,17 +3,11 @@
 
 use super::{under_params, under_sql, PgIndex, Tx, EXACT_MAX};
 use crate::index::engine::{Result, NAME_WEIGHT};
-use crate::index::{text, Evidence, Hit, IndexError, Level};
+use crate::index::{text, Evidence, Hit, Level};
 use crate::uri::VPath;
 
 impl PgIndex {
     pub(super) fn dense(&self, unit: &[f32], k: usize, under: Option<&VPath>) -> Result<Vec<Hit>> {
-        if unit.len() != self.dim {
-            return Err(IndexError::Dimension {
-                expected: self.dim,
-                got: unit.len(),
-            });
-        }
         let q = pgvector::Vector::from(unit.to_vec());
         let k = k as i64;
         // The graph search looks at this many candidates: enough that the top k are found.

@@ -116,16 +116,6 @@ impl SqliteEngine {
         Level::from_i64(v).ok_or_else(|| self.corrupt(format!("record level {v}")))
     }
 
-    fn check_dim(&self, got: usize) -> Result<()> {
-        if got != self.dim {
-            return Err(IndexError::Dimension {
-                expected: self.dim,
-                got,
-            });
-        }
-        Ok(())
-    }
-
     fn put_meta(conn: &Connection, pairs: &[(&str, &str)]) -> rusqlite::Result<()> {
         for (k, v) in pairs {
             conn.execute(

@@ -66,7 +66,6 @@ impl SqliteEngine {
         k: usize,
         under: Option<&VPath>,
     ) -> Result<Vec<Hit>, IndexError> {
-        self.check_dim(unit.len())?;
         let unit = unit.to_vec();
         let mut codes = vec![0u8; self.dim];
         let scale = quantise(&unit, &mut codes);

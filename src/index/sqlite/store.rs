@@ -217,7 +217,6 @@ impl<'t> Batch<'t> {
 
     /// Give record `id` (placed at `place`) the vector `v`, reusing its slot.
     fn put_vector(&mut self, id: i64, place: Option<Slot>, v: &[f32]) -> Result<(), IndexError> {
-        self.eng.check_dim(v.len())?;
         let unit = normalised(v);
         let (chunk, slot) = match place {
             Some(p) => p,
@@ -360,7 +359,6 @@ impl SqliteEngine {
         version: &str,
         v: &[f32],
     ) -> Result<bool, IndexError> {
-        self.check_dim(v.len())?;
         self.write(|b| {
             let Some(p) = b
                 .placed(
