@@ -216,13 +216,7 @@ fn run_point(point: &str) {
             );
             env.drain();
             // Start again: the add completes (an update when recovery already finished it).
-            env.ok(&[
-                "add-resource",
-                local.to_str().unwrap(),
-                "--to",
-                to,
-                "--wait",
-            ]);
+            env.add_waited(&local, to);
             files.push((format!("{to}/e.md"), token("echo")));
             files.push((format!("{to}/f/g.md"), token("golf")));
             env.check(&files);

@@ -220,13 +220,7 @@ fn workspace() -> (Env, Vec<String>) {
         .collect();
     let refs: Vec<(&str, String)> = files.iter().map(|(p, c)| (p.as_str(), c.clone())).collect();
     let local = env.local("base", &refs);
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/base",
-        "--wait",
-    ]);
+    env.add_waited(&local, "viking://resources/base");
     let q = vikingfs::queue::Queue::open(&env.ws().join(".vikingfs/queue.db")).unwrap();
     let e = q.engine();
     e.enqueue(

@@ -21,13 +21,7 @@ fn base(env: &Env) -> Vec<(String, String)> {
             ("sub/c.md", note("charlie")),
         ],
     );
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/base",
-        "--wait",
-    ]);
+    env.add_waited(&local, "viking://resources/base");
     ["a.md:alpha", "b.md:bravo", "sub/c.md:charlie"]
         .iter()
         .map(|s| {
@@ -158,13 +152,7 @@ fn add_updates_incrementally() {
     std::fs::write(local.join("a.md"), note("amended")).unwrap();
     std::fs::remove_dir_all(local.join("sub")).unwrap();
     std::fs::write(local.join("new.md"), note("novel")).unwrap();
-    env.ok(&[
-        "add-resource",
-        local.to_str().unwrap(),
-        "--to",
-        "viking://resources/base",
-        "--wait",
-    ]);
+    env.add_waited(&local, "viking://resources/base");
 
     assert_eq!(
         files_under(&env.data("resources/base")),

@@ -144,6 +144,17 @@ impl Env {
     }
 
     /// Work the queues until drained.
+    /// `add-resource LOCAL --to TO --wait`: added, indexed and summarised when it returns.
+    pub fn add_waited(&self, local: &std::path::Path, to: &str) -> String {
+        self.ok(&[
+            "add-resource",
+            local.to_str().unwrap(),
+            "--to",
+            to,
+            "--wait",
+        ])
+    }
+
     pub fn drain(&self) {
         self.ok(&["wait", "--timeout", "120"]);
     }
