@@ -171,20 +171,32 @@ pub fn open(path: &Path, how: Open) -> rusqlite::Result<Connection> {
 /// fail at once.
 pub fn retry_busy<T>(
     patience: Duration,
-    mut f: impl FnMut() -> rusqlite::Result<T>,
+    f: impl FnMut() -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
+    retry_while(patience, is_busy, f)
+}
+
+/// The one retry loop: [`retry_busy`] for any error that may carry SQLite's busy answer
+/// (`busy` says which do), e.g. a store's own error wrapping the open's.
+pub fn retry_while<T, E>(
+    patience: Duration,
+    busy: impl Fn(&E) -> bool,
+    mut f: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
     let deadline = std::time::Instant::now() + patience;
     loop {
         match f() {
-            Err(e)
-                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
-                    && std::time::Instant::now() < deadline =>
-            {
+            Err(e) if busy(&e) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5));
             }
             r => return r,
         }
     }
+}
+
+/// Whether SQLite answered "database is locked" (busy) without waiting.
+pub fn is_busy(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
 }
 
 #[cfg(test)]

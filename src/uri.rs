@@ -50,10 +50,15 @@ pub fn is_internal_name(name: &str) -> bool {
         || name.starts_with(".vikingfs.")
 }
 
+/// A directory's short summary, written by the workers (OpenViking's L0).
+pub const ABSTRACT_FILE: &str = ".abstract.md";
+/// A directory's overview, written by the workers (OpenViking's L1).
+pub const OVERVIEW_FILE: &str = ".overview.md";
+
 /// Derived sidecar files: readable by name, listed only with the mount option `show_summaries`,
 /// never written by users.
 pub fn is_sidecar_name(name: &str) -> bool {
-    name == ".abstract.md" || name == ".overview.md"
+    name == ABSTRACT_FILE || name == OVERVIEW_FILE
 }
 
 /// Check one path component. `whole` is only used to make the error message useful.

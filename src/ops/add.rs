@@ -21,7 +21,7 @@ use super::jobs::{embed_job, semantic_job, NewJob};
 use super::journal::Intent;
 use super::lifecycle::new_handle;
 use super::rm::check_user_path;
-use super::{stat, Ops, OpsError, Result};
+use super::{stat, OpsError, Result, Stores};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
@@ -81,7 +81,7 @@ pub(crate) fn process_owner() -> String {
     format!("{}0", crate::lock::codec::process_owner_prefix())
 }
 
-impl Ops {
+impl Stores {
     /// `vikingfs add-resource LOCAL_PATH [--to URI]`. `progress(done, total)` follows the
     /// staging copy. Returns once the content is in place and its jobs are queued; the
     /// lifecycle lock is released by the last job.
@@ -347,12 +347,12 @@ impl Ops {
         let h = Some(handle);
         let mut jobs: Vec<NewJob> = changed
             .iter()
-            .filter(|f| self.derives(f, false))
+            .filter(|f| self.derive.derives(f, false))
             .map(|f| embed_job(f, h))
             .collect();
         for d in dirty
             .iter()
-            .filter(|d| d.starts_with(target) && self.summarised(d))
+            .filter(|d| d.starts_with(target) && self.derive.summarised(d))
         {
             jobs.push(semantic_job(d, h));
         }
@@ -371,7 +371,7 @@ impl Ops {
         // Outside the resource: its parent's summary, not part of the lifecycle (the target's
         // own summary propagates there too once written).
         if is_file || dirty.iter().any(|d| !d.starts_with(target)) {
-            if let Some(parent) = target.parent().filter(|d| self.summarised(d)) {
+            if let Some(parent) = target.parent().filter(|d| self.derive.summarised(d)) {
                 jobs.push(semantic_job(&parent, None));
             }
         }

@@ -14,7 +14,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::jobs::{embed_job, semantic_job, JobLock, NewJob, ABSTRACT_FILE, OVERVIEW_FILE};
-use super::{is_source_name, source_version, stat, Ops, OpsError, Result};
+use super::{is_source_name, source_version, stat, Ops, OpsError, Result, Stores};
 use crate::config::IndexConfig;
 use crate::content::{IgnoreRules, IGNORE_FILE};
 use crate::index::Level;
@@ -55,11 +55,14 @@ pub fn rederive_job(dir: &VPath) -> NewJob {
     )
 }
 
-impl Ops {
+impl Derivation {
+    // The one rule "a file changed → which jobs", for every face: the mount, the CLI, the
+    // sessions and the server.
+
     /// Does `p` (a directory when `is_dir`) get records, sidecars and jobs? Not the root, not
     /// an internal or sidecar name, not ignored.
     pub(crate) fn derives(&self, p: &VPath, is_dir: bool) -> bool {
-        !p.is_root() && is_source_name(p.name()) && !self.derive.rules.is_ignored(p, is_dir)
+        !p.is_root() && is_source_name(p.name()) && !self.rules.is_ignored(p, is_dir)
     }
 
     /// Does `p` get derived state as a file or as a directory (for a path that may be gone,
@@ -71,11 +74,6 @@ impl Ops {
     /// Does directory `dir` get summaries? Every derived directory (the scopes included).
     pub(crate) fn summarised(&self, dir: &VPath) -> bool {
         super::jobs::has_summary(dir) && self.derives(dir, true)
-    }
-
-    /// How much of a text file is indexed.
-    pub(crate) fn max_file_bytes(&self) -> u64 {
-        self.derive.max_file_bytes
     }
 
     /// The jobs that follow a change of `p` (a file, or a name that may have been one): its
@@ -106,20 +104,22 @@ impl Ops {
             jobs.push(semantic_job(&parent, None));
         }
     }
+}
 
+impl Stores {
     /// Under a lock that covers `p` (a move's, after the rename): remove what is derived
     /// from ignored paths at or below it — records, and the sidecars of ignored directories.
     pub(crate) fn prune_ignored(&self, p: &VPath, is_dir: bool) -> Result<()> {
         let mut dirs = Vec::new();
         for (uri, level) in self.index.uris_under(p)? {
-            if !self.derives(&uri, level.names_directory()) {
+            if !self.derive.derives(&uri, level.names_directory()) {
                 self.index.delete(&uri)?;
                 if level == Level::Abstract {
                     dirs.push(uri);
                 }
             }
         }
-        if is_dir && !self.derives(p, true) {
+        if is_dir && !self.derive.derives(p, true) {
             // The whole tree is ignored: every directory's sidecars go, indexed or not.
             let mut stack = vec![p.clone()];
             while let Some(d) = stack.pop() {
@@ -155,14 +155,16 @@ impl Ops {
         let dir = self.parse(uri).map_err(super::jobs::bad_payload)?;
         crate::crash_point!("job.rederive.start");
         self.derive.rules.invalidate(&dir);
-        if !self.derives(&dir, true) || !stat(&self.backing(&dir))?.is_some_and(|m| m.is_dir()) {
+        if !self.derive.derives(&dir, true)
+            || !stat(&self.backing(&dir))?.is_some_and(|m| m.is_dir())
+        {
             return Ok(());
         }
         let mut jobs = vec![semantic_job(&dir, None)];
         let mut stack = vec![dir];
         while let Some(d) = stack.pop() {
             for (p, is_dir) in self.children(&d)? {
-                if !self.derives(&p, is_dir) {
+                if !self.derive.derives(&p, is_dir) {
                     self.underive(&p, is_dir)?;
                     crate::crash_point!("job.rederive.underived");
                 } else if is_dir {

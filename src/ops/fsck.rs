@@ -259,7 +259,7 @@ impl Ops {
                 Some(m) => m.is_dir() == level.names_directory(),
                 None => false,
             };
-            if live && !self.derives(uri, level.names_directory()) {
+            if live && !self.derive.derives(uri, level.names_directory()) {
                 if repair {
                     self.index.delete(uri)?;
                     rep.repaired += 1;
@@ -295,7 +295,7 @@ impl Ops {
             match self.index.version_of(f, Level::Content)? {
                 Some(v) if v == current => {}
                 // Not text: never indexed, only named in its directory's summary.
-                None if self.read_text(f, self.max_file_bytes())?.is_none() => {}
+                None if self.read_text(f, self.derive.max_file_bytes)?.is_none() => {}
                 other => {
                     rep.problems.push(Problem::Unindexed {
                         uri: f.uri(),
@@ -310,7 +310,7 @@ impl Ops {
         let mut needs: HashSet<VPath> = HashSet::new();
         for f in &files {
             let mut cur = f.parent();
-            while let Some(d) = cur.filter(|d| self.summarised(d)) {
+            while let Some(d) = cur.filter(|d| self.derive.summarised(d)) {
                 if !needs.insert(d.clone()) {
                     break;
                 }

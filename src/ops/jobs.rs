@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{is_source_name, source_version, Ops, OpsError};
+use super::{is_source_name, source_version, Ops, OpsError, Stores};
 use crate::config::WorkerConfig;
 use crate::content::Content;
 use crate::fs::ToErrno;
@@ -36,8 +36,7 @@ const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
 
-pub const ABSTRACT_FILE: &str = ".abstract.md";
-pub const OVERVIEW_FILE: &str = ".overview.md";
+pub use crate::uri::{ABSTRACT_FILE, OVERVIEW_FILE};
 
 /// `embed:{uri}`.
 pub fn embed_key(p: &VPath) -> String {
@@ -258,7 +257,7 @@ fn snippet(text: &str) -> String {
         .collect()
 }
 
-impl Ops {
+impl Stores {
     /// The lock a job's write-back takes: EXACT on each path — or nothing more while a
     /// resource lifecycle lock covering them is held (the job's own, or that of the resource
     /// the paths lie in: derived work is what a lifecycle waits for, so it proceeds under it).
@@ -288,13 +287,15 @@ impl Ops {
         }
         let reqs: Vec<(VPath, LockKind)> =
             paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
-        match self.locks.acquire_background(&reqs, self.job_lock_wait) {
+        match self.locks.acquire_background(&reqs, self.waits.job) {
             Ok(g) => Ok(JobLock::Held(Some(g))),
             Err(LockError::Gone { .. }) => Ok(JobLock::Gone),
             Err(e) => Err(retry(e)),
         }
     }
+}
 
+impl Ops {
     fn job_finished(&self, job: &Job, lifecycle: Option<&str>) -> Result<(), JobError> {
         if let (Some(h), Some(key)) = (lifecycle, job.key.as_deref()) {
             self.lifecycle_job_done(h, key)?;
@@ -329,9 +330,9 @@ impl Ops {
         crate::crash_point!("job.embed.start");
         for _round in 0..3 {
             // An ignored path is read for nothing: only a leftover record is dropped.
-            let head = if self.derives(p, false) {
+            let head = if self.derive.derives(p, false) {
                 match self
-                    .read_head(p, self.max_file_bytes())
+                    .read_head(p, self.derive.max_file_bytes)
                     .map_err(|e| retry_io(fs.clone(), e))?
                 {
                     Head::Unreadable(why) => {
@@ -367,7 +368,7 @@ impl Ops {
             let now = self.root.lstat(p).map_err(|e| retry_io(fs.clone(), e))?;
             // Checked again under the lock: a rule file changed since the read is obeyed
             // (its `rederive` job removes records under this same lock).
-            let head = if self.derives(p, false) {
+            let head = if self.derive.derives(p, false) {
                 head
             } else {
                 Head::Other
@@ -550,7 +551,7 @@ impl Ops {
                 continue;
             };
             // What is ignored is not the directory's content, to its summary either.
-            if !self.derives(&p, st.is_dir()) {
+            if !self.derive.derives(&p, st.is_dir()) {
                 continue;
             }
             if st.is_dir() {
@@ -618,13 +619,13 @@ impl Ops {
         let _working = lc.map(|h| self.lifecycle_work(h));
         crate::crash_point!("job.semantic.start");
         let is_dir = self.is_dir_now(dir)?;
-        if is_dir && has_summary(dir) && !self.derives(dir, true) {
+        if is_dir && has_summary(dir) && !self.derive.derives(dir, true) {
             // Ignored (a rule file changed after this job was queued): nothing derived.
             self.drop_records_under(dir)?;
             self.drop_sidecars_of(dir)?;
             return self.job_finished(job, lc);
         }
-        if !self.summarised(dir) || !is_dir {
+        if !self.derive.summarised(dir) || !is_dir {
             // Gone (or never a directory): drop summary records built from it, by version, so
             // a directory re-created meanwhile keeps its fresh ones.
             for level in [Level::Abstract, Level::Overview] {
@@ -663,7 +664,7 @@ impl Ops {
             }
             // Ignored since the job started (a rule file changed): its rederive job
             // removes what was written before.
-            if !self.is_dir_now(dir)? || !self.summarised(dir) {
+            if !self.is_dir_now(dir)? || !self.derive.summarised(dir) {
                 return self.job_finished(job, lc);
             }
             let old_abs = self.read_small(&abs_path);
@@ -711,7 +712,7 @@ impl Ops {
 
     /// Enqueue the parent's summary; inside a resource whose lifecycle is open, as part of it.
     fn propagate(&self, dir: &VPath, lifecycle: Option<&str>) -> Result<(), JobError> {
-        let Some(parent) = dir.parent().filter(|d| self.summarised(d)) else {
+        let Some(parent) = dir.parent().filter(|d| self.derive.summarised(d)) else {
             return Ok(());
         };
         let mut lc = None;

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::{Ops, Result};
+use super::{Ops, Result, Stores};
 use crate::error::Chain;
 use crate::lock::LockKind;
 use crate::uri::VPath;
@@ -73,7 +73,9 @@ impl Ops {
             handle: handle.to_string(),
         }
     }
+}
 
+impl Stores {
     /// Take the lifecycle lock on `target` for `handle`, without waiting, and leave it on disk.
     pub(crate) fn lifecycle_acquire(
         &self,

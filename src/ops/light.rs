@@ -1,7 +1,8 @@
-//! [`Light`]: the part of [`Ops`] that takes path locks and queues derived work, opened
-//! without the index, the journal or recovery, for faces whose commands only lock, write
-//! files and queue jobs (a session's append, list and show). A face reaches the queue and the
-//! lock manager through this (or through [`Ops::light`]), never by itself.
+//! [`Light`]: the part of the store kernel that takes path locks and queues derived work,
+//! opened without the index, the journal or recovery, for faces whose commands only lock,
+//! write files and queue jobs (a session's append, list and show). A face reaches the queue
+//! and the lock manager through this (or through [`Stores::light`]), never by itself. Which
+//! jobs a change queues is the kernel's one rule ([`Derivation`]), ignore rules included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +13,16 @@ use crate::queue::{Queue, QueueError};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
+use super::derive::Derivation;
 use super::jobs::{embed_job, semantic_job, NewJob};
-use super::{Ops, Result};
+use super::{Result, Stores};
 
 /// A workspace's path locks and job queue (cheap to clone: both are shared handles).
 #[derive(Clone)]
 pub struct Light {
     locks: Arc<LockManager>,
     queue: Queue,
+    derive: Arc<Derivation>,
 }
 
 impl Light {
@@ -29,6 +32,7 @@ impl Light {
         Ok(Light {
             locks: LockManager::new(ws, config.lock.clone())?,
             queue: super::open_queue_of(ws, &config.backend)?,
+            derive: Arc::new(Derivation::new(&ws.data_root(), &config.index)?),
         })
     }
 
@@ -44,28 +48,33 @@ impl Light {
     /// Files changed: queue their embeddings and their directories' summaries, in one
     /// transaction (pending jobs of the same keys coalesce).
     pub fn files_written(&self, files: &[VPath]) -> std::result::Result<(), QueueError> {
-        let mut jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
-        let mut dirs: Vec<VPath> = files.iter().filter_map(VPath::parent).collect();
-        dirs.sort();
-        dirs.dedup();
-        jobs.extend(
-            dirs.iter()
-                .filter(|d| !d.is_root())
-                .map(|d| semantic_job(d, None)),
-        );
+        let mut jobs: Vec<NewJob> = files
+            .iter()
+            .flat_map(|f| self.derive.jobs_for_change(f))
+            .collect();
+        jobs.sort_by(|a, b| a.key.cmp(&b.key));
+        jobs.dedup_by(|a, b| a.key.is_some() && a.key == b.key && a.queue == b.queue);
         self.queue.enqueue_many(&jobs)
     }
 
     /// Files changed in a directory whose summary the caller writes itself: queue their
     /// embeddings only.
     pub fn files_written_quiet(&self, files: &[VPath]) -> std::result::Result<(), QueueError> {
-        let jobs: Vec<NewJob> = files.iter().map(|f| embed_job(f, None)).collect();
+        let jobs: Vec<NewJob> = files
+            .iter()
+            .filter(|f| self.derive.derives(f, false))
+            .map(|f| embed_job(f, None))
+            .collect();
         self.queue.enqueue_many(&jobs)
     }
 
     /// Directories whose summaries must be regenerated.
     pub fn dirs_changed(&self, dirs: &[VPath]) -> std::result::Result<(), QueueError> {
-        let jobs: Vec<NewJob> = dirs.iter().map(|d| semantic_job(d, None)).collect();
+        let jobs: Vec<NewJob> = dirs
+            .iter()
+            .filter(|d| self.derive.summarised(d))
+            .map(|d| semantic_job(d, None))
+            .collect();
         self.queue.enqueue_many(&jobs)
     }
 
@@ -85,12 +94,13 @@ impl Light {
     }
 }
 
-impl Ops {
-    /// This engine's locks and queue as a [`Light`].
+impl Stores {
+    /// This kernel's locks, queue and rules as a [`Light`].
     pub fn light(&self) -> Light {
         Light {
             locks: self.locks.clone(),
             queue: self.queue.clone(),
+            derive: self.derive.clone(),
         }
     }
 }

@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::sync::Arc;
 
-use super::{Ops, OpsError, Release};
+use super::{OpsError, Release, Stores};
 use crate::error::Chain;
 use crate::fs::error::ToErrno;
 use crate::fs::mutations::{
@@ -23,13 +23,13 @@ use crate::fs::mutations::{
 use crate::uri::VPath;
 
 pub struct LockedMutations {
-    ops: Arc<Ops>,
+    ops: Arc<Stores>,
     direct: DirectMutations,
 }
 
 impl LockedMutations {
-    /// The seam over `ops`, whose data root descriptor its system calls share.
-    pub fn new(ops: Arc<Ops>) -> Self {
+    /// The seam over the store kernel `ops` (no model, no summariser), whose data root descriptor its system calls share.
+    pub fn new(ops: Arc<Stores>) -> Self {
         let direct = DirectMutations::at(ops.root.data_root().clone());
         LockedMutations { ops, direct }
     }

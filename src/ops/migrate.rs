@@ -25,7 +25,8 @@
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, JournalError, JournalRows};
-use super::{server_of, OpsError};
+use super::stores::server_of;
+use super::OpsError;
 use crate::config::Backend;
 use crate::index::{Index, IndexError, Store};
 use crate::queue::engine::{Engine as QueueEngine, QueueRows};

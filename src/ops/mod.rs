@@ -33,6 +33,7 @@ mod reindex;
 mod reserve;
 mod rm;
 pub mod search;
+pub mod stores;
 mod write;
 
 pub use error::OpsError;
@@ -41,17 +42,14 @@ pub use locked::LockedMutations;
 pub use write::Release;
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::config::{Backend, Config};
+use crate::config::Config;
 use crate::embed::{self, Embedder};
 use crate::error::Chain;
-use crate::fs::ToErrno;
-use crate::index::{Index, IndexError, Level, Opened, Store};
-use crate::lock::{LockGuard, LockKind, LockManager};
-use crate::queue::{Queue, QueueError};
+use crate::index::{IndexError, Level, Opened};
+use crate::lock::LockManager;
 use crate::semantic::{self, Summarizer};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
@@ -61,55 +59,47 @@ pub use fsck::{FsckReport, Problem};
 pub use journal::{Intent, Journal};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
+pub use stores::{index_home, open_queue_of, IndexHome, Stores};
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
-/// The operations engine of one process: the workspace and every store it keeps consistent.
-/// Cheap to share (`Arc<Ops>`); every method is safe to call from several threads.
+/// The operations engine of one process, the composition root of `ops`: the store kernel
+/// ([`Stores`], which the locked operations run over) and the derivers beside it — the dense
+/// model, the summariser, the lifecycle refresher's working set, the mount's write probe and
+/// a background rebuild. Cheap to share (`Arc<Ops>`); every method is safe to call from
+/// several threads. It dereferences to its [`Stores`], so a face calls a locked operation
+/// (`ops.rm(..)`) and a deriving one (`ops.find(..)`) on the same handle.
 pub struct Ops {
-    ws: Workspace,
-    /// The data root's descriptor: the hot paths' calls are relative to it ([`at`]).
-    root: at::VRoot,
-    locks: Arc<LockManager>,
-    queue: Queue,
-    index: Index,
+    stores: Arc<Stores>,
     /// The dense model; `None`: search is lexical only.
     embedder: Option<Arc<dyn Embedder>>,
     summarizer: Arc<dyn Summarizer>,
-    journal: Journal,
-    /// Which paths get derived state, and how much of a file ([`derive`]).
-    derive: derive::Derivation,
-    /// Room to free room on a full disk ([`reserve`]).
-    reserve: reserve::Reserve,
-    /// How long background jobs wait for a lock a foreground operation holds.
-    job_lock_wait: Duration,
-    /// How long a foreground operation waits for a busy lock: the configured lock_timeout, but
-    /// at least long enough to outwait a background job's write-back (milliseconds), so a
-    /// user's rm never fails just because a worker was indexing the file.
-    fg_wait: Duration,
     /// Lifecycles a job of this process is working for right now, with how many jobs: the
     /// refresher thread keeps their locks fresh however long a job runs (a chat model may
     /// take a minute; OpenViking #1165, #3273).
     working: Arc<parking_lot::Mutex<std::collections::HashMap<String, usize>>>,
     /// Set by the mount daemon: is this file open for writing through the mount right now?
     write_probe: std::sync::OnceLock<WriteProbe>,
-    /// Marked by every foreground operation; the daemon's worker pool gives way to it.
-    foreground: Arc<crate::queue::Foreground>,
     /// A rebuild of the index from the files running in the background ([`rebuild`]).
     rebuild: rebuild::Progress,
-    /// This engine itself, for work finished after a reply ([`tail`]), which outlives `&self`.
+    /// This engine itself, for a background rebuild, which outlives `&self`.
     me: std::sync::Weak<Ops>,
+}
+
+impl std::ops::Deref for Ops {
+    type Target = Stores;
+
+    fn deref(&self) -> &Stores {
+        &self.stores
+    }
 }
 
 /// See [`Ops::set_write_probe`].
 pub type WriteProbe = Box<dyn Fn(&VPath) -> bool + Send + Sync>;
 
-/// The least a foreground operation waits for a lock (see `Ops::fg_wait`).
-const FOREGROUND_MIN_WAIT: Duration = Duration::from_secs(1);
-
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
-    /// left half-done ([`Ops::recover`]; failures there are logged, never fatal).
+    /// left half-done ([`Stores::recover`]; failures there are logged, never fatal).
     pub fn open(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
         Self::open_with_progress(ws, config, &mut |done, total| {
             if done == total || done % 1000 == 0 {
@@ -126,11 +116,7 @@ impl Ops {
         config: &Config,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arc<Ops>> {
-        let locks = LockManager::new(ws, config.lock.clone())?;
-        let embedder = embed::from_config(&config.embedding)?;
-        let summarizer =
-            semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
-        let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
+        let ops = Self::from_config(ws, config)?;
         if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
             ops.rebuild_index(progress)?;
@@ -142,15 +128,19 @@ impl Ops {
     /// thread of its own while the mount serves (searches answer from what is rebuilt so
     /// far; `status` shows how far), not before the mount comes up.
     pub fn open_serving(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
-        let locks = LockManager::new(ws, config.lock.clone())?;
-        let embedder = embed::from_config(&config.embedding)?;
-        let summarizer =
-            semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
-        let ops = Self::assemble(ws, locks, embedder, summarizer, config)?;
+        let ops = Self::from_config(ws, config)?;
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
         }
         Ok(ops)
+    }
+
+    fn from_config(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
+        let locks = LockManager::new(ws, config.lock.clone())?;
+        let embedder = embed::from_config(&config.embedding)?;
+        let summarizer =
+            semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
+        Self::assemble(ws, locks, embedder, summarizer, config)
     }
 
     /// [`Ops::open`] with the parts given (tests, and a daemon that already has them) and
@@ -164,6 +154,8 @@ impl Ops {
         Self::assemble(ws, locks, embedder, summarizer, &Config::default())
     }
 
+    /// The composition: the kernel for this model, the derivers over it, then what opening
+    /// healed derived again and what a dead process left half-done finished.
     fn assemble(
         ws: &Workspace,
         locks: Arc<LockManager>,
@@ -171,82 +163,19 @@ impl Ops {
         summarizer: Arc<dyn Summarizer>,
         config: &Config,
     ) -> Result<Arc<Ops>> {
-        let derive = derive::Derivation::new(&ws.data_root(), &config.index)?;
-        // On a full disk the stores may not open (a WAL or shared-memory file to create):
-        // the reserve makes the room, so that the user can then free space.
-        let reserve = reserve::Reserve::new(&ws.internal_dir());
-        let full = |e: &OpsError| e.is_disk_full() && reserve.release();
-        // A daemon of the workspace has the stores open: a damaged one is its to heal.
-        let holder = crate::daemon::running(ws)
-            .ok()
-            .and_then(|ds| ds.into_iter().find(|d| d.pid != std::process::id()))
-            .map(|d| d.pid);
-        // On a server, the queue and the journal share one pool of connections; its damage
-        // is the server's to report, not a file to set aside.
-        let server = match &config.backend {
-            Backend::Postgres { dsn } => Some(server_of(ws, dsn)?),
-            Backend::Sqlite => None,
-        };
-        let (queue, queue_lost) = match &server {
-            Some(pg) => (queue_on(ws, pg.clone())?, false),
-            None => match open_queue_healing(&ws.queue_db(), holder) {
-                Err(e) if full(&e) => open_queue_healing(&ws.queue_db(), holder),
-                r => r,
-            }?,
-        };
-        let (index, _) = match &server {
-            Some(pg) => {
-                let (dim, model) = embedder
-                    .as_deref()
-                    .map_or((0, String::new()), |e| (e.dim(), e.model_id()));
-                Index::open_or_reset_in(Store::Server(pg.clone()), dim, &model)?
-            }
-            None => match open_index(&ws.index_db(), embedder.as_deref(), holder) {
-                Err(e) if full(&e) => open_index(&ws.index_db(), embedder.as_deref(), holder),
-                r => r,
-            }?,
-        };
-        let ops_db = ws.internal_dir().join("ops.db");
-        let journal = match &server {
-            Some(pg) => {
-                Journal::with_engine(Box::new(journal::postgres::PgJournal::open(pg.clone())?))
-            }
-            None => match Journal::open(&ops_db).map_err(OpsError::from) {
-                Err(e) if full(&e) => Journal::open(&ops_db).map_err(OpsError::from),
-                r => r,
-            }?,
-        };
-        reserve.ensure();
-        let fg_wait = locks.config().timeout.max(FOREGROUND_MIN_WAIT);
-        let root = at::VRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
+        let model = stores::Model::of(embedder.as_deref());
+        let (stores, healed) = Stores::open(ws, config, locks, &model)?;
         let ops = Arc::new_cyclic(|me| Ops {
-            ws: ws.clone(),
-            root,
-            locks,
-            queue,
-            index,
+            stores,
             embedder,
             summarizer,
-            journal,
-            derive,
-            reserve,
-            job_lock_wait: Duration::from_secs(2),
             working: Default::default(),
             write_probe: std::sync::OnceLock::new(),
-            fg_wait,
-            foreground: Default::default(),
             rebuild: Default::default(),
             me: me.clone(),
         });
         lifecycle::start_refresher(&ops);
-        if ops.index.opened() == Opened::VectorsDropped {
-            // Another model built the old vectors: the records stay, new vectors are queued.
-            tracing::warn!("index vectors were built by another model; re-embedding every record");
-        }
-        if let Err(e) = ops.adopt_copied_index() {
-            tracing::warn!("checking whether the workspace was copied: {}", Chain(&e));
-        }
-        if queue_lost {
+        if healed.queue_lost {
             // The damaged queue's jobs: whatever the files have that the index does not.
             let mut n = 0;
             for scope in crate::uri::SCOPES {
@@ -254,13 +183,20 @@ impl Ops {
             }
             tracing::warn!(jobs = n, "queued again what the damaged queue held");
         }
-        if queue_lost || matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
+        if healed.queue_lost
+            || matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed)
+        {
             ops.backfill_vectors()?;
         }
         if let Err(e) = ops.recover() {
             tracing::warn!("recovering interrupted operations: {}", Chain(&e));
         }
         Ok(ops)
+    }
+
+    /// The store kernel, for the locked operations' faces ([`LockedMutations`]).
+    pub fn stores(&self) -> &Arc<Stores> {
+        &self.stores
     }
 
     /// The mount daemon tells the jobs which files it has open for writing. Under FUSE
@@ -275,78 +211,16 @@ impl Ops {
         self.write_probe.get().is_some_and(|probe| probe(p))
     }
 
-    /// The `Arc` this engine lives in (every `Ops` is made by [`Ops::with_parts`]).
+    /// The `Arc` this engine lives in (every `Ops` is made by [`Ops::assemble`]).
     fn arc(&self) -> Arc<Ops> {
         self.me
             .upgrade()
             .expect("an Ops is only reached through its Arc")
     }
 
-    pub fn workspace(&self) -> &Workspace {
-        &self.ws
-    }
-
-    pub fn locks(&self) -> &Arc<LockManager> {
-        &self.locks
-    }
-
-    pub fn queue(&self) -> &Queue {
-        &self.queue
-    }
-
-    pub fn index(&self) -> &Index {
-        &self.index
-    }
-
-    /// Drop the index records of `p` (its file's text is about to change).
-    pub fn forget_records(&self, p: &VPath) -> std::result::Result<(), IndexError> {
-        self.index.delete(p).map(drop)
-    }
-
-    /// The source version the record of `p` at `level` was made from, if it has one.
-    pub fn record_version(
-        &self,
-        p: &VPath,
-        level: Level,
-    ) -> std::result::Result<Option<String>, IndexError> {
-        self.index.version_of(p, level)
-    }
-
     /// The dense model, when one is configured.
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
         self.embedder.as_ref()
-    }
-
-    pub fn journal(&self) -> &Journal {
-        &self.journal
-    }
-
-    /// Parse a `viking://` URI in this workspace's user context.
-    pub fn parse(&self, uri: &str) -> Result<VPath> {
-        Ok(self.ws.parse_uri(uri)?)
-    }
-
-    /// Take locks for a foreground operation (see `fg_wait`).
-    fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
-        self.foreground.touch();
-        Ok(self.locks.acquire(reqs, self.fg_wait)?)
-    }
-
-    /// The foreground operations' activity, for a worker pool to give way to
-    /// ([`crate::queue::PoolOptions::foreground`]).
-    pub fn foreground(&self) -> &Arc<crate::queue::Foreground> {
-        &self.foreground
-    }
-
-    fn backing(&self, p: &VPath) -> PathBuf {
-        self.ws.fs_path(p)
-    }
-
-    /// [`stat`] of a namespace path, relative to the data root's descriptor.
-    fn lstat(&self, p: &VPath) -> Result<Option<crate::sys::Stat>> {
-        self.root
-            .lstat(p)
-            .map_err(|e| OpsError::io(self.backing(p), e))
     }
 
     /// Search: the `limit` best live records for `query`, hybrid when a model is configured
@@ -374,167 +248,19 @@ impl Ops {
     }
 }
 
-/// The workspace's queue where `backend` keeps it: `WORKSPACE/.vikingfs/queue.db`, or the
-/// PostgreSQL database (its spool files stay in the workspace either way). For commands
-/// that read or feed the queue without opening every store (`status`, `wait`, `find`).
-pub fn open_queue_of(ws: &Workspace, backend: &Backend) -> Result<Queue> {
-    match backend {
-        Backend::Sqlite => open_queue(&ws.queue_db()),
-        Backend::Postgres { dsn } => queue_on(ws, server_of(ws, dsn)?),
-    }
-}
-
-/// Where a workspace's index lives under its storage backend.
-pub enum IndexHome {
-    /// `WORKSPACE/.vikingfs/index.db`.
-    File(PathBuf),
-    /// The PostgreSQL server, bound to the workspace.
-    Server(Arc<crate::pg::Pg>),
-}
-
-impl IndexHome {
-    pub fn store(&self) -> Store<'_> {
-        match self {
-            IndexHome::File(p) => Store::File(p),
-            IndexHome::Server(pg) => Store::Server(pg.clone()),
-        }
+impl Stores {
+    /// Drop the index records of `p` (its file's text is about to change).
+    pub fn forget_records(&self, p: &VPath) -> std::result::Result<(), IndexError> {
+        self.index.delete(p).map(drop)
     }
 
-    /// The index file, when it is one (damage checks, sizes on disk).
-    pub fn file(&self) -> Option<&Path> {
-        match self {
-            IndexHome::File(p) => Some(p),
-            IndexHome::Server(_) => None,
-        }
-    }
-}
-
-/// Where the workspace's index is under `backend` (dialling the server, for postgres).
-pub fn index_home(ws: &Workspace, backend: &Backend) -> Result<IndexHome> {
-    Ok(match backend {
-        Backend::Sqlite => IndexHome::File(ws.index_db()),
-        Backend::Postgres { dsn } => IndexHome::Server(server_of(ws, dsn)?),
-    })
-}
-
-/// The PostgreSQL server of `dsn`, bound to this workspace (see [`crate::pg::Pg::bind_workspace`]).
-fn server_of(ws: &Workspace, dsn: &str) -> Result<Arc<crate::pg::Pg>> {
-    let pg = crate::pg::Pg::connect(dsn).map_err(QueueError::from)?;
-    let id = ws
-        .id()
-        .map_err(|e| OpsError::io(ws.internal_dir().join("workspace-id"), e))?;
-    pg.bind_workspace(&id).map_err(QueueError::from)?;
-    Ok(Arc::new(pg))
-}
-
-/// The workspace's queue on the PostgreSQL server `pg` (spool files in the workspace).
-fn queue_on(ws: &Workspace, pg: Arc<crate::pg::Pg>) -> Result<Queue> {
-    let engine = crate::queue::postgres::PgEngine::open(pg)?;
-    Ok(Queue::with_engine(
-        Box::new(engine),
-        &ws.queue_db(),
-        crate::queue::QueueOptions::default(),
-    )?)
-}
-
-/// Open the queue, retrying while a fresh database is being switched to WAL by another
-/// process (see [`crate::db::retry_busy`]).
-fn open_queue(path: &Path) -> Result<Queue> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match Queue::open(path) {
-            Err(QueueError::Open { source, .. })
-                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            r => return Ok(r?),
-        }
-    }
-}
-
-/// [`open_queue`], moving a damaged queue database aside (its header, or SQLite's answer)
-/// and starting an empty one; returns whether it did. The jobs it held are derived: the
-/// caller queues again what the files and the index say is missing (and the spool's jobs
-/// are replayed by the new queue).
-fn open_queue_healing(path: &Path, holder: Option<u32>) -> Result<(Queue, bool)> {
-    let set_aside = |why: &str| set_aside("queue", path, why, holder);
-    if let Some(why) = crate::db::damage(path) {
-        set_aside(&why)?;
-        return Ok((open_queue(path)?, true));
-    }
-    match open_queue(path) {
-        Err(OpsError::Queue(QueueError::Open { source, .. } | QueueError::Sql(source)))
-            if crate::db::is_damage_code(&source) =>
-        {
-            set_aside(&source.to_string())?;
-            Ok((open_queue(path)?, true))
-        }
-        r => Ok((r?, false)),
-    }
-}
-
-/// Move the damaged `store` at `path` aside (kept, never deleted) with a one-line warning, so
-/// that it is opened anew and rebuilt from the files — unless `holder`, another live daemon,
-/// has it open.
-fn set_aside(store: &'static str, path: &Path, why: &str, holder: Option<u32>) -> Result<()> {
-    if let Some(pid) = holder {
-        return Err(OpsError::DamagedInUse {
-            store,
-            path: path.to_path_buf(),
-            why: why.to_string(),
-            pid,
-        });
-    }
-    let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
-    crate::metrics::get()
-        .store_healed
-        .with_label_values(&[store])
-        .inc();
-    let then = match store {
-        "queue" => "its jobs are derived again from the files",
-        _ => "rebuilding it from the files",
-    };
-    tracing::warn!(
-        "{store} {} is damaged ({why}): moved to {}; {then}",
-        path.display(),
-        aside.display()
-    );
-    Ok(())
-}
-
-/// Open the index (dropping vectors of another model, recreating one of an older format),
-/// retrying like [`open_queue`]. A damaged one (its header, or SQLite's answer) is moved
-/// aside with a one-line warning and opened anew: it is derived, so the caller rebuilds it
-/// from the files ([`Opened::Created`]).
-fn open_index(
-    path: &Path,
-    embedder: Option<&dyn Embedder>,
-    holder: Option<u32>,
-) -> Result<(Index, bool)> {
-    use crate::db as health;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let (dim, model) = embedder.map_or((0, String::new()), |e| (e.dim(), e.model_id()));
-    let set_aside = |why: &str| set_aside("index", path, why, holder);
-    if let Some(why) = health::damage(path) {
-        set_aside(&why)?;
-    }
-    let mut healed = false;
-    loop {
-        match Index::open_or_reset(path, dim, &model) {
-            Err(IndexError::Sqlite { source, .. })
-                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) if !healed && e.is_damage() => {
-                set_aside(&Chain(&e).to_string())?;
-                healed = true;
-            }
-            r => return Ok(r?),
-        }
+    /// The source version the record of `p` at `level` was made from, if it has one.
+    pub fn record_version(
+        &self,
+        p: &VPath,
+        level: Level,
+    ) -> std::result::Result<Option<String>, IndexError> {
+        self.index.version_of(p, level)
     }
 }
 
@@ -562,48 +288,6 @@ pub(crate) fn same_but_inode(a: &str, b: &str) -> bool {
     }
 }
 
-impl Ops {
-    /// A workspace copied whole (`cp -a`, `rsync -a`, a backup restore) opens as it was: its
-    /// records name their sources by inode too, and every inode changed. When the data root
-    /// is not the one the index was built beside, every record whose source differs only in
-    /// its inode gets the new version (no re-indexing); anything else changed is left to the
-    /// jobs and `fsck` as usual.
-    fn adopt_copied_index(&self) -> Result<()> {
-        let here = self
-            .lstat(&VPath::root())?
-            .map(|st| format!("{}:{}", st.0.st_dev, st.0.st_ino))
-            .unwrap_or_default();
-        let built = self.index.meta("data_root")?;
-        if built.as_deref() == Some(here.as_str()) {
-            return Ok(());
-        }
-        let mut restamped = 0usize;
-        if built.is_some() {
-            for (uri, level) in self.index.all_uris()? {
-                let src = match level {
-                    crate::index::Level::Content => uri.clone(),
-                    crate::index::Level::Abstract => uri.join(jobs::ABSTRACT_FILE)?,
-                    crate::index::Level::Overview => uri.join(jobs::OVERVIEW_FILE)?,
-                };
-                let (Some(v), Some(st)) = (self.index.version_of(&uri, level)?, self.lstat(&src)?)
-                else {
-                    continue;
-                };
-                let now = stat_version(&st);
-                if same_but_inode(&v, &now) && self.index.restamp(&uri, level, &v, &now)? {
-                    restamped += 1;
-                }
-            }
-            tracing::info!(
-                restamped,
-                "the workspace was copied: records follow their files"
-            );
-        }
-        self.index.set_meta("data_root", &here)?;
-        Ok(())
-    }
-}
-
 /// [`source_version`] from an `lstat` made relative to the data root (the same string).
 pub(crate) fn stat_version(st: &crate::sys::Stat) -> String {
     let (mtime, mtime_ns) = st.mtime();
@@ -624,43 +308,4 @@ pub(crate) fn stat(path: &Path) -> Result<Option<std::fs::Metadata>> {
 /// sidecar name.
 pub(crate) fn is_source_name(name: &str) -> bool {
     !crate::uri::is_internal_name(name) && !crate::uri::is_sidecar_name(name)
-}
-
-impl Ops {
-    /// Every source file and directory below `dir` (itself excluded) that gets derived
-    /// state, as namespace paths: ignored paths are skipped, and not descended into. Read
-    /// relative to the data root, so a tree deeper than PATH_MAX as a backing path is walked
-    /// too.
-    pub(crate) fn walk(
-        &self,
-        dir: &VPath,
-        files: &mut Vec<VPath>,
-        dirs: &mut Vec<VPath>,
-    ) -> Result<()> {
-        let names = match self.root.names(dir) {
-            Ok(n) => n,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                return Ok(())
-            }
-            Err(e) => return Err(OpsError::io(self.backing(dir), e)),
-        };
-        for name in names {
-            let Some(name) = name.to_str() else { continue };
-            if !is_source_name(name) {
-                continue;
-            }
-            let Ok(p) = dir.join(name) else { continue };
-            let Some(st) = self.lstat(&p)? else { continue };
-            if self.derive.rules.is_ignored(&p, st.is_dir()) {
-                continue;
-            }
-            if st.is_dir() {
-                dirs.push(p.clone());
-                self.walk(&p, files, dirs)?;
-            } else if st.is_file() {
-                files.push(p);
-            }
-        }
-        Ok(())
-    }
 }

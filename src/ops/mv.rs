@@ -11,13 +11,13 @@
 
 use super::journal::Intent;
 use super::rm::check_user_path;
-use super::{Ops, OpsError, Result};
+use super::{OpsError, Result, Stores};
 use crate::fs::tail;
 use crate::fs::RenameMode;
 use crate::lock::LockGuard;
 use crate::uri::VPath;
 
-impl Ops {
+impl Stores {
     /// `vikingfs mv SRC DST`: move a file or tree to a name that does not exist yet.
     pub fn mv(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.move_path(src, dst, false)
@@ -178,7 +178,7 @@ impl Ops {
         // Moved into an ignored place: nothing stays derived from it. Still under the
         // source's TREE lock, which rename(2) carried into the destination.
         // A file moved to a path that gets derived state has nothing ignored below it.
-        if src_dir || !self.derives(dst, false) {
+        if src_dir || !self.derive.derives(dst, false) {
             self.prune_ignored(dst, src_dir)?;
         }
         if src_dir {

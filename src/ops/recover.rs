@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use super::add::process_owner;
 use super::journal::Intent;
-use super::{Ops, Result};
+use super::{Result, Stores};
 use crate::error::Chain;
 use crate::lock::codec::{liveness, Liveness};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
-impl Ops {
+impl Stores {
     /// Finish every intent whose process died. Returns how many were finished; an intent
     /// whose locks are busy is left for later.
     pub fn recover(&self) -> Result<usize> {
@@ -120,7 +120,7 @@ impl Ops {
         match self.lstat(p)? {
             None => return Ok(None),
             // Nothing is derived from an ignored path.
-            Some(m) if !self.derives(p, m.is_dir()) => {}
+            Some(m) if !self.derive.derives(p, m.is_dir()) => {}
             Some(m) if m.is_dir() => {
                 dirs.push(p.clone());
                 self.walk(p, &mut files, &mut dirs)?;

@@ -42,7 +42,7 @@ impl Ops {
                 dirs.push(s.clone());
                 self.walk(&s, &mut files, &mut dirs)?;
             }
-        } else if !self.may_derive(under) {
+        } else if !self.derive.may_derive(under) {
             // Ignored: nothing is derived (what was is removed below).
         } else if self.lstat(under)?.is_some_and(|m| m.is_dir()) {
             dirs.push(under.clone());
@@ -79,7 +79,7 @@ impl Ops {
         }
         later.extend(
             dirs.iter()
-                .filter(|d| self.summarised(d))
+                .filter(|d| self.derive.summarised(d))
                 .map(|d| semantic_job(d, None)),
         );
         for chunk in later.chunks(1000) {
@@ -93,7 +93,7 @@ impl Ops {
     /// when the lock stayed busy or the file kept changing (a queued job does it later).
     fn index_now(&self, p: &VPath) -> Result<bool> {
         for _round in 0..3 {
-            let Some((text, v, partial)) = self.read_text(p, self.max_file_bytes())? else {
+            let Some((text, v, partial)) = self.read_text(p, self.derive.max_file_bytes)? else {
                 // Not a regular text file (or gone): nothing to index, and a record left
                 // from before (by version: one rebuilt meanwhile survives) goes.
                 if let Some(v) = self.index.version_of(p, Level::Content)? {

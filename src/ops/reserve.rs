@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Ops, Result};
+use super::{Result, Stores};
 use crate::fs::ToErrno;
 
 /// The reserve's size: far more than one rm needs, little enough to give.
@@ -89,7 +89,7 @@ impl Reserve {
     }
 }
 
-impl Ops {
+impl Stores {
     /// Run `op`, which frees space (rm, rmdir, truncate); when it fails for want of space,
     /// give the reserve back and run it once more. Afterwards, make the reserve again if
     /// there is room now.

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use super::journal::Intent;
-use super::{Ops, OpsError, Result};
+use super::{OpsError, Result, Stores};
 use crate::fs::tail;
 use crate::lock::{LockGuard, LockKind};
 use crate::uri::VPath;
@@ -43,7 +43,7 @@ pub(crate) fn check_user_path(p: &VPath) -> Result<()> {
     Ok(())
 }
 
-impl Ops {
+impl Stores {
     /// Whether directory `p` holds an entry `counts` (the one emptiness check).
     pub(crate) fn has_entry(&self, p: &VPath, counts: impl Fn(&str) -> bool) -> Result<bool> {
         let names = self
@@ -60,7 +60,7 @@ impl Ops {
     }
 }
 
-impl Ops {
+impl Stores {
     /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
     pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
         self.freeing(|| self.remove(p, if recursive { Mode::Any } else { Mode::File }))
@@ -172,7 +172,7 @@ impl Ops {
     /// that gets derived state; a rule file's change re-derives the whole directory).
     pub(crate) fn enqueue_parent_summary(&self, p: &VPath) -> Result<()> {
         let mut jobs = Vec::new();
-        self.parent_jobs(p, None, &mut jobs);
+        self.derive.parent_jobs(p, None, &mut jobs);
         if !jobs.is_empty() {
             self.queue.submit(&jobs)?;
         }

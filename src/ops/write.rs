@@ -8,10 +8,10 @@
 //! version changed and retries (or a newer job of its key supersedes it).
 
 use super::rm::check_user_path;
-use super::{Ops, OpsError, Result};
+use super::{OpsError, Result, Stores};
 use crate::uri::VPath;
 
-impl Ops {
+impl Stores {
     /// Write `bytes` as the whole content of file `p` (created when missing; its directory
     /// must exist), atomically, then have it re-indexed.
     pub fn write_file(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
@@ -31,7 +31,7 @@ impl Ops {
         // The old record would name this file for words it is about to lose: better no
         // result until the job has indexed the new content than a wrong one.
         self.index.delete(p)?;
-        self.queue.enqueue_many(&self.jobs_for_change(p))?;
+        self.queue.enqueue_many(&self.derive.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
         self.root
             .write_atomic(p, bytes, crate::fsx::new_file_mode())
@@ -46,7 +46,7 @@ impl Ops {
         if !super::is_source_name(p.name()) {
             return Ok(());
         }
-        let jobs = self.jobs_for_change(p);
+        let jobs = self.derive.jobs_for_change(p);
         if !jobs.is_empty() {
             self.queue.submit(&jobs)?;
         }
@@ -59,7 +59,7 @@ impl Ops {
     }
 }
 
-impl Ops {
+impl Stores {
     /// One change the mount makes to a single path (create, open for writing, a write, a
     /// truncate, mkdir, link, symlink, setattr), done by `change` under the path's EXACT lock
     /// with the foreground wait. The mount decides what to change; the lock is taken here, so
@@ -80,7 +80,7 @@ impl Ops {
     ) -> Result<std::result::Result<T, E>> {
         self.foreground.touch();
         let req = [(p.clone(), crate::lock::LockKind::Exact)];
-        let acquire = || Ok(self.locks.acquire_existing(&req, self.fg_wait)?);
+        let acquire = || Ok(self.locks.acquire_existing(&req, self.waits.foreground)?);
         // A truncate frees space: on a full disk its lock file gets the reserve's room.
         let guard = if release == Release::Freeing {
             self.freeing(acquire)?
