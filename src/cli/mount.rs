@@ -233,7 +233,7 @@ fn serve(
             .context("start the queue's spool")?;
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
-        let seam = LockedMutations::new(ops.stores().clone());
+        let seam = LockedMutations::new(ops.locked().clone());
         let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
         let core = Arc::new(core.with_config(FsConfig {
             show_summaries: opts.show_summaries,

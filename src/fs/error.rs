@@ -1,5 +1,5 @@
-//! Errors of the filesystem core, and [`ToErrno`]: how any error that reaches a FUSE reply
-//! answers with an errno, and how loud the log line of that failure is.
+//! Errors of the filesystem core, each answering with an errno through [`ToErrno`]
+//! ([`crate::errno`]).
 //!
 //! Each layer keeps its own enum ([`FsError`] here, [`MutationError`] for the mutation seam,
 //! `UriError` for names, `OpsError` for the locked operations behind the seam) and implements
@@ -11,54 +11,9 @@ use std::io;
 use thiserror::Error;
 use tracing::Level;
 
+use crate::errno::{level_of, ToErrno};
 use crate::fs::mutations::MutationError;
 use crate::uri::UriError;
-
-/// An error that can answer a FUSE request.
-pub trait ToErrno: std::error::Error {
-    /// The errno the kernel hands back to the program.
-    fn errno(&self) -> i32;
-
-    /// How loud the log line of a failure with this error is. Outcomes a program provokes in
-    /// normal use (a missing name, a full directory) are debug; real faults are warnings.
-    fn level(&self) -> Level {
-        level_of(self.errno())
-    }
-
-    /// The disk (or a quota) is full: what the reserve frees room for, and what a job waits
-    /// out instead of failing.
-    fn is_disk_full(&self) -> bool {
-        matches!(self.errno(), libc::ENOSPC | libc::EDQUOT)
-    }
-}
-
-/// The level of a failure that answers `errno`, when the error knows nothing more (damage
-/// is louder: see the stores' errors).
-pub fn level_of(errno: i32) -> Level {
-    match errno {
-        // The machine or its disk failed the request: someone should look.
-        libc::EIO
-        | libc::ENOSPC
-        | libc::EDQUOT
-        | libc::ENOMEM
-        | libc::EMFILE
-        | libc::ENFILE
-        | libc::EUCLEAN
-        | libc::EFAULT => Level::WARN,
-        // A lock held past the lock timeout: not a fault, but contention worth seeing.
-        libc::EBUSY => Level::INFO,
-        // Everything else answers what the program asked (ENOENT, EEXIST, ENOTEMPTY, EPERM,
-        // ESTALE, ...): its own business.
-        _ => Level::DEBUG,
-    }
-}
-
-/// An error from a syscall carries its errno; one without (a custom error) is EIO.
-impl ToErrno for io::Error {
-    fn errno(&self) -> i32 {
-        self.raw_os_error().unwrap_or(libc::EIO)
-    }
-}
 
 /// A name the namespace refuses.
 impl ToErrno for UriError {

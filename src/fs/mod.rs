@@ -15,7 +15,7 @@ pub mod fdcache;
 pub mod handles;
 pub mod inode;
 pub mod mutations;
-pub mod tail;
+
 mod xattr;
 
 #[cfg(test)]
@@ -31,12 +31,13 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub use crate::errno::ToErrno;
 pub use crate::sys::TimeSpec;
-pub use error::{FsError, FsResult, ToErrno};
+pub use crate::tail::AfterReply;
+pub use error::{FsError, FsResult};
 pub use handles::DirEntry;
 pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
-pub use tail::AfterReply;
 
 use handles::{FileHandle, Handles};
 use inode::{Inode, InodeTable};

@@ -16,7 +16,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use thiserror::Error;
 
-use crate::fs::error::{level_of, ToErrno};
+use crate::errno::{level_of, ToErrno};
 use crate::sys::{self, DataRoot, OFlags, RenameFlags, TimeSpec};
 use crate::uri::{is_internal_name, is_sidecar_name, VPath};
 use crate::workspace::Workspace;

@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::jobs::{embed_job, semantic_job, NewJob};
 use super::journal::Intent;
+use super::keys::{embed_job, semantic_job, NewJob};
 use super::lifecycle::new_handle;
 use super::rm::check_user_path;
-use super::{stat, OpsError, Result, Stores};
+use super::{stat, Locked, OpsError, Result};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
@@ -81,7 +81,7 @@ pub(crate) fn process_owner() -> String {
     format!("{}0", crate::lock::codec::process_owner_prefix())
 }
 
-impl Stores {
+impl Locked {
     /// `vikingfs add-resource LOCAL_PATH [--to URI]`. `progress(done, total)` follows the
     /// staging copy. Returns once the content is in place and its jobs are queued; the
     /// lifecycle lock is released by the last job.
@@ -364,7 +364,7 @@ impl Stores {
             if f.name() == crate::content::IGNORE_FILE {
                 if let Some(d) = f.parent() {
                     self.derive.rules.invalidate(&d);
-                    jobs.push(super::derive::rederive_job(&d));
+                    jobs.push(super::keys::rederive_job(&d));
                 }
             }
         }

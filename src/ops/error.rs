@@ -10,11 +10,13 @@ use thiserror::Error;
 use tracing::Level;
 
 use crate::embed::EmbedError;
-use crate::fs::error::{level_of, ToErrno};
+use crate::errno::{level_of, ToErrno};
 use crate::index::IndexError;
 use crate::lock::LockError;
 use crate::queue::QueueError;
 use crate::semantic::chat::ChatError;
+
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
 /// Why an operation failed. Each message is one line naming the problem; a variant that
 /// wraps another error keeps it as its source (printed after it by [`crate::error::Chain`]).

@@ -7,16 +7,10 @@ use crate::workspace::Workspace;
 
 use super::Ops;
 
-/// Bytes free for unprivileged writers, and the size, of the filesystem holding `path`.
-pub(crate) fn room(path: &std::path::Path) -> Option<(u64, u64)> {
-    let st = crate::sys::statvfs(path).ok()?;
-    Some((st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize))
-}
-
 /// Whether the filesystem holding `ws` has almost no room (writes answer ENOSPC, the
 /// reserve serves rm, rmdir and truncate); its free bytes then.
 pub fn disk_full(ws: &Workspace) -> Option<u64> {
-    let (free, total) = room(&ws.internal_dir())?;
+    let (free, total) = super::reserve::room(&ws.internal_dir())?;
     (free < (16 << 20).min(total / 50)).then_some(free)
 }
 

@@ -17,14 +17,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{is_source_name, source_version, Ops, OpsError, Stores};
+use super::{is_source_name, source_version, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::content::Content;
-use crate::fs::ToErrno;
+use crate::errno::ToErrno;
 use crate::index::{Level, Record};
-use crate::lock::{LockError, LockGuard, LockKind};
 use crate::queue::{self, Cause, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
 use crate::semantic::summary::{Child, DirInput, TermWeights};
 use crate::uri::VPath;
@@ -36,62 +35,12 @@ const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
 
-pub use crate::uri::{ABSTRACT_FILE, OVERVIEW_FILE};
-
-/// `embed:{uri}`.
-pub fn embed_key(p: &VPath) -> String {
-    format!("embed:{}", p.uri())
-}
-
-/// `semantic:{uri}`.
-pub fn semantic_key(dir: &VPath) -> String {
-    format!("semantic:{}", dir.uri())
-}
-
-/// A job as `Queue::enqueue_many` takes it.
-pub use crate::queue::NewJob;
-
-pub fn embed_job(p: &VPath, lifecycle: Option<&str>) -> NewJob {
-    NewJob::new(
-        queue::EMBEDDING,
-        Some(embed_key(p)),
-        json!({ "uri": p.uri(), "lifecycle": lifecycle }),
-    )
-}
-
-/// `dense:{level}:{uri}`.
-pub fn dense_key(p: &VPath, level: Level) -> String {
-    format!("dense:{}:{}", level.as_str(), p.uri())
-}
-
-pub fn dense_job(p: &VPath, level: Level) -> NewJob {
-    NewJob::new(
-        queue::DENSE,
-        Some(dense_key(p, level)),
-        json!({ "uri": p.uri(), "level": level as u8 }),
-    )
-}
-
-pub fn semantic_job(dir: &VPath, lifecycle: Option<&str>) -> NewJob {
-    NewJob::new(
-        queue::SEMANTIC,
-        Some(semantic_key(dir)),
-        json!({ "dir": dir.uri(), "lifecycle": lifecycle }),
-    )
-}
-
-/// Does a directory get a summary? Every directory but the namespace root.
-pub(crate) fn has_summary(dir: &VPath) -> bool {
-    !dir.is_root()
-}
-
-/// What a job's write-back lock came to.
-pub(super) enum JobLock {
-    /// Held (`None`: covered by a lifecycle lock held already).
-    Held(Option<LockGuard>),
-    /// The directory of a path to lock is gone.
-    Gone,
-}
+pub(crate) use super::keys::has_summary;
+pub use super::keys::{
+    dense_job, dense_key, embed_job, embed_key, semantic_job, semantic_key, NewJob, ABSTRACT_FILE,
+    OVERVIEW_FILE,
+};
+pub(crate) use super::lifecycle::JobLock;
 
 /// A failure the job tries again after its back-off (or, on a full disk, waits out).
 fn retry(e: impl Into<OpsError>) -> JobError {
@@ -255,44 +204,6 @@ fn snippet(text: &str) -> String {
         .chars()
         .take(SNIPPET_CHARS)
         .collect()
-}
-
-impl Stores {
-    /// The lock a job's write-back takes: EXACT on each path — or nothing more while a
-    /// resource lifecycle lock covering them is held (the job's own, or that of the resource
-    /// the paths lie in: derived work is what a lifecycle waits for, so it proceeds under it).
-    /// That TREE already keeps every other writer (rm, mv, writes) out of the resource, and a
-    /// worker dying under it leaves no lock file of its own behind. A busy lock is a retryable
-    /// job error. The lock never creates a directory: a path whose directory was removed
-    /// since the job read it is [`JobLock::Gone`].
-    pub(super) fn job_lock(
-        &self,
-        paths: &[VPath],
-        lifecycle: Option<&str>,
-    ) -> Result<JobLock, JobError> {
-        let covering = match lifecycle {
-            Some(h) => Some(h.to_string()),
-            None => self
-                .journal
-                .lifecycles()
-                .map_err(retry)?
-                .into_iter()
-                .find(|l| paths.iter().all(|p| p.starts_with(&l.target)))
-                .map(|l| l.handle),
-        };
-        if let Some(h) = covering {
-            if self.lifecycle_keep(&h)? {
-                return Ok(JobLock::Held(None));
-            }
-        }
-        let reqs: Vec<(VPath, LockKind)> =
-            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
-        match self.locks.acquire_background(&reqs, self.waits.job) {
-            Ok(g) => Ok(JobLock::Held(Some(g))),
-            Err(LockError::Gone { .. }) => Ok(JobLock::Gone),
-            Err(e) => Err(retry(e)),
-        }
-    }
 }
 
 impl Ops {
@@ -824,7 +735,7 @@ pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
         // A rule file's change walks one tree: one worker is plenty.
         HandlerSpec::new(
             queue::REDERIVE,
-            Arc::new(super::derive::RederiveHandler(ops.clone())),
+            Arc::new(super::rederive::RederiveHandler(ops.clone())),
             1,
         ),
     ]

@@ -9,70 +9,18 @@
 //! last outstanding key releases it; [`Ops::sweep_lifecycles`] releases the ones whose jobs
 //! can no longer finish (dead jobs) once the queue is idle.
 
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::{Ops, Result, Stores};
+use super::{OpsError, Result, Stores};
 use crate::error::Chain;
-use crate::lock::LockKind;
+use crate::lock::{LockError, LockGuard, LockKind};
+use crate::queue::JobError;
 use crate::uri::VPath;
 
 /// A fresh lifecycle handle. Not of the `vfs-{host}-{pid}-{start}-{n}` form, so the lock engine
 /// judges it by token age, never by a process.
 pub(crate) fn new_handle() -> String {
     format!("vfs-lifecycle-{}", uuid::Uuid::new_v4().simple())
-}
-
-/// While alive, a job of this process is working for a lifecycle (see [`Ops::lifecycle_work`]).
-pub(crate) struct Working<'a> {
-    ops: &'a Ops,
-    handle: String,
-}
-
-impl Drop for Working<'_> {
-    fn drop(&mut self) {
-        let mut w = self.ops.working.lock();
-        if let Some(n) = w.get_mut(&self.handle) {
-            *n -= 1;
-            if *n == 0 {
-                w.remove(&self.handle);
-            }
-        }
-    }
-}
-
-/// Refresh the lifecycle locks this process works for every `lock_expire / 3`, for as long as
-/// the `Ops` lives.
-pub(crate) fn start_refresher(ops: &Arc<Ops>) {
-    let weak: Weak<Ops> = Arc::downgrade(ops);
-    let period = (ops.locks.config().expire / 3).max(Duration::from_millis(10));
-    let spawned = std::thread::Builder::new()
-        .name("vikingfs-lifecycle-refresh".into())
-        .spawn(move || loop {
-            std::thread::sleep(period);
-            let Some(ops) = weak.upgrade() else { return };
-            let handles: Vec<String> = ops.working.lock().keys().cloned().collect();
-            for h in handles {
-                if let Err(e) = ops.lifecycle_keep(&h) {
-                    tracing::warn!(handle = h, "refreshing a lifecycle lock: {}", Chain(&e));
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::warn!("no lifecycle refresh thread: {e}");
-    }
-}
-
-impl Ops {
-    /// Register a job of lifecycle `handle` as running in this process until the returned
-    /// guard drops; meanwhile its lock is refreshed in the background.
-    pub(crate) fn lifecycle_work(&self, handle: &str) -> Working<'_> {
-        *self.working.lock().entry(handle.to_string()).or_insert(0) += 1;
-        Working {
-            ops: self,
-            handle: handle.to_string(),
-        }
-    }
 }
 
 impl Stores {
@@ -171,5 +119,51 @@ impl Stores {
             }
         }
         Ok(n)
+    }
+}
+
+/// What a job's write-back lock came to.
+pub(crate) enum JobLock {
+    /// Held (`None`: covered by a lifecycle lock held already).
+    Held(Option<LockGuard>),
+    /// The directory of a path to lock is gone.
+    Gone,
+}
+
+impl Stores {
+    /// The lock a job's write-back takes: EXACT on each path — or nothing more while a
+    /// resource lifecycle lock covering them is held (the job's own, or that of the resource
+    /// the paths lie in: derived work is what a lifecycle waits for, so it proceeds under it).
+    /// That TREE already keeps every other writer (rm, mv, writes) out of the resource, and a
+    /// worker dying under it leaves no lock file of its own behind. A busy lock is a retryable
+    /// job error. The lock never creates a directory: a path whose directory was removed
+    /// since the job read it is [`JobLock::Gone`].
+    pub(super) fn job_lock(
+        &self,
+        paths: &[VPath],
+        lifecycle: Option<&str>,
+    ) -> Result<JobLock, JobError> {
+        let covering = match lifecycle {
+            Some(h) => Some(h.to_string()),
+            None => self
+                .journal
+                .lifecycles()
+                .map_err(|e| JobError::from(OpsError::from(e)))?
+                .into_iter()
+                .find(|l| paths.iter().all(|p| p.starts_with(&l.target)))
+                .map(|l| l.handle),
+        };
+        if let Some(h) = covering {
+            if self.lifecycle_keep(&h)? {
+                return Ok(JobLock::Held(None));
+            }
+        }
+        let reqs: Vec<(VPath, LockKind)> =
+            paths.iter().map(|p| (p.clone(), LockKind::Exact)).collect();
+        match self.locks.acquire_background(&reqs, self.waits.job) {
+            Ok(g) => Ok(JobLock::Held(Some(g))),
+            Err(LockError::Gone { .. }) => Ok(JobLock::Gone),
+            Err(e) => Err(JobError::from(OpsError::from(e))),
+        }
     }
 }

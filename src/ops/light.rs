@@ -14,7 +14,7 @@ use crate::uri::VPath;
 use crate::workspace::Workspace;
 
 use super::derive::Derivation;
-use super::jobs::{embed_job, semantic_job, NewJob};
+use super::keys::{embed_job, semantic_job, NewJob};
 use super::{Result, Stores};
 
 /// A workspace's path locks and job queue (cheap to clone: both are shared handles).

@@ -12,24 +12,68 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::{OpsError, Release, Stores};
+use crate::errno::ToErrno;
 use crate::error::Chain;
-use crate::fs::error::ToErrno;
 use crate::fs::mutations::{
     AttrChange, DirectMutations, MResult, MutationError, Mutations, Owner, RenameMode,
 };
 use crate::uri::VPath;
 
+/// The locked operations — rm, mv, add-resource, single-file writes and the recovery of what a
+/// dead process left half-done — over the store kernel, which they reach through `Deref`
+/// (`self.index`, `self.lock(..)`). They need no model and no summariser: what they change
+/// they hand to the derivers as queued jobs. Implemented in `rm`, `mv`, `add`, `write` and
+/// `recover`; the kernel below never calls up into them.
+pub struct Locked {
+    stores: Arc<Stores>,
+    /// This layer itself, for work finished after a reply ([`crate::tail`]), which
+    /// outlives `&self`.
+    me: Weak<Locked>,
+}
+
+impl Locked {
+    /// The locked operations over `stores`.
+    pub fn new(stores: Arc<Stores>) -> Arc<Locked> {
+        Arc::new_cyclic(|me| Locked {
+            stores,
+            me: me.clone(),
+        })
+    }
+
+    /// The `Arc` this layer lives in (every `Locked` is made by [`Locked::new`]).
+    pub(super) fn arc(&self) -> Arc<Locked> {
+        self.me
+            .upgrade()
+            .expect("a Locked is only reached through its Arc")
+    }
+
+    /// The store kernel below.
+    pub fn stores(&self) -> &Arc<Stores> {
+        &self.stores
+    }
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Stores;
+
+    fn deref(&self) -> &Stores {
+        &self.stores
+    }
+}
+
+/// The filesystem core's mutation seam over the locked operations: what the mount does in
+/// production.
 pub struct LockedMutations {
-    ops: Arc<Stores>,
+    ops: Arc<Locked>,
     direct: DirectMutations,
 }
 
 impl LockedMutations {
-    /// The seam over the store kernel `ops` (no model, no summariser), whose data root descriptor its system calls share.
-    pub fn new(ops: Arc<Stores>) -> Self {
+    /// The seam over the locked operations `ops` (no model, no summariser), whose data root descriptor its system calls share.
+    pub fn new(ops: Arc<Locked>) -> Self {
         let direct = DirectMutations::at(ops.root.data_root().clone());
         LockedMutations { ops, direct }
     }

@@ -11,13 +11,14 @@
 
 use super::journal::Intent;
 use super::rm::check_user_path;
-use super::{OpsError, Result, Stores};
-use crate::fs::tail;
+use super::{Locked, OpsError, Result};
 use crate::fs::RenameMode;
+use crate::index::Level;
 use crate::lock::LockGuard;
-use crate::uri::VPath;
+use crate::tail;
+use crate::uri::{VPath, ABSTRACT_FILE, OVERVIEW_FILE};
 
-impl Stores {
+impl Locked {
     /// `vikingfs mv SRC DST`: move a file or tree to a name that does not exist yet.
     pub fn mv(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.move_path(src, dst, false)
@@ -135,7 +136,7 @@ impl Stores {
         replaced: bool,
         guard: LockGuard,
     ) -> Result<()> {
-        self.queue.submit(&[super::jobs::embed_job(dst, None)])?;
+        self.queue.submit(&[super::keys::embed_job(dst, None)])?;
         if replaced {
             // From the rename on they would name content that is gone.
             self.index.delete_prefix(dst)?;
@@ -204,5 +205,42 @@ impl Stores {
         self.enqueue_parent_summary(src)?;
         self.enqueue_parent_summary(dst)?;
         self.refresh_under(dst).map(drop)
+    }
+}
+
+impl Locked {
+    /// Under a lock that covers `p` (a move's, after the rename): remove what is derived
+    /// from ignored paths at or below it — records, and the sidecars of ignored directories.
+    pub(crate) fn prune_ignored(&self, p: &VPath, is_dir: bool) -> Result<()> {
+        let mut dirs = Vec::new();
+        for (uri, level) in self.index.uris_under(p)? {
+            if !self.derive.derives(&uri, level.names_directory()) {
+                self.index.delete(&uri)?;
+                if level == Level::Abstract {
+                    dirs.push(uri);
+                }
+            }
+        }
+        if is_dir && !self.derive.derives(p, true) {
+            // The whole tree is ignored: every directory's sidecars go, indexed or not.
+            let mut stack = vec![p.clone()];
+            while let Some(d) = stack.pop() {
+                let below = self.children(&d)?;
+                stack.extend(below.into_iter().filter(|(_, dir)| *dir).map(|(c, _)| c));
+                dirs.push(d);
+            }
+        }
+        for d in dirs {
+            for name in [ABSTRACT_FILE, OVERVIEW_FILE] {
+                let f = self.backing(&d.join(name)?);
+                match std::fs::remove_file(&f) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(OpsError::io(f, e))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use super::add::process_owner;
 use super::journal::Intent;
-use super::{Result, Stores};
+use super::{Locked, Result};
 use crate::error::Chain;
 use crate::lock::codec::{liveness, Liveness};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
-impl Stores {
+impl Locked {
     /// Finish every intent whose process died. Returns how many were finished; an intent
     /// whose locks are busy is left for later.
     pub fn recover(&self) -> Result<usize> {
@@ -143,14 +143,14 @@ impl Stores {
         for f in &files {
             let current = self.lstat(f)?.map(|m| super::stat_version(&m));
             if current.is_some() && self.index.version_of(f, Level::Content)? != current {
-                jobs.push(super::jobs::embed_job(f, None));
+                jobs.push(super::keys::embed_job(f, None));
             }
         }
         for d in &dirs {
-            let abs = d.join(super::jobs::ABSTRACT_FILE)?;
+            let abs = d.join(crate::uri::ABSTRACT_FILE)?;
             let current = self.lstat(&abs)?.map(|m| super::stat_version(&m));
             if current.is_none() || self.index.version_of(d, Level::Abstract)? != current {
-                jobs.push(super::jobs::semantic_job(d, None));
+                jobs.push(super::keys::semantic_job(d, None));
             }
         }
         if !jobs.is_empty() {
@@ -164,11 +164,11 @@ impl Stores {
         let Some((files, dirs)) = self.tree_of(p)? else {
             return Ok(0);
         };
-        let mut jobs: Vec<super::jobs::NewJob> = files
+        let mut jobs: Vec<super::keys::NewJob> = files
             .iter()
-            .map(|f| super::jobs::embed_job(f, None))
+            .map(|f| super::keys::embed_job(f, None))
             .collect();
-        jobs.extend(dirs.iter().map(|d| super::jobs::semantic_job(d, None)));
+        jobs.extend(dirs.iter().map(|d| super::keys::semantic_job(d, None)));
         self.queue.enqueue_many(&jobs)?;
         Ok(jobs.len())
     }

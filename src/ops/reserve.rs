@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Result, Stores};
-use crate::fs::ToErrno;
+use crate::errno::ToErrno;
 
 /// The reserve's size: far more than one rm needs, little enough to give.
 pub const RESERVE_BYTES: u64 = 8 * 1024 * 1024;
@@ -43,7 +43,7 @@ impl Reserve {
         if self.present.load(Ordering::Relaxed) {
             return;
         }
-        let Some((free, _)) = super::gauges::room(self.path.parent().unwrap_or(&self.path)) else {
+        let Some((free, _)) = room(self.path.parent().unwrap_or(&self.path)) else {
             return;
         };
         if free < RESERVE_BYTES + MARGIN {
@@ -103,4 +103,10 @@ impl Stores {
         }
         r
     }
+}
+
+/// Bytes free for unprivileged writers, and the size, of the filesystem holding `path`.
+pub(crate) fn room(path: &std::path::Path) -> Option<(u64, u64)> {
+    let st = crate::sys::statvfs(path).ok()?;
+    Some((st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize))
 }

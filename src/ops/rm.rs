@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 
 use super::journal::Intent;
-use super::{OpsError, Result, Stores};
-use crate::fs::tail;
+use super::{Locked, OpsError, Result};
 use crate::lock::{LockGuard, LockKind};
+use crate::tail;
 use crate::uri::VPath;
 
 /// What an rm did.
@@ -43,7 +43,7 @@ pub(crate) fn check_user_path(p: &VPath) -> Result<()> {
     Ok(())
 }
 
-impl Stores {
+impl Locked {
     /// Whether directory `p` holds an entry `counts` (the one emptiness check).
     pub(crate) fn has_entry(&self, p: &VPath, counts: impl Fn(&str) -> bool) -> Result<bool> {
         let names = self
@@ -60,7 +60,7 @@ impl Stores {
     }
 }
 
-impl Stores {
+impl Locked {
     /// `vikingfs rm [-r] URI`: remove a file, or with `recursive` a file or a directory tree.
     pub fn rm(&self, p: &VPath, recursive: bool) -> Result<RmReport> {
         self.freeing(|| self.remove(p, if recursive { Mode::Any } else { Mode::File }))

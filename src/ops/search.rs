@@ -9,7 +9,7 @@ use crate::queue::{self, Queue};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
-use super::jobs::semantic_key;
+use super::keys::semantic_key;
 use super::Result;
 
 /// The least cosine similarity a result without lexical evidence needs. Measured for

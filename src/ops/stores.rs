@@ -17,15 +17,15 @@
 //! summariser: the index opens for the model identity the caller gives ([`Model`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{at, derive, reserve, same_but_inode, stat_version, OpsError, Result};
 use crate::config::{Backend, Config};
 use crate::db;
+use crate::errno::ToErrno;
 use crate::error::Chain;
-use crate::fs::ToErrno;
-use crate::index::{Index, IndexError, Opened, Store};
+use crate::index::{Index, IndexError, Level, Opened, Store};
 use crate::lock::{LockGuard, LockKind, LockManager};
 use crate::queue::{Foreground, Queue, QueueError};
 use crate::uri::VPath;
@@ -98,8 +98,6 @@ pub struct Stores {
     pub(super) waits: Waits,
     /// Marked by every foreground operation; the daemon's worker pool gives way to it.
     pub(super) foreground: Arc<Foreground>,
-    /// This kernel itself, for work finished after a reply, which outlives `&self`.
-    me: Weak<Stores>,
 }
 
 impl Stores {
@@ -156,7 +154,7 @@ impl Stores {
             job: Duration::from_secs(2),
         };
         let root = at::VRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
-        let stores = Arc::new_cyclic(|me| Stores {
+        let stores = Arc::new(Stores {
             ws: ws.clone(),
             root,
             locks,
@@ -167,7 +165,6 @@ impl Stores {
             reserve,
             waits,
             foreground: Default::default(),
-            me: me.clone(),
         });
         if stores.index.opened() == Opened::VectorsDropped {
             // Another model built the old vectors: the records stay, new vectors are queued.
@@ -177,13 +174,6 @@ impl Stores {
             tracing::warn!("checking whether the workspace was copied: {}", Chain(&e));
         }
         Ok((stores, Healed { queue_lost }))
-    }
-
-    /// The `Arc` this kernel lives in (every `Stores` is made by [`Stores::open`]).
-    pub(super) fn arc(&self) -> Arc<Stores> {
-        self.me
-            .upgrade()
-            .expect("a Stores is only reached through its Arc")
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -278,6 +268,33 @@ impl Stores {
 }
 
 impl Stores {
+    /// The entries of `dir` that are sources (files and directories; not sidecars, internal
+    /// names, symlinks or special files), with whether each is a directory.
+    pub(super) fn children(&self, dir: &VPath) -> Result<Vec<(VPath, bool)>> {
+        let fs = self.backing(dir);
+        let rd = match std::fs::read_dir(&fs) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(OpsError::io(&fs, e)),
+        };
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !super::is_source_name(&name) {
+                continue;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() || ft.is_file() {
+                if let Ok(p) = dir.join(&name) {
+                    out.push((p, ft.is_dir()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Every source file and directory below `dir` (itself excluded) that gets derived
     /// state, as namespace paths: ignored paths are skipped, and not descended into. Read
     /// relative to the data root, so a tree deeper than PATH_MAX as a backing path is walked
@@ -454,5 +471,21 @@ fn open_index(path: &Path, model: &Model, holder: Option<u32>) -> Result<Index> 
             Ok(open()?)
         }
         r => Ok(r?),
+    }
+}
+
+impl Stores {
+    /// Drop the index records of `p` (its file's text is about to change).
+    pub fn forget_records(&self, p: &VPath) -> std::result::Result<(), IndexError> {
+        self.index.delete(p).map(drop)
+    }
+
+    /// The source version the record of `p` at `level` was made from, if it has one.
+    pub fn record_version(
+        &self,
+        p: &VPath,
+        level: Level,
+    ) -> std::result::Result<Option<String>, IndexError> {
+        self.index.version_of(p, level)
     }
 }

@@ -8,10 +8,10 @@
 //! version changed and retries (or a newer job of its key supersedes it).
 
 use super::rm::check_user_path;
-use super::{OpsError, Result, Stores};
+use super::{Locked, OpsError, Result};
 use crate::uri::VPath;
 
-impl Stores {
+impl Locked {
     /// Write `bytes` as the whole content of file `p` (created when missing; its directory
     /// must exist), atomically, then have it re-indexed.
     pub fn write_file(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
@@ -59,7 +59,7 @@ impl Stores {
     }
 }
 
-impl Stores {
+impl Locked {
     /// One change the mount makes to a single path (create, open for writing, a write, a
     /// truncate, mkdir, link, symlink, setattr), done by `change` under the path's EXACT lock
     /// with the foreground wait. The mount decides what to change; the lock is taken here, so
@@ -67,7 +67,7 @@ impl Stores {
     /// path's directory was removed meanwhile, the change fails with ENOENT, as it would have.
     ///
     /// With [`Release::AfterReply`] the lock is released after the mount's reply
-    /// ([`crate::fs::AfterReply`]); a change that must see its own lock file gone before it
+    /// ([`crate::tail::AfterReply`]); a change that must see its own lock file gone before it
     /// returns (a directory's times: the file lives inside it) asks for [`Release::Now`].
     ///
     /// The outer error is the lock's; the inner one is `change`'s own, handed back as it
@@ -89,7 +89,7 @@ impl Stores {
         };
         let out = change();
         if release == Release::AfterReply {
-            let _ = crate::fs::tail::after_reply("release", move || {
+            let _ = crate::tail::after_reply("release", move || {
                 drop(guard);
                 Ok::<(), OpsError>(())
             });

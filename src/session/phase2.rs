@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::errno::ToErrno;
 use crate::error::Chain;
-use crate::fs::ToErrno;
 use crate::index::Level;
 use crate::lock::{LockError, LockKind};
 use crate::ops::{source_version, Ops, OpsError};
