@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::ops::{bar, done, open, outcome};
+use super::ops::{bar, done, open, open_locked, outcome};
 use super::Ctx;
 use crate::ops::AddOptions;
 
@@ -30,7 +30,12 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !(a.timeout.is_finite() && a.timeout >= 0.0) {
         anyhow::bail!("--timeout {}: must be a number of seconds >= 0", a.timeout);
     }
-    let ops = open(ctx)?;
+    // Working the queue (--wait) needs the derivers; adding alone only the locked operations.
+    let engine = if a.wait { Some(open(ctx)?) } else { None };
+    let ops = match &engine {
+        Some(e) => e.locked().clone(),
+        None => open_locked(ctx)?,
+    };
     let what = format!("add-resource {}", a.local_path.display());
     let to = match &a.to {
         Some(u) => Some(ops.parse(u).with_context(|| what.clone())?),
@@ -50,11 +55,12 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
         }
     };
     println!("{}", report.target.uri());
-    if !a.wait {
+    let Some(engine) = engine else {
         return done(ops, 0);
-    }
+    };
+    drop(ops);
     let work = bar(report.jobs as u64, "processing");
-    let drained = ops.drain(
+    let drained = engine.drain(
         &ctx.config.workers,
         Duration::from_secs_f64(a.timeout),
         |p| {
@@ -66,5 +72,5 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !drained {
         anyhow::bail!("{what}: jobs still outstanding after {}s", a.timeout);
     }
-    done(ops, 0)
+    done(engine, 0)
 }

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::ops::{done, open, outcome};
+use super::ops::{done, open_locked, outcome};
 use super::Ctx;
 
 #[derive(Args, Debug)]
@@ -15,7 +15,7 @@ pub struct MvArgs {
 }
 
 pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
-    let ops = open(ctx)?;
+    let ops = open_locked(ctx)?;
     let what = format!("mv {} {}", a.src, a.dst);
     let src = ops.parse(&a.src).with_context(|| what.clone())?;
     let mut dst = ops.parse(&a.dst).with_context(|| what.clone())?;

@@ -9,14 +9,28 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
-use crate::ops::{Ops, OpsError};
+use crate::ops::{Locked, Ops, OpsError};
 
+/// The whole engine (the derivers too: a command that works the queue, checks or searches).
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     let ws = ctx.workspace()?;
-    // A rebuild of the index (an older format, or a lost one) shows its progress; the bar
-    // appears only if one runs.
+    with_rebuild_bar(|progress| Ops::open_with_progress(&ws, &ctx.config, progress))
+}
+
+/// The locked operations alone (rm, mv, write, add-resource): no model loaded, no vectors
+/// touched by this process's configuration ([`Ops::open_locked`]).
+pub(crate) fn open_locked(ctx: &Ctx) -> anyhow::Result<Arc<Locked>> {
+    let ws = ctx.workspace()?;
+    with_rebuild_bar(|progress| Ops::open_locked(&ws, &ctx.config, progress))
+}
+
+/// `open` with a progress bar for a rebuild of the index (an older format, or a lost one);
+/// the bar appears only if one runs.
+fn with_rebuild_bar<T>(
+    open: impl FnOnce(&mut dyn FnMut(u64, u64)) -> Result<T, OpsError>,
+) -> anyhow::Result<T> {
     let mut b: Option<ProgressBar> = None;
-    let ops = Ops::open_with_progress(&ws, &ctx.config, &mut |d, t| {
+    let opened = open(&mut |d, t| {
         let b = b.get_or_insert_with(|| bar(t, "reindex"));
         b.set_length(t);
         b.set_position(d);
@@ -24,12 +38,12 @@ pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     if let Some(b) = b {
         b.finish_and_clear();
     }
-    Ok(ops)
+    Ok(opened)
 }
 
 /// End of a one-shot command: the engine closes (its connections leave the WALs to the next
 /// process, see [`crate::db::one_shot_process`]).
-pub(crate) fn done(ops: Arc<Ops>, code: i32) -> anyhow::Result<i32> {
+pub(crate) fn done<T>(ops: Arc<T>, code: i32) -> anyhow::Result<i32> {
     drop(ops);
     Ok(code)
 }

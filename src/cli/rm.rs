@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::ops::{done, open, outcome};
+use super::ops::{done, open_locked, outcome};
 use super::Ctx;
 
 #[derive(Args, Debug)]
@@ -17,7 +17,7 @@ pub struct RmArgs {
 }
 
 pub fn rm(ctx: &Ctx, a: &RmArgs) -> anyhow::Result<i32> {
-    let ops = open(ctx)?;
+    let ops = open_locked(ctx)?;
     for uri in &a.uris {
         let p = ops.parse(uri).with_context(|| format!("rm {uri}"))?;
         let code = outcome(&format!("rm {uri}"), ops.rm(&p, a.recursive).map(drop))?;

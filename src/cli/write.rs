@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::ops::{done, open, outcome};
+use super::ops::{done, open_locked, outcome};
 use super::Ctx;
 
 #[derive(Args, Debug)]
@@ -20,7 +20,7 @@ pub struct WriteArgs {
 }
 
 pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
-    let ops = open(ctx)?;
+    let ops = open_locked(ctx)?;
     let what = format!("write {}", a.uri);
     let p = ops.parse(&a.uri).with_context(|| what.clone())?;
     let bytes = match &a.from {

@@ -113,6 +113,35 @@ impl Ops {
         Self::assemble(ws, locks, embedder, summarizer, config)
     }
 
+    /// The locked operations alone, for a one-shot command that runs only them (rm, mv,
+    /// write, add-resource without --wait): no model is loaded and no summariser built, and
+    /// the index keeps whatever vectors it has, whatever this process's configuration says
+    /// (only the derivers re-derive). What opening found lost (an index to rebuild, a
+    /// damaged queue's jobs) is the derivers' to rebuild: then the whole engine opens, as
+    /// [`Ops::open_with_progress`], and hands its locked operations on.
+    pub fn open_locked(
+        ws: &Workspace,
+        config: &Config,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Arc<Locked>> {
+        let locks = LockManager::new(ws, config.lock.clone())?;
+        match Stores::open(ws, config, locks, &stores::Model::AsStored) {
+            Ok((stores, healed)) if !healed.queue_lost && !stores.needs_rebuild()? => {
+                let locked = Locked::new(stores);
+                if let Err(e) = locked.recover() {
+                    tracing::warn!("recovering interrupted operations: {}", Chain(&e));
+                }
+                Ok(locked)
+            }
+            Ok(_) | Err(OpsError::Index(crate::index::IndexError::Schema { .. })) => {
+                Ok(Self::open_with_progress(ws, config, progress)?
+                    .locked()
+                    .clone())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`Ops::open`] with the parts given (tests, and a daemon that already has them) and
     /// the default content rules.
     pub fn with_parts(

@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 
 use super::{Ops, Result};
 use crate::error::Chain;
-use crate::index::{Index, Opened};
+use crate::index::Opened;
 use crate::uri::VPath;
 
-/// The meta key holding a rebuild's progress (`done/total`; `pending` before the walk).
-pub const META_KEY: &str = "rebuild";
+pub use super::stores::{recorded, META_KEY};
 
 /// How often a running rebuild writes its progress.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -32,30 +31,7 @@ pub struct Progress {
     running: AtomicBool,
 }
 
-/// A rebuild in progress, as the index records it: (done, total) files, `None` for the walk
-/// before the first file.
-pub fn recorded(index: &Index) -> Option<Option<(u64, u64)>> {
-    let v = index.meta(META_KEY).ok()??;
-    if v.is_empty() {
-        return None;
-    }
-    Some(
-        v.split_once('/')
-            .and_then(|(d, t)| Some((d.parse().ok()?, t.parse().ok()?))),
-    )
-}
-
 impl Ops {
-    /// Whether the index must be rebuilt from the files: it was just created or recreated, or
-    /// a rebuild was interrupted.
-    pub(crate) fn needs_rebuild(&self) -> Result<bool> {
-        if matches!(self.index.opened(), Opened::Created | Opened::Recreated) {
-            self.index.set_meta(META_KEY, "pending")?;
-            return Ok(true);
-        }
-        Ok(recorded(&self.index).is_some())
-    }
-
     /// Whether another process (a daemon with workers, running now) is the one rebuilding:
     /// the index was not just lost by this open, and a rebuild is recorded.
     pub(crate) fn rebuilt_elsewhere(&self) -> bool {

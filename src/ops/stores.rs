@@ -31,6 +31,22 @@ use crate::queue::{Foreground, Queue, QueueError};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
+/// The meta key holding a rebuild's progress (`done/total`; `pending` before the walk).
+pub const META_KEY: &str = "rebuild";
+
+/// A rebuild in progress, as the index records it: (done, total) files, `None` for the walk
+/// before the first file.
+pub fn recorded(index: &Index) -> Option<Option<(u64, u64)>> {
+    let v = index.meta(META_KEY).ok()??;
+    if v.is_empty() {
+        return None;
+    }
+    Some(
+        v.split_once('/')
+            .and_then(|(d, t)| Some((d.parse().ok()?, t.parse().ok()?))),
+    )
+}
+
 /// How long an open retries a database another process is switching to WAL.
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -205,6 +221,16 @@ impl Stores {
     pub(super) fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
         self.foreground.touch();
         Ok(self.locks.acquire(reqs, self.waits.foreground)?)
+    }
+
+    /// Whether the index must be rebuilt from the files: it was just created or recreated, or
+    /// a rebuild was interrupted.
+    pub fn needs_rebuild(&self) -> Result<bool> {
+        if matches!(self.index.opened(), Opened::Created | Opened::Recreated) {
+            self.index.set_meta(META_KEY, "pending")?;
+            return Ok(true);
+        }
+        Ok(recorded(&self.index).is_some())
     }
 
     /// The foreground operations' activity, for a worker pool to give way to

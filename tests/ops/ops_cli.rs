@@ -556,3 +556,28 @@ fn write_keeps_the_mode_of_the_file_it_replaces() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A one-shot locked operation runs on the stores as they are: `vikingfs rm` from a shell
+/// whose configuration names no model (or another one) neither loads a model nor drops the
+/// vectors the workspace's model made (it used to open the whole engine with its own
+/// configuration, and re-derive every vector of the workspace).
+#[test]
+fn a_one_shot_rm_keeps_the_vectors_another_configuration_made() {
+    let env = Env::new();
+    env.use_dense_model();
+    base(&env);
+    let index =
+        || vikingfs::index::Index::open_lexical(&env.ws().join(".vikingfs/index.db")).unwrap();
+    let model = index().stored_model().unwrap();
+    assert!(!model.is_empty(), "the model made no vectors");
+    assert!(index().missing_vectors().unwrap().is_empty());
+
+    env.merge_config(
+        serde_json::json!({"embedding": {"dense": {"provider": "local", "model": ""}}}),
+    );
+    env.ok(&["rm", "viking://resources/base/a.md"]);
+    assert!(!env.data("resources/base/a.md").exists());
+    assert_eq!(index().stored_model().unwrap(), model);
+    let missing = index().missing_vectors().unwrap();
+    assert!(missing.is_empty(), "vectors dropped: {missing:?}");
+}
