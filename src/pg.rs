@@ -44,17 +44,6 @@ pub enum PgError {
     },
 }
 
-impl PgError {
-    /// The server could not be reached or the connection broke (worth retrying later), as
-    /// opposed to a statement the server refused.
-    pub fn is_connection(&self) -> bool {
-        match self {
-            PgError::Server { source, .. } => source.is_closed() || source.as_db_error().is_none(),
-            _ => false,
-        }
-    }
-}
-
 /// A pool of clients of one server and database; shareable between threads.
 pub struct Pg {
     config: postgres::Config,

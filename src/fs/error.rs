@@ -107,8 +107,10 @@ mod tests {
 
     #[test]
     fn table_maps_each_kind() {
-        let busy = FsError::from(MutationError::Busy {
+        let busy = FsError::from(MutationError::Io {
+            op: "lock",
             path: "resources/a".into(),
+            source: io::Error::from_raw_os_error(libc::EBUSY),
         });
         assert_eq!(busy.errno(), libc::EBUSY);
         assert_eq!(busy.level(), Level::INFO);

@@ -24,9 +24,6 @@ use crate::workspace::Workspace;
 /// Why a mutation failed.
 #[derive(Debug, Error)]
 pub enum MutationError {
-    /// A lock on the path stayed busy past the lock timeout; nothing was changed.
-    #[error("{path}: lock busy")]
-    Busy { path: String },
     #[error("{op} {path}")]
     Io {
         op: &'static str,
@@ -73,7 +70,6 @@ impl MutationError {
 impl ToErrno for MutationError {
     fn errno(&self) -> i32 {
         match self {
-            MutationError::Busy { .. } => libc::EBUSY,
             MutationError::Io { source, .. } => source.errno(),
             MutationError::Backend { source, .. } => source.errno(),
         }

@@ -26,8 +26,11 @@ impl Recording {
                     .is_some_and(|r| r.starts_with('/'))
         };
         if self.busy.as_deref().is_some_and(under) {
-            return Err(mutations::MutationError::Busy {
+            // As the locked operations answer a lock that stays busy.
+            return Err(mutations::MutationError::Io {
+                op: "lock",
                 path: p.as_str().into(),
+                source: std::io::Error::from_raw_os_error(libc::EBUSY),
             });
         }
         Ok(())

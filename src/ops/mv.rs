@@ -194,18 +194,6 @@ impl Locked {
         self.refresh_under(dst)?;
         Ok(())
     }
-
-    /// The mount renamed `src` to `dst` itself (without [`Ops::rename`]): move the records
-    /// and refresh both parents.
-    pub fn renamed(&self, src: &VPath, dst: &VPath) -> Result<()> {
-        self.index.delete_prefix(dst)?;
-        self.move_records(src, dst)?;
-        let is_dir = super::stat(&self.backing(dst))?.is_some_and(|m| m.is_dir());
-        self.prune_ignored(dst, is_dir)?;
-        self.enqueue_parent_summary(src)?;
-        self.enqueue_parent_summary(dst)?;
-        self.refresh_under(dst).map(drop)
-    }
 }
 
 impl Locked {

@@ -50,8 +50,10 @@ impl Mutations for Stalling {
         if *p == self.slow {
             self.entered.lock().send(()).unwrap();
             let _ = self.go.lock().recv_timeout(Duration::from_secs(120));
-            return Err(MutationError::Busy {
+            return Err(MutationError::Io {
+                op: "unlink",
                 path: p.as_str().into(),
+                source: std::io::Error::from_raw_os_error(libc::EBUSY),
             });
         }
         self.inner.unlink(p)

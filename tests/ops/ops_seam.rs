@@ -138,12 +138,11 @@ fn seam_notifications_for_changes_the_mount_made_itself() {
     assert!(indexed(&ops, "agent/notes/x.md"));
 
     std::fs::rename(fs("agent/notes/x.md"), fs("agent/notes/y.md")).unwrap();
-    ops.renamed(&p("agent/notes/x.md"), &p("agent/notes/y.md"))
-        .unwrap();
-    assert!(
-        indexed(&ops, "agent/notes/y.md"),
-        "moved with the rename, no job needed"
-    );
+    ops.removed(&p("agent/notes/x.md")).unwrap();
+    ops.file_written(&p("agent/notes/y.md")).unwrap();
+    drain(&ops);
+    assert!(!indexed(&ops, "agent/notes/x.md"));
+    assert!(indexed(&ops, "agent/notes/y.md"));
 
     std::fs::remove_file(fs("agent/notes/y.md")).unwrap();
     ops.removed(&p("agent/notes/y.md")).unwrap();
