@@ -1,8 +1,10 @@
-//! A mount whose stores live on a real PostgreSQL server (`storage.backend = "postgres"`):
-//! files copied in are indexed, into the server's records, by jobs drained from the server's
-//! rows, `status` and `wait` count those rows, rm keeps `find` truthful, and a bad DSN is refused in one line with
-//! nothing written.
+//! A mount on each backend (`storage.backend`): files copied in are indexed, into the
+//! backend's records, by jobs drained from the backend's rows, `status` and `wait` count
+//! those rows, rm keeps `find` truthful; on PostgreSQL, no SQLite file is written beside the
+//! server's. A bad DSN is refused in one line with nothing written, and a second workspace on
+//! one database in one line.
 
+use crate::support::backend::{backends, Backend, Db};
 use crate::support::daemon::*;
 use crate::support::pg::PgServer;
 use crate::support::vikingfs;
@@ -12,10 +14,43 @@ fn config(dsn: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
-    let server = PgServer::start();
-    let m = Mount::with_config(&config(&server.dsn()));
+/// `SELECT COUNT(*) FROM table WHERE filter` on the store's own database: the server's
+/// tables (`vq_jobs`, `vi_records`), or the workspace's SQLite files (`queue.db`'s `jobs`,
+/// `index.db`'s `records`).
+fn count(db: &Db, m: &Mount, table: &str, filter: &str) -> i64 {
+    let (file, sqlite_table, pg_table) = match table {
+        "jobs" => ("queue.db", "jobs", "vq_jobs"),
+        "records" => ("index.db", "records", "vi_records"),
+        other => panic!("no table {other}"),
+    };
+    match db.server() {
+        Some(server) => server
+            .client()
+            .query_one(
+                &format!("SELECT COUNT(*) FROM {pg_table} WHERE {filter}"),
+                &[],
+            )
+            .unwrap()
+            .get(0),
+        None => rusqlite::Connection::open(m.ws.join(".vikingfs").join(file))
+            .unwrap()
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {sqlite_table} WHERE {filter}"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap(),
+    }
+}
+
+backends!(a_mount_indexes_what_is_copied_in_and_forgets_what_is_removed);
+
+fn a_mount_indexes_what_is_copied_in_and_forgets_what_is_removed(backend: Backend) {
+    let db = backend.start();
+    let m = match db.dsn() {
+        Some(dsn) => Mount::with_config(&config(&dsn)),
+        None => Mount::new(),
+    };
     let res = m.res();
     ok(
         &res,
@@ -23,26 +58,22 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
          echo 'the quartzite ledger' > notes/ledger.md",
     );
     m.check_index_agrees();
-    // The jobs ran from the server's rows: none left there, and some were there.
-    let mut c = server.client();
-    let left: i64 = c
-        .query_one("SELECT COUNT(*) FROM vq_jobs WHERE state < 2", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0);
-    let files: i64 = c
-        .query_one(
-            "SELECT COUNT(*) FROM vi_records WHERE uri LIKE 'resources/notes/%' AND level = 2",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(files, 31, "the server holds the records");
-    for db in ["queue.db", "ops.db", "index.db"] {
-        assert!(
-            !m.ws.join(".vikingfs").join(db).exists(),
-            "no SQLite {db} beside the server's"
-        );
+    // The jobs ran from the backend's rows: none left there, and some were there.
+    assert_eq!(count(&db, &m, "jobs", "state < 2"), 0);
+    let files = count(
+        &db,
+        &m,
+        "records",
+        "uri LIKE 'resources/notes/%' AND level = 2",
+    );
+    assert_eq!(files, 31, "the backend holds the records");
+    if backend == Backend::Postgres {
+        for file in ["queue.db", "ops.db", "index.db"] {
+            assert!(
+                !m.ws.join(".vikingfs").join(file).exists(),
+                "no SQLite {file} beside the server's"
+            );
+        }
     }
     let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
@@ -53,30 +84,23 @@ fn a_mount_on_postgres_indexes_what_is_copied_in_and_forgets_what_is_removed() {
     let out = m.cli(&["find", "quartzite ledger"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(!found.contains("ledger.md"), "{found}");
-    let gone: i64 = c
-        .query_one(
-            "SELECT COUNT(*) FROM vi_records WHERE uri = 'resources/notes/ledger.md'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let gone = count(&db, &m, "records", "uri = 'resources/notes/ledger.md'");
     assert_eq!(gone, 0);
     m.assert_no_dead_jobs();
     let out = m.cli(&["status", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["queues"]["embedding"].is_object(), "{v}");
-    let at = v["index"]["at"].as_str().unwrap_or_default();
-    assert!(
-        at.contains("dbname=vikingfs"),
-        "status names the server: {v}"
-    );
-    let records: i64 = c
-        .query_one("SELECT COUNT(*) FROM vi_records", &[])
-        .unwrap()
-        .get(0);
+    if backend == Backend::Postgres {
+        let at = v["index"]["at"].as_str().unwrap_or_default();
+        assert!(
+            at.contains("dbname=vikingfs"),
+            "status names the server: {v}"
+        );
+    }
+    let records = count(&db, &m, "records", "true");
     assert_eq!(
         v["index"]["records"], records,
-        "status counts the server's records: {v}"
+        "status counts the backend's records: {v}"
     );
 }
 

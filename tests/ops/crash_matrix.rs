@@ -2,7 +2,9 @@
 //! binary with `VIKINGFS_CRASH_AT` armed, let it abort (like `kill -9`), start again, drain the
 //! queues, and check that no source file was lost, every search names an existing file that
 //! holds what was searched for, everything is findable again, and no lock blocks. Then
-//! `fsck --repair` must leave nothing to report.
+//! `fsck --repair` must leave nothing to report. Every point runs on both backends
+//! (`POINT::sqlite`, `POINT::postgres`: the queue, the journal and the index on a real
+//! PostgreSQL server).
 //!
 //! Built only with `--features failpoints` (the README's test command).
 
@@ -10,7 +12,7 @@
 
 use crate::support::{self, ops};
 
-use ops::Env;
+use ops::{Backend, Env};
 use support::token;
 
 /// What a crash point interrupts.
@@ -101,8 +103,8 @@ fn crash(env: &Env, point: &str, args: &[&str], stdin: Option<&str>) {
 
 /// `rm` of one indexed file crashing at `point`: afterwards the file is either there and
 /// findable, or gone and named by no search.
-fn rm_file(point: &str) {
-    let env = Env::new();
+fn rm_file(backend: Backend, point: &str) {
+    let env = Env::on(backend);
     let files = baseline(&env, true);
     crash(&env, point, &["rm", "viking://resources/base/a.md"], None);
     env.drain();
@@ -120,8 +122,8 @@ fn rm_file(point: &str) {
     }
 }
 
-fn run_point(point: &str) {
-    let env = Env::new();
+fn run_point(backend: Backend, point: &str) {
+    let env = Env::on(backend);
     match op_of(point) {
         Op::Rm => {
             let files = baseline(&env, true);
@@ -151,7 +153,7 @@ fn run_point(point: &str) {
                 .iter()
                 .all(|(u, _)| !u.contains("/sub")));
             // And one indexed file (an EXACT lock instead of a TREE, no scratch copy).
-            rm_file(point);
+            rm_file(backend, point);
         }
         Op::Mv => {
             let files = baseline(&env, true);
@@ -316,23 +318,10 @@ fn run_point(point: &str) {
 
 macro_rules! matrix {
     ($($test:ident => $point:literal,)*) => {
-        $(
-            #[test]
-            fn $test() {
-                run_point($point);
-            }
-        )*
-
-        /// The same matrix with the queue and the journal on a real PostgreSQL server.
-        mod on_postgres {
-            $(
-                #[test]
-                fn $test() {
-                    crate::support::ops::use_postgres();
-                    super::run_point($point);
-                }
-            )*
-        }
+        // `$test::sqlite` and `$test::postgres`.
+        crate::support::backend::backends!(
+            $($test => |backend| run_point(backend, $point)),*
+        );
 
         /// The matrix covers exactly the crash points the binary lists.
         #[test]

@@ -1,10 +1,13 @@
 //! The index on both backends, side by side: the same records written to a SQLite file and to
 //! a real PostgreSQL server answer alike — BM25 scores rank for rank, the same dense top-k,
-//! the same document frequencies, names, counts after renames and deletes — and the
-//! server's index is one for every handle (every host), with its own checks at open.
+//! the same document frequencies, names, counts after renames and deletes — and on either
+//! backend the index is one for every handle (every process; on the server, every host),
+//! with its own checks at open.
 
+use crate::support::backend::{backends, Backend, Db};
 use crate::support::pg::PgServer;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -297,11 +300,38 @@ fn both_backends_answer_alike() {
     assert!(lite.verify().unwrap().is_empty());
 }
 
-#[test]
-fn the_server_index_is_one_for_every_handle_and_checks_its_model() {
-    let server = PgServer::start();
-    let a = on_server(&server);
-    let b = on_server(&server);
+/// One test's index database on a backend; [`IndexTest::store`] is another handle on it
+/// each time.
+struct IndexTest {
+    db: Db,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl IndexTest {
+    fn new(backend: Backend) -> IndexTest {
+        let dir = tempfile::tempdir().unwrap();
+        IndexTest {
+            db: backend.start(),
+            file: dir.path().join("index.db"),
+            _dir: dir,
+        }
+    }
+
+    fn store(&self) -> Store<'_> {
+        match self.db.dsn() {
+            None => Store::File(&self.file),
+            Some(dsn) => Store::Server(Arc::new(Pg::connect(&dsn).unwrap())),
+        }
+    }
+}
+
+backends!(the_index_is_one_for_every_handle_and_checks_its_model);
+
+fn the_index_is_one_for_every_handle_and_checks_its_model(backend: Backend) {
+    let t = IndexTest::new(backend);
+    let a = Index::open_in(t.store(), DIM, "m").unwrap();
+    let b = Index::open_in(t.store(), DIM, "m").unwrap();
     assert_eq!(a.opened(), Opened::Created);
     assert_eq!(b.opened(), Opened::Current);
     let r = Record {
@@ -321,14 +351,13 @@ fn the_server_index_is_one_for_every_handle_and_checks_its_model() {
     a.upsert(&r).unwrap();
 
     // Another model: refused to a reader, its vectors dropped for the daemon.
-    let pg = Arc::new(Pg::connect(&server.dsn()).unwrap());
-    match Index::open_in(Store::Server(pg.clone()), 8, "other") {
+    match Index::open_in(t.store(), 8, "other") {
         Err(e @ IndexError::ModelMismatch { .. }) => {
             assert!(e.to_string().contains("rebuilt"), "{e}")
         }
         other => panic!("expected a model mismatch, got {:?}", other.map(|_| ())),
     }
-    let (c, dropped) = Index::open_or_reset_in(Store::Server(pg.clone()), 8, "other").unwrap();
+    let (c, dropped) = Index::open_or_reset_in(t.store(), 8, "other").unwrap();
     assert!(dropped);
     assert_eq!(c.opened(), Opened::VectorsDropped);
     assert_eq!(c.count().unwrap(), 1, "records stay");
@@ -338,7 +367,7 @@ fn the_server_index_is_one_for_every_handle_and_checks_its_model() {
         .unwrap());
     assert_eq!(c.search(&[0.3; 8], 5, None).unwrap()[0].uri, r.uri);
     // A lexical reader takes what is there.
-    let lex = Index::open_lexical_in(Store::Server(pg)).unwrap();
+    let lex = Index::open_lexical_in(t.store()).unwrap();
     assert_eq!(lex.search_lexical("shared", 5, None).unwrap().len(), 1);
     assert!(c.verify().unwrap().is_empty());
 }

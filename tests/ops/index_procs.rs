@@ -4,7 +4,10 @@
 //! invariants hold after (packed chunks on SQLite; postings and counts on the server).
 //!
 //! The test binary re-executes itself (`--exact child`) with `VIKINGFS_INDEX_CHILD` set to
-//! become a writer or reader child.
+//! become a writer or reader child; the variable names the index too (a file or a DSN), so
+//! each child is handed its test's backend explicitly.
+
+use crate::support::backend::{backends, Backend};
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -134,16 +137,16 @@ fn spawn(role: &str, db: &str) -> Child {
         .unwrap()
 }
 
-#[test]
-fn concurrent_writer_and_reader_processes_keep_the_index_consistent() {
-    let dir = tempfile::tempdir().unwrap();
-    writers_and_readers(dir.path().join("index.db").to_str().unwrap());
-}
+backends!(concurrent_writer_and_reader_processes_keep_the_index_consistent);
 
-#[test]
-fn on_postgres_concurrent_writer_and_reader_processes_keep_the_index_consistent() {
-    let server = crate::support::pg::PgServer::start();
-    writers_and_readers(&server.dsn());
+fn concurrent_writer_and_reader_processes_keep_the_index_consistent(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = backend.start();
+    let file = dir.path().join("index.db");
+    let db = server
+        .dsn()
+        .unwrap_or_else(|| file.to_str().unwrap().to_string());
+    writers_and_readers(&db);
 }
 
 fn writers_and_readers(db: &str) {

@@ -1,9 +1,11 @@
 //! The operations journal on both engines: intents with compare-and-swap claims, lifecycles
-//! and their keys, the same on SQLite and on a real PostgreSQL server — where two handles
-//! (two hosts) see one set of rows, and only one of them can take over a dead owner's intent.
+//! and their keys, the same on SQLite and on a real PostgreSQL server; two handles (two
+//! processes of a host on one SQLite file, two hosts on one server) see one set of rows, and
+//! only one of them can take over a dead owner's intent.
 
-use crate::support::pg::PgServer;
+use crate::support::backend::{backends, Backend, Db};
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use vikingfs::lock::LockKind;
@@ -12,9 +14,43 @@ use vikingfs::ops::journal::{Intent, Journal};
 use vikingfs::pg::Pg;
 use vikingfs::uri::VPath;
 
-fn on_server(server: &PgServer) -> Journal {
-    let pg = Arc::new(Pg::connect(&server.dsn()).unwrap());
-    Journal::with_engine(Box::new(PgJournal::open(pg).unwrap()))
+/// One test's journal database on a backend; [`JournalTest::handle`] opens another handle
+/// on it each time.
+struct JournalTest {
+    db: Db,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl JournalTest {
+    fn new(backend: Backend) -> JournalTest {
+        let dir = tempfile::tempdir().unwrap();
+        JournalTest {
+            db: backend.start(),
+            file: dir.path().join("ops.db"),
+            _dir: dir,
+        }
+    }
+
+    fn handle(&self) -> Journal {
+        match self.db.dsn() {
+            None => Journal::open(&self.file).unwrap(),
+            Some(dsn) => {
+                let pg = Arc::new(Pg::connect(&dsn).unwrap());
+                Journal::with_engine(Box::new(PgJournal::open(pg).unwrap()))
+            }
+        }
+    }
+}
+
+backends!(
+    the_journal_rules_hold,
+    two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent,
+);
+
+fn the_journal_rules_hold(backend: Backend) {
+    let t = JournalTest::new(backend);
+    rules_hold(&t.handle());
 }
 
 /// What every engine must do.
@@ -61,22 +97,10 @@ fn rules_hold(j: &Journal) {
     assert!(!j.lifecycle_add_key("h1", "d").unwrap(), "over");
 }
 
-#[test]
-fn the_journal_rules_hold_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    rules_hold(&Journal::open(&dir.path().join("ops.db")).unwrap());
-}
-
-#[test]
-fn the_journal_rules_hold_on_postgres() {
-    let server = PgServer::start();
-    rules_hold(&on_server(&server));
-}
-
-#[test]
-fn two_hosts_share_one_journal_and_one_takes_over_a_dead_owners_intent() {
-    let server = PgServer::start();
-    let (a, b) = (on_server(&server), on_server(&server));
+/// On PostgreSQL the two handles are two hosts; on SQLite, two processes of one host.
+fn two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent(backend: Backend) {
+    let t = JournalTest::new(backend);
+    let (a, b) = (t.handle(), t.handle());
     let id = a
         .begin(
             &Intent::Rm {

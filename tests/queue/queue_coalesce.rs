@@ -3,6 +3,7 @@
 //! job at its latest version (OpenViking #3891 lost them and flooded the queue), and a job
 //! claimed at an old version is dropped in favour of the new one.
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::collections::BTreeMap;
@@ -16,11 +17,11 @@ const PLAIN: usize = 10;
 
 #[test]
 fn child() {
-    let Some((role, dir)) = child_role() else {
+    let Some((role, site)) = child_role() else {
         return;
     };
     assert_eq!(role, "enqueuer");
-    let q = open_queue(&dir, 5, Duration::from_millis(10));
+    let q = site.open(5, Duration::from_millis(10));
     for v in 1..=VERSIONS {
         q.enqueue(
             "semantic",
@@ -55,26 +56,15 @@ fn child() {
     wait_for_stdin_eof();
 }
 
-#[test]
-fn versions_survive_a_kill_and_one_job_per_key_remains() {
-    versions_survive_a_kill_and_one_job_per_key_remains_run();
-}
+backends!(versions_survive_a_kill_and_one_job_per_key_remains);
 
-/// The same with the queue on PostgreSQL.
-#[test]
-fn on_postgres_versions_survive_a_kill_and_one_job_per_key_remains() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    versions_survive_a_kill_and_one_job_per_key_remains_run();
-}
-
-fn versions_survive_a_kill_and_one_job_per_key_remains_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = spawn_child(module_path!(), dir.path(), "enqueuer", &[]);
+fn versions_survive_a_kill_and_one_job_per_key_remains(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let mut c = t.spawn_child(module_path!(), "enqueuer", &[]);
     wait_child_says(&mut c, "ready");
     kill9(&mut c);
 
-    let q = open_queue(dir.path(), 5, Duration::from_millis(10));
+    let q = t.open(5, Duration::from_millis(10));
     let by_queue: BTreeMap<String, (u64, u64)> = q
         .stats()
         .unwrap()

@@ -2,6 +2,7 @@
 //! a checker finds every enqueued job done exactly once, and concurrent enqueues of one key
 //! coalesced into one pending job carrying the total count of versions.
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::collections::BTreeMap;
@@ -21,10 +22,10 @@ const SHARED_EVERY: u64 = 5;
 
 #[test]
 fn child() {
-    let Some((role, dir)) = child_role() else {
+    let Some((role, site)) = child_role() else {
         return;
     };
-    let q = open_queue(&dir, 5, Duration::from_millis(10));
+    let q = site.open(5, Duration::from_millis(10));
     let pid = std::process::id();
     match role.as_str() {
         // Alternates single enqueues and batches; half the batches also touch the shared key.
@@ -59,7 +60,7 @@ fn child() {
         }
         // Works the embedding queue until the parent closes stdin.
         "worker" => {
-            let log = dir.join(format!("done.{pid}"));
+            let log = site.dir().join(format!("done.{pid}"));
             let handler = move |job: &Job| -> Result<(), JobError> {
                 log_line(&log, &format!("{} {}", job.payload["p"], job.payload["s"]));
                 Ok(())
@@ -81,35 +82,17 @@ fn child() {
     }
 }
 
-#[test]
-fn concurrent_enqueuers_and_workers_lose_nothing() {
-    concurrent_enqueuers_and_workers_lose_nothing_run();
-}
+backends!(concurrent_enqueuers_and_workers_lose_nothing);
 
-/// The same with the queue on PostgreSQL.
-#[test]
-fn on_postgres_concurrent_enqueuers_and_workers_lose_nothing() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    concurrent_enqueuers_and_workers_lose_nothing_run();
-}
-
-fn concurrent_enqueuers_and_workers_lose_nothing_run() {
-    let dir = tempfile::tempdir().unwrap();
+fn concurrent_enqueuers_and_workers_lose_nothing(backend: Backend) {
+    let t = QueueTest::new(backend);
     // Everyone starts at once on a database that does not exist yet: creation and schema
     // setup race too.
     let mut workers: Vec<_> = (0..WORKERS)
-        .map(|_| spawn_child(module_path!(), dir.path(), "worker", &[]))
+        .map(|_| t.spawn_child(module_path!(), "worker", &[]))
         .collect();
     let mut enqueuers: Vec<_> = (0..ENQUEUERS)
-        .map(|i| {
-            spawn_child(
-                module_path!(),
-                dir.path(),
-                "enqueuer",
-                &[("VQ_INDEX", i.to_string())],
-            )
-        })
+        .map(|i| t.spawn_child(module_path!(), "enqueuer", &[("VQ_INDEX", i.to_string())]))
         .collect();
     for w in &mut workers {
         wait_child_says(w, "ready");
@@ -117,7 +100,7 @@ fn concurrent_enqueuers_and_workers_lose_nothing_run() {
     for e in &mut enqueuers {
         assert!(wait_child(e).success());
     }
-    let q = open_queue(dir.path(), 5, Duration::from_millis(10));
+    let q = t.open(5, Duration::from_millis(10));
     wait_until("the workers to drain the embedding queue", || {
         q.outstanding(Some(&["embedding"])).unwrap() == 0
     });
@@ -128,7 +111,7 @@ fn concurrent_enqueuers_and_workers_lose_nothing_run() {
 
     // Checker: every (enqueuer, seq) done exactly once, across all worker processes.
     let mut done: BTreeMap<(u64, u64), usize> = BTreeMap::new();
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
+    for entry in std::fs::read_dir(t.dir()).unwrap() {
         let path = entry.unwrap().path();
         if path
             .file_name()

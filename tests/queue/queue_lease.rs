@@ -2,6 +2,7 @@
 //! job to a worker in another process while everything keeps running, and the job completes
 //! exactly once. A job that keeps killing its workers ends dead instead of looping forever.
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::sync::Arc;
@@ -16,11 +17,11 @@ const LEASE: Duration = Duration::from_secs(6);
 /// Child roles (see `spawn_child`); a plain test run passes trivially.
 #[test]
 fn child() {
-    let Some((role, dir)) = child_role() else {
+    let Some((role, site)) = child_role() else {
         return;
     };
-    let q = open_queue(&dir, 3, Duration::from_millis(10));
-    let log = dir.join("log");
+    let q = site.open(3, Duration::from_millis(10));
+    let log = site.dir().join("log");
     let pid = std::process::id();
     match role.as_str() {
         // Takes the job, says so, and never finishes it (renewing its lease all along).
@@ -81,38 +82,31 @@ fn child() {
     }
 }
 
-#[test]
-fn a_killed_workers_job_is_handed_on_and_done_exactly_once() {
-    killed_worker_handed_on();
-}
+backends!(
+    a_killed_workers_job_is_handed_on_and_done_exactly_once,
+    a_job_that_kills_its_workers_ends_dead_after_max_attempts,
+);
 
-/// The same on PostgreSQL: the second worker is another process with its own connections.
-#[test]
-fn on_postgres_a_killed_workers_job_is_handed_on_and_done_exactly_once() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    killed_worker_handed_on();
-}
-
-fn killed_worker_handed_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 3, Duration::from_millis(10));
+/// On PostgreSQL the second worker is another process with its own connections.
+fn a_killed_workers_job_is_handed_on_and_done_exactly_once(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(3, Duration::from_millis(10));
     let id = q.enqueue("semantic", None, &json!({"n": 1})).unwrap();
-    let log = dir.path().join("log");
+    let log = t.dir().join("log");
 
-    let mut hang = spawn_child(module_path!(), dir.path(), "hang", &[]);
+    let mut hang = t.spawn_child(module_path!(), "hang", &[]);
     wait_until("the first worker to start the job", || {
         !read_lines(&log).is_empty()
     });
     assert_eq!(read_lines(&log), vec![format!("start {} {id}", hang.id())]);
 
     // The heartbeat renews the lease while the handler runs: the lease end moves forward.
-    let lease_end = || lease_end(dir.path(), id);
+    let lease_end = || t.lease_end(id);
     let first = lease_end();
     wait_until("a lease renewal", || lease_end() > first);
 
     // A second worker process runs meanwhile; it cannot take the job while the lease is held.
-    let mut finish = spawn_child(module_path!(), dir.path(), "finish", &[]);
+    let mut finish = t.spawn_child(module_path!(), "finish", &[]);
     let s = &q.stats().unwrap()[0];
     assert_eq!((s.running, s.expired, s.pending), (1, 0, 0));
     assert!(!read_lines(&log).iter().any(|l| l.starts_with("done")));
@@ -134,30 +128,18 @@ fn killed_worker_handed_on() {
     assert!(q.stats().unwrap().iter().all(|s| s.dead == 0));
 }
 
-#[test]
-fn a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
-    poison_job_dies();
-}
-
-#[test]
-fn on_postgres_a_job_that_kills_its_workers_ends_dead_after_max_attempts() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    poison_job_dies();
-}
-
-fn poison_job_dies() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 3, Duration::from_millis(10));
+fn a_job_that_kills_its_workers_ends_dead_after_max_attempts(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(3, Duration::from_millis(10));
     let id = q.enqueue("semantic", Some("poison"), &json!({})).unwrap();
-    let log = dir.path().join("log");
+    let log = t.dir().join("log");
 
     // Each crash worker takes the job and dies; the one after the last attempt finds it dead.
     let mut runs = 0;
     loop {
         runs += 1;
         assert!(runs <= 10, "the poison job never died");
-        let mut c = spawn_child(module_path!(), dir.path(), "crash", &[]);
+        let mut c = t.spawn_child(module_path!(), "crash", &[]);
         if wait_child(&mut c).success() {
             break;
         }

@@ -1,6 +1,7 @@
 //! The worker pool in one process: per-queue concurrency, a clean stop that finishes the job in
 //! flight and leaves unclaimed work pending, a panicking handler counted as a retryable failure.
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::sync::Arc;
@@ -59,10 +60,15 @@ impl Gate {
     }
 }
 
-#[test]
-fn a_queue_runs_as_many_jobs_at_once_as_it_has_threads() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 3, Duration::ZERO);
+backends!(
+    a_queue_runs_as_many_jobs_at_once_as_it_has_threads,
+    stop_finishes_the_job_in_flight_and_leaves_the_rest_pending,
+    a_panicking_handler_is_a_retryable_failure,
+);
+
+fn a_queue_runs_as_many_jobs_at_once_as_it_has_threads(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(3, Duration::ZERO);
     for i in 0..6 {
         q.enqueue("embedding", None, &json!(i)).unwrap();
     }
@@ -82,10 +88,9 @@ fn a_queue_runs_as_many_jobs_at_once_as_it_has_threads() {
     assert_eq!(gate.state.lock().1, 3);
 }
 
-#[test]
-fn stop_finishes_the_job_in_flight_and_leaves_the_rest_pending() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 3, Duration::ZERO);
+fn stop_finishes_the_job_in_flight_and_leaves_the_rest_pending(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(3, Duration::ZERO);
     q.enqueue("semantic", None, &json!("first")).unwrap();
     q.enqueue("semantic", None, &json!("second")).unwrap();
     let gate = Arc::new(Gate::default());
@@ -120,10 +125,9 @@ fn stop_finishes_the_job_in_flight_and_leaves_the_rest_pending() {
     assert_eq!((next.payload, next.attempts), (json!("second"), 1));
 }
 
-#[test]
-fn a_panicking_handler_is_a_retryable_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 2, Duration::ZERO);
+fn a_panicking_handler_is_a_retryable_failure(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(2, Duration::ZERO);
     q.enqueue("session_commit", None, &json!({})).unwrap();
     let handler = |_: &Job| -> Result<(), JobError> { panic!("index out of bounds") };
     let handlers = vec![(

@@ -1,8 +1,10 @@
-//! The queue on a real PostgreSQL server: the engine's rules (coalescing in place, fenced
-//! claims, stale results dropped), a server restarted mid-run, and the one-line refusals of a
-//! bad DSN, an unreachable server and a schema from a newer vikingfs. The multi-process
-//! tests of the other modules run on PostgreSQL too (their `on_postgres_*` twins).
+//! The queue engine's rules (coalescing in place, fenced claims, stale results dropped), one
+//! function checked on each backend; and what only a real PostgreSQL server has: two hosts
+//! on one database, a server restarted mid-run, and the one-line refusals of a bad DSN, an
+//! unreachable server and a schema from a newer vikingfs. The multi-process tests of the
+//! other modules run on both backends too (`backends!`: `name::sqlite`, `name::postgres`).
 
+use crate::support::backend::backends;
 use crate::support::pg::PgServer;
 use crate::support::queue::*;
 
@@ -13,17 +15,21 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use vikingfs::pg::Pg;
 use vikingfs::queue::postgres::PgEngine;
-use vikingfs::queue::{Job, JobError, JobHandler, NewJob, PoolOptions, QueueError, WorkerPool};
+use vikingfs::queue::{
+    Job, JobError, JobHandler, NewJob, PoolOptions, Queue, QueueError, WorkerPool,
+};
 
 const LEASE: Duration = Duration::from_secs(60);
 
-#[test]
-fn the_engine_rules_hold_on_postgres() {
-    let server = PgServer::start();
-    use_postgres(&server.dsn());
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 3, Duration::ZERO);
+backends!(the_engine_rules_hold);
 
+fn the_engine_rules_hold(backend: Backend) {
+    let t = QueueTest::new(backend);
+    queue_rules_hold(&t.open(3, Duration::ZERO));
+}
+
+/// What every engine must do, on a queue opened with 3 attempts and no backoff.
+fn queue_rules_hold(q: &Queue) {
     // A pending key takes a new version in place; a claimed one goes stale.
     let a = q.enqueue("semantic", Some("k"), &json!(1)).unwrap();
     let b = q.enqueue("semantic", Some("k"), &json!(2)).unwrap();
@@ -81,14 +87,14 @@ fn the_engine_rules_hold_on_postgres() {
 
 #[test]
 fn two_queues_on_one_database_see_one_set_of_rows() {
-    let server = PgServer::start();
-    use_postgres(&server.dsn());
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let t = QueueTest::new(Backend::Postgres);
+    let d2 = tempfile::tempdir().unwrap();
     // Two hosts: their own spool directories, one database.
-    let (h1, h2) = (
-        open_queue(d1.path(), 3, Duration::ZERO),
-        open_queue(d2.path(), 3, Duration::ZERO),
-    );
+    let other = Site {
+        dir: d2.path().to_path_buf(),
+        dsn: t.dsn.clone(),
+    };
+    let (h1, h2) = (t.open(3, Duration::ZERO), other.open(3, Duration::ZERO));
     let jobs: Vec<NewJob> = (0..50)
         .map(|i| NewJob::new("embedding", Some(format!("k{i}")), json!(i)))
         .collect();
@@ -112,10 +118,9 @@ fn two_queues_on_one_database_see_one_set_of_rows() {
 
 #[test]
 fn a_server_restarted_mid_run_loses_nothing() {
-    let server = PgServer::start();
-    use_postgres(&server.dsn());
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 5, Duration::from_millis(50));
+    let t = QueueTest::new(Backend::Postgres);
+    let server = t.db.server().unwrap();
+    let q = t.open(5, Duration::from_millis(50));
     let done: Arc<Mutex<BTreeMap<i64, u32>>> = Arc::default();
     let d = done.clone();
     let handler = move |job: &Job| -> Result<(), JobError> {

@@ -2,6 +2,7 @@
 //! `max_attempts`, then the job is dead with its last error shown in the stats; a permanent
 //! failure is dead at once. Neither is retried forever (OpenViking #4919).
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::sync::Arc;
@@ -15,12 +16,12 @@ const MAX_ATTEMPTS: u32 = 4;
 
 #[test]
 fn child() {
-    let Some((role, dir)) = child_role() else {
+    let Some((role, site)) = child_role() else {
         return;
     };
     assert_eq!(role, "failing");
-    let q = open_queue(&dir, MAX_ATTEMPTS, Duration::from_millis(20));
-    let log = dir.join("calls");
+    let q = site.open(MAX_ATTEMPTS, Duration::from_millis(20));
+    let log = site.dir().join("calls");
     let handler = move |job: &Job| -> Result<(), JobError> {
         let name = job.payload["name"].as_str().unwrap().to_string();
         log_line(&log, &format!("{name} {}", job.attempts));
@@ -44,30 +45,22 @@ fn child() {
     assert!(drained, "dead jobs do not keep a drain waiting");
 }
 
-#[test]
-fn retries_stop_at_the_limit_and_the_last_error_is_kept() {
-    retries_stop_at_the_limit_and_the_last_error_is_kept_run();
-}
+backends!(
+    retries_stop_at_the_limit_and_the_last_error_is_kept,
+    a_new_version_replaces_a_dead_job,
+);
 
-/// The same with the queue on PostgreSQL.
-#[test]
-fn on_postgres_retries_stop_at_the_limit_and_the_last_error_is_kept() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    retries_stop_at_the_limit_and_the_last_error_is_kept_run();
-}
-
-fn retries_stop_at_the_limit_and_the_last_error_is_kept_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), MAX_ATTEMPTS, Duration::from_millis(20));
+fn retries_stop_at_the_limit_and_the_last_error_is_kept(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(MAX_ATTEMPTS, Duration::from_millis(20));
     for name in ["flaky", "broken", "fine", "late"] {
         q.enqueue("embedding", Some(name), &json!({ "name": name }))
             .unwrap();
     }
-    let mut c = spawn_child(module_path!(), dir.path(), "failing", &[]);
+    let mut c = t.spawn_child(module_path!(), "failing", &[]);
     assert!(wait_child(&mut c).success());
 
-    let calls = read_lines(&dir.path().join("calls"));
+    let calls = read_lines(&t.dir().join("calls"));
     let count = |n: &str| {
         calls
             .iter()
@@ -106,22 +99,9 @@ fn retries_stop_at_the_limit_and_the_last_error_is_kept_run() {
     assert_eq!(q.outstanding(None).unwrap(), 2);
 }
 
-#[test]
-fn a_new_version_replaces_a_dead_job() {
-    a_new_version_replaces_a_dead_job_run();
-}
-
-/// The same with the queue on PostgreSQL.
-#[test]
-fn on_postgres_a_new_version_replaces_a_dead_job() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    a_new_version_replaces_a_dead_job_run();
-}
-
-fn a_new_version_replaces_a_dead_job_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open_queue(dir.path(), 1, Duration::ZERO);
+fn a_new_version_replaces_a_dead_job(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let q = t.open(1, Duration::ZERO);
     q.enqueue("semantic", Some("k"), &json!(1)).unwrap();
     let job = q
         .claim("semantic", "w", Duration::from_secs(60))

@@ -3,6 +3,7 @@
 //! submitting, or dies just before or just after the flusher's commit; no spool file is left
 //! behind once a process has reopened the queue; a replayed line never duplicates a job.
 
+use crate::support::backend::backends;
 use crate::support::queue;
 
 use std::collections::BTreeSet;
@@ -17,12 +18,12 @@ const JOBS: u64 = 300;
 
 #[test]
 fn child() {
-    let Some((role, dir)) = child_role() else {
+    let Some((role, site)) = child_role() else {
         return;
     };
-    let q = open_queue(&dir, 5, Duration::from_millis(10));
+    let q = site.open(5, Duration::from_millis(10));
     q.start_spool().unwrap();
-    let log = dir.join("submitted.log");
+    let log = site.dir().join("submitted.log");
     for i in 0..JOBS {
         let key = format!("k{i}");
         q.submit(&[NewJob::new(
@@ -58,9 +59,10 @@ fn spool_files(dir: &Path) -> Vec<String> {
 }
 
 /// Reopen the queue as a new process would; every logged key has exactly one pending job.
-fn check_recovered(dir: &Path) {
+fn check_recovered(site: &Site) {
+    let dir = site.dir();
     let submitted: BTreeSet<String> = read_lines(&dir.join("submitted.log")).into_iter().collect();
-    let q = open_queue(dir, 5, Duration::from_millis(10));
+    let q = site.open(5, Duration::from_millis(10));
     assert!(spool_files(dir).is_empty(), "left: {:?}", spool_files(dir));
     for k in &submitted {
         assert!(
@@ -81,69 +83,60 @@ fn check_recovered(dir: &Path) {
     assert_eq!(q.outstanding(None).unwrap(), pending);
 }
 
-#[test]
-fn a_clean_stop_moves_everything_and_leaves_no_spool() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = spawn_child(module_path!(), dir.path(), "clean", &[]);
+backends!(
+    a_clean_stop_moves_everything_and_leaves_no_spool,
+    kill9_while_submitting_loses_no_submitted_job,
+    a_live_process_spool_is_neither_replayed_nor_lost,
+    #[cfg(feature = "failpoints")]
+    a_crash_before_or_after_the_flushers_commit_loses_nothing,
+);
+
+fn a_clean_stop_moves_everything_and_leaves_no_spool(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let mut c = t.spawn_child(module_path!(), "clean", &[]);
     assert!(wait_child(&mut c).success());
-    assert!(spool_files(dir.path()).is_empty());
+    assert!(spool_files(t.dir()).is_empty());
     assert_eq!(
-        read_lines(&dir.path().join("submitted.log")).len() as u64,
+        read_lines(&t.dir().join("submitted.log")).len() as u64,
         JOBS
     );
-    check_recovered(dir.path());
+    check_recovered(&t);
 }
 
-#[test]
-fn kill9_while_submitting_loses_no_submitted_job() {
-    kill9_while_submitting_loses_no_submitted_job_run();
-}
-
-/// The same with the queue on PostgreSQL.
-#[test]
-fn on_postgres_kill9_while_submitting_loses_no_submitted_job() {
-    let server = crate::support::pg::PgServer::start();
-    use_postgres(&server.dsn());
-    kill9_while_submitting_loses_no_submitted_job_run();
-}
-
-fn kill9_while_submitting_loses_no_submitted_job_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = spawn_child(module_path!(), dir.path(), "live", &[]);
+fn kill9_while_submitting_loses_no_submitted_job(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let mut c = t.spawn_child(module_path!(), "live", &[]);
     wait_child_says(&mut c, "half");
     kill9(&mut c);
-    check_recovered(dir.path());
+    check_recovered(&t);
 }
 
-#[test]
-fn a_live_process_spool_is_neither_replayed_nor_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = spawn_child(module_path!(), dir.path(), "live", &[]);
+fn a_live_process_spool_is_neither_replayed_nor_lost(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let mut c = t.spawn_child(module_path!(), "live", &[]);
     wait_child_says(&mut c, "submitted");
     // Opening the queue beside a live spooler must not take its file.
-    let q = open_queue(dir.path(), 5, Duration::from_millis(10));
+    let q = t.open(5, Duration::from_millis(10));
     wait_until("the live spooler's flusher to catch up", || {
         q.outstanding(None).unwrap() == JOBS
     });
-    assert_eq!(spool_files(dir.path()).len(), 1, "the live spool stays");
+    assert_eq!(spool_files(t.dir()).len(), 1, "the live spool stays");
     drop(c.stdin.take());
     assert!(wait_child(&mut c).success());
-    check_recovered(dir.path());
+    check_recovered(&t);
 }
 
 #[cfg(feature = "failpoints")]
-#[test]
-fn a_crash_before_or_after_the_flushers_commit_loses_nothing() {
+fn a_crash_before_or_after_the_flushers_commit_loses_nothing(backend: Backend) {
     for point in ["spool.flush.before", "spool.flushed"] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = spawn_child(
+        let t = QueueTest::new(backend);
+        let mut c = t.spawn_child(
             module_path!(),
-            dir.path(),
             "live",
             &[("VIKINGFS_CRASH_AT", point.to_string())],
         );
         let status = wait_child(&mut c);
         assert!(!status.success(), "{point}: the child was meant to abort");
-        check_recovered(dir.path());
+        check_recovered(&t);
     }
 }

@@ -5,6 +5,8 @@
 //! the checks of its output (success, a crash point reached, `find --json`, `fsck --json`),
 //! processes (alive, gone, killed), unique search tokens, the model directory and a walk of
 //! a tree's files. Each submodule owns one kind of fixture:
+//! - [`backend`]: the backend a store's rules run on, as a value, and `backends!` making one
+//!   test per backend of them;
 //! - [`daemon`]: a real mount ([`daemon::Mount`]) and the shell and tree helpers used on it;
 //! - [`ops`]: a workspace driven through the CLI ([`ops::Env`]) and its consistency checks;
 //! - [`pg`]: a real PostgreSQL server per test ([`pg::PgServer`]);
@@ -14,6 +16,7 @@
 // Each binary uses a part of the tree; what one leaves unused another uses.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod daemon;
 pub mod netns;
 pub mod ops;

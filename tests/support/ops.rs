@@ -1,38 +1,43 @@
 //! The ops tests' fixture: a workspace in a temp dir driven through the real `vikingfs`
-//! binary ([`Env`], on SQLite or, after [`use_postgres`], on a shared PostgreSQL server), and
-//! the consistency checks every test ends with.
+//! binary ([`Env`], on the [`Backend`] it is given: SQLite, or a PostgreSQL server), and the
+//! consistency checks every test ends with.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub use super::backend::Backend;
 use super::pg::PgServer;
 use super::{assert_fsck_clean, hits, model_dir, vikingfs};
 
 /// A workspace and a place for local sources, both in one temp dir.
 pub struct Env {
     pub dir: tempfile::TempDir,
-    /// The server its stores live on ([`use_postgres`]); stopped with the last `Env` using it.
+    /// The server its stores live on ([`Backend::Postgres`]); stopped with the last `Env`
+    /// using it.
     server: Option<std::sync::Arc<PgServer>>,
 }
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-static ON_POSTGRES: AtomicBool = AtomicBool::new(false);
+/// The PostgreSQL server the `Env`s on [`Backend::Postgres`] alive at once share (a database
+/// each): a cache of a running server, not a setting; what backend an `Env` is on is only
+/// ever the argument of [`Env::on`].
 static SERVER: Mutex<Weak<PgServer>> = Mutex::new(Weak::new());
 static DATABASES: AtomicUsize = AtomicUsize::new(0);
 
-/// From now on, each new [`Env`] of this process gets `storage.backend = "postgres"` with a
-/// database of its own, on one server shared by the `Env`s alive at once.
-pub fn use_postgres() {
-    ON_POSTGRES.store(true, Ordering::Relaxed);
-}
-
 impl Env {
+    /// A workspace on SQLite (the default backend).
     pub fn new() -> Env {
-        let server = ON_POSTGRES.load(Ordering::Relaxed).then(|| {
+        Env::on(Backend::Sqlite)
+    }
+
+    /// A workspace on `backend`: on PostgreSQL, `storage.backend = "postgres"` with a
+    /// database of its own, on one server shared by the `Env`s alive at once.
+    pub fn on(backend: Backend) -> Env {
+        let server = (backend == Backend::Postgres).then(|| {
             let mut s = SERVER.lock().unwrap();
             s.upgrade().unwrap_or_else(|| {
                 let fresh = Arc::new(PgServer::start());

@@ -1,4 +1,5 @@
-//! The queue tests' processes: the test binary re-executed as a child process with a role,
+//! The queue tests' processes: a test's queue on a backend ([`QueueTest`], its [`Site`]), the
+//! test binary re-executed as a child process with a role and the site its parent hands it,
 //! waiting on conditions, and append-only logs that children write and parents check.
 
 use std::io::Write;
@@ -8,64 +9,136 @@ use std::time::{Duration, Instant};
 
 use vikingfs::queue::{Queue, QueueOptions};
 
+pub use super::backend::{Backend, Db};
+
 /// Environment variable that turns the test binary into a child with that role.
 pub const ROLE: &str = "VQ_CHILD_ROLE";
 /// Directory the parent and its children share.
 pub const DIR: &str = "VQ_DIR";
 
 /// Environment variable naming the PostgreSQL database a child's queue lives in (unset:
-/// SQLite in the shared directory).
+/// SQLite in the shared directory). Set by [`Site::spawn_child`] from the site it is given.
 pub const PG_DSN: &str = "VQ_PG_DSN";
-
-static POSTGRES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// From now on this process, and the children it spawns, keep the queue in the PostgreSQL
-/// database `dsn` instead of `DIR/queue.db`.
-pub fn use_postgres(dsn: &str) {
-    POSTGRES.set(dsn.to_string()).unwrap();
-}
-
-/// The PostgreSQL database this process's queue lives in, if any.
-pub fn postgres_dsn() -> Option<String> {
-    POSTGRES
-        .get()
-        .cloned()
-        .or_else(|| std::env::var(PG_DSN).ok())
-}
 
 /// Generous: the machine is small and shared.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Start this test binary again, running only the `child` test of the test module `module`
-/// (its `module_path!()`), as `role`.
-pub fn spawn_child(module: &str, dir: &Path, role: &str, extra: &[(&str, String)]) -> Child {
-    // `queue::queue_lease` (binary, module) names the test `queue_lease::child`.
-    let module = module.split_once("::").map_or(module, |(_, m)| m);
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        &format!("{module}::child"),
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(ROLE, role)
-    .env(DIR, dir)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    if let Some(dsn) = postgres_dsn() {
-        cmd.env(PG_DSN, dsn);
-    }
-    cmd.spawn().expect("spawning a child test process")
+/// Where one test's queue lives, as each of its processes opens it: the shared directory
+/// (spool files and logs; `queue.db` on SQLite) and, on PostgreSQL, the database's DSN. A
+/// parent hands it to every child it spawns ([`Site::spawn_child`]); a child gets it back
+/// from [`child_role`]. Nothing about it is process-global.
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub dir: PathBuf,
+    pub dsn: Option<String>,
 }
 
-/// In a child: its role and shared directory, or `None` in a normal test run.
-pub fn child_role() -> Option<(String, PathBuf)> {
+impl Site {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The queue of this site: `DIR/queue.db`, or the PostgreSQL database (spool files stay
+    /// in `DIR` either way).
+    pub fn open(&self, max_attempts: u32, backoff: Duration) -> Queue {
+        let opts = QueueOptions {
+            max_attempts,
+            backoff_base: backoff,
+            rerun_delay: Duration::ZERO,
+            ..QueueOptions::default()
+        };
+        let db = self.dir.join("queue.db");
+        match &self.dsn {
+            None => Queue::open_with(&db, opts).unwrap(),
+            Some(dsn) => {
+                let pg = std::sync::Arc::new(vikingfs::pg::Pg::connect(dsn).unwrap());
+                let engine = vikingfs::queue::postgres::PgEngine::open(pg).unwrap();
+                Queue::with_engine(Box::new(engine), &db, opts).unwrap()
+            }
+        }
+    }
+
+    /// When the lease of job `id` ends (ms), read from whichever database holds it.
+    pub fn lease_end(&self, id: i64) -> i64 {
+        match &self.dsn {
+            None => rusqlite::Connection::open(self.dir.join("queue.db"))
+                .unwrap()
+                .query_row("SELECT due FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+                .unwrap(),
+            Some(dsn) => postgres::Client::connect(dsn, postgres::NoTls)
+                .unwrap()
+                .query_one("SELECT due FROM vq_jobs WHERE id = $1", &[&id])
+                .unwrap()
+                .get(0),
+        }
+    }
+
+    /// Start this test binary again, running only the `child` test of the test module
+    /// `module` (its `module_path!()`), as `role`, on this site.
+    pub fn spawn_child(&self, module: &str, role: &str, extra: &[(&str, String)]) -> Child {
+        // `queue::queue_lease` (binary, module) names the test `queue_lease::child`.
+        let module = module.split_once("::").map_or(module, |(_, m)| m);
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            &format!("{module}::child"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(DIR, &self.dir)
+        .env_remove(PG_DSN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        if let Some(dsn) = &self.dsn {
+            cmd.env(PG_DSN, dsn);
+        }
+        cmd.spawn().expect("spawning a child test process")
+    }
+}
+
+/// One test's queue on `backend`: its [`Site`] (a fresh directory; on PostgreSQL, a server of
+/// the test's own), kept alive as long as this is.
+pub struct QueueTest {
+    pub site: Site,
+    pub db: Db,
+    _dir: tempfile::TempDir,
+}
+
+impl QueueTest {
+    pub fn new(backend: Backend) -> QueueTest {
+        let db = backend.start();
+        let dir = tempfile::tempdir().unwrap();
+        QueueTest {
+            site: Site {
+                dir: dir.path().to_path_buf(),
+                dsn: db.dsn(),
+            },
+            db,
+            _dir: dir,
+        }
+    }
+}
+
+impl std::ops::Deref for QueueTest {
+    type Target = Site;
+    fn deref(&self) -> &Site {
+        &self.site
+    }
+}
+
+/// In a child: its role and the site its parent gave it, or `None` in a normal test run.
+pub fn child_role() -> Option<(String, Site)> {
     let role = std::env::var(ROLE).ok()?;
-    Some((role, PathBuf::from(std::env::var(DIR).unwrap())))
+    let site = Site {
+        dir: PathBuf::from(std::env::var(DIR).unwrap()),
+        dsn: std::env::var(PG_DSN).ok(),
+    };
+    Some((role, site))
 }
 
 pub fn env_u64(name: &str, default: u64) -> u64 {
@@ -73,41 +146,6 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The queue every process of a test opens: `DIR/queue.db`, or the PostgreSQL database of
-/// [`use_postgres`] (spool files stay in `DIR` either way).
-pub fn open_queue(dir: &Path, max_attempts: u32, backoff: Duration) -> Queue {
-    let opts = QueueOptions {
-        max_attempts,
-        backoff_base: backoff,
-        rerun_delay: Duration::ZERO,
-        ..QueueOptions::default()
-    };
-    let db = dir.join("queue.db");
-    match postgres_dsn() {
-        None => Queue::open_with(&db, opts).unwrap(),
-        Some(dsn) => {
-            let pg = std::sync::Arc::new(vikingfs::pg::Pg::connect(&dsn).unwrap());
-            let engine = vikingfs::queue::postgres::PgEngine::open(pg).unwrap();
-            Queue::with_engine(Box::new(engine), &db, opts).unwrap()
-        }
-    }
-}
-
-/// When the lease of job `id` ends (ms), read from whichever database holds it.
-pub fn lease_end(dir: &Path, id: i64) -> i64 {
-    match postgres_dsn() {
-        None => rusqlite::Connection::open(dir.join("queue.db"))
-            .unwrap()
-            .query_row("SELECT due FROM jobs WHERE id = ?1", [id], |r| r.get(0))
-            .unwrap(),
-        Some(dsn) => postgres::Client::connect(&dsn, postgres::NoTls)
-            .unwrap()
-            .query_one("SELECT due FROM vq_jobs WHERE id = $1", &[&id])
-            .unwrap()
-            .get(0),
-    }
 }
 
 /// Poll `cond` until it holds; panic naming `what` after [`DEADLINE`].
