@@ -1,8 +1,16 @@
 //! vikingfs: OpenViking's context namespace as a Linux filesystem.
 //!
-//! Layers, each looking only down:
-//! faces (`cli`, `fuse`, `session`) → `ops` → `lock`, `store`, `index`, `queue` → `uri`, `workspace`
-//! → `sys` (every system call std lacks; it imports nothing of the crate).
+//! Layers, each looking only down (`scripts/import-graph.py --check` holds the code to it;
+//! docs/architecture.md is the map):
+//! - faces: `cli` (the composition root: it wires `fuse`, `ops` and `session`), `fuse` (the
+//!   thin fuser adapter over `fs`), `session`;
+//! - `ops`: the store kernel, the locked operations over it, the derivers and repair;
+//! - the stores and the filesystem core: `lock`, `index`, `queue`, the journal (`ops::journal`),
+//!   `fs` (which calls down only through its `Mutations` trait);
+//! - beside them, pure work and configuration: `semantic`, `embed`, `content`, `config`,
+//!   `workspace`, `daemon`, `dirtimes`, `fsx`;
+//! - leaves: `sys` (every system call std lacks), `uri`, `errno` (`ToErrno`), `tail` (work
+//!   after a reply), `error`, `db`, `pg`, `process`, `metrics`, `failpoint`.
 
 pub mod cli;
 pub mod config;
