@@ -175,45 +175,12 @@ pub fn timed<T>(h: &prometheus::Histogram, f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// The name of an errno as `errno(3)` spells it (`EBUSY`), or its number.
+/// The name of an errno as `errno(3)` spells it (`EBUSY`), or its number when it has none.
 pub fn errno_name(e: i32) -> String {
-    let known = [
-        (libc::EPERM, "EPERM"),
-        (libc::ENOENT, "ENOENT"),
-        (libc::EIO, "EIO"),
-        (libc::EBADF, "EBADF"),
-        (libc::EAGAIN, "EAGAIN"),
-        (libc::ENOMEM, "ENOMEM"),
-        (libc::EACCES, "EACCES"),
-        (libc::EBUSY, "EBUSY"),
-        (libc::EEXIST, "EEXIST"),
-        (libc::EXDEV, "EXDEV"),
-        (libc::ENOTDIR, "ENOTDIR"),
-        (libc::EISDIR, "EISDIR"),
-        (libc::EINVAL, "EINVAL"),
-        (libc::EMFILE, "EMFILE"),
-        (libc::ENOSPC, "ENOSPC"),
-        (libc::EROFS, "EROFS"),
-        (libc::EMLINK, "EMLINK"),
-        (libc::ENAMETOOLONG, "ENAMETOOLONG"),
-        (libc::ENOSYS, "ENOSYS"),
-        (libc::ENOTEMPTY, "ENOTEMPTY"),
-        (libc::ELOOP, "ELOOP"),
-        (libc::ENODATA, "ENODATA"),
-        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
-        (libc::ESTALE, "ESTALE"),
-        (libc::EDQUOT, "EDQUOT"),
-        (libc::ERANGE, "ERANGE"),
-        (libc::E2BIG, "E2BIG"),
-        (libc::ETXTBSY, "ETXTBSY"),
-        (libc::EFBIG, "EFBIG"),
-        (libc::ENXIO, "ENXIO"),
-        (libc::EINTR, "EINTR"),
-    ];
-    known
-        .iter()
-        .find(|(n, _)| *n == e)
-        .map_or_else(|| e.to_string(), |(_, s)| (*s).to_string())
+    match nix::errno::Errno::from_raw(e) {
+        nix::errno::Errno::UnknownErrno => e.to_string(),
+        n => format!("{n:?}"),
+    }
 }
 
 /// What the stores say, read at each scrape.
@@ -427,6 +394,9 @@ mod tests {
     fn errno_names_as_errno_spells_them() {
         assert_eq!(errno_name(libc::EBUSY), "EBUSY");
         assert_eq!(errno_name(libc::ENOSPC), "ENOSPC");
+        // An errno with two names goes by the one the old table gave it.
+        assert_eq!(errno_name(libc::EWOULDBLOCK), "EAGAIN");
+        assert_eq!(errno_name(libc::ENOTSUP), "EOPNOTSUPP");
         assert_eq!(errno_name(9999), "9999");
     }
 
