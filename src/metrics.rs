@@ -175,11 +175,11 @@ pub fn timed<T>(h: &prometheus::Histogram, f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// The name of an errno as `errno(3)` spells it (`EBUSY`), or its number.
+/// The name of an errno as `errno(3)` spells it (`EBUSY`), or its number when it has none.
 pub fn errno_name(e: i32) -> String {
     match nix::errno::Errno::from_raw(e) {
         nix::errno::Errno::UnknownErrno => e.to_string(),
-        known => format!("{known:?}"),
+        n => format!("{n:?}"),
     }
 }
 
@@ -394,6 +394,9 @@ mod tests {
     fn errno_names_as_errno_spells_them() {
         assert_eq!(errno_name(libc::EBUSY), "EBUSY");
         assert_eq!(errno_name(libc::ENOSPC), "ENOSPC");
+        // An errno with two names goes by the one the old table gave it.
+        assert_eq!(errno_name(libc::EWOULDBLOCK), "EAGAIN");
+        assert_eq!(errno_name(libc::ENOTSUP), "EOPNOTSUPP");
         assert_eq!(errno_name(9999), "9999");
     }
 

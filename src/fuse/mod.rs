@@ -4,12 +4,18 @@
 //! so the /dev/fuse loop never blocks on a lock wait or slow disk. Opened files use FUSE
 //! passthrough when the kernel offers it (reads and writes go straight to the backing file);
 //! otherwise data flows through `read`/`write` here.
+//!
+//! Each operation names itself once, in its `request::Call`: the request's span, its
+//! duration and its errors (logged and counted) come from there; `reply::Answer` turns what
+//! the core returned into the reply.
 
+mod backing;
 mod convert;
 pub mod mount;
 pub mod pool;
+mod reply;
+mod request;
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,17 +23,18 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BackingId, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, Errno, FileHandle, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
-use parking_lot::Mutex;
 
-use crate::error::Chain;
-use crate::fs::{AfterReply, AttrChange, FsError, RenameMode, ToErrno, VikingFs};
+use crate::fs::{AfterReply, AttrChange, FsResult, RenameMode, VikingFs};
+use backing::Backings;
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::RequestPool;
+use reply::{Answer, Io, Opened, Xattr};
+use request::Call;
 
 /// How long the kernel may cache names and attributes by default. Short: the workers and
 /// other vikingfs commands change the workspace behind the mount, and the kernel hears of
@@ -58,20 +65,12 @@ impl Default for FuseOptions {
     }
 }
 
-/// Backing files registered with the kernel for passthrough: one per inode while it is open
-/// (the kernel refuses a second, different one), shared by that inode's handles.
-#[derive(Default)]
-struct Backings {
-    by_ino: HashMap<u64, (Arc<BackingId>, usize)>,
-    ino_of_fh: HashMap<u64, u64>,
-}
-
 struct Shared {
     core: Arc<VikingFs>,
     /// How long the kernel may cache names and attributes.
     ttl: Duration,
     passthrough: AtomicBool,
-    backings: Mutex<Backings>,
+    backings: Backings,
 }
 
 /// The `fuser::Filesystem` of a vikingfs mount.
@@ -88,93 +87,75 @@ impl FuseFs {
                 core,
                 ttl: opts.ttl,
                 passthrough: AtomicBool::new(false),
-                backings: Mutex::new(Backings::default()),
+                backings: Backings::default(),
             }),
             pool: RequestPool::new(opts.threads),
             want_passthrough: opts.passthrough,
         }
     }
 
-    /// Run `f` on a worker with the shared state: for anything that may wait on a lock or
-    /// move data.
-    fn run(&self, op: &'static str, f: impl FnOnce(&Shared) + Send + 'static) {
+    /// Answer `call` on a worker with what `f` returns: for anything that may wait on a lock
+    /// or move data.
+    fn run<T, R: Answer<T> + Send + 'static>(
+        &self,
+        call: Call,
+        reply: R,
+        f: impl FnOnce(&Shared, &mut R) -> FsResult<T> + Send + 'static,
+    ) {
         let s = self.shared.clone();
-        let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
         self.pool.spawn(move || {
-            // One span per request: every log line of the operation names it.
-            let _span = tracing::debug_span!("fuse", op).entered();
-            // `f` replies; what its operation left for after the reply runs when this drops.
+            let _span = call.enter();
+            // What the operation left for after the reply runs when this drops.
             let _after = AfterReply::begin();
-            crate::metrics::timed(&took, || f(&s))
+            call.answer(&s.ttl, reply, |r| f(&s, r))
         });
     }
 
-    /// Run `f` right here on the session thread: only for calls that never take a lock and
-    /// only stat or open one name (lookup, getattr, readlink, access); the hop to a worker
+    /// Answer `call` right here on the session thread: only for calls that never take a lock
+    /// and only stat or open one name (lookup, getattr, readlink, access); the hop to a worker
     /// would cost more than the call.
-    fn inline(&self, op: &'static str, f: impl FnOnce(&Shared)) {
-        let took = crate::metrics::get().fuse_requests.with_label_values(&[op]);
-        let _span = tracing::debug_span!("fuse", op).entered();
-        crate::metrics::timed(&took, || f(&self.shared))
+    fn inline<T, R: Answer<T>>(
+        &self,
+        call: Call,
+        reply: R,
+        f: impl FnOnce(&Shared) -> FsResult<T>,
+    ) {
+        let _span = call.enter();
+        call.answer(&self.shared.ttl, reply, |_| f(&self.shared))
     }
-}
-
-/// The errno to answer, logged at the level the error carries: a missing name is debug, a
-/// busy lock info, a failing disk a warning, a damaged store an error.
-fn errno(op: &'static str, e: FsError) -> Errno {
-    crate::error::log_at!(e.level(), op, error = %Chain(&e), "request failed");
-    let n = e.errno();
-    crate::metrics::get()
-        .fuse_errors
-        .with_label_values(&[op, &crate::metrics::errno_name(n)])
-        .inc();
-    Errno::from_i32(n)
 }
 
 impl Shared {
-    /// Register the handle's backing file with the kernel (once per inode).
-    fn backing_for(
+    /// How the new handle `fh` of `ino` does its I/O; `register` registers a backing file
+    /// with the kernel for passthrough (once per inode, shared by its handles).
+    fn opened(
         &self,
         fh: u64,
         ino: u64,
-        open: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
-    ) -> Option<Arc<BackingId>> {
-        if !self.passthrough.load(Ordering::Relaxed) {
-            return None;
-        }
-        let mut b = self.backings.lock();
-        if let Some((id, n)) = b.by_ino.get_mut(&ino) {
-            *n += 1;
-            let id = id.clone();
-            b.ino_of_fh.insert(fh, ino);
-            return Some(id);
-        }
-        let fd = self.core.backing_fd(fh).ok()?;
-        match open(&fd) {
-            Ok(id) => {
-                let id = Arc::new(id);
-                b.by_ino.insert(ino, (id.clone(), 1));
-                b.ino_of_fh.insert(fh, ino);
-                Some(id)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "FUSE passthrough refused; serving I/O in userspace");
-                self.passthrough.store(false, Ordering::Relaxed);
-                None
-            }
-        }
-    }
-
-    fn drop_backing(&self, fh: u64) {
-        let mut b = self.backings.lock();
-        if let Some(ino) = b.ino_of_fh.remove(&fh) {
-            if let Some((_, n)) = b.by_ino.get_mut(&ino) {
-                *n -= 1;
-                if *n == 0 {
-                    b.by_ino.remove(&ino);
+        register: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
+    ) -> Opened {
+        // Every write of such a file takes its lock in the daemon: no passthrough, and no
+        // page cache, so an O_APPEND write lands at the file's real end.
+        let io = if self.core.daemon_io(ino) {
+            Io::Daemon
+        } else if !self.passthrough.load(Ordering::Relaxed) {
+            Io::Cached
+        } else {
+            let got = self.backings.get_or(fh, ino, || {
+                let fd = self.core.backing_fd(fh).map_err(|_| None)?;
+                register(&fd).map_err(Some)
+            });
+            match got {
+                Ok(id) => Io::Passthrough(id),
+                Err(None) => Io::Cached,
+                Err(Some(e)) => {
+                    tracing::warn!(error = %e, "FUSE passthrough refused; serving I/O in userspace");
+                    self.passthrough.store(false, Ordering::Relaxed);
+                    Io::Cached
                 }
             }
-        }
+        };
+        Opened { fh, io }
     }
 }
 
@@ -206,27 +187,23 @@ impl fuser::Filesystem for FuseFs {
         self.pool.finish();
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.inline("lookup", move |s| match s.core.lookup(parent.0, name) {
-            Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-            Err(e) => reply.error(errno("lookup", e)),
-        });
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let call = Call::new("lookup", req, parent).name(name);
+        self.inline(call, reply, |s| s.core.lookup(parent.0, name));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         self.shared.core.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.inline("getattr", move |s| match s.core.getattr(ino.0) {
-            Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
-            Err(e) => reply.error(errno("getattr", e)),
-        });
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let call = Call::new("getattr", req, ino);
+        self.inline(call, reply, |s| s.core.getattr(ino.0));
     }
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -250,17 +227,13 @@ impl fuser::Filesystem for FuseFs {
             atime: atime.map(timespec),
             mtime: mtime.map(timespec),
         };
-        self.run("setattr", move |s| match s.core.setattr(ino.0, &change) {
-            Ok(a) => reply.attr(&s.ttl, &file_attr(&a)),
-            Err(e) => reply.error(errno("setattr", e)),
-        });
+        let call = Call::new("setattr", req, ino);
+        self.run(call, reply, move |s, _| s.core.setattr(ino.0, &change));
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.inline("readlink", move |s| match s.core.readlink(ino.0) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno("readlink", e)),
-        });
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let call = Call::new("readlink", req, ino);
+        self.inline(call, reply, |s| s.core.readlink(ino.0));
     }
 
     fn mknod(
@@ -273,12 +246,10 @@ impl fuser::Filesystem for FuseFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let call = Call::new("mknod", req, parent).name(name);
         let (name, who) = (name.to_owned(), owner(req));
-        self.run("mknod", move |s| {
-            match s.core.mknod(parent.0, &name, mode, rdev as u64, who) {
-                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno("mknod", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.mknod(parent.0, &name, mode, rdev as u64, who)
         });
     }
 
@@ -291,29 +262,23 @@ impl fuser::Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let call = Call::new("mkdir", req, parent).name(name);
         let (name, who) = (name.to_owned(), owner(req));
-        self.run("mkdir", move |s| {
-            match s.core.mkdir(parent.0, &name, mode, who) {
-                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno("mkdir", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.mkdir(parent.0, &name, mode, who)
         });
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let call = Call::new("unlink", req, parent).name(name);
         let name = name.to_owned();
-        self.run("unlink", move |s| match s.core.unlink(parent.0, &name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("unlink", e)),
-        });
+        self.run(call, reply, move |s, _| s.core.unlink(parent.0, &name));
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let call = Call::new("rmdir", req, parent).name(name);
         let name = name.to_owned();
-        self.run("rmdir", move |s| match s.core.rmdir(parent.0, &name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rmdir", e)),
-        });
+        self.run(call, reply, move |s, _| s.core.rmdir(parent.0, &name));
     }
 
     fn symlink(
@@ -324,18 +289,16 @@ impl fuser::Filesystem for FuseFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let call = Call::new("symlink", req, parent).name(link_name);
         let (name, target, who) = (link_name.to_owned(), target.to_owned(), owner(req));
-        self.run("symlink", move |s| {
-            match s.core.symlink(parent.0, &name, &target, who) {
-                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno("symlink", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.symlink(parent.0, &name, &target, who)
         });
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -353,51 +316,40 @@ impl fuser::Filesystem for FuseFs {
             reply.error(Errno::EINVAL);
             return;
         };
+        let call = Call::new("rename", req, parent).name(name);
         let (name, newname) = (name.to_owned(), newname.to_owned());
-        self.run("rename", move |s| {
-            match s.core.rename(parent.0, &name, newparent.0, &newname, mode) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("rename", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.rename(parent.0, &name, newparent.0, &newname, mode)
         });
     }
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let call = Call::new("link", req, ino).name(newname);
         let newname = newname.to_owned();
-        self.run("link", move |s| {
-            match s.core.link(ino.0, newparent.0, &newname) {
-                Ok(a) => reply.entry(&s.ttl, &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno("link", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.link(ino.0, newparent.0, &newname)
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.run("open", move |s| match s.core.open(ino.0, flags.0) {
-            // Every write of such a file takes its lock in the daemon: no passthrough, and no
-            // page cache, so an O_APPEND write lands at the file's real end.
-            Ok(fh) if s.core.daemon_io(ino.0) => {
-                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
-            }
-            Ok(fh) => match s.backing_for(fh, ino.0, |fd| reply.open_backing(fd)) {
-                Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
-                None => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            },
-            Err(e) => reply.error(errno("open", e)),
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let call = Call::new("open", req, ino);
+        self.run(call, reply, move |s, reply| {
+            let fh = s.core.open(ino.0, flags.0)?;
+            Ok(s.opened(fh, ino.0, |fd| reply.open_backing(fd)))
         });
     }
 
     fn read(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -405,16 +357,14 @@ impl fuser::Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run("read", move |s| match s.core.read(fh.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno("read", e)),
-        });
+        let call = Call::new("read", req, ino);
+        self.run(call, reply, move |s, _| s.core.read(fh.0, offset, size));
     }
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -423,11 +373,9 @@ impl fuser::Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let call = Call::new("write", req, ino);
         let data = data.to_vec();
-        self.run("write", move |s| match s.core.write(fh.0, offset, &data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("write", e)),
-        });
+        self.run(call, reply, move |s, _| s.core.write(fh.0, offset, &data));
     }
 
     /// Nothing to flush: every write reached the file before its reply, and its errors were
@@ -447,41 +395,37 @@ impl fuser::Filesystem for FuseFs {
 
     fn release(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run("release", move |s| {
-            s.drop_backing(fh.0);
-            match s.core.release(fh.0) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("release", e)),
-            }
+        let call = Call::new("release", req, ino);
+        self.run(call, reply, move |s, _| {
+            s.backings.put(fh.0);
+            s.core.release(fh.0)
         });
     }
 
     fn fsync(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run("fsync", move |s| match s.core.fsync(fh.0, datasync) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsync", e)),
-        });
+        let call = Call::new("fsync", req, ino);
+        self.run(call, reply, move |s, _| s.core.fsync(fh.0, datasync));
     }
 
     fn copy_file_range(
         &self,
-        _req: &Request,
-        _ino_in: INodeNo,
+        req: &Request,
+        ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
         _ino_out: INodeNo,
@@ -491,90 +435,78 @@ impl fuser::Filesystem for FuseFs {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        self.run("copy_file_range", move |s| {
-            match s
-                .core
+        let call = Call::new("copy_file_range", req, ino_in);
+        self.run(call, reply, move |s, _| {
+            s.core
                 .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
-            {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(errno("copy_file_range", e)),
-            }
         });
     }
 
     fn fallocate(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.run("fallocate", move |s| {
-            match s.core.fallocate(fh.0, offset, length, mode) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("fallocate", e)),
-            }
+        let call = Call::new("fallocate", req, ino);
+        self.run(call, reply, move |s, _| {
+            s.core.fallocate(fh.0, offset, length, mode)
         });
     }
 
     fn lseek(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: fuser::ReplyLseek,
     ) {
-        self.run("lseek", move |s| match s.core.lseek(fh.0, offset, whence) {
-            Ok(o) => reply.offset(o),
-            Err(e) => reply.error(errno("lseek", e)),
-        });
+        let call = Call::new("lseek", req, ino);
+        self.run(call, reply, move |s, _| s.core.lseek(fh.0, offset, whence));
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.run("opendir", move |s| match s.core.opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(errno("opendir", e)),
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let call = Call::new("opendir", req, ino);
+        self.run(call, reply, move |s, _| {
+            let fh = s.core.opendir(ino.0)?;
+            Ok(Opened { fh, io: Io::Cached })
         });
     }
 
     fn readdir(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        self.run("readdir", move |s| {
-            let r = s.core.readdir(fh.0, offset, |off, e| {
+        let call = Call::new("readdir", req, ino);
+        self.run(call, reply, move |s, reply| {
+            s.core.readdir(fh.0, offset, |off, e| {
                 reply.add(INodeNo(e.ino), off, dtype_kind(e.kind), e.name)
-            });
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("readdir", e)),
-            }
+            })
         });
     }
 
     fn readdirplus(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
-        self.run("readdirplus", move |s| {
-            let dir = match s.core.dir_ino(fh.0).and_then(|d| s.core.getattr(d)) {
-                Ok(d) => d,
-                Err(e) => return reply.error(errno("readdirplus", e)),
-            };
-            let r = s.core.readdir(fh.0, offset, |off, e| {
+        let call = Call::new("readdirplus", req, ino);
+        self.run(call, reply, move |s, reply| {
+            let dir = s.core.dir_ino(fh.0).and_then(|d| s.core.getattr(d))?;
+            s.core.readdir(fh.0, offset, |off, e| {
                 if e.name == "." || e.name == ".." {
                     // The kernel takes no reference for these.
                     let mut a = file_attr(&dir);
@@ -597,11 +529,7 @@ impl fuser::Filesystem for FuseFs {
                     s.core.forget(attr.ino, 1);
                 }
                 full
-            });
-            if let Err(e) = r {
-                return reply.error(errno("readdirplus", e));
-            }
-            reply.ok()
+            })
         });
     }
 
@@ -628,25 +556,14 @@ impl fuser::Filesystem for FuseFs {
         reply.ok();
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.run("statfs", move |s| match s.core.statfs() {
-            Ok(v) => reply.statfs(
-                v.f_blocks,
-                v.f_bfree,
-                v.f_bavail,
-                v.f_files,
-                v.f_ffree,
-                v.f_bsize as u32,
-                v.f_namemax as u32,
-                v.f_frsize as u32,
-            ),
-            Err(e) => reply.error(errno("statfs", e)),
-        });
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let call = Call::new("statfs", req, ino);
+        self.run(call, reply, move |s, _| s.core.statfs());
     }
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -654,49 +571,39 @@ impl fuser::Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let call = Call::new("setxattr", req, ino).name(name);
         let (name, value) = (name.to_owned(), value.to_vec());
-        self.run("setxattr", move |s| {
-            match s.core.setxattr(ino.0, &name, &value, flags) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("setxattr", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            s.core.setxattr(ino.0, &name, &value, flags)
         });
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let call = Call::new("getxattr", req, ino).name(name);
         let name = name.to_owned();
-        self.run("getxattr", move |s| {
-            match s.core.getxattr(ino.0, &name, size) {
-                Ok(v) if size == 0 => reply.size(v.len() as u32),
-                Ok(v) => reply.data(&v),
-                Err(e) => reply.error(errno("getxattr", e)),
-            }
+        self.run(call, reply, move |s, _| {
+            let value = s.core.getxattr(ino.0, &name, size)?;
+            Ok(Xattr { size, value })
         });
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.run("listxattr", move |s| match s.core.listxattr(ino.0, size) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(errno("listxattr", e)),
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let call = Call::new("listxattr", req, ino);
+        self.run(call, reply, move |s, _| {
+            let value = s.core.listxattr(ino.0, size)?;
+            Ok(Xattr { size, value })
         });
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let call = Call::new("removexattr", req, ino).name(name);
         let name = name.to_owned();
-        self.run("removexattr", move |s| {
-            match s.core.removexattr(ino.0, &name) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno("removexattr", e)),
-            }
-        });
+        self.run(call, reply, move |s, _| s.core.removexattr(ino.0, &name));
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.inline("access", move |s| match s.core.access(ino.0, mask.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("access", e)),
-        });
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let call = Call::new("access", req, ino);
+        self.inline(call, reply, |s| s.core.access(ino.0, mask.bits()));
     }
 
     fn create(
@@ -709,38 +616,12 @@ impl fuser::Filesystem for FuseFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let call = Call::new("create", req, parent).name(name);
         let (name, who) = (name.to_owned(), owner(req));
-        self.run("create", move |s| {
-            match s.core.create(parent.0, &name, mode, flags, who) {
-                Ok((a, fh)) if s.core.daemon_io(a.ino) => reply.created(
-                    &s.ttl,
-                    &file_attr(&a),
-                    Generation(0),
-                    FileHandle(fh),
-                    FopenFlags::FOPEN_DIRECT_IO,
-                ),
-                Ok((a, fh)) => {
-                    let attr = file_attr(&a);
-                    match s.backing_for(fh, a.ino, |fd| reply.open_backing(fd)) {
-                        Some(id) => reply.created_passthrough(
-                            &s.ttl,
-                            &attr,
-                            Generation(0),
-                            FileHandle(fh),
-                            FopenFlags::empty(),
-                            &id,
-                        ),
-                        None => reply.created(
-                            &s.ttl,
-                            &attr,
-                            Generation(0),
-                            FileHandle(fh),
-                            FopenFlags::empty(),
-                        ),
-                    }
-                }
-                Err(e) => reply.error(errno("create", e)),
-            }
+        self.run(call, reply, move |s, reply| {
+            let (a, fh) = s.core.create(parent.0, &name, mode, flags, who)?;
+            let opened = s.opened(fh, a.ino, |fd| reply.open_backing(fd));
+            Ok((a, opened))
         });
     }
 }
