@@ -8,7 +8,7 @@
 # unlink 10,000 small files.
 # Prints the best and the median of ROUNDS=3 interleaved rounds for each figure, each with its
 # ratio to native's (the same statistic). Needs root (mounts, drop_caches) and fio; bindfs is
-# optional. Set VIKINGFS_MOUNT_OPTS (e.g. nopassthrough) to compare modes.
+# optional (BENCH_BINDFS=0 skips it). Set VIKINGFS_MOUNT_OPTS (e.g. nopassthrough) to compare modes.
 #
 # Trust: before any round measures a target, the script checks that its directory is on the
 # mount it claims (findmnt: fuse.vikingfs at the vikingfs mount point, fuse or fuse.bindfs at
@@ -144,7 +144,7 @@ trap 'exit 130' INT TERM HUP
 
 targets=(native vikingfs)
 [ -n "${BASE_BIN:-}" ] && targets+=(base)
-command -v bindfs >/dev/null && targets+=(bindfs)
+[ "${BENCH_BINDFS:-1}" = 1 ] && command -v bindfs >/dev/null && targets+=(bindfs)
 PGDIR=/tmp/vikingfs-pg-bench-$$ PGDB=0 PGDSN=
 if [ "${BENCH_PG:-1}" = 1 ] && [ -x "$ROOT/target/postgres/bin/postgres" ]; then
     PGDSN=$("$ROOT/scripts/pg-server.sh" start "$PGDIR")
