@@ -2,78 +2,94 @@
 //!
 //! Built with `--features failpoints`, `crash_point!("name")` aborts the process at once (no
 //! unwinding, no destructors: like `kill -9`) when `VIKINGFS_CRASH_AT=name`. Without the feature
-//! it compiles to nothing. Every name must be listed in [`ALL`], which `vikingfs debug
-//! failpoints` prints and a test checks against the sources.
+//! it compiles to nothing. Every name must be listed in [`POINTS`] (in firing order, with its
+//! meaning); [`ALL`], its names, is what `vikingfs debug failpoints` prints and a test checks
+//! against the sources.
 
-/// Every crash point in the code base, grouped by operation. Keep sorted within a group.
-pub const ALL: &[&str] = &[
-    // index (one SQLite transaction per write: a crash leaves the old state whole)
-    "index.rename.between_passes",
-    "index.set_vector.before_commit",
-    "index.write.before_commit",
-    // queue::spool
-    "spool.flush.before",
-    "spool.flushed",
-    // ops::add
-    "add.enqueued",
-    "add.locked",
-    "add.staged",
-    "add.synced",
-    "add.unstaged",
-    // ops::jobs (embedding)
-    "job.dense.computed",
-    "job.dense.record_written",
-    "job.embed.computed",
-    "job.embed.indexed",
-    "job.embed.start",
-    // ops::jobs (semantic)
-    "job.semantic.computed",
-    "job.semantic.indexed",
-    "job.semantic.propagated",
-    "job.semantic.start",
-    "job.semantic.written",
-    // ops::derive (rederive)
-    "job.rederive.start",
-    "job.rederive.underived",
-    // ops::rebuild
-    "index.rebuild.file",
-    // ops::lifecycle
-    "lifecycle.before_release",
-    // ops::migrate (the copy done, the switch not yet made)
-    "migrate.copied",
-    // ops::mv
-    "mv.indexed",
-    "mv.intent",
-    "mv.locked",
-    "mv.renamed",
-    // ops::rm
-    "rm.index_deleted",
-    "rm.intent",
-    "rm.locked",
-    "rm.removed",
-    // ops::write
-    "write.enqueued",
-    "write.locked",
-    "write.written",
+/// The crash points: each name with what has happened when the process dies there.
+macro_rules! points {
+    ($($name:literal => $meaning:literal,)*) => {
+        /// Every crash point in the code base with its meaning, grouped by operation and, within
+        /// each group, in the order the points fire (docs/ops.md describes each operation's
+        /// steps).
+        pub const POINTS: &[(&str, &str)] = &[$(($name, $meaning)),*];
+        /// The names of [`POINTS`], in the same order. Tests compare the set, not the order.
+        pub const ALL: &[&str] = &[$($name),*];
+    };
+}
+
+points! {
+    // ops::rm (src/ops/rm.rs): lock → intent → records deleted → path removed → tail.
+    // A file without records takes no intent: locked → removed.
+    "rm.locked" => "EXACT/TREE lock held, path re-checked; nothing changed yet",
+    "rm.intent" => "rm intent journalled; records and path still there",
+    "rm.index_deleted" => "records under the path deleted; the path still there",
+    "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; intent still open",
+    // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.
+    // A file without records takes no intent: locked → (embedding queued) → renamed.
+    "mv.locked" => "both locks held, src and dst re-checked; nothing changed yet",
+    "mv.intent" => "mv intent journalled; files and records at src",
+    "mv.renamed" => "files at dst (a replaced dst's records gone); records still at src",
+    "mv.indexed" => "records renamed to dst too; intent open, locks held",
+    // ops::add (src/ops/add.rs), then the lifecycle its jobs end (src/ops/lifecycle.rs).
+    "add.staged" => "private staging copy made; nothing locked or visible",
+    "add.locked" => "target locked (lifecycle TREE/EXACT), intent + lifecycle journalled",
+    "add.synced" => "staging synced into the target; no job queued yet",
+    "add.enqueued" => "the target's jobs queued as the lifecycle's keys; staging still there",
+    "add.unstaged" => "staging removed; intent still open",
+    "lifecycle.before_release" => "the lifecycle's last key done; its lock not yet released",
+    // ops::write (src/ops/write.rs): lock → old record dropped → jobs queued → atomic write.
+    "write.locked" => "EXACT lock held; old record and old content still there",
+    "write.enqueued" => "old record deleted and the file's jobs queued; content still old",
+    "write.written" => "new content renamed into place; lock still held",
+    // index (one transaction per write: a crash leaves the old state whole). Fire inside the
+    // write that calls them: a rename in mv (between mv.renamed and mv.indexed), a vector in
+    // the dense job (after job.dense.computed), and every write's commit last.
+    "index.rename.between_passes" => "rename_prefix: moved records under placeholder names",
+    "index.set_vector.before_commit" => "set_vector: vector placed, transaction not committed",
+    "index.write.before_commit" => "any index write: chunks flushed, transaction not committed",
+    // queue::spool (src/queue/spool.rs): the mount daemon's spool, moved into the queue.
+    "spool.flush.before" => "appended requests taken for a flush; none in SQLite yet",
+    "spool.flushed" => "the batch committed to the queue; spool not yet marked/truncated",
+    // ops::jobs embedding job (src/ops/jobs.rs): read → lock → record written → finished.
+    "job.embed.start" => "job claimed, nothing read yet",
+    "job.embed.computed" => "source read and compared with its record; no lock taken yet",
+    "job.dense.record_written" => "record upserted by put_record; its dense job not queued yet",
+    "job.embed.indexed" => "record (and its dense job) written; job not yet finished",
+    // ops::jobs dense job: the vector of one record.
+    "job.dense.computed" => "vector computed; not yet set (index.set_vector.* follows)",
+    // ops::jobs semantic job: summarise → lock → sidecars written → propagate → index.
+    "job.semantic.start" => "job claimed, children not read yet",
+    "job.semantic.computed" => "summary computed; no lock taken, no sidecar written",
+    "job.semantic.written" => "overview and abstract written; parent not queued, not indexed",
+    "job.semantic.propagated" => "parent's summary queued (if the abstract changed); not indexed",
+    "job.semantic.indexed" => "both summary records written; job not yet finished",
+    // ops::derive rederive job (src/ops/derive.rs): a rule file changed.
+    "job.rederive.start" => "job claimed; rules not re-read, nothing removed",
+    "job.rederive.underived" => "one newly ignored path's records/sidecars removed (per path)",
+    // ops::rebuild (src/ops/rebuild.rs)
+    "index.rebuild.file" => "one more file reindexed (per file); progress not yet saved",
+    // ops::migrate (src/ops/migrate.rs)
+    "migrate.copied" => "every store copied to the target and verified; the switch not yet made",
     // session add (src/session/messages.rs)
-    "session.add.before_write",
+    "session.add.before_write" => "locks held, jobs queued; the message line not yet appended",
     // session commit phase 1 (src/session/phase1.rs)
-    "session.commit.archive_written",
-    "session.commit.enqueued",
-    "session.commit.locked",
-    "session.commit.marked_preparing",
-    "session.commit.marked_trimming",
-    "session.commit.ready",
-    "session.commit.trim_copied",
-    "session.commit.trimmed",
+    "session.commit.locked" => "session TREE lock held; nothing changed yet",
+    "session.commit.marked_preparing" => "pending_commit (Preparing) stored in .meta.json",
+    "session.commit.archive_written" => "archive of the prefix written; phase 2 not queued",
+    "session.commit.enqueued" => "phase-2 job queued; live file not trimmed",
+    "session.commit.marked_trimming" => "pending_commit (Trimming) stored, records forgotten",
+    "session.commit.trim_copied" => "kept lines copied to the front; file not truncated",
+    "session.commit.trimmed" => "live file trimmed to the kept lines; meta pending",
+    "session.commit.ready" => "commit recorded in .meta.json; lock still held",
     // session commit phase 2 (src/session/phase2.rs)
-    "session.job.diff_written",
-    "session.job.done",
-    "session.job.indexed",
-    "session.job.memory_written",
-    "session.job.started",
-    "session.job.summarized",
-];
+    "session.job.started" => "job running; archive not read",
+    "session.job.summarized" => "archive's summary written; memories not extracted",
+    "session.job.diff_written" => "memory diff written; memory files not yet",
+    "session.job.memory_written" => "one memory file written and queued (per file)",
+    "session.job.indexed" => "archive indexed and memories counted; done marker not written",
+    "session.job.done" => "done marker written",
+}
 
 #[cfg(feature = "failpoints")]
 fn armed() -> Option<&'static str> {
