@@ -25,6 +25,7 @@ pub mod process;
 pub mod queue;
 pub mod semantic;
 pub mod session;
+pub(crate) mod sql;
 pub mod sys;
 pub mod uri;
 pub mod workspace;
