@@ -13,7 +13,8 @@
 //! `RETURNING`. Values go in as [`Val`] and come back as [`Cell`]s, whatever width each
 //! database gives an integer column.
 
-use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use postgres::types::{private::BytesMut, IsNull, ToSql, Type};
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -128,6 +129,9 @@ pub(crate) struct Dialect {
     pub for_share: &'static str,
     /// `{now}`: the store's clock in ms since the epoch, as SQL.
     pub now: &'static str,
+    /// Statements spelled so far, by their text (a store has a bounded set of them): each is
+    /// spelled once, not at every call of the FUSE write path.
+    pub spelled: Mutex<BTreeMap<String, Arc<str>>>,
 }
 
 /// `{now}` on SQLite: this host's clock, as [`now_ms`] reads it.
@@ -135,10 +139,17 @@ pub(crate) const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400
 
 impl Dialect {
     /// `sql` in this database's spelling.
-    pub fn spell<'s>(&self, sql: &'s str) -> Cow<'s, str> {
-        if !(sql.contains('{') || self.dollar && sql.contains('?')) {
-            return Cow::Borrowed(sql);
+    pub fn spell(&self, sql: &str) -> Arc<str> {
+        let mut spelled = self.spelled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = spelled.get(sql) {
+            return s.clone();
         }
+        let s: Arc<str> = self.spell_anew(sql).into();
+        spelled.insert(sql.to_string(), s.clone());
+        s
+    }
+
+    fn spell_anew(&self, sql: &str) -> String {
         let mut out = sql.to_string();
         for (name, table) in self.tables {
             out = out.replace(&format!("{{{name}}}"), table);
@@ -151,7 +162,7 @@ impl Dialect {
         if self.dollar {
             out = out.replace('?', "$");
         }
-        Cow::Owned(out)
+        out
     }
 }
 

@@ -27,6 +27,7 @@ static DIALECT: Dialect = Dialect {
     for_update: "FOR UPDATE",
     for_share: "FOR SHARE",
     now: crate::pg::NOW_MS,
+    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 
 /// This store's schema version in `vikingfs_schema`.

@@ -438,10 +438,9 @@ impl<B: Backend> Engine for B {
 
     fn any_due(&self, queue: &str) -> Result<bool, QueueError> {
         self.read(|s| {
-            let now = s.now()?;
             Ok(s.opt(
-                "SELECT 1 FROM {jobs} WHERE queue = ?1 AND state < 2 AND due <= ?2 LIMIT 1",
-                &[queue.into(), now.into()],
+                "SELECT 1 FROM {jobs} WHERE queue = ?1 AND state < 2 AND due <= {now} LIMIT 1",
+                &[queue.into()],
             )?
             .is_some())
         })

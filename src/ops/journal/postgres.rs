@@ -22,6 +22,7 @@ static DIALECT: Dialect = Dialect {
     for_update: "FOR UPDATE",
     for_share: "FOR SHARE",
     now: NOW_MS,
+    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 
 const SCHEMA_VERSION: i64 = 1;

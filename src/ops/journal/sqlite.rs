@@ -23,6 +23,7 @@ static DIALECT: Dialect = Dialect {
     for_update: "",
     for_share: "",
     now: SQLITE_NOW,
+    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 
 pub struct SqliteJournal {

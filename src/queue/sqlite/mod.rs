@@ -30,6 +30,7 @@ static DIALECT: Dialect = Dialect {
     for_update: "",
     for_share: "",
     now: crate::sql::SQLITE_NOW,
+    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 /// Connections kept open for reuse (more may be open while busy).
 const MAX_IDLE_CONNECTIONS: usize = 8;
