@@ -135,7 +135,9 @@ pub(crate) struct Dialect {
 }
 
 /// `{now}` on SQLite: this host's clock, as [`now_ms`] reads it.
-pub(crate) const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+/// (SQLite keeps the instant in whole ms; rounded, the day fraction gives them back exactly.)
+pub(crate) const SQLITE_NOW: &str =
+    "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
 impl Dialect {
     /// `sql` in this database's spelling.
@@ -330,4 +332,36 @@ fn pg_row(r: &postgres::Row) -> Result<Row> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Row(cells))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_now_is_this_hosts_clock_in_ms() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        let before = now_ms();
+        let now: i64 = c
+            .query_row(&format!("SELECT {SQLITE_NOW}"), [], |r| r.get(0))
+            .unwrap();
+        assert!(before <= now && now <= now_ms(), "{before} {now}");
+    }
+
+    #[test]
+    fn a_statement_is_spelled_for_its_database() {
+        let d = Dialect {
+            dollar: true,
+            tables: &[("jobs", "vq_jobs")],
+            skip_locked: "FOR UPDATE SKIP LOCKED",
+            for_update: "",
+            for_share: "",
+            now: "NOW",
+            spelled: Mutex::new(BTreeMap::new()),
+        };
+        let sql = "SELECT 1 FROM {jobs} WHERE a = ?1 AND b <= {now} {skip_locked}";
+        let want = "SELECT 1 FROM vq_jobs WHERE a = $1 AND b <= NOW FOR UPDATE SKIP LOCKED";
+        assert_eq!(&*d.spell(sql), want);
+        assert_eq!(&*d.spell(sql), want, "from the cache");
+    }
 }

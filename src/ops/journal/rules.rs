@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::{Engine, IntentData, JournalError, JournalRows, LifecycleData, LifecycleRow, Result};
-use crate::sql::{ms, Row, Sql};
+use crate::sql::{ms, Row, Sql, Val};
 
 /// How a database keeps the journal's rows.
 pub(crate) trait Backend: Send + Sync {
@@ -32,6 +32,34 @@ const INSERT_INTENT: &str =
 /// Add a key to a lifecycle (kept if it is there).
 const ADD_KEY: &str =
     "INSERT INTO {keys} (handle, key) VALUES (?1, ?2) ON CONFLICT (handle, key) DO NOTHING";
+
+/// Keys added by one statement (a resource of many files has many keys: one round trip per
+/// this many, on a server).
+const KEYS_AT_ONCE: usize = 64;
+
+/// Add `keys` to lifecycle `handle` (those there already are kept).
+fn add_keys(s: &mut dyn Sql, handle: &str, keys: &[String]) -> crate::sql::Result<()> {
+    for chunk in keys.chunks(KEYS_AT_ONCE) {
+        if chunk.len() < KEYS_AT_ONCE {
+            for k in chunk {
+                s.exec(ADD_KEY, &[handle.into(), k.into()])?;
+            }
+            continue;
+        }
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("(?1, ?{})", i + 2))
+            .collect();
+        let sql = format!(
+            "INSERT INTO {{keys}} (handle, key) VALUES {} ON CONFLICT (handle, key) DO NOTHING",
+            rows.join(", ")
+        );
+        let params: Vec<Val<'_>> = std::iter::once(handle.into())
+            .chain(chunk.iter().map(Val::from))
+            .collect();
+        s.exec(&sql, &params)?;
+    }
+    Ok(())
+}
 
 fn age(r: &Row, i: usize) -> Duration {
     Duration::from_millis(r.int(i).max(0) as u64)
@@ -117,10 +145,7 @@ impl<B: Backend> Engine for B {
                 OPEN_LIFECYCLE,
                 &[handle.into(), target.into(), kind.into(), 0i64.into()],
             )?;
-            for k in keys {
-                s.exec(ADD_KEY, &[handle.into(), k.into()])?;
-            }
-            Ok(())
+            add_keys(s, handle, keys)
         })
     }
 
@@ -245,9 +270,7 @@ impl<B: Backend> Engine for B {
                         ms(l.age).into(),
                     ],
                 )?;
-                for k in &l.keys {
-                    s.exec(ADD_KEY, &[l.handle.as_str().into(), k.into()])?;
-                }
+                add_keys(s, &l.handle, &l.keys)?;
             }
             Ok(())
         })
@@ -271,5 +294,29 @@ pub(crate) fn journal_err(pg: Option<&crate::pg::Pg>, e: crate::sql::Error) -> J
             unreachable!("a PostgreSQL error without a server: {e}")
         }
         (crate::sql::Error::Sqlite(e), _) => JournalError::Sqlite(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifecycle_of_many_keys_keeps_each_once() {
+        let d = tempfile::tempdir().unwrap();
+        let j = super::super::sqlite::SqliteJournal::open(&d.path().join("ops.db")).unwrap();
+        let keys: Vec<String> = (0..KEYS_AT_ONCE * 2 + 5).map(|i| format!("k{i}")).collect();
+        j.lifecycle_start("h", "t", "tree", &keys).unwrap();
+        j.lifecycle_start("h", "t", "tree", &keys[..KEYS_AT_ONCE])
+            .unwrap();
+        let l = j.lifecycles().unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].pending, keys.len() as u64);
+        assert_eq!(
+            j.lifecycle_done_key("h", "k0").unwrap(),
+            keys.len() as u64 - 1
+        );
+        let rows = j.export().unwrap();
+        assert_eq!(rows.lifecycles[0].keys.len(), keys.len() - 1);
     }
 }
