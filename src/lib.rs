@@ -34,6 +34,7 @@ pub mod process;
 pub mod queue;
 pub mod semantic;
 pub mod session;
+pub(crate) mod sql;
 pub mod sys;
 pub mod tail;
 pub mod uri;

@@ -40,7 +40,8 @@ pub enum Failure<'a> {
     Wait { message: &'a str, after: Duration },
 }
 
-/// One database's rows of the queue. Implementations: SQLite ([`super::sqlite`]).
+/// One database's rows of the queue. Implemented once for every SQL database by
+/// [`super::rules`] (SQLite, [`super::sqlite`]; PostgreSQL, [`super::postgres`]).
 pub trait Engine: Send + Sync {
     /// Where the rows live, for messages: a database file, a server.
     fn location(&self) -> String;
@@ -160,7 +161,7 @@ impl QueueRows {
 }
 
 /// The export's `WHERE`: every row but a running one whose key moved on (`{k}` the key
-/// versions table); the same SQL on both engines.
+/// versions table); one statement for every database ([`super::rules`]).
 pub(crate) fn export_filter(k: &str) -> String {
     format!(
         "NOT (j.state = 1 AND j.key IS NOT NULL AND j.version <
@@ -170,12 +171,12 @@ pub(crate) fn export_filter(k: &str) -> String {
 }
 
 /// The last error of a job whose stored payload is not JSON (damage): dead at its claim.
-pub fn bad_payload(e: &serde_json::Error) -> String {
+pub(crate) fn bad_payload(e: &serde_json::Error) -> String {
     format!("payload is not JSON ({e}); the row was damaged")
 }
 
 /// The last error of a job that died because its leases kept running out.
-pub fn expired_message(attempts: i64, last_error: Option<&str>) -> String {
+pub(crate) fn expired_message(attempts: i64, last_error: Option<&str>) -> String {
     format!(
         "lease expired on attempt {attempts} (worker died or hung){}",
         last_error

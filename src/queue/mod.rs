@@ -17,6 +17,7 @@ pub mod engine;
 mod error;
 mod pool;
 pub mod postgres;
+pub(crate) mod rules;
 mod spool;
 pub mod sqlite;
 mod stats;

@@ -19,6 +19,7 @@
 //! go as offsets, each engine having its own clock.
 
 pub mod postgres;
+mod rules;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
