@@ -75,7 +75,7 @@ def folder_graph(folder):
 # The layers, lowest first: a module may use its own layer and those below (docs/architecture.md).
 LAYERS = {
     None: [
-        "sys uri error errno failpoint metrics pg process db tail",
+        "sys uri error errno failpoint metrics pg process db sql tail",
         "fsx dirtimes workspace content config embed semantic daemon",
         "lock index queue journal fs",
         "ops",
@@ -83,7 +83,7 @@ LAYERS = {
         "cli",
     ],
     "ops": [
-        "journal keys at source error",
+        "keys at source error",
         "stores derive reserve lifecycle",
         "locked rm mv add write recover light",
         "derivers jobs rederive refresher rebuild reindex search gauges",

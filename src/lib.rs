@@ -5,7 +5,7 @@
 //! - faces: `cli` (the composition root: it wires `fuse`, `ops` and `session`), `fuse` (the
 //!   thin fuser adapter over `fs`), `session`;
 //! - `ops`: the store kernel, the locked operations over it, the derivers and repair;
-//! - the stores and the filesystem core: `lock`, `index`, `queue`, the journal (`ops::journal`),
+//! - the stores and the filesystem core: `lock`, `index`, `queue`, `journal`,
 //!   `fs` (which calls down only through its `Mutations` trait);
 //! - beside them, pure work and configuration: `semantic`, `embed`, `content`, `config`,
 //!   `workspace`, `daemon`, `dirtimes`, `fsx`;
@@ -26,6 +26,7 @@ pub mod fs;
 pub mod fsx;
 pub mod fuse;
 pub mod index;
+pub mod journal;
 pub mod lock;
 pub mod metrics;
 pub mod ops;

@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::journal::Intent;
 use super::keys::{embed_job, semantic_job, NewJob};
 use super::lifecycle::new_handle;
 use super::rm::check_user_path;
 use super::{stat, Locked, OpsError, Result};
+use crate::journal::Intent;
 use crate::lock::LockKind;
 use crate::uri::VPath;
 

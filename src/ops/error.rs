@@ -65,7 +65,7 @@ pub enum OpsError {
     #[error("summariser")]
     Summarizer(#[source] ChatError),
     #[error("operations journal")]
-    Journal(#[from] super::journal::JournalError),
+    Journal(#[from] crate::journal::JournalError),
     #[error("{}", path.display())]
     Io {
         path: PathBuf,
@@ -210,18 +210,18 @@ impl ToErrno for QueueError {
     }
 }
 
-impl ToErrno for super::journal::JournalError {
+impl ToErrno for crate::journal::JournalError {
     fn errno(&self) -> i32 {
         match self {
-            super::journal::JournalError::Sqlite(e) => e.errno(),
-            super::journal::JournalError::Pg(e) => e.errno(),
+            crate::journal::JournalError::Sqlite(e) => e.errno(),
+            crate::journal::JournalError::Pg(e) => e.errno(),
         }
     }
 
     fn level(&self) -> Level {
         match self {
-            super::journal::JournalError::Sqlite(e) => e.level(),
-            super::journal::JournalError::Pg(e) => e.level(),
+            crate::journal::JournalError::Sqlite(e) => e.level(),
+            crate::journal::JournalError::Pg(e) => e.level(),
         }
     }
 }

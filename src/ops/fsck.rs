@@ -178,7 +178,7 @@ impl Ops {
             .intents()?
             .into_iter()
             .filter_map(|(_, i, _)| match i {
-                super::Intent::Add { temp, .. } => Some(temp),
+                crate::journal::Intent::Add { temp, .. } => Some(temp),
                 _ => None,
             })
             .collect();

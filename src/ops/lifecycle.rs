@@ -64,12 +64,9 @@ impl Stores {
             return Ok(());
         }
         // No key left, but an add still syncing (its intent open) will register more.
-        if self
-            .journal
-            .intents()?
-            .iter()
-            .any(|(_, i, _)| matches!(i, super::Intent::Add { handle: h, .. } if h == handle))
-        {
+        if self.journal.intents()?.iter().any(
+            |(_, i, _)| matches!(i, crate::journal::Intent::Add { handle: h, .. } if h == handle),
+        ) {
             return Ok(());
         }
         if let Some(lc) = self.journal.lifecycle(handle)? {
@@ -89,7 +86,7 @@ impl Stores {
     /// Lifecycles that cannot make progress any more: no job is pending or running (so the
     /// jobs they wait for are done or dead) and no unfinished add still owns them. Empty while
     /// the queues are busy.
-    pub(crate) fn idle_lifecycles(&self) -> Result<Vec<super::journal::Lifecycle>> {
+    pub(crate) fn idle_lifecycles(&self) -> Result<Vec<crate::journal::Lifecycle>> {
         if !self.queue.is_idle()? {
             return Ok(Vec::new());
         }
@@ -98,7 +95,7 @@ impl Stores {
             .intents()?
             .into_iter()
             .filter_map(|(_, i, _)| match i {
-                super::Intent::Add { handle, .. } => Some(handle),
+                crate::journal::Intent::Add { handle, .. } => Some(handle),
                 _ => None,
             })
             .collect();

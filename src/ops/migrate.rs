@@ -24,11 +24,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::journal::{self, JournalError, JournalRows};
 use super::stores::server_of;
 use super::OpsError;
 use crate::config::Backend;
 use crate::index::{Index, IndexError, Store};
+use crate::journal::{self, JournalError, JournalRows};
 use crate::queue::engine::{Engine as QueueEngine, QueueRows};
 use crate::queue::QueueError;
 use crate::workspace::Workspace;

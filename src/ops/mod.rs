@@ -6,7 +6,7 @@
 //! - the files are the truth; the index is derived, so an index change that would make a search
 //!   name a missing file happens *before* the file change (rm) or together with it (mv);
 //! - an operation that moves or removes several things records an *intent* in the journal
-//!   ([`journal`]) after taking its locks and clears it before releasing them, so a process that
+//!   ([`crate::journal`]) after taking its locks and clears it before releasing them, so a process that
 //!   dies half-way leaves a record that [`Ops::recover`] finishes forward under the same locks
 //!   (a dead owner's locks are free at once);
 //! - queue work is idempotent and a job never writes a record for a source that changed or
@@ -22,7 +22,7 @@ mod error;
 pub mod fsck;
 pub mod gauges;
 pub mod jobs;
-pub mod journal;
+
 mod keys;
 mod lifecycle;
 mod light;
@@ -60,9 +60,9 @@ use crate::semantic::{self, Summarizer};
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
+pub use crate::journal::{Intent, Journal};
 pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
-pub use journal::{Intent, Journal};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
 pub use stores::{index_home, open_queue_of, IndexHome, Stores};

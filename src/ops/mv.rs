@@ -9,11 +9,11 @@
 //! rename, [`Ops::recover`] moves the records forward. Records keep their source versions, as
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
-use super::journal::Intent;
 use super::rm::check_user_path;
 use super::{Locked, OpsError, Result};
 use crate::fs::RenameMode;
 use crate::index::Level;
+use crate::journal::Intent;
 use crate::lock::LockGuard;
 use crate::tail;
 use crate::uri::{VPath, ABSTRACT_FILE, OVERVIEW_FILE};

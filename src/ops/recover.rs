@@ -9,9 +9,9 @@
 use std::time::Duration;
 
 use super::add::process_owner;
-use super::journal::Intent;
 use super::{Locked, Result};
 use crate::error::Chain;
+use crate::journal::Intent;
 use crate::lock::codec::{liveness, Liveness};
 use crate::lock::LockKind;
 use crate::uri::VPath;

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use super::journal::Intent;
 use super::{Locked, OpsError, Result};
+use crate::journal::Intent;
 use crate::lock::{LockGuard, LockKind};
 use crate::tail;
 use crate::uri::VPath;

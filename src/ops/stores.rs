@@ -106,7 +106,7 @@ pub struct Stores {
     pub(super) locks: Arc<LockManager>,
     pub(super) queue: Queue,
     pub(super) index: Index,
-    pub(super) journal: super::Journal,
+    pub(super) journal: crate::journal::Journal,
     /// Which paths get derived state, and how much of a file ([`derive`]).
     pub(super) derive: Arc<derive::Derivation>,
     /// Room to free room on a full disk ([`reserve`]).
@@ -156,11 +156,13 @@ impl Stores {
         };
         let ops_db = ws.internal_dir().join("ops.db");
         let journal = match &server {
-            Some(pg) => super::Journal::with_engine(Box::new(
-                super::journal::postgres::PgJournal::open(pg.clone())?,
+            Some(pg) => crate::journal::Journal::with_engine(Box::new(
+                crate::journal::postgres::PgJournal::open(pg.clone())?,
             )),
-            None => match super::Journal::open(&ops_db).map_err(OpsError::from) {
-                Err(e) if full(&e) => super::Journal::open(&ops_db).map_err(OpsError::from),
+            None => match crate::journal::Journal::open(&ops_db).map_err(OpsError::from) {
+                Err(e) if full(&e) => {
+                    crate::journal::Journal::open(&ops_db).map_err(OpsError::from)
+                }
                 r => r,
             }?,
         };
@@ -208,7 +210,7 @@ impl Stores {
         &self.index
     }
 
-    pub fn journal(&self) -> &super::Journal {
+    pub fn journal(&self) -> &crate::journal::Journal {
         &self.journal
     }
 

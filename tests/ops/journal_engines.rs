@@ -8,9 +8,9 @@ use crate::support::backend::{backends, Backend, Db};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use vikingfs::journal::postgres::PgJournal;
+use vikingfs::journal::{Intent, Journal};
 use vikingfs::lock::LockKind;
-use vikingfs::ops::journal::postgres::PgJournal;
-use vikingfs::ops::journal::{Intent, Journal};
 use vikingfs::pg::Pg;
 use vikingfs::uri::VPath;
 

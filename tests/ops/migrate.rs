@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use vikingfs::ops::journal::postgres::PgJournal;
-use vikingfs::ops::journal::sqlite::SqliteJournal;
-use vikingfs::ops::journal::{self, Intent, Journal, JournalRows};
+use vikingfs::journal::postgres::PgJournal;
+use vikingfs::journal::sqlite::SqliteJournal;
+use vikingfs::journal::{self, Intent, Journal, JournalRows};
 use vikingfs::pg::Pg;
 use vikingfs::queue::engine::{Engine, Failure, JobRow, QueueRows};
 use vikingfs::queue::postgres::PgEngine;

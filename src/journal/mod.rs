@@ -5,7 +5,7 @@
 //!
 //! - *intents*: an rm, mv or add that took its locks and has not finished. Written after the
 //!   locks are held and removed before they are released, so while its process lives an
-//!   intent's paths are locked, and once it died [`super::Ops::recover`] can take the same locks
+//!   intent's paths are locked, and once it died [`crate::ops::Locked::recover`] can take the same locks
 //!   and finish the operation forward.
 //! - *lifecycles*: an added resource whose TREE lock must be held until every summary and
 //!   embedding of it is done. The lock's owner is the lifecycle handle, not a process, so it
