@@ -152,13 +152,14 @@ impl Ops {
                 owner_alive: alive,
             });
         }
-        self.check_leftovers(repair, &mut rep)?;
-        self.check_records(repair, &mut rep)?;
-        self.check_locks(repair, &mut rep)?;
+        let check = Check(self);
+        check.leftovers(repair, &mut rep)?;
+        check.records(repair, &mut rep)?;
+        check.lock_files(repair, &mut rep)?;
         if repair && break_corrupt {
             rep.repaired += self.locks.clear_corrupt()?.len();
         }
-        self.check_jobs(repair, &mut rep)?;
+        check.jobs(repair, &mut rep)?;
         if repair {
             rep.repaired += self.sweep_lifecycles()?;
         } else {
@@ -171,8 +172,21 @@ impl Ops {
         }
         Ok(rep)
     }
+}
 
-    fn check_leftovers(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+/// The checks of one [`Ops::fsck`], each over the whole engine it reaches through `Deref`.
+struct Check<'a>(&'a Ops);
+
+impl std::ops::Deref for Check<'_> {
+    type Target = Ops;
+
+    fn deref(&self) -> &Ops {
+        self.0
+    }
+}
+
+impl Check<'_> {
+    fn leftovers(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let staging_in_use: HashSet<PathBuf> = self
             .journal
             .intents()?
@@ -239,7 +253,7 @@ impl Ops {
         Ok(())
     }
 
-    fn check_records(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+    fn records(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let mut files = Vec::new();
         let mut dirs = Vec::new();
         for scope in crate::uri::SCOPES {
@@ -336,12 +350,12 @@ impl Ops {
             self.queue.enqueue_many(&jobs)?;
             rep.repaired += jobs.len();
         }
-        self.check_index_shape(repair, rep)
+        self.index_shape(repair, rep)
     }
 
     /// The index's own invariants (records, lexical rows and packed vectors one for one) and
     /// the vectors' backlog.
-    fn check_index_shape(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+    fn index_shape(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let problems = self.index.verify()?;
         if !problems.is_empty() {
             for detail in &problems {
@@ -376,7 +390,7 @@ impl Ops {
         Ok(())
     }
 
-    fn check_locks(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+    fn lock_files(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let lifecycles: HashSet<String> = self
             .journal
             .lifecycles()?
@@ -419,7 +433,7 @@ impl Ops {
         Ok(())
     }
 
-    fn check_jobs(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+    fn jobs(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         for s in self.queue.stats()? {
             for d in &s.dead_jobs {
                 rep.problems.push(Problem::DeadJob {
