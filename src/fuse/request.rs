@@ -15,8 +15,12 @@ use crate::fs::{FsError, FsResult, ToErrno};
 /// A request on its way to its answer.
 pub(super) struct Call {
     op: &'static str,
-    /// `fuse{op, req, ino, name, pid}`: every log line of the request carries it.
+    /// `fuse{op, req, ino, name, pid}`: every log line of the request carries it when debug
+    /// logging is on.
     span: Span,
+    /// The request's id, inode and pid again, for its error line at any level: a span is
+    /// made only at debug (it costs every request), an error line names its request anyway.
+    who: (u64, u64, u32),
     took: Histogram,
 }
 
@@ -26,6 +30,7 @@ impl Call {
     pub fn new(op: &'static str, req: &Request, ino: INodeNo) -> Call {
         Call {
             op,
+            who: (req.unique().0, ino.0, req.pid()),
             span: tracing::debug_span!(
                 "fuse",
                 op,
@@ -66,8 +71,8 @@ impl Call {
     /// The errno to answer, logged at the level the error carries (a missing name is debug, a
     /// busy lock info, a failing disk a warning, a damaged store an error) and counted.
     fn errno(&self, e: FsError) -> Errno {
-        let op = self.op;
-        crate::error::log_at!(e.level(), op, error = %Chain(&e), "request failed");
+        let (op, (req, ino, pid)) = (self.op, self.who);
+        crate::error::log_at!(e.level(), op, req, ino, pid, error = %Chain(&e), "request failed");
         let n = e.errno();
         crate::metrics::get()
             .fuse_errors
