@@ -182,6 +182,14 @@ pub(crate) trait Sql {
     fn opt(&mut self, sql: &str, p: &[Val<'_>]) -> Result<Option<Row>> {
         Ok(self.rows(sql, p)?.into_iter().next())
     }
+
+    /// Run an `INSERT` of one row into a table keyed by `id`; the new row's id. (SQLite
+    /// answers it without a result row: the FUSE write path enqueues through this.)
+    fn insert(&mut self, sql: &str, p: &[Val<'_>]) -> Result<i64> {
+        Ok(self
+            .opt(&format!("{sql} RETURNING id"), p)?
+            .map_or(0, |r| r.int(0)))
+    }
 }
 
 /// This host's clock in ms since the epoch.
@@ -250,6 +258,11 @@ impl Sql for Lite<'_> {
                 .map(Row)
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn insert(&mut self, sql: &str, p: &[Val<'_>]) -> Result<i64> {
+        self.exec(sql, p)?;
+        Ok(self.conn.last_insert_rowid())
     }
 
     fn now(&mut self) -> Result<i64> {

@@ -182,9 +182,9 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
     let queue = job.queue.as_str();
     let payload = job.payload.to_string();
     let insert = |s: &mut dyn Sql, key: Option<&str>, version: i64, due: i64| -> Result<i64> {
-        Ok(s.opt(
+        s.insert(
             "INSERT INTO {jobs} (queue, key, version, payload, state, due, created, updated)
-             VALUES (?1, ?2, ?3, ?4, 0, ?6, ?5, ?5) RETURNING id",
+             VALUES (?1, ?2, ?3, ?4, 0, ?6, ?5, ?5)",
             &[
                 queue.into(),
                 key.into(),
@@ -193,8 +193,7 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
                 now.into(),
                 due.into(),
             ],
-        )?
-        .map_or(0, |r| r.int(0)))
+        )
     };
     let Some(key) = job.key.as_deref() else {
         return insert(s, None, 0, now);
