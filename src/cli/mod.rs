@@ -221,6 +221,9 @@ fn init_logging() {
 
 /// mount(8) runs `mount.fuse.vikingfs SOURCE MOUNTPOINT -o OPTS` and mount.fuse3 runs
 /// `vikingfs SOURCE MOUNTPOINT -o OPTS`: both mean `vikingfs mount SOURCE MOUNTPOINT -o OPTS`.
+/// A first word that is neither a command nor a path (no `/`, nothing there by that name) is a
+/// mistyped command, not a workspace: clap refuses it and suggests the command meant
+/// (`vikingfs fnd x` used to create a workspace `fnd` and mount it on `x`).
 pub fn mount_helper_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::CommandFactory;
     let argv0_is_helper = args
@@ -235,7 +238,11 @@ pub fn mount_helper_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsS
             || s == "help"
     };
     let implicit = match &first {
-        Some(f) => argv0_is_helper || (!f.starts_with('-') && !is_subcommand(f) && args.len() >= 3),
+        Some(f) => {
+            let a_path = f.contains('/') || std::path::Path::new(f).exists();
+            argv0_is_helper
+                || (!f.starts_with('-') && !is_subcommand(f) && a_path && args.len() >= 3)
+        }
         None => false,
     };
     if implicit {
@@ -277,5 +284,12 @@ mod tests {
             ["vikingfs", "config", "show"]
         );
         assert_eq!(args(&["vikingfs", "--help"]), ["vikingfs", "--help"]);
+        // A mistyped command is left to clap, which refuses it.
+        assert_eq!(args(&["vikingfs", "fnd", "x"]), ["vikingfs", "fnd", "x"]);
+        assert_eq!(
+            args(&["vikingfs", "./ws", "/mnt"]),
+            ["vikingfs", "mount", "./ws", "/mnt"]
+        );
+        assert!(Cli::try_parse_from(args(&["vikingfs", "fnd", "x"])).is_err());
     }
 }
