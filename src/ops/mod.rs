@@ -65,7 +65,7 @@ pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
-pub use stores::{index_home, open_queue_of, IndexHome, Stores};
+pub use stores::{index_home, open_queue_of, Healed, IndexHome, Stores};
 
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
@@ -86,7 +86,18 @@ impl Ops {
         config: &Config,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arc<Ops>> {
-        let ops = Self::from_config(ws, config)?;
+        Self::open_rebuilding(ws, config, progress, Healed::default())
+    }
+
+    /// [`Ops::open_with_progress`], deriving again also what an earlier open of the stores
+    /// in this process healed (`carried`).
+    fn open_rebuilding(
+        ws: &Workspace,
+        config: &Config,
+        progress: &mut dyn FnMut(u64, u64),
+        carried: Healed,
+    ) -> Result<Arc<Ops>> {
+        let ops = Self::from_config(ws, config, carried)?;
         if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
             ops.rebuild_index(progress)?;
@@ -98,19 +109,19 @@ impl Ops {
     /// thread of its own while the mount serves (searches answer from what is rebuilt so
     /// far; `status` shows how far), not before the mount comes up.
     pub fn open_serving(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
-        let ops = Self::from_config(ws, config)?;
+        let ops = Self::from_config(ws, config, Healed::default())?;
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
         }
         Ok(ops)
     }
 
-    fn from_config(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
+    fn from_config(ws: &Workspace, config: &Config, carried: Healed) -> Result<Arc<Ops>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer =
             semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
-        Self::assemble(ws, locks, embedder, summarizer, config)
+        Self::assemble(ws, locks, embedder, summarizer, config, carried)
     }
 
     /// The locked operations alone, for a one-shot command that runs only them (rm, mv,
@@ -125,21 +136,22 @@ impl Ops {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arc<Locked>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
-        match Stores::open(ws, config, locks, &stores::Model::AsStored) {
+        let carried = match Stores::open(ws, config, locks, &stores::Model::AsStored) {
             Ok((stores, healed)) if !healed.queue_lost && !stores.needs_rebuild()? => {
                 let locked = Locked::new(stores);
                 if let Err(e) = locked.recover() {
                     tracing::warn!("recovering interrupted operations: {}", Chain(&e));
                 }
-                Ok(locked)
+                return Ok(locked);
             }
-            Ok(_) | Err(OpsError::Index(crate::index::IndexError::Schema { .. })) => {
-                Ok(Self::open_with_progress(ws, config, progress)?
-                    .locked()
-                    .clone())
-            }
-            Err(e) => Err(e),
-        }
+            // These stores close here; the whole engine derives again what this open healed
+            // (a queue set aside is healthy when it reopens).
+            Ok((_, healed)) => healed,
+            Err(OpsError::Index(crate::index::IndexError::Schema { .. })) => Healed::default(),
+            Err(e) => return Err(e),
+        };
+        let ops = Self::open_rebuilding(ws, config, progress, carried)?;
+        Ok(ops.locked().clone())
     }
 
     /// [`Ops::open`] with the parts given (tests, and a daemon that already has them) and
@@ -150,7 +162,14 @@ impl Ops {
         embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Arc<Ops>> {
-        Self::assemble(ws, locks, embedder, summarizer, &Config::default())
+        Self::assemble(
+            ws,
+            locks,
+            embedder,
+            summarizer,
+            &Config::default(),
+            Healed::default(),
+        )
     }
 
     /// The composition: the kernel for this model, the derivers over it, then what opening
@@ -161,9 +180,13 @@ impl Ops {
         embedder: Option<Arc<dyn Embedder>>,
         summarizer: Arc<dyn Summarizer>,
         config: &Config,
+        carried: Healed,
     ) -> Result<Arc<Ops>> {
         let model = stores::Model::of(embedder.as_deref());
         let (stores, healed) = Stores::open(ws, config, locks, &model)?;
+        let healed = Healed {
+            queue_lost: healed.queue_lost || carried.queue_lost,
+        };
         let ops = Arc::new_cyclic(|me| Ops {
             locked: Locked::new(stores),
             embedder,

@@ -458,6 +458,42 @@ fn a_damaged_queue_is_moved_aside_and_its_jobs_derived_again() {
     env.check_fsck_clean();
 }
 
+/// The same damage met first by a one-shot locked operation (`write`, which opens no model): the
+/// queue it sets aside is healthy when the whole engine reopens it, and the jobs it held are
+/// still derived again.
+#[test]
+fn a_damaged_queue_met_by_a_one_shot_write_still_gets_its_jobs_derived_again() {
+    let env = Env::new();
+    let local = notes(&env, "r", 50);
+    env.ok(&[
+        "add-resource",
+        local.to_str().unwrap(),
+        "--to",
+        "viking://resources/docs",
+    ]);
+    let db = env.ws().join(".vikingfs/queue.db");
+    let len = std::fs::metadata(&db).unwrap().len().max(8192);
+    std::fs::write(&db, vec![0x3cu8; len as usize]).unwrap();
+    let _ = std::fs::remove_file(db.with_extension("db-wal"));
+    let _ = std::fs::remove_file(db.with_extension("db-shm"));
+    // Outside the resource: its lifecycle lock still holds it while its jobs are pending.
+    let note = env.local("one", &[("n.md", "a note outside".to_string())]);
+    env.ok(&[
+        "write",
+        "viking://resources/n.md",
+        "--from",
+        note.join("n.md").to_str().unwrap(),
+    ]);
+    env.drain();
+    let out = env.run(&["find", "--json", &token("r37")]);
+    assert!(
+        found_json(&out).contains("docs/r037.md"),
+        "{}",
+        found_json(&out)
+    );
+    env.check_fsck_clean();
+}
+
 /// A workspace copied whole (`cp -a`) opens as it was: every inode changed, but records whose
 /// file differs only in its inode follow it (no "record older than its file", no re-index),
 /// and the copy answers `find` at once.
