@@ -123,7 +123,7 @@ fn paused() -> Option<(&'static str, std::time::Duration)> {
         .map(|(n, d)| (n.as_str(), *d))
 }
 
-/// Abort the process if `name` is the armed crash point (or pause there, see [`paused`]).
+/// Abort the process if `name` is the armed crash point (or pause there, see `paused`).
 #[inline]
 pub fn hit(name: &'static str) {
     #[cfg(feature = "failpoints")]

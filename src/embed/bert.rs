@@ -164,7 +164,7 @@ impl BertEmbedder {
         })
     }
 
-    /// Word pieces per text, [CLS] and [SEP] included; the rest of a longer text is ignored.
+    /// Word pieces per text, `[CLS]` and `[SEP]` included; the rest of a longer text is ignored.
     pub fn max_tokens(&self) -> usize {
         self.max_tokens
     }

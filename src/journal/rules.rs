@@ -27,7 +27,7 @@ const OPEN_LIFECYCLE: &str = "INSERT INTO {lifecycles} (handle, target, kind, cr
 
 /// Record an intent: `?1` body, `?2` owner, `?3` its age in ms; returns its id.
 const INSERT_INTENT: &str =
-    "INSERT INTO {intents} (body, owner, created) VALUES (?1, ?2, {now} - ?3) RETURNING id";
+    "INSERT INTO {intents} (body, owner, created) VALUES (?1, ?2, {now} - ?3)";
 
 /// Add a key to a lifecycle (kept if it is there).
 const ADD_KEY: &str =
@@ -81,10 +81,7 @@ fn intents(s: &mut dyn Sql) -> crate::sql::Result<Vec<IntentData>> {
 }
 
 fn insert_intent(s: &mut dyn Sql, body: &str, owner: &str, age: i64) -> crate::sql::Result<i64> {
-    Ok(
-        s.opt(INSERT_INTENT, &[body.into(), owner.into(), age.into()])?
-            .map_or(0, |r| r.int(0)),
-    )
+    s.insert(INSERT_INTENT, &[body.into(), owner.into(), age.into()])
 }
 
 impl<B: Backend> Engine for B {

@@ -25,7 +25,7 @@ use crate::journal::Intent;
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
-/// Options of [`Ops::add_resource`].
+/// Options of [`Locked::add_resource`].
 #[derive(Debug, Clone, Default)]
 pub struct AddOptions {
     /// Where to put it; default `viking://resources/NAME` (or `NAME_1`, … when taken).

@@ -11,11 +11,11 @@ use crate::semantic::Summarizer;
 use crate::uri::VPath;
 
 /// The operations engine of one process, the composition root of `ops`, in three layers each
-/// reaching only the one below: the store kernel ([`Stores`]), the locked operations over it
+/// reaching only the one below: the store kernel ([`Stores`](super::Stores)), the locked operations over it
 /// ([`Locked`]), and the derivers here — the dense model, the summariser, the job bodies, the
 /// lifecycle refresher's working set, the mount's write probe, search and a background
 /// rebuild. Cheap to share (`Arc<Ops>`); every method is safe to call from several threads.
-/// It dereferences to its [`Locked`] (and that to its [`Stores`]), so a face calls a locked
+/// It dereferences to its [`Locked`] (and that to its [`Stores`](super::Stores)), so a face calls a locked
 /// operation (`ops.rm(..)`) and a deriving one (`ops.find(..)`) on the same handle; a face that
 /// only runs locked operations needs no `Ops` at all.
 pub struct Ops {
@@ -47,7 +47,7 @@ impl std::ops::Deref for Ops {
 pub type WriteProbe = Box<dyn Fn(&VPath) -> bool + Send + Sync>;
 
 impl Ops {
-    /// The locked operations, for the mount's mutation seam ([`LockedMutations`]).
+    /// The locked operations, for the mount's mutation seam ([`LockedMutations`](super::LockedMutations)).
     pub fn locked(&self) -> &Arc<Locked> {
         &self.locked
     }

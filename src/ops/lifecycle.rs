@@ -6,7 +6,7 @@
 //! the CLI that added the resource. Process liveness never frees it; only its age does, so
 //! whichever worker runs one of its jobs refreshes it first — and re-acquires it after a
 //! restart when it went stale meanwhile ("Server restart recovery"). The job that finishes the
-//! last outstanding key releases it; [`Ops::sweep_lifecycles`] releases the ones whose jobs
+//! last outstanding key releases it; [`Stores::sweep_lifecycles`](super::Stores::sweep_lifecycles) releases the ones whose jobs
 //! can no longer finish (dead jobs) once the queue is idle.
 
 use std::time::Duration;

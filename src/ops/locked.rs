@@ -6,7 +6,7 @@
 //! and the queue in step: unlink and rmdir remove index records before files, rename moves
 //! them, a closed written file is queued for embedding and its directory's summary. Single-path
 //! changes (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT
-//! lock through [`Ops::under_exact`], applied by [`DirectMutations`]. An operation's error
+//! lock through [`Locked::under_exact`](super::Locked::under_exact), applied by [`DirectMutations`]. An operation's error
 //! reaches the mount whole ([`MutationError::backend`]): a lock that stays busy answers EBUSY
 //! and logs its holder.
 
@@ -119,7 +119,7 @@ enum Frees {
 
 impl LockedMutations {
     /// Queue `p`'s embedding and its directory's summary *before* its content changes, under
-    /// its EXACT lock, as `Ops::write_file` does: a daemon killed while the file is open (or
+    /// its EXACT lock, as `Locked::write_file` does: a daemon killed while the file is open (or
     /// between a truncate and its release) leaves the file with its job, and the next daemon
     /// indexes what is there. A job that runs meanwhile concludes nothing without this lock
     /// and re-reads a file that changed; the release queues the file again (coalesced).
@@ -127,7 +127,7 @@ impl LockedMutations {
     /// On a full disk the job may not fit (its spool line needs a block): then a create, an
     /// open or a link fails with ENOSPC before it changes anything, rather than leave a file
     /// no job will index; a truncate, which frees space, queues its job in the reserve's room
-    /// ([`Ops::freeing`]). Any other failure to queue is logged and the change goes ahead, as
+    /// ([`Stores::freeing`](super::Stores::freeing)). Any other failure to queue is logged and the change goes ahead, as
     /// a follow-up's would.
     fn queue_first(&self, op: &'static str, p: &VPath, frees: Frees) -> MResult<()> {
         let r = match frees {

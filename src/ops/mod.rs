@@ -7,7 +7,7 @@
 //!   name a missing file happens *before* the file change (rm) or together with it (mv);
 //! - an operation that moves or removes several things records an *intent* in the journal
 //!   ([`crate::journal`]) after taking its locks and clears it before releasing them, so a process that
-//!   dies half-way leaves a record that [`Ops::recover`] finishes forward under the same locks
+//!   dies half-way leaves a record that [`Locked::recover`] finishes forward under the same locks
 //!   (a dead owner's locks are free at once);
 //! - queue work is idempotent and a job never writes a record for a source that changed or
 //!   vanished since it read it (checked under the source's lock, [`jobs`]).
@@ -69,7 +69,7 @@ pub use stores::{index_home, open_queue_of, Healed, IndexHome, Stores};
 
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
-    /// left half-done ([`Stores::recover`]; failures there are logged, never fatal).
+    /// left half-done ([`Locked::recover`]; failures there are logged, never fatal).
     pub fn open(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
         Self::open_with_progress(ws, config, &mut |done, total| {
             if done == total || done % 1000 == 0 {

@@ -6,7 +6,7 @@
 //! tree holds. Locks: a directory takes TREE on the source and EXACT on the destination, a
 //! file EXACT on both. An intent is journalled before the rename; if the index update fails the
 //! rename is undone (source and its records as they were), and if the process dies after the
-//! rename, [`Ops::recover`] moves the records forward. Records keep their source versions, as
+//! rename, [`Locked::recover`](super::Locked::recover) moves the records forward. Records keep their source versions, as
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
 
 use super::rm::check_user_path;
@@ -24,7 +24,7 @@ impl Locked {
         self.move_path(src, dst, false)
     }
 
-    /// rename(2) through the mount: like [`Ops::mv`], but an existing destination file or
+    /// rename(2) through the mount: like [`Locked::mv`], but an existing destination file or
     /// empty directory is replaced unless `mode` is `NoReplace`. `Exchange` (swapping two
     /// trees) has no crash-safe order for their records: EINVAL.
     pub fn rename(&self, src: &VPath, dst: &VPath, mode: RenameMode) -> Result<()> {

@@ -3,7 +3,7 @@
 //!
 //! The engine keeps `WORKSPACE/.vikingfs/reserve`, a file of [`RESERVE_BYTES`] allocated
 //! while the disk has room. An operation that frees space and fails for want of it gives the
-//! reserve back and runs once more ([`Ops::freeing`]); so does opening the stores (a WAL
+//! reserve back and runs once more ([`Stores::freeing`](super::Stores::freeing)); so does opening the stores (a WAL
 //! file, a shared-memory index), so that `status`, `wait`, `fsck` and `mount` come up on a
 //! full disk. The reserve is made again once the disk has room for it and a margin
 //! ([`Reserve::ensure`]), after a freeing operation and at every open. Lock files stay

@@ -179,7 +179,7 @@ impl Locked {
         Ok(())
     }
 
-    /// The mount removed `p` itself (without [`Ops::rm`]): drop its records and refresh the
+    /// The mount removed `p` itself (without [`Locked::rm`]): drop its records and refresh the
     /// parent's summary.
     pub fn removed(&self, p: &VPath) -> Result<()> {
         self.index.delete_prefix(p)?;

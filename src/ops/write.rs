@@ -98,7 +98,7 @@ impl Locked {
     }
 }
 
-/// When [`Ops::under_exact`] releases its lock.
+/// When [`Locked::under_exact`](super::Locked::under_exact) releases its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
     /// Before it returns.
@@ -106,6 +106,6 @@ pub enum Release {
     /// After the mount's reply (at once where no reply scope is open).
     AfterReply,
     /// Before it returns, for a change that frees space (a truncate): on a full disk, the
-    /// lock is placed with the reserve's room ([`Ops::freeing`]).
+    /// lock is placed with the reserve's room ([`Stores::freeing`](super::Stores::freeing)).
     Freeing,
 }

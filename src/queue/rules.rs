@@ -181,22 +181,26 @@ fn claim(
 fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Result<i64> {
     let queue = job.queue.as_str();
     let payload = job.payload.to_string();
-    let insert = |s: &mut dyn Sql, key: Option<&str>, version: i64, due: i64| -> Result<i64> {
+    // The row's values, ?1 to ?6 in both the insert and the coalescing update.
+    let row = |version: i64, due: i64| -> [Val<'_>; 6] {
+        [
+            queue.into(),
+            job.key.as_deref().into(),
+            version.into(),
+            payload.as_str().into(),
+            now.into(),
+            due.into(),
+        ]
+    };
+    let insert = |s: &mut dyn Sql, version: i64, due: i64| -> Result<i64> {
         s.insert(
             "INSERT INTO {jobs} (queue, key, version, payload, state, due, created, updated)
              VALUES (?1, ?2, ?3, ?4, 0, ?6, ?5, ?5)",
-            &[
-                queue.into(),
-                key.into(),
-                version.into(),
-                payload.as_str().into(),
-                now.into(),
-                due.into(),
-            ],
+            &row(version, due),
         )
     };
     let Some(key) = job.key.as_deref() else {
-        return insert(s, None, 0, now);
+        return insert(s, 0, now);
     };
     // Bumping the key's version locks its row until commit (on a server: two enqueues of one
     // key are serialised, so at most one pending row of a key exists).
@@ -229,18 +233,11 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
                            due = CASE WHEN attempts > 0 THEN ?6 ELSE due END,
                            attempts = 0, last_error = NULL, updated = ?5
          WHERE queue = ?1 AND key = ?2 AND state = 0 RETURNING id",
-        &[
-            queue.into(),
-            key.into(),
-            version.into(),
-            payload.as_str().into(),
-            now.into(),
-            due.into(),
-        ],
+        &row(version, due),
     )?;
     match updated {
         Some(r) => Ok(r.int(0)),
-        None => insert(s, Some(key), version, due),
+        None => insert(s, version, due),
     }
 }
 

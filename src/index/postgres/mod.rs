@@ -4,7 +4,7 @@
 //!
 //! Lexical search ranks as the SQLite index's FTS5 table does, by the same formula over the
 //! same terms: [`super::analyze`] makes the postings with FTS5's own tokenizer, and the query
-//! computes FTS5's `bm25()` (k1 = 1.2, b = 0.75, the name weighted [`NAME_WEIGHT`], a term's
+//! computes FTS5's `bm25()` (k1 = 1.2, b = 0.75, the name weighted `NAME_WEIGHT`, a term's
 //! IDF from the records holding it among all records, a record's length in tokens against
 //! the average) in SQL. Two answers on the two backends then differ only where their ties
 //! break, and where a quoted query term is several tokens (FTS5 matches them as a phrase,
