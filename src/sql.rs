@@ -140,6 +140,33 @@ pub(crate) const SQLITE_NOW: &str =
     "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
 impl Dialect {
+    /// SQLite's spelling, with a store's `tables`: `?N`, no row locks (a write transaction
+    /// locks the database), this host's clock.
+    pub const fn sqlite(tables: &'static [(&'static str, &'static str)]) -> Dialect {
+        Dialect {
+            dollar: false,
+            tables,
+            skip_locked: "",
+            for_update: "",
+            for_share: "",
+            now: SQLITE_NOW,
+            spelled: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// PostgreSQL's spelling, with a store's `tables`: `$N`, row locks, the server's clock.
+    pub const fn postgres(tables: &'static [(&'static str, &'static str)]) -> Dialect {
+        Dialect {
+            dollar: true,
+            tables,
+            skip_locked: "FOR UPDATE SKIP LOCKED",
+            for_update: "FOR UPDATE",
+            for_share: "FOR SHARE",
+            now: crate::pg::NOW_MS,
+            spelled: Mutex::new(BTreeMap::new()),
+        }
+    }
+
     /// `sql` in this database's spelling.
     pub fn spell(&self, sql: &str) -> Arc<str> {
         let mut spelled = self.spelled.lock().unwrap_or_else(|e| e.into_inner());
@@ -363,18 +390,16 @@ mod tests {
 
     #[test]
     fn a_statement_is_spelled_for_its_database() {
-        let d = Dialect {
-            dollar: true,
-            tables: &[("jobs", "vq_jobs")],
-            skip_locked: "FOR UPDATE SKIP LOCKED",
-            for_update: "",
-            for_share: "",
-            now: "NOW",
-            spelled: Mutex::new(BTreeMap::new()),
-        };
         let sql = "SELECT 1 FROM {jobs} WHERE a = ?1 AND b <= {now} {skip_locked}";
-        let want = "SELECT 1 FROM vq_jobs WHERE a = $1 AND b <= NOW FOR UPDATE SKIP LOCKED";
-        assert_eq!(&*d.spell(sql), want);
-        assert_eq!(&*d.spell(sql), want, "from the cache");
+        let pg = Dialect::postgres(&[("jobs", "vq_jobs")]);
+        let want = format!(
+            "SELECT 1 FROM vq_jobs WHERE a = $1 AND b <= {} FOR UPDATE SKIP LOCKED",
+            crate::pg::NOW_MS
+        );
+        assert_eq!(&*pg.spell(sql), want);
+        assert_eq!(&*pg.spell(sql), want, "from the cache");
+        let lite = Dialect::sqlite(&[("jobs", "jobs")]);
+        let want = format!("SELECT 1 FROM jobs WHERE a = ?1 AND b <= {SQLITE_NOW} ");
+        assert_eq!(&*lite.spell(sql), want);
     }
 }

@@ -7,23 +7,15 @@ use std::sync::Arc;
 
 use super::rules::{journal_err, Backend};
 use super::Result;
-use crate::pg::{Pg, Session, NOW_MS};
+use crate::pg::{Pg, Session};
 use crate::sql::{Dialect, Remote, Sql};
 
 /// The journal's spelling on PostgreSQL.
-static DIALECT: Dialect = Dialect {
-    dollar: true,
-    tables: &[
-        ("intents", "vj_intents"),
-        ("lifecycles", "vj_lifecycles"),
-        ("keys", "vj_lifecycle_keys"),
-    ],
-    skip_locked: "FOR UPDATE SKIP LOCKED",
-    for_update: "FOR UPDATE",
-    for_share: "FOR SHARE",
-    now: NOW_MS,
-    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-};
+static DIALECT: Dialect = Dialect::postgres(&[
+    ("intents", "vj_intents"),
+    ("lifecycles", "vj_lifecycles"),
+    ("keys", "vj_lifecycle_keys"),
+]);
 
 const SCHEMA_VERSION: i64 = 1;
 

@@ -9,22 +9,14 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::rules::{journal_err, Backend};
 use super::Result;
-use crate::sql::{Dialect, Lite, Sql, SQLITE_NOW};
+use crate::sql::{Dialect, Lite, Sql};
 
 /// The journal's spelling on SQLite: one connection, one writer at a time.
-static DIALECT: Dialect = Dialect {
-    dollar: false,
-    tables: &[
-        ("intents", "intents"),
-        ("lifecycles", "lifecycles"),
-        ("keys", "lifecycle_keys"),
-    ],
-    skip_locked: "",
-    for_update: "",
-    for_share: "",
-    now: SQLITE_NOW,
-    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-};
+static DIALECT: Dialect = Dialect::sqlite(&[
+    ("intents", "intents"),
+    ("lifecycles", "lifecycles"),
+    ("keys", "lifecycle_keys"),
+]);
 
 pub struct SqliteJournal {
     path: PathBuf,

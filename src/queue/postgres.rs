@@ -20,15 +20,7 @@ use crate::pg::{Pg, Session};
 use crate::sql::{Dialect, Remote, Sql};
 
 /// The queue's spelling on PostgreSQL.
-static DIALECT: Dialect = Dialect {
-    dollar: true,
-    tables: &[("jobs", "vq_jobs"), ("keys", "vq_key_versions")],
-    skip_locked: "FOR UPDATE SKIP LOCKED",
-    for_update: "FOR UPDATE",
-    for_share: "FOR SHARE",
-    now: crate::pg::NOW_MS,
-    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-};
+static DIALECT: Dialect = Dialect::postgres(&[("jobs", "vq_jobs"), ("keys", "vq_key_versions")]);
 
 /// This store's schema version in `vikingfs_schema`.
 const SCHEMA_VERSION: i64 = 1;

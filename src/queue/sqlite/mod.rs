@@ -23,15 +23,7 @@ use super::QueueError;
 use crate::sql::{Dialect, Lite, Sql};
 
 /// The queue's spelling on SQLite: its one write transaction at a time needs no row locks.
-static DIALECT: Dialect = Dialect {
-    dollar: false,
-    tables: &[("jobs", "jobs"), ("keys", "key_versions")],
-    skip_locked: "",
-    for_update: "",
-    for_share: "",
-    now: crate::sql::SQLITE_NOW,
-    spelled: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-};
+static DIALECT: Dialect = Dialect::sqlite(&[("jobs", "jobs"), ("keys", "key_versions")]);
 /// Connections kept open for reuse (more may be open while busy).
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
