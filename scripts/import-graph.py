@@ -80,6 +80,7 @@ LAYERS = {
         "lock index queue journal fs",
         "ops",
         "session fuse",
+        "server",
         "cli",
     ],
     "ops": [

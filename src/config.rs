@@ -44,6 +44,68 @@ pub struct RawConfig {
     pub vlm: Option<ChatConfig>,
     #[serde(default)]
     pub vikingfs: RawVikingfs,
+    /// OpenViking's `server` section: where and for whom the daemon serves the HTTP API.
+    #[serde(default)]
+    pub server: RawServer,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub root_api_key: Option<String>,
+    #[serde(default)]
+    pub cors_origins: Option<Vec<String>>,
+    /// vikingfs's own: the largest request body, in bytes.
+    pub max_body_bytes: Option<usize>,
+    /// vikingfs's own: the longest a request may run, in seconds.
+    pub request_timeout_secs: Option<f64>,
+}
+
+/// The HTTP API's settings (`server.*`, OpenViking's key names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// `server.host` (default 127.0.0.1).
+    pub host: String,
+    /// `server.port` (default 1933, OpenViking's).
+    pub port: u16,
+    /// Whether `server.host` or `server.port` was set: a mount then serves the API too.
+    pub configured: bool,
+    pub root_api_key: Option<String>,
+    pub cors_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    pub request_timeout: std::time::Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            host: "127.0.0.1".into(),
+            port: 1933,
+            configured: false,
+            root_api_key: None,
+            cors_origins: vec!["*".into()],
+            max_body_bytes: 64 << 20,
+            request_timeout: std::time::Duration::from_secs(600),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// `host:port` as a socket address.
+    pub fn addr(&self) -> Result<std::net::SocketAddr, String> {
+        let host = if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let s = format!("{host}:{}", self.port);
+        std::net::ToSocketAddrs::to_socket_addrs(&s)
+            .map_err(|e| format!("server.host {s}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("server.host {s}: no address"))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -278,6 +340,8 @@ pub struct Config {
     pub index: IndexConfig,
     /// Where the daemon serves Prometheus metrics (`vikingfs.metrics`); off when `None`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The HTTP API (`server.*`).
+    pub server: ServerConfig,
     /// Where each key that did not keep its default came from (`file PATH`, `env NAME`, `flag`).
     pub origins: std::collections::BTreeMap<String, String>,
 }
@@ -296,6 +360,7 @@ impl Default for Config {
             workers: WorkerConfig::default(),
             index: IndexConfig::default(),
             metrics: None,
+            server: ServerConfig::default(),
             origins: Default::default(),
         }
     }
@@ -362,6 +427,18 @@ impl Config {
             (
                 "vikingfs.metrics",
                 json!(self.metrics.map(|a| a.to_string())),
+            ),
+            ("server.host", json!(self.server.host)),
+            ("server.port", json!(self.server.port)),
+            (
+                "server.root_api_key",
+                json!(secret(&self.server.root_api_key)),
+            ),
+            ("server.cors_origins", json!(self.server.cors_origins)),
+            ("server.max_body_bytes", json!(self.server.max_body_bytes)),
+            (
+                "server.request_timeout_secs",
+                json!(self.server.request_timeout.as_secs_f64()),
             ),
         ];
         rows.into_iter()
@@ -618,6 +695,45 @@ impl Config {
                 )
             })?);
             set(&mut cfg, "vikingfs.metrics");
+        }
+        let sv = raw.server;
+        if let Some(h) = sv.host {
+            cfg.server.host = h;
+            cfg.server.configured = true;
+            set(&mut cfg, "server.host");
+        }
+        if let Some(p) = sv.port {
+            cfg.server.port = p;
+            cfg.server.configured = true;
+            set(&mut cfg, "server.port");
+        }
+        if let Some(k) = sv.root_api_key.filter(|k| !k.is_empty()) {
+            cfg.server.root_api_key = Some(k);
+            set(&mut cfg, "server.root_api_key");
+        }
+        if let Some(o) = sv.cors_origins {
+            cfg.server.cors_origins = o;
+            set(&mut cfg, "server.cors_origins");
+        }
+        if let Some(n) = sv.max_body_bytes {
+            if n < 1024 {
+                return Err(bad("server.max_body_bytes", "must be at least 1024"));
+            }
+            cfg.server.max_body_bytes = n;
+            set(&mut cfg, "server.max_body_bytes");
+        }
+        if let Some(t) = sv.request_timeout_secs {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(bad(
+                    "server.request_timeout_secs",
+                    "must be a positive number",
+                ));
+            }
+            cfg.server.request_timeout = std::time::Duration::from_secs_f64(t);
+            set(&mut cfg, "server.request_timeout_secs");
+        }
+        if cfg.server.configured {
+            cfg.server.addr().map_err(|m| bad("server.host", &m))?;
         }
         Ok(cfg)
     }

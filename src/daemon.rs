@@ -28,6 +28,9 @@ pub struct DaemonRecord {
     /// Where it serves Prometheus metrics (`-o metrics=`), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// Where it serves OpenViking's HTTP API (`-o api=`, `vikingfs serve`), if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// Removes the record when the daemon stops (also on panic).
@@ -58,6 +61,7 @@ pub fn register(
     mountpoint: Option<&Path>,
     workers: bool,
     metrics: Option<String>,
+    api: Option<String>,
 ) -> io::Result<Registration> {
     let pid = std::process::id();
     let rec = DaemonRecord {
@@ -72,6 +76,7 @@ pub fn register(
         version: env!("CARGO_PKG_VERSION").to_string(),
         workers,
         metrics,
+        api,
     };
     let d = dir(ws);
     std::fs::create_dir_all(&d)?;
@@ -154,7 +159,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let ws = Workspace::open(d.path(), "default", "default").unwrap();
         assert!(running(&ws).unwrap().is_empty());
-        let reg = register(&ws, Some(Path::new("/mnt/x")), true, None).unwrap();
+        let reg = register(&ws, Some(Path::new("/mnt/x")), true, None, None).unwrap();
         let list = running(&ws).unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].pid, std::process::id());

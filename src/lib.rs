@@ -2,8 +2,8 @@
 //!
 //! Layers, each looking only down (`scripts/import-graph.py --check` holds the code to it;
 //! docs/architecture.md is the map):
-//! - faces: `cli` (the composition root: it wires `fuse`, `ops` and `session`), `fuse` (the
-//!   thin fuser adapter over `fs`), `session`;
+//! - faces: `cli` (the composition root: it wires `fuse`, `ops`, `server` and `session`), `fuse`
+//!   (the thin fuser adapter over `fs`), `server` (OpenViking's HTTP API and MCP), `session`;
 //! - `ops`: the store kernel, the locked operations over it, the derivers and repair;
 //! - the stores and the filesystem core: `lock`, `index`, `queue`, `journal`,
 //!   `fs` (which calls down only through its `Mutations` trait);
@@ -34,6 +34,7 @@ pub mod pg;
 pub mod process;
 pub mod queue;
 pub mod semantic;
+pub mod server;
 pub mod session;
 pub(crate) mod sql;
 pub mod sys;

@@ -10,6 +10,7 @@ pub mod mv;
 pub mod ops;
 pub mod reindex;
 pub mod rm;
+pub mod serve;
 pub mod status;
 pub mod wait;
 pub mod write;
@@ -85,6 +86,9 @@ pub enum Command {
     Mount(mount::MountArgs),
     /// Unmount a vikingfs mount.
     Umount(mount::UmountArgs),
+    /// Serve the workspace without a mount, in the foreground: OpenViking's HTTP API and MCP
+    /// (server.host:server.port, default 127.0.0.1:1933) and the worker pool.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,7 +169,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let ctx = Ctx::new(&cli)?;
     // Every command but the mount daemon is a one-shot process.
-    if !matches!(cli.command, Command::Mount(_)) {
+    if !matches!(cli.command, Command::Mount(_) | Command::Serve(_)) {
         crate::db::one_shot_process();
     }
     match &cli.command {
@@ -202,6 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Session(args) => session::run(&ctx, args),
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),
+        Command::Serve(args) => serve::run(&ctx, args),
     }
 }
 

@@ -37,8 +37,9 @@ pub struct MountArgs {
     /// Mount options, comma separated: ro, nopassthrough, cache_timeout=SECS (how long the
     /// kernel caches names and attributes, default 1), show_summaries (list the directory
     /// summaries .abstract.md and .overview.md, which are otherwise readable by name only),
-    /// remount with ro or rw (change a live mount's read-only flag); generic ones like
-    /// nosuid,_netdev are accepted.
+    /// remount with ro or rw (change a live mount's read-only flag), metrics=ADDR:PORT
+    /// (Prometheus metrics), api=ADDR:PORT (OpenViking's HTTP API and MCP; also the config's
+    /// server.host/server.port); generic ones like nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Write the daemon's pid to this file.
@@ -110,7 +111,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
         .with_context(|| format!("workspace {}", args.workspace_dir.display()))?;
     if args.foreground {
-        return serve(ws, &ctx.config, &mp, &opts, args.pid_file.as_deref());
+        return run_daemon(ws, &ctx.config, Some(&mp), &opts, args.pid_file.as_deref());
     }
     daemonise(&ws, &mp, config_path, args)
 }
@@ -198,11 +199,13 @@ const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGUSR1,
 ];
 
-/// The daemon: mount, report readiness, wait for a signal or an external unmount, unmount.
-fn serve(
+/// The daemon: open the engine, start its workers and servers, mount (when `mp` is given),
+/// report readiness, wait for a signal (or an external unmount), then stop in order. Without a
+/// mount point it is `vikingfs serve`: the same daemon serving only the API and its socket.
+pub fn run_daemon(
     ws: Workspace,
     config: &Config,
-    mp: &Path,
+    mp: Option<&Path>,
     opts: &mount::MountOptions,
     pid_file: Option<&Path>,
 ) -> anyhow::Result<i32> {
@@ -214,11 +217,12 @@ fn serve(
     let set = BlockedSignals::block(&STOP_SIGNALS).context("block signals")?;
 
     type Started = (
-        Mounted,
+        Option<Mounted>,
         WorkerPool,
         Registration,
         Arc<Ops>,
         Option<crate::metrics::Server>,
+        crate::server::Server,
     );
     let started = (|| -> anyhow::Result<Started> {
         // Every mutation through the mount is a locked operation; opening the operations also
@@ -233,15 +237,21 @@ fn serve(
             .context("start the queue's spool")?;
         // Sessions: finish commits a crashed process left in phase 1.
         crate::cli::session::recover_at_start(&ops);
-        let seam = LockedMutations::new(ops.locked().clone());
-        let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
-        let core = Arc::new(core.with_config(FsConfig {
-            show_summaries: opts.show_summaries,
-        }));
-        let weak = Arc::downgrade(&core);
-        ops.set_write_probe(Box::new(move |p| {
-            weak.upgrade().is_some_and(|c| c.is_open_for_write(p))
-        }));
+        let core = match mp {
+            Some(_) => {
+                let seam = LockedMutations::new(ops.locked().clone());
+                let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
+                let core = Arc::new(core.with_config(FsConfig {
+                    show_summaries: opts.show_summaries,
+                }));
+                let weak = Arc::downgrade(&core);
+                ops.set_write_probe(Box::new(move |p| {
+                    weak.upgrade().is_some_and(|c| c.is_open_for_write(p))
+                }));
+                Some(core)
+            }
+            None => None,
+        };
         // The daemon drains the queues: summaries, embeddings, session memories.
         let pool = WorkerPool::start(
             ops.queue().clone(),
@@ -260,26 +270,58 @@ fn serve(
             ),
             None => None,
         };
+        // The API (when asked for: `-o api=`, then the config's server section) and the
+        // workspace's socket, which the CLI's commands talk to; before the mount, so that an
+        // address in use fails the start with nothing mounted.
+        let tcp = match opts.api {
+            Some(a) => Some(a),
+            None if config.server.configured || mp.is_none() => {
+                Some(config.server.addr().map_err(anyhow::Error::msg)?)
+            }
+            None => None,
+        };
+        let listen = crate::server::Listen {
+            tcp,
+            unix: Some(ws.internal_dir().join(crate::server::SOCKET_NAME)),
+        };
+        let api = crate::server::Api::new(ops.clone(), config.server.clone());
+        let server = crate::server::Server::start(api, &listen)
+            .context("start the API server (-o api=ADDR:PORT, server.host/server.port)")?;
         let pid = std::process::id();
-        let mounted = Mounted::start(core, ws.root(), mp, opts, || {
-            // An external unmount ended the session: wake the main thread (every thread
-            // blocks SIGUSR1, so its sigwait takes it).
-            let _ = sys::signal_self(Signal::SIGUSR1);
-        })?;
+        let mounted = match (core, mp) {
+            (Some(core), Some(mp)) => Some(Mounted::start(core, ws.root(), mp, opts, || {
+                // An external unmount ended the session: wake the main thread (every thread
+                // blocks SIGUSR1, so its sigwait takes it).
+                let _ = sys::signal_self(Signal::SIGUSR1);
+            })?),
+            _ => None,
+        };
         if let Some(p) = pid_file {
             std::fs::write(p, format!("{pid}\n"))
                 .with_context(|| format!("pid file {}", p.display()))?;
         }
         let listening = metrics.as_ref().map(|m| m.addr().to_string());
-        let reg = daemon::register(&ws, Some(mp), true, listening).context("daemon registry")?;
-        Ok((mounted, pool, reg, ops, metrics))
+        let reg = daemon::register(
+            &ws,
+            mp,
+            true,
+            listening,
+            server.tcp_addr().map(|a| a.to_string()),
+        )
+        .context("daemon registry")?;
+        Ok((mounted, pool, reg, ops, metrics, server))
     })();
-    let (mounted, pool, _reg, ops, _metrics) = match started {
+    let (mounted, pool, _reg, ops, _metrics, server) = match started {
         Ok(m) => {
             report_ready(ready, Ok(()));
             // systemd (Type=notify): the unit is active once the mount is live.
             let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-            tracing::info!(mountpoint = %mp.display(), workspace = %ws.root().display(), "mounted");
+            match mp {
+                Some(mp) => tracing::info!(
+                    mountpoint = %mp.display(), workspace = %ws.root().display(), "mounted"
+                ),
+                None => tracing::info!(workspace = %ws.root().display(), "serving"),
+            }
             m
         }
         Err(e) => {
@@ -292,7 +334,12 @@ fn serve(
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     // Stop claiming new jobs now; the ones in flight finish while the mount goes away.
     pool.begin_stop();
-    let unmounted = mounted.stop().context("unmount");
+    let unmounted = match mounted {
+        Some(m) => m.stop().context("unmount"),
+        None => Ok(()),
+    };
+    // The API's requests in flight finish; new connections are refused.
+    server.stop();
     pool.stop();
     // Requests are over: what they spooled goes into the database now.
     ops.queue().stop_spool();

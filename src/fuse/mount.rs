@@ -61,6 +61,8 @@ pub struct MountOptions {
     pub remount: bool,
     /// `metrics=ADDR:PORT`: serve Prometheus metrics there ([`crate::metrics`]).
     pub metrics: Option<std::net::SocketAddr>,
+    /// `api=ADDR:PORT`: serve OpenViking's HTTP API (and MCP) there (`crate::server`).
+    pub api: Option<std::net::SocketAddr>,
 }
 
 impl Default for MountOptions {
@@ -72,6 +74,7 @@ impl Default for MountOptions {
             show_summaries: false,
             remount: false,
             metrics: None,
+            api: None,
         }
     }
 }
@@ -144,6 +147,16 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                                     want: "an address and port, such as 127.0.0.1:9464",
                                 })?,
                         )
+                }
+                x if x.starts_with("api=") => {
+                    o.api = Some(
+                        x["api=".len()..]
+                            .parse()
+                            .map_err(|_| MountError::BadValue {
+                                option: x.to_string(),
+                                want: "an address and port, such as 127.0.0.1:1933",
+                            })?,
+                    )
                 }
                 x if IGNORED.contains(&x) => {}
                 x if x.starts_with("x-") || x.starts_with("comment=") => {}

@@ -1,0 +1,303 @@
+//! The daemon's server face: OpenViking 0.5.2's HTTP API (and MCP at `/mcp`) over TCP, and the
+//! same router on the workspace's owner-only Unix socket (`WORKSPACE/.vikingfs/daemon.sock`),
+//! which the `vikingfs` command talks to when a daemon serves its workspace.
+//!
+//! - Every route is a thin adapter: it checks the caller ([`auth`]), parses ([`extract`]),
+//!   calls the same `ops` operation the mount and the CLI call, in the blocking pool
+//!   ([`blocking`]), and answers in OpenViking's envelope ([`reply`]). No route has rules of
+//!   its own about locks, jobs or the index.
+//! - The server costs nothing when idle: a two-thread runtime parked on its listeners.
+//! - Abuse: bodies over `server.max_body_bytes` answer 413, a client that sends its headers
+//!   too slowly is cut off after [`HEADER_TIMEOUT`], a request running longer than
+//!   `server.request_timeout_secs` answers 504, and at most [`MAX_CONNECTIONS`] connections are
+//!   served at once (more wait in the kernel's backlog).
+
+pub mod auth;
+pub mod extract;
+pub mod reply;
+pub mod routes;
+pub mod tasks;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{watch, Semaphore};
+
+use crate::config::ServerConfig;
+use crate::ops::Ops;
+use crate::session::Sessions;
+use auth::{Auth, Identity};
+use reply::ApiError;
+
+/// How long a client may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// The socket's name in the workspace's internal directory.
+pub const SOCKET_NAME: &str = "daemon.sock";
+
+/// What every route works with: the daemon's engine, its sessions, who may call.
+pub struct Api {
+    pub ops: Arc<Ops>,
+    pub sessions: Sessions,
+    pub auth: Auth,
+    pub tasks: tasks::Tasks,
+    pub config: ServerConfig,
+    pub started: Instant,
+}
+
+impl Api {
+    pub fn new(ops: Arc<Ops>, config: ServerConfig) -> Arc<Api> {
+        let ws = ops.workspace().clone();
+        Arc::new(Api {
+            sessions: Sessions::from_ops(&ops),
+            auth: Auth::new(&ws, config.root_api_key.clone()),
+            tasks: tasks::Tasks::default(),
+            ops,
+            config,
+            started: Instant::now(),
+        })
+    }
+}
+
+/// Run `f` (an operation: locks, SQLite, files) on the blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("request task: {e}"))))
+}
+
+/// Requests on the Unix socket carry this: the socket is owner-only, so its callers are root.
+#[derive(Clone, Copy, Debug)]
+pub struct Local;
+
+/// Where to listen.
+#[derive(Debug, Clone, Default)]
+pub struct Listen {
+    pub tcp: Option<SocketAddr>,
+    pub unix: Option<PathBuf>,
+}
+
+impl Listen {
+    /// Refuse to serve an open API (no key configured) beyond loopback.
+    pub fn check(&self, auth: &Auth) -> anyhow::Result<()> {
+        if let Some(a) = self.tcp {
+            if !a.ip().is_loopback() && auth.is_open() {
+                anyhow::bail!(
+                    "server.host {} is not loopback and no API key is configured: set \
+                     server.root_api_key (or add a key with `vikingfs key add`), or serve on \
+                     127.0.0.1",
+                    a.ip()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A running server: stops (and waits for its requests) when dropped.
+pub struct Server {
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    tcp: Option<SocketAddr>,
+    unix: Option<PathBuf>,
+}
+
+impl Server {
+    /// Bind every listener, then serve on a runtime of its own. An address in use fails here,
+    /// before the daemon reports itself ready.
+    pub fn start(api: Arc<Api>, listen: &Listen) -> anyhow::Result<Server> {
+        listen.check(&api.auth)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("vikingfs-api")
+            .enable_all()
+            .build()
+            .context("start the server's runtime")?;
+        let (stop, stopped) = watch::channel(false);
+        let mut tcp_addr = None;
+        let mut tasks = Vec::new();
+        let app = routes::router(api.clone());
+        if let Some(addr) = listen.tcp {
+            let l = runtime
+                .block_on(tokio::net::TcpListener::bind(addr))
+                .with_context(|| format!("listen on {addr}"))?;
+            tcp_addr = l.local_addr().ok();
+            if api.auth.is_open() {
+                tracing::warn!(
+                    addr = %addr,
+                    "no API key is configured: the HTTP API is open to every local user \
+                     (set server.root_api_key or add keys with `vikingfs key add`)"
+                );
+            }
+            tasks.push(runtime.spawn(accept_loop(Listener::Tcp(l), app.clone(), stopped.clone())));
+        }
+        if let Some(path) = &listen.unix {
+            let l = runtime.block_on(bind_unix(path))?;
+            let local = app.clone().layer(axum::Extension(Local));
+            tasks.push(runtime.spawn(accept_loop(Listener::Unix(l), local, stopped.clone())));
+        }
+        let thread = std::thread::Builder::new()
+            .name("vikingfs-api".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    for t in tasks {
+                        let _ = t.await;
+                    }
+                });
+                // Requests still in the blocking pool get a moment to finish.
+                runtime.shutdown_timeout(Duration::from_secs(5));
+            })
+            .context("start the server's thread")?;
+        Ok(Server {
+            stop,
+            thread: Some(thread),
+            tcp: tcp_addr,
+            unix: listen.unix.clone(),
+        })
+    }
+
+    /// The TCP address it listens on (the port chosen when 0 was asked for).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(p) = self.unix.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The socket at `path`, owner-only: a socket left by a dead daemon is replaced, a live one's
+/// is refused (two daemons serving one workspace would split its clients).
+async fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            anyhow::bail!(
+                "another daemon already serves this workspace on {}",
+                path.display()
+            );
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    // Bound under a private name, made owner-only, then renamed into place: no moment at which
+    // another user could connect.
+    let tmp = path.with_extension(format!("sock.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let l = tokio::net::UnixListener::bind(&tmp)
+        .with_context(|| format!("listen on {}", tmp.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("listen on {}", path.display()))?;
+    Ok(l)
+}
+
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+/// Accept connections until told to stop, each served by hyper's HTTP/1 with a header timeout;
+/// on stop, the connections finish their requests in flight (graceful shutdown).
+async fn accept_loop(l: Listener, app: Router, mut stopped: watch::Receiver<bool>) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stopped.changed() => break,
+        };
+        let accepted = tokio::select! {
+            a = accept(&l) => a,
+            _ = stopped.changed() => break,
+        };
+        match accepted {
+            Ok(Io::Tcp(io)) => serve_connection(io, &app, &graceful, permit),
+            Ok(Io::Unix(io)) => serve_connection(io, &app, &graceful, permit),
+            Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
+                tracing::warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await;
+}
+
+fn serve_connection<I>(
+    io: I,
+    app: &Router,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(io, svc);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        let _ = conn.await;
+        drop(permit);
+    });
+}
+
+enum Io {
+    Tcp(TokioIo<tokio::net::TcpStream>),
+    Unix(TokioIo<tokio::net::UnixStream>),
+}
+
+async fn accept(l: &Listener) -> std::io::Result<Io> {
+    Ok(match l {
+        Listener::Tcp(l) => {
+            let (s, _) = l.accept().await?;
+            let _ = s.set_nodelay(true);
+            Io::Tcp(TokioIo::new(s))
+        }
+        Listener::Unix(l) => Io::Unix(TokioIo::new(l.accept().await?.0)),
+    })
+}
+
+impl Identity {
+    /// Who calls, from the request's headers and whether it came over the Unix socket.
+    pub fn of(api: &Api, parts: &axum::http::request::Parts) -> Result<Identity, ApiError> {
+        let local = parts.extensions.get::<Local>().is_some();
+        api.auth.resolve(&parts.headers, local)
+    }
+}
+
+impl axum::extract::FromRequestParts<Arc<Api>> for Identity {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        api: &Arc<Api>,
+    ) -> Result<Identity, ApiError> {
+        Identity::of(api, parts)
+    }
+}
