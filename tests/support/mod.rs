@@ -11,6 +11,8 @@
 //! - [`ops`]: a workspace driven through the CLI ([`ops::Env`]) and its consistency checks;
 //! - [`pg`]: a real PostgreSQL server per test ([`pg::PgServer`]);
 //! - [`queue`]: the test binary re-run as child processes with a role, and their logs;
+//! - [`serve`]: a real `vikingfs serve` daemon ([`serve::Served`]), HTTP calls to it, and the
+//!   real clients (OpenViking's SDK, `ov`, MCP) the API is tested with;
 //! - [`session`]: a workspace for sessions ([`session::Ws`]) and readers of its files.
 
 // Each binary uses a part of the tree; what one leaves unused another uses.
@@ -22,6 +24,7 @@ pub mod netns;
 pub mod ops;
 pub mod pg;
 pub mod queue;
+pub mod serve;
 pub mod session;
 
 use std::collections::BTreeMap;

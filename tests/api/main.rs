@@ -1,0 +1,8 @@
+//! Integration tests of the server face: OpenViking's HTTP API and MCP served by a real
+//! `vikingfs serve`, driven by plain HTTP and by the real clients (OpenViking's Python SDK, its
+//! `ov` command, the reference MCP client).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod api_envelope;
