@@ -61,6 +61,8 @@ pub struct RawServer {
     pub max_body_bytes: Option<usize>,
     /// vikingfs's own: the longest a request may run, in seconds.
     pub request_timeout_secs: Option<f64>,
+    /// vikingfs's own: how long a client may take to send a request's headers, in seconds.
+    pub header_timeout_secs: Option<f64>,
 }
 
 /// The HTTP API's settings (`server.*`, OpenViking's key names).
@@ -76,6 +78,9 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub request_timeout: std::time::Duration,
+    /// How long a client may take to send a request's headers (`server.header_timeout_secs`):
+    /// a client that sends half a header and waits holds a connection no longer.
+    pub header_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +93,7 @@ impl Default for ServerConfig {
             cors_origins: vec!["*".into()],
             max_body_bytes: 64 << 20,
             request_timeout: std::time::Duration::from_secs(600),
+            header_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -440,6 +446,10 @@ impl Config {
                 "server.request_timeout_secs",
                 json!(self.server.request_timeout.as_secs_f64()),
             ),
+            (
+                "server.header_timeout_secs",
+                json!(self.server.header_timeout.as_secs_f64()),
+            ),
         ];
         rows.into_iter()
             .map(|(key, value)| Setting {
@@ -731,6 +741,16 @@ impl Config {
             }
             cfg.server.request_timeout = std::time::Duration::from_secs_f64(t);
             set(&mut cfg, "server.request_timeout_secs");
+        }
+        if let Some(t) = sv.header_timeout_secs {
+            if !(t.is_finite() && t > 0.0 && t <= 3600.0) {
+                return Err(bad(
+                    "server.header_timeout_secs",
+                    "must be a positive number of seconds, at most 3600",
+                ));
+            }
+            cfg.server.header_timeout = std::time::Duration::from_secs_f64(t);
+            set(&mut cfg, "server.header_timeout_secs");
         }
         if cfg.server.configured {
             cfg.server.addr().map_err(|m| bad("server.host", &m))?;

@@ -99,9 +99,49 @@ pub struct KeyRecord {
     pub account: String,
     pub user: String,
     pub role: Role,
-    /// SHA-256 of the key, hex.
+    /// SHA-256 of the key, hex. The keys are 128 random bits (or derived from a seed the
+    /// caller keeps), so an unsalted hash is as good as a slow one: nothing to guess.
     pub sha256: String,
+    /// The key's first 8 characters (`vk-` and 5 of its 32 hex digits), as OpenViking keeps
+    /// one: it tells keys apart in a listing and gives away 20 of the 128 bits.
+    #[serde(default)]
+    pub key_prefix: String,
     pub created_at: String,
+}
+
+/// A user of the account as the keys make it: a user exists while it has a key, and all of a
+/// user's keys have one role.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyUser {
+    pub user: String,
+    pub role: Role,
+    /// Its keys, oldest first.
+    pub keys: Vec<KeyRecord>,
+}
+
+/// Why a change to the keys was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("user {user} of account {account} already exists (it has a key)")]
+    Exists { account: String, user: String },
+    #[error("no user {user} in account {account} (no key names it)")]
+    NoUser { account: String, user: String },
+    #[error(
+        "user {user} of account {account} has role {}, and all of a user's keys have one \
+         role (promote the user through the admin API, or remove its keys first)",
+        role.name()
+    )]
+    Role {
+        account: String,
+        user: String,
+        role: Role,
+    },
+    #[error("invalid {what} name {name:?}: letters, digits and -_.@ only, at most 128 bytes")]
+    Name { what: &'static str, name: String },
+    #[error("a seed must not be empty")]
+    EmptySeed,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -109,12 +149,18 @@ struct KeyFileBody {
     keys: Vec<KeyRecord>,
 }
 
-/// The user keys of a workspace (`.vikingfs/keys.json`), read again when the file changes, so a
-/// key added by `vikingfs key add` works at once in a running daemon.
+/// What the cached copy of the file was read from: a change replaces the file (a rename), so
+/// its inode changes even when two writes fall in one tick of the clock that stamps mtimes.
+type Stamp = (u64, u64, SystemTime);
+
+/// The user keys of a workspace (`.vikingfs/keys.json`, mode 0600), read again when the file
+/// changes, so a key added or removed by `vikingfs key` works at once in a running daemon.
+/// Every change is a read-modify-write under an exclusive `flock` of `keys.lock` beside it:
+/// the CLI and the daemon's admin routes never lose each other's keys.
 #[derive(Debug)]
 pub struct Keys {
     path: PathBuf,
-    cache: Mutex<(Option<SystemTime>, Vec<KeyRecord>)>,
+    cache: Mutex<Option<(Stamp, Vec<KeyRecord>)>>,
 }
 
 fn digest(key: &str) -> String {
@@ -126,33 +172,80 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A user or account name as a path component: what `Workspace::open` accepts, and nothing a
+/// path or a header could misread.
+pub fn valid_name(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 128
+        && v != "."
+        && v != ".."
+        && v.chars().all(|c| c.is_alphanumeric() || "-_.@".contains(c))
+}
+
+/// A new key: 128 random bits, or, with `seed`, derived from it (OpenViking's `seed`: the
+/// same seed gives the same key again, for set-ups that must know a key in advance).
+fn new_key(account: &str, user: &str, seed: Option<&str>) -> Result<String, KeysError> {
+    let secret = match seed {
+        Some("") => return Err(KeysError::EmptySeed),
+        Some(s) => hex::encode(
+            &Sha256::digest(format!("vikingfs key\0{account}\0{user}\0{s}").as_bytes())[..16],
+        ),
+        None => uuid::Uuid::new_v4().simple().to_string(),
+    };
+    Ok(format!("vk-{secret}"))
+}
+
 impl Keys {
     pub fn of(ws: &Workspace) -> Keys {
+        Keys::at(ws.internal_dir().join("keys.json"))
+    }
+
+    /// The keys kept in the file `path`.
+    pub fn at(path: PathBuf) -> Keys {
         Keys {
-            path: ws.internal_dir().join("keys.json"),
-            cache: Mutex::new((None, Vec::new())),
+            path,
+            cache: Mutex::new(None),
         }
+    }
+
+    fn stamp(&self) -> io::Result<Option<Stamp>> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(Some((m.ino(), m.len(), m.modified()?))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read(&self) -> io::Result<Vec<KeyRecord>> {
+        let text = match std::fs::read(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let body: KeyFileBody = serde_json::from_slice(&text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", self.path.display()),
+            )
+        })?;
+        Ok(body.keys)
     }
 
     /// Every key record (a missing file: none).
     pub fn list(&self) -> io::Result<Vec<KeyRecord>> {
-        let mtime = match std::fs::metadata(&self.path) {
-            Ok(m) => m.modified().ok(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
+        let Some(stamp) = self.stamp()? else {
+            return Ok(Vec::new());
         };
         let mut cache = self.cache.lock();
-        if cache.0.is_none() || cache.0 != mtime {
-            let text = std::fs::read(&self.path)?;
-            let body: KeyFileBody = serde_json::from_slice(&text).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: {e}", self.path.display()),
-                )
-            })?;
-            *cache = (mtime, body.keys);
+        match &*cache {
+            Some((s, keys)) if *s == stamp => Ok(keys.clone()),
+            _ => {
+                let keys = self.read()?;
+                *cache = Some((stamp, keys.clone()));
+                Ok(keys)
+            }
         }
-        Ok(cache.1.clone())
     }
 
     /// The record `key` is the key of.
@@ -164,48 +257,180 @@ impl Keys {
             .find(|r| same(r.sha256.as_bytes(), d.as_bytes())))
     }
 
-    /// Make a key for `user` of `account`: the key is returned once and kept only hashed.
-    pub fn add(&self, account: &str, user: &str, role: Role) -> io::Result<(KeyRecord, String)> {
-        let mut keys = self.list()?;
-        let key = format!("vk-{}", uuid::Uuid::new_v4().simple());
-        let rec = KeyRecord {
-            id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
-            account: account.to_string(),
-            user: user.to_string(),
-            role,
-            sha256: digest(&key),
-            created_at: jiff::Timestamp::now().to_string(),
-        };
-        keys.push(rec.clone());
-        self.store(keys)?;
-        Ok((rec, key))
+    /// The users of `account` the keys make, in the order their first key was made.
+    pub fn users(&self, account: &str) -> io::Result<Vec<KeyUser>> {
+        Ok(users_of(&self.list()?, account))
+    }
+
+    /// Change the keys: `f` gets the file's records as they are now (read under the lock, not
+    /// from the cache) and what it leaves is written back (only when it changed them).
+    fn update<T>(
+        &self,
+        f: impl FnOnce(&mut Vec<KeyRecord>) -> Result<T, KeysError>,
+    ) -> Result<T, KeysError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.path.with_extension("lock"))?;
+        crate::sys::flock(&lock, crate::sys::FlockOperation::LockExclusive)?;
+        let mut keys = self.read()?;
+        let before = keys.clone();
+        let out = f(&mut keys)?;
+        if keys != before {
+            let text =
+                serde_json::to_vec_pretty(&KeyFileBody { keys }).map_err(io::Error::other)?;
+            crate::fsx::replace(&self.path, &text, 0o600, crate::fsx::Durable::Content)?;
+            *self.cache.lock() = None;
+        }
+        // The lock goes with its descriptor.
+        drop(lock);
+        Ok(out)
+    }
+
+    /// Make a key for `user` of `account`: the key is returned once and kept only hashed. A
+    /// user that has keys gets one more (to replace a key without a moment without one), of
+    /// its role; `new_user` refuses a user that exists (OpenViking's register).
+    pub fn add(
+        &self,
+        account: &str,
+        user: &str,
+        role: Role,
+        seed: Option<&str>,
+        new_user: bool,
+    ) -> Result<(KeyRecord, String), KeysError> {
+        for (what, name) in [("account", account), ("user", user)] {
+            if !valid_name(name) {
+                return Err(KeysError::Name {
+                    what,
+                    name: name.to_string(),
+                });
+            }
+        }
+        let key = new_key(account, user, seed)?;
+        self.update(|keys| {
+            if let Some(u) = users_of(keys, account).into_iter().find(|u| u.user == user) {
+                if new_user {
+                    return Err(KeysError::Exists {
+                        account: account.into(),
+                        user: user.into(),
+                    });
+                }
+                if u.role != role {
+                    return Err(KeysError::Role {
+                        account: account.into(),
+                        user: user.into(),
+                        role: u.role,
+                    });
+                }
+            }
+            let rec = KeyRecord {
+                id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+                account: account.to_string(),
+                user: user.to_string(),
+                role,
+                sha256: digest(&key),
+                key_prefix: key[..8].to_string(),
+                created_at: jiff::Timestamp::now().to_string(),
+            };
+            keys.retain(|k| k.sha256 != rec.sha256);
+            keys.push(rec.clone());
+            Ok((rec, key.clone()))
+        })
+    }
+
+    /// A new key for `user` in place of all its keys, which stop working at once.
+    pub fn regenerate(
+        &self,
+        account: &str,
+        user: &str,
+        seed: Option<&str>,
+    ) -> Result<(KeyRecord, String), KeysError> {
+        let key = new_key(account, user, seed)?;
+        self.update(|keys| {
+            let role = user_role(keys, account, user)?;
+            let first = keys
+                .iter()
+                .position(|k| k.account == account && k.user == user)
+                .unwrap_or(keys.len());
+            keys.retain(|k| !(k.account == account && k.user == user));
+            let rec = KeyRecord {
+                id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+                account: account.to_string(),
+                user: user.to_string(),
+                role,
+                sha256: digest(&key),
+                key_prefix: key[..8].to_string(),
+                created_at: jiff::Timestamp::now().to_string(),
+            };
+            // Where its first key was: the user keeps its place in the listing.
+            keys.insert(first.min(keys.len()), rec.clone());
+            Ok((rec, key.clone()))
+        })
+    }
+
+    /// Give `user` (every key of it) `role`.
+    pub fn set_role(&self, account: &str, user: &str, role: Role) -> Result<(), KeysError> {
+        self.update(|keys| {
+            user_role(keys, account, user)?;
+            for k in keys
+                .iter_mut()
+                .filter(|k| k.account == account && k.user == user)
+            {
+                k.role = role;
+            }
+            Ok(())
+        })
     }
 
     /// Remove the keys `pred` picks; how many went.
-    pub fn remove(&self, pred: impl Fn(&KeyRecord) -> bool) -> io::Result<usize> {
-        let keys = self.list()?;
-        let before = keys.len();
-        let kept: Vec<KeyRecord> = keys.into_iter().filter(|k| !pred(k)).collect();
-        let n = before - kept.len();
-        if n > 0 {
-            self.store(kept)?;
-        }
-        Ok(n)
+    pub fn remove(&self, pred: impl Fn(&KeyRecord) -> bool) -> Result<usize, KeysError> {
+        self.update(|keys| {
+            let before = keys.len();
+            keys.retain(|k| !pred(k));
+            Ok(before - keys.len())
+        })
     }
+}
 
-    fn store(&self, keys: Vec<KeyRecord>) -> io::Result<()> {
-        let text = serde_json::to_vec_pretty(&KeyFileBody { keys })?;
-        crate::fsx::replace(&self.path, &text, 0o600, crate::fsx::Durable::Content)?;
-        *self.cache.lock() = (None, Vec::new());
-        Ok(())
+fn users_of(keys: &[KeyRecord], account: &str) -> Vec<KeyUser> {
+    let mut out: Vec<KeyUser> = Vec::new();
+    for k in keys.iter().filter(|k| k.account == account) {
+        match out.iter_mut().find(|u| u.user == k.user) {
+            Some(u) => u.keys.push(k.clone()),
+            None => out.push(KeyUser {
+                user: k.user.clone(),
+                role: k.role,
+                keys: vec![k.clone()],
+            }),
+        }
     }
+    out
+}
+
+fn user_role(keys: &[KeyRecord], account: &str, user: &str) -> Result<Role, KeysError> {
+    keys.iter()
+        .find(|k| k.account == account && k.user == user)
+        .map(|k| k.role)
+        .ok_or_else(|| KeysError::NoUser {
+            account: account.into(),
+            user: user.into(),
+        })
 }
 
 /// How the server tells who is calling.
 #[derive(Debug)]
 pub struct Auth {
+    /// SHA-256 of `server.root_api_key`: compared digest to digest, so how long a comparison
+    /// takes says nothing about the key, not even its length.
     root_key: Option<String>,
     pub keys: Keys,
+    /// Set once the API listens beyond loopback: from then on no key at all means nobody (but
+    /// the socket) gets in, never everybody; `vikingfs key rm` of the last key must not open
+    /// a server that listens on the network.
+    exposed: std::sync::atomic::AtomicBool,
     /// The account the workspace holds.
     pub account: String,
     /// The user of a request that names none.
@@ -219,18 +444,13 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// A user or account name as a path component: what `Workspace::open` accepts.
+/// [`valid_name`], or `INVALID_ARGUMENT` naming what is wrong.
 pub fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
-    let ok = !v.is_empty()
-        && v.len() <= 128
-        && v != "."
-        && v != ".."
-        && v.chars().all(|c| c.is_alphanumeric() || "-_.@".contains(c));
-    if ok {
+    if valid_name(v) {
         Ok(())
     } else {
         Err(ApiError::invalid(format!(
-            "invalid {what} name {v:?}: letters, digits and -_.@ only"
+            "invalid {what} name {v:?}: letters, digits and -_.@ only, at most 128 bytes"
         )))
     }
 }
@@ -238,16 +458,26 @@ pub fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
 impl Auth {
     pub fn new(ws: &Workspace, root_key: Option<String>) -> Auth {
         Auth {
-            root_key: root_key.filter(|k| !k.is_empty()),
+            root_key: root_key.filter(|k| !k.is_empty()).map(|k| digest(&k)),
             keys: Keys::of(ws),
+            exposed: Default::default(),
             account: ws.account().to_string(),
             default_user: ws.user().to_string(),
         }
     }
 
-    /// No key of any kind: every caller is root (bind to loopback only).
+    /// No key of any kind: every caller is root (bind to loopback only). An unreadable key
+    /// file is not "no key": the server stays closed.
     pub fn is_open(&self) -> bool {
-        self.root_key.is_none() && self.keys.list().map(|k| k.is_empty()).unwrap_or(false)
+        !self.exposed.load(std::sync::atomic::Ordering::Relaxed)
+            && self.root_key.is_none()
+            && self.keys.list().map(|k| k.is_empty()).unwrap_or(false)
+    }
+
+    /// The API listens beyond loopback: an empty key set closes it from now on.
+    pub fn expose(&self) {
+        self.exposed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The caller of a request with `headers`; `local` is the owner-only Unix socket.
@@ -285,7 +515,7 @@ impl Auth {
             if self
                 .root_key
                 .as_deref()
-                .is_some_and(|r| same(r.as_bytes(), key.as_bytes()))
+                .is_some_and(|r| same(r.as_bytes(), digest(key).as_bytes()))
             {
                 as_root(account, user)?
             } else {
@@ -369,7 +599,10 @@ mod tests {
             )
             .unwrap();
         assert_eq!((root.role, root.user.as_str()), (Role::Root, "bob"));
-        let (_, bob_key) = auth.keys.add("acme", "bob", Role::User).unwrap();
+        let (_, bob_key) = auth
+            .keys
+            .add("acme", "bob", Role::User, None, false)
+            .unwrap();
         let text = std::fs::read_to_string(ws.internal_dir().join("keys.json")).unwrap();
         assert!(!text.contains(&bob_key), "the key itself is never stored");
         let bob = auth
@@ -411,12 +644,210 @@ mod tests {
             auth.resolve(&HeaderMap::new(), false).unwrap().role,
             Role::Root
         );
-        auth.keys.add("acme", "bob", Role::User).unwrap();
+        auth.keys
+            .add("acme", "bob", Role::User, None, false)
+            .unwrap();
         assert!(!auth.is_open(), "a user key closes the server");
         assert!(auth.resolve(&HeaderMap::new(), false).is_err());
         assert_eq!(
             auth.resolve(&HeaderMap::new(), true).unwrap().role,
             Role::Root
         );
+    }
+
+    #[test]
+    fn no_key_left_on_an_exposed_server_lets_nobody_in() {
+        let (_d, ws) = ws();
+        let auth = Auth::new(&ws, None);
+        let (rec, _) = auth
+            .keys
+            .add("acme", "bob", Role::User, None, false)
+            .unwrap();
+        auth.expose();
+        auth.keys.remove(|k| k.id == rec.id).unwrap();
+        assert!(!auth.is_open());
+        let e = auth.resolve(&HeaderMap::new(), false).unwrap_err();
+        assert_eq!(e.code, "UNAUTHENTICATED");
+    }
+
+    #[test]
+    fn a_user_key_sees_its_own_tree_and_the_shared_ones_only() {
+        let bob = Identity {
+            account: "acme".into(),
+            user: "bob".into(),
+            role: Role::User,
+            peer: None,
+            agent: None,
+        };
+        for ok in [
+            "viking://",
+            "viking://user",
+            "viking://user/",
+            "viking://user/bob",
+            "viking://user/bob/memories/x.md",
+            "viking://~/notes.md",
+            "viking://session/s1",
+            "viking://resources/a/b.md",
+            "viking://agent/skills",
+        ] {
+            assert!(bob.path(ok).is_ok(), "{ok}");
+        }
+        for other in [
+            "viking://user/alice",
+            "viking://user/alice/",
+            "viking://user/alice/secret.md",
+            "viking://user/Bob/x",
+            "viking://user/bobby/x",
+        ] {
+            let e = bob.path(other).unwrap_err();
+            assert_eq!(
+                (e.code, e.status().as_u16()),
+                ("PERMISSION_DENIED", 403),
+                "{other}"
+            );
+            assert_eq!(e.details.as_ref().unwrap()["resource"], other);
+        }
+        let long = format!("viking://resources/{}", "x".repeat(256));
+        for bad in [
+            "viking://resources/../../x",
+            "viking://user/bob/../alice/x",
+            "viking://user/./alice",
+            "viking://user//alice",
+            "viking://resources/a\0b",
+            long.as_str(),
+            "/etc/passwd",
+            "viking://etc/passwd",
+        ] {
+            let e = bob.path(bad).unwrap_err();
+            assert_eq!(
+                (e.code, e.status().as_u16()),
+                ("INVALID_URI", 400),
+                "{bad:?}"
+            );
+        }
+        assert!(bob
+            .path(&format!("viking://resources/{}", "x".repeat(255)))
+            .is_ok());
+        // An admin (and root) sees every user of its account.
+        let admin = Identity {
+            role: Role::Admin,
+            ..bob.clone()
+        };
+        assert!(admin.path("viking://user/alice/secret.md").is_ok());
+    }
+
+    #[test]
+    fn keys_make_users_with_one_role_each() {
+        let d = tempfile::tempdir().unwrap();
+        let keys = Keys::at(d.path().join("keys.json"));
+        let (k1, key1) = keys.add("acme", "bob", Role::User, None, false).unwrap();
+        assert!(key1.starts_with("vk-") && key1.len() == 35, "{key1}");
+        assert_eq!(k1.key_prefix, key1[..8]);
+        // One more key for bob; of another role: refused.
+        let (_, key2) = keys.add("acme", "bob", Role::User, None, false).unwrap();
+        assert!(matches!(
+            keys.add("acme", "bob", Role::Admin, None, false),
+            Err(KeysError::Role {
+                role: Role::User,
+                ..
+            })
+        ));
+        assert!(matches!(
+            keys.add("acme", "bob", Role::User, None, true),
+            Err(KeysError::Exists { .. })
+        ));
+        assert!(matches!(
+            keys.add("acme", "../x", Role::User, None, false),
+            Err(KeysError::Name { what: "user", .. })
+        ));
+        keys.add("acme", "carol", Role::Admin, None, true).unwrap();
+        let users = keys.users("acme").unwrap();
+        let names: Vec<_> = users
+            .iter()
+            .map(|u| (u.user.as_str(), u.role, u.keys.len()))
+            .collect();
+        assert_eq!(names, [("bob", Role::User, 2), ("carol", Role::Admin, 1)]);
+        // A new key replaces both of bob's; bob keeps his place.
+        let (_, key3) = keys.regenerate("acme", "bob", None).unwrap();
+        assert!(keys.find(&key1).unwrap().is_none() && keys.find(&key2).unwrap().is_none());
+        assert_eq!(keys.find(&key3).unwrap().unwrap().user, "bob");
+        assert_eq!(keys.users("acme").unwrap()[0].user, "bob");
+        keys.set_role("acme", "bob", Role::Admin).unwrap();
+        assert_eq!(keys.find(&key3).unwrap().unwrap().role, Role::Admin);
+        assert!(matches!(
+            keys.set_role("acme", "nobody", Role::Admin),
+            Err(KeysError::NoUser { .. })
+        ));
+        assert!(matches!(
+            keys.regenerate("acme", "nobody", None),
+            Err(KeysError::NoUser { .. })
+        ));
+        // A seed gives the same key again, and another user another key.
+        let (_, s1) = keys.regenerate("acme", "carol", Some("s")).unwrap();
+        let (_, s2) = keys.regenerate("acme", "carol", Some("s")).unwrap();
+        let (_, s3) = keys
+            .add("acme", "dave", Role::User, Some("s"), true)
+            .unwrap();
+        assert_eq!(s1, s2);
+        assert_ne!(s1, s3);
+        assert!(matches!(
+            keys.regenerate("acme", "carol", Some("")),
+            Err(KeysError::EmptySeed)
+        ));
+        assert_eq!(keys.remove(|k| k.user == "carol").unwrap(), 1);
+        assert!(keys.find(&s1).unwrap().is_none());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(d.path().join("keys.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_change_by_another_process_is_seen_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let daemon = Keys::at(d.path().join("keys.json"));
+        let cli = Keys::at(d.path().join("keys.json"));
+        assert!(daemon.list().unwrap().is_empty());
+        // Many changes within one tick of the file clock: each is seen.
+        for i in 0..20 {
+            let (_, key) = cli
+                .add("acme", &format!("u{i}"), Role::User, None, false)
+                .unwrap();
+            assert!(daemon.find(&key).unwrap().is_some(), "key {i}");
+            cli.remove(|k| k.user == format!("u{i}")).unwrap();
+            assert!(daemon.find(&key).unwrap().is_none(), "key {i} removed");
+        }
+    }
+
+    #[test]
+    fn concurrent_adds_lose_no_key() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("keys.json");
+        let made: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|t| {
+                    let path = path.clone();
+                    s.spawn(move || {
+                        // A store of its own per thread, as separate processes have.
+                        let keys = Keys::at(path);
+                        (0..5)
+                            .map(|i| {
+                                keys.add("acme", &format!("t{t}u{i}"), Role::User, None, true)
+                                    .unwrap()
+                                    .1
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let keys = Keys::at(path);
+        assert_eq!(keys.list().unwrap().len(), 40);
+        for k in made {
+            assert!(keys.find(&k).unwrap().is_some());
+        }
     }
 }

@@ -8,7 +8,8 @@
 //!   its own about locks, jobs or the index.
 //! - The server costs nothing when idle: a two-thread runtime parked on its listeners.
 //! - Abuse: bodies over `server.max_body_bytes` answer 413, a client that sends its headers
-//!   too slowly is cut off after [`HEADER_TIMEOUT`], a request running longer than
+//!   too slowly is cut off after `server.header_timeout_secs` (10 s by default;
+//!   an idle kept-alive connection too), a request running longer than
 //!   `server.request_timeout_secs` answers 504, and at most [`MAX_CONNECTIONS`] connections are
 //!   served at once (more wait in the kernel's backlog).
 
@@ -34,8 +35,6 @@ use crate::session::Sessions;
 use auth::{Auth, Identity};
 use reply::ApiError;
 
-/// How long a client may take to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// The socket's name in the workspace's internal directory.
@@ -130,19 +129,32 @@ impl Server {
                 .block_on(tokio::net::TcpListener::bind(addr))
                 .with_context(|| format!("listen on {addr}"))?;
             tcp_addr = l.local_addr().ok();
-            if api.auth.is_open() {
+            if !addr.ip().is_loopback() {
+                api.auth.expose();
+            } else if api.auth.is_open() {
                 tracing::warn!(
-                    addr = %addr,
-                    "no API key is configured: the HTTP API is open to every local user \
-                     (set server.root_api_key or add keys with `vikingfs key add`)"
+                    addr = %tcp_addr.unwrap_or(addr),
+                    "no API key is configured: the HTTP API serves loopback only, open to \
+                     every local user (set server.root_api_key or add keys with `vikingfs key \
+                     add` to serve beyond loopback)"
                 );
             }
-            tasks.push(runtime.spawn(accept_loop(Listener::Tcp(l), app.clone(), stopped.clone())));
+            tasks.push(runtime.spawn(accept_loop(
+                Listener::Tcp(l),
+                app.clone(),
+                api.config.header_timeout,
+                stopped.clone(),
+            )));
         }
         if let Some(path) = &listen.unix {
             let l = runtime.block_on(bind_unix(path))?;
             let local = app.clone().layer(axum::Extension(Local));
-            tasks.push(runtime.spawn(accept_loop(Listener::Unix(l), local, stopped.clone())));
+            tasks.push(runtime.spawn(accept_loop(
+                Listener::Unix(l),
+                local,
+                api.config.header_timeout,
+                stopped.clone(),
+            )));
         }
         let thread = std::thread::Builder::new()
             .name("vikingfs-api".into())
@@ -222,7 +234,12 @@ enum Listener {
 
 /// Accept connections until told to stop, each served by hyper's HTTP/1 with a header timeout;
 /// on stop, the connections finish their requests in flight (graceful shutdown).
-async fn accept_loop(l: Listener, app: Router, mut stopped: watch::Receiver<bool>) {
+async fn accept_loop(
+    l: Listener,
+    app: Router,
+    header_timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -235,8 +252,8 @@ async fn accept_loop(l: Listener, app: Router, mut stopped: watch::Receiver<bool
             _ = stopped.changed() => break,
         };
         match accepted {
-            Ok(Io::Tcp(io)) => serve_connection(io, &app, &graceful, permit),
-            Ok(Io::Unix(io)) => serve_connection(io, &app, &graceful, permit),
+            Ok(Io::Tcp(io)) => serve_connection(io, &app, header_timeout, &graceful, permit),
+            Ok(Io::Unix(io)) => serve_connection(io, &app, header_timeout, &graceful, permit),
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning.
                 tracing::warn!("accept: {e}");
@@ -250,6 +267,7 @@ async fn accept_loop(l: Listener, app: Router, mut stopped: watch::Receiver<bool
 fn serve_connection<I>(
     io: I,
     app: &Router,
+    header_timeout: Duration,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) where
@@ -258,7 +276,7 @@ fn serve_connection<I>(
     let svc = hyper_util::service::TowerToHyperService::new(app.clone());
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
+        .header_read_timeout(header_timeout)
         .serve_connection(io, svc);
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
