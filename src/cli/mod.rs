@@ -5,6 +5,7 @@ pub mod add;
 pub mod debug;
 pub mod find;
 pub mod fsck;
+pub mod key;
 pub mod migrate;
 pub mod mv;
 pub mod ops;
@@ -89,6 +90,8 @@ pub enum Command {
     /// Serve the workspace without a mount, in the foreground: OpenViking's HTTP API and MCP
     /// (server.host:server.port, default 127.0.0.1:1933) and the worker pool.
     Serve(serve::ServeArgs),
+    /// The HTTP API's user keys: add (printed once, kept hashed), list, rm.
+    Key(key::KeyArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -207,6 +210,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Key(args) => key::run(&ctx, args),
     }
 }
 
