@@ -4,6 +4,7 @@
 //! header, and the envelope for the framework's own answers (an unknown route, a wrong method,
 //! a body over the limit).
 
+pub mod admin;
 pub mod system;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub fn router(api: Arc<Api>) -> Router {
     let cors = cors(&api.config.cors_origins);
     Router::new()
         .merge(system::routes())
+        .merge(admin::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(framework_errors))
