@@ -126,7 +126,7 @@ impl Server {
         let app = routes::router(api.clone());
         if let Some(addr) = listen.tcp {
             let l = runtime
-                .block_on(tokio::net::TcpListener::bind(addr))
+                .block_on(async { bind_tcp(addr) })
                 .with_context(|| format!("listen on {addr}"))?;
             tcp_addr = l.local_addr().ok();
             if !addr.ip().is_loopback() {
@@ -200,6 +200,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The kernel's queue of connections not yet accepted, as deep as `net.core.somaxconn` lets
+/// it be: a burst of connections (a thousand clients at once) waits there for a slot instead
+/// of overflowing into resets, as it did at tokio's default of 1024 for SYNs and accepts.
+const BACKLOG: u32 = 65535;
+
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let s = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As TcpListener::bind does: a restarted daemon binds its port again at once.
+    s.set_reuseaddr(true)?;
+    s.bind(addr)?;
+    s.listen(BACKLOG)
 }
 
 /// The socket at `path`, owner-only: a socket left by a dead daemon is replaced, a live one's

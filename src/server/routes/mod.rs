@@ -33,12 +33,13 @@ pub fn router(api: Arc<Api>) -> Router {
         .merge(admin::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(framework_errors))
         .layer(DefaultBodyLimit::max(limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             timeout,
         ))
+        // Around the timeout, so that its 504 is in the envelope too.
+        .layer(middleware::from_fn(framework_errors))
         .layer(cors)
         .layer(middleware::from_fn(process_time))
         .with_state(api)
