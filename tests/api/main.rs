@@ -5,5 +5,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api_abuse;
 mod api_envelope;
 mod api_keys;
