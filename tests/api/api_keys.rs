@@ -369,3 +369,25 @@ fn beyond_loopback_a_key_is_required() {
     assert_eq!((code, me["role"].as_str()), (200, Some("root")), "{me}");
     assert!(!s.log().contains("no API key is configured"));
 }
+
+#[test]
+fn openvikings_sdk_authenticates_with_the_root_key_and_a_cli_key() {
+    let Some(clients) = crate::support::serve::clients() else {
+        return;
+    };
+    let s = keyed();
+    let key = stdout(&s.cli(&["key", "add", "--user", "bob"]))
+        .trim()
+        .to_string();
+    let out = crate::support::serve::python(
+        &clients,
+        "sdk_auth.py",
+        &[&s.url(), "root-secret", &key, "bob"],
+    );
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{o}\n{e}");
+    assert!(o.contains("all checks passed"), "{o}\n{e}");
+}
