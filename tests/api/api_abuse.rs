@@ -139,8 +139,22 @@ fn no_key_or_a_wrong_key_is_401_in_the_envelope() {
             assert!(v["error"]["message"].is_string(), "{v}");
         }
     }
-    // The probe of a load balancer needs no key; the key opens the rest.
-    assert_eq!(s.call("GET", "/health", &[], None).0, 200);
+    // The probe of a load balancer needs no key; a key sent to it is checked, as OpenViking's.
+    let (code, v) = s.call("GET", "/health", &[], None);
+    assert_eq!(
+        (code, v["auth_mode"].as_str()),
+        (200, Some("api_key")),
+        "{v}"
+    );
+    assert!(v["user_id"].is_null(), "{v}");
+    let (code, v) = s.call("GET", "/health", &["X-API-Key: wrong"], None);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (401, Some("UNAUTHENTICATED")),
+        "{v}"
+    );
+    let (code, v) = s.call("GET", "/health", &[ROOT], None);
+    assert_eq!((code, v["role"].as_str()), (200, Some("root")), "{v}");
     assert_eq!(s.call("GET", "/api/v1/system/status", &[ROOT], None).0, 200);
     assert_eq!(
         s.call(

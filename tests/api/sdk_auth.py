@@ -49,6 +49,12 @@ def status(c):
     return a._handle_response(run_async(a._request("GET", "/api/v1/system/status")))
 
 
+def health(c):
+    """GET /health as the SDK sends it (its health() keeps only a bool)."""
+    a = c._async_client
+    return run_async(a._request("GET", "/health")).json()
+
+
 def raises(what, exc, fn):
     try:
         got = fn()
@@ -69,6 +75,9 @@ me = status(client(root_key, user="carol"))
 check("root acts as another user", me["user"] == "carol" and me["role"] == "root", me)
 
 u = client(user_key)
+h = health(u)
+check("user key health", (h["user_id"], h["role"], h["account_id"]) == (user, "user", "default"), h)
+check("root health", health(root)["role"] == "root")
 me = status(u)
 check("user key status", me["user"] == user and me["role"] == "user", me)
 check("user key waits", isinstance(u.wait_processed(), dict))
@@ -79,6 +88,7 @@ raises("user key on the admin API", PermissionDeniedError,
 
 for name, key in [("a wrong key", "vk-00000000000000000000000000000000"), ("no key", None)]:
     bad = client(key)
+    check(f"{name}: health", bad.health() is (key is None), "a wrong key is refused, none is not")
     raises(f"{name}: status", UnauthenticatedError, lambda: status(bad))
     raises(f"{name}: wait", UnauthenticatedError, lambda: bad.wait_processed())
     raises(f"{name}: admin", UnauthenticatedError, lambda: bad.admin_list_accounts())

@@ -150,13 +150,18 @@ fn account_summary(api: &Api) -> Result<Value, ApiError> {
         .and_then(|m| m.created().or_else(|_| m.modified()))
         .ok()
         .and_then(|t| jiff::Timestamp::try_from(t).ok())
-        .map(|t| t.to_string());
+        .map(isoformat);
     Ok(json!({
         "account_id": api.auth.account,
         "created_at": made,
         "user_count": users(api)?.len(),
         "status": "active",
     }))
+}
+
+/// As OpenViking's `datetime.isoformat()` writes a UTC time: microseconds and `+00:00`.
+fn isoformat(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
 }
 
 /// `*` and `?` wildcards, as OpenViking's `fnmatch` filters use them.
@@ -530,6 +535,12 @@ mod tests {
         ] {
             assert_eq!(wildcard(p, s), m, "{p} {s}");
         }
+    }
+
+    #[test]
+    fn times_are_as_openvikings_isoformat() {
+        let t: jiff::Timestamp = "2026-12-02T15:00:35.9955961Z".parse().unwrap();
+        assert_eq!(isoformat(t), "2026-12-02T15:00:35.995596+00:00");
     }
 
     #[test]

@@ -25,14 +25,27 @@ pub fn routes() -> Routes {
         .route("/api/v1/system/wait", post(wait))
 }
 
-/// Unauthenticated, like OpenViking's: a load balancer's probe.
-async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(json!({
+/// Unauthenticated, like OpenViking's: a load balancer's probe. As OpenViking's, a request
+/// that carries a key has it checked (a wrong one is 401) and is told who it is.
+async fn health(
+    State(api): State<Arc<Api>>,
+    parts: axum::http::request::Parts,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let mut v = json!({
         "status": "ok",
         "healthy": true,
         "version": env!("CARGO_PKG_VERSION"),
         "server": "vikingfs",
-    }))
+        "auth_mode": if api.auth.is_open() { "dev" } else { "api_key" },
+    });
+    let h = &parts.headers;
+    if h.contains_key("x-api-key") || h.contains_key(axum::http::header::AUTHORIZATION) {
+        let who = Identity::of(&api, &parts)?;
+        v["account_id"] = who.account.into();
+        v["user_id"] = who.user.into();
+        v["role"] = who.role.name().into();
+    }
+    Ok(axum::Json(v))
 }
 
 async fn debug_health(_who: Identity) -> ApiResult {
