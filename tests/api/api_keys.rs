@@ -391,3 +391,97 @@ fn openvikings_sdk_authenticates_with_the_root_key_and_a_cli_key() {
     assert!(out.status.success(), "{o}\n{e}");
     assert!(o.contains("all checks passed"), "{o}\n{e}");
 }
+
+#[test]
+fn openvikings_ov_shows_the_identity_and_manages_users() {
+    let Some(clients) = crate::support::serve::clients() else {
+        return;
+    };
+    let s = keyed();
+    let bob = stdout(&s.cli(&["key", "add", "--user", "bob"]))
+        .trim()
+        .to_string();
+    let home = s.dir.path().join("ov-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let conf = home.join("ovcli.conf");
+    // `ov ARGS` with `api_key` as its key (and the root key for --sudo): (exit code, the JSON
+    // it printed, on stdout or, for an error, stderr).
+    let ov = |api_key: &str, args: &[&str]| -> (Option<i32>, Value) {
+        let c = json!({"url": s.url(), "api_key": api_key, "root_api_key": "root-secret"});
+        std::fs::write(&conf, c.to_string()).unwrap();
+        let mut cmd = std::process::Command::new(clients.join("bin/ov"));
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("OPENVIKING_")) {
+            cmd.env_remove(k);
+        }
+        let out = cmd
+            .env("HOME", &home)
+            .env("OPENVIKING_CLI_CONFIG_FILE", &conf)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = text
+            .lines()
+            .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+            .unwrap_or(Value::Null);
+        (out.status.code(), v)
+    };
+    assert_eq!(ov(&bob, &["language", "en"]).0, Some(0));
+    let (code, v) = ov(&bob, &["-o", "json", "health"]);
+    assert_eq!(code, Some(0), "{v}");
+    let r = &v["result"];
+    assert_eq!(
+        (
+            r["user_id"].as_str(),
+            r["role"].as_str(),
+            r["account_id"].as_str()
+        ),
+        (Some("bob"), Some("user"), Some("default")),
+        "{v}"
+    );
+    let (code, v) = ov(
+        &bob,
+        &[
+            "-o",
+            "json",
+            "--sudo",
+            "admin",
+            "register-user",
+            "default",
+            "fred",
+        ],
+    );
+    assert_eq!(code, Some(0), "{v}");
+    let fred = v["result"]["user_key"].as_str().unwrap().to_string();
+    let (_, v) = ov(&fred, &["-o", "json", "health"]);
+    assert_eq!(v["result"]["user_id"], "fred", "{v}");
+    let (code, v) = ov(
+        &bob,
+        &["-o", "json", "--sudo", "admin", "list-users", "default"],
+    );
+    assert_eq!(code, Some(0), "{v}");
+    let names: Vec<_> = v["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["user_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bob", "fred"], "{v}");
+    // A user key is no admin; a wrong key is refused.
+    let (code, v) = ov(&bob, &["-o", "json", "admin", "list-users", "default"]);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (Some(1), Some("PERMISSION_DENIED")),
+        "{v}"
+    );
+    let (code, v) = ov("vk-wrong", &["-o", "json", "health"]);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (Some(1), Some("UNAUTHENTICATED")),
+        "{v}"
+    );
+}
