@@ -4,9 +4,11 @@
 //!   (`server.root_api_key`) may act as any user of the served account through
 //!   `X-OpenViking-Account` / `X-OpenViking-User`; a user key (made by `vikingfs key add`, kept
 //!   only as its SHA-256 in `WORKSPACE/.vikingfs/keys.json`, mode 0600) is its own user, and
-//!   headers naming anyone else are refused.
+//!   headers naming anyone else are refused. [`Keys`] is that file: the CLI and the admin
+//!   routes change it under a lock, and a running daemon sees a change at the next request.
 //! - With no key configured at all the server is open (OpenViking's dev mode) and binds only to
-//!   loopback (`super::Listen::check`); the workspace's Unix socket is owner-only and always
+//!   loopback (`super::Listen::check`); a server bound beyond loopback never becomes open, even
+//!   when its last key is removed. The workspace's Unix socket is owner-only and always
 //!   trusted as root.
 //! - A user sees its account's `resources` and `agent` trees and its own `user/{id}` tree,
 //!   never another user's: [`Identity::path`] is the one check every route and tool makes.
