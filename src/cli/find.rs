@@ -1,4 +1,4 @@
-//! `vikingfs find QUERY [--mode lexical|semantic|hybrid] [--limit N] [--under URI] [--json]`
+//! `vikingfs find QUERY [--mode lexical|semantic|hybrid] [--limit N] [--under URI|PATH] [--json]`
 //! and `vikingfs find --queries FILE`: search over the derived index that never names a
 //! missing file (records whose source is gone are deleted on the way) and answers nothing,
 //! with exit status 1, when nothing matches (like grep).
@@ -30,8 +30,9 @@ pub struct FindArgs {
     /// How many results to print (1-10000).
     #[arg(long, short = 'n', default_value_t = 10)]
     pub limit: usize,
-    /// Only results at or below this viking:// URI.
-    #[arg(long, value_name = "URI")]
+    /// Only results at or below this viking:// URI (or path under a mount of the workspace,
+    /// such as `.`).
+    #[arg(long, value_name = "URI|PATH")]
     pub under: Option<String>,
     /// lexical (BM25), semantic (the model's vectors) or hybrid (both, fused; lexical when
     /// no model is configured).
@@ -74,11 +75,11 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         (None, Some(file)) => read_queries(file)?,
         (None, None) => bail!("find: give a query or --queries FILE"),
     };
-    let ws = ctx.workspace()?;
     let under = match &args.under {
-        Some(u) => Some(ws.parse_uri(u).context("find: --under")?),
+        Some(u) => Some(ctx.target(u).context("find: --under")?),
         None => None,
     };
+    let ws = ctx.workspace()?;
     // The model is loaded only when the mode uses it. One thread embeds a short query faster
     // than two (13.5 vs 15.6 ms for all-MiniLM-L6-v2 here: the matrices are too small to
     // split), and a find process embeds nothing else.
