@@ -79,7 +79,8 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         Some(u) => Some(ctx.target(u).context("find: --under")?),
         None => None,
     };
-    let ws = ctx.workspace()?;
+    // Searching never creates a workspace: one that is not there has nothing to find.
+    let ws = ctx.existing_workspace()?;
     // The model is loaded only when the mode uses it. One thread embeds a short query faster
     // than two (13.5 vs 15.6 ms for all-MiniLM-L6-v2 here: the matrices are too small to
     // split), and a find process embeds nothing else.
@@ -192,7 +193,7 @@ fn open_index(
     let home = crate::ops::index_home(ws, &ctx.config.backend).context("find")?;
     if home.file().is_some_and(|p| crate::db::damage(p).is_some()) {
         // Opening the engine moves the damaged file aside and rebuilds it from the files.
-        drop(super::ops::open(ctx).context("find: rebuilding a damaged index")?);
+        drop(super::ops::open_existing(ctx).context("find: rebuilding a damaged index")?);
     }
     let open = || match embedder {
         Some(e) => Index::open_in(home.store(), e.dim(), &e.model_id()),
@@ -202,7 +203,7 @@ fn open_index(
         Ok(i) => Ok(i),
         // An older format, or a damaged file: opening the engine rebuilds it from the files.
         Err(e) if matches!(e, IndexError::Schema { .. }) || e.is_damage() => {
-            let ops = super::ops::open(ctx).context("find: upgrading the index")?;
+            let ops = super::ops::open_existing(ctx).context("find: upgrading the index")?;
             drop(ops);
             Ok(open().context("find")?)
         }

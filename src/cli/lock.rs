@@ -72,7 +72,7 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
 }
 
 pub fn locks(ctx: &Ctx, a: &LocksArgs) -> anyhow::Result<i32> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.existing_workspace()?;
     let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
     let list = mgr.list()?;
     if a.json {

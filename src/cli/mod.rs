@@ -18,7 +18,7 @@ pub mod status;
 pub mod wait;
 pub mod write;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -46,7 +46,8 @@ pub struct Cli {
     pub config: Option<PathBuf>,
     /// Workspace directory (default: the workspace of the vikingfs mount the current
     /// directory or a path argument lies in, then storage.workspace, then
-    /// ~/.vikingfs/workspace; created with defaults when missing).
+    /// ~/.vikingfs/workspace). Commands that change it create it with defaults when missing;
+    /// read-only ones refuse a missing one.
     #[arg(long, global = true, env = "VIKINGFS_WORKSPACE")]
     pub workspace: Option<PathBuf>,
     #[command(subcommand)]
@@ -290,6 +291,25 @@ impl Ctx {
         )
         .with_context(|| format!("workspace {}", self.workspace_path.display()))
     }
+
+    /// Open the workspace for a command that only reads: one that is not there (no
+    /// vikingfs or OpenViking layout at the path) is one line with the remedy, and nothing is
+    /// created.
+    pub fn existing_workspace(&self) -> anyhow::Result<Workspace> {
+        if !crate::workspace::is_workspace(&self.workspace_path) {
+            bail!("{}", no_workspace(&self.workspace_path));
+        }
+        self.workspace()
+    }
+}
+
+/// What a read-only command says of a workspace that does not exist.
+fn no_workspace(path: &Path) -> String {
+    format!(
+        "no workspace at {} (vikingfs mount {} MOUNTPOINT creates one)",
+        path.display(),
+        path.display()
+    )
 }
 
 /// `~/.vikingfs/workspace`, or `/var/lib/vikingfs` when there is no home.
@@ -331,7 +351,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     Some(p) => println!("# config file: {}", p.display()),
                     None => println!("# config file: none (defaults)"),
                 }
-                println!("# workspace: {}", ctx.workspace_path.display());
+                // Reading the configuration needs no workspace: a missing one is named, not
+                // refused (what it shows is where the first mount would create it).
+                let missing = !crate::workspace::is_workspace(&ctx.workspace_path);
+                println!(
+                    "# workspace: {}{}",
+                    ctx.workspace_path.display(),
+                    if missing { " (does not exist yet)" } else { "" }
+                );
                 for r in rows {
                     println!("{} = {}    # {}", r.key, r.value, r.origin);
                 }

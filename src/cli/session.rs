@@ -94,9 +94,14 @@ fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
     Ok((ops, sessions))
 }
 
-/// Sessions alone (locks and queue), for the commands that only append or read.
-fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
-    let ws = ctx.workspace()?;
+/// Sessions alone (locks and queue), for the commands that only append or read; `existing`:
+/// for the ones that only read, which refuse a missing workspace instead of creating it.
+fn open(ctx: &Ctx, existing: bool) -> anyhow::Result<Sessions> {
+    let ws = if existing {
+        ctx.existing_workspace()?
+    } else {
+        ctx.workspace()?
+    };
     let light = crate::ops::Light::open(&ws, &ctx.config).context("locks and queue")?;
     Ok(Sessions::new(ws, light))
 }
@@ -161,7 +166,7 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
 }
 
 fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let sessions = open(ctx, false)?;
     let s = session_of(ctx, &sessions.ws, session)?;
     let m = new_message(role, text)?;
     sessions.add_message(&s, &m)?;
@@ -172,7 +177,7 @@ fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> 
 }
 
 fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let sessions = open(ctx, true)?;
     let mut rows = Vec::new();
     for s in layout::list_sessions(&sessions.ws, sessions.ws.user())? {
         let live = sessions.live_messages(&s)?;
@@ -208,7 +213,7 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
 }
 
 fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let sessions = open(ctx, true)?;
     let ws = &sessions.ws;
     let s = session_of(ctx, ws, session)?;
     if !ws.fs_path(&s.dir).is_dir() {

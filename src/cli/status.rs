@@ -27,14 +27,17 @@ pub struct StatusArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
-    let ws = ctx.workspace()?;
+    if let Some(every) = args.watch {
+        if !every.is_finite() || every < 0.1 {
+            anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
+        }
+    }
+    // Status never creates the workspace it reports on.
+    let ws = ctx.existing_workspace()?;
     let Some(every) = args.watch else {
         print!("{}", render(ctx, &ws, args.json)?);
         return Ok(0);
     };
-    if !every.is_finite() || every < 0.1 {
-        anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
-    }
     loop {
         let text = render(ctx, &ws, args.json)?;
         // Clear the screen on a terminal, like watch(1); plain output otherwise.
