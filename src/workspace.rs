@@ -160,6 +160,13 @@ impl Workspace {
     }
 }
 
+/// Whether `root` holds a workspace: vikingfs's (its `.vikingfs/`) or OpenViking's (its
+/// `viking/`). The commands that only read open nothing else, so that a mistyped or missing
+/// workspace is never made into one.
+pub fn is_workspace(root: &Path) -> bool {
+    root.join(INTERNAL_DIR).is_dir() || root.join("viking").is_dir()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +186,12 @@ mod tests {
         assert_eq!(ws.agfs_path(&p), "/local/default/resources/a/b.md");
         assert_eq!(ws.vpath_of(&ws.fs_path(&p)).unwrap(), p);
         assert!(Workspace::open(dir.path().join("w2"), "../x", "u").is_err());
+        // Only a directory with vikingfs's or OpenViking's layout is a workspace.
+        assert!(is_workspace(ws.root()));
+        std::fs::create_dir_all(dir.path().join("w4/elsewhere")).unwrap();
+        assert!(!is_workspace(&dir.path().join("w4")));
+        assert!(!is_workspace(&dir.path().join("w5")));
+        std::fs::create_dir_all(dir.path().join("w6/viking/default/resources")).unwrap();
+        assert!(is_workspace(&dir.path().join("w6")));
     }
 }

@@ -14,8 +14,9 @@ use crate::ops::AddOptions;
 pub struct AddArgs {
     /// Local file or directory to add.
     pub local_path: PathBuf,
-    /// Target viking:// URI (default viking://resources/NAME, then NAME_1, NAME_2, ...).
-    /// An existing target is updated incrementally.
+    /// Target viking:// URI or path under a mount of the workspace (default
+    /// viking://resources/NAME, then NAME_1, NAME_2, ...). An existing target is updated
+    /// incrementally.
     #[arg(long, value_name = "URI")]
     pub to: Option<String>,
     /// Wait until every summary and embedding of it is done (works the queue in this process).
@@ -30,16 +31,16 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !(a.timeout.is_finite() && a.timeout >= 0.0) {
         anyhow::bail!("--timeout {}: must be a number of seconds >= 0", a.timeout);
     }
+    let what = format!("add-resource {}", a.local_path.display());
+    let to = match &a.to {
+        Some(u) => Some(ctx.target(u).with_context(|| what.clone())?),
+        None => None,
+    };
     // Working the queue (--wait) needs the derivers; adding alone only the locked operations.
     let engine = if a.wait { Some(open(ctx)?) } else { None };
     let ops = match &engine {
         Some(e) => e.locked().clone(),
         None => open_locked(ctx)?,
-    };
-    let what = format!("add-resource {}", a.local_path.display());
-    let to = match &a.to {
-        Some(u) => Some(ops.parse(u).with_context(|| what.clone())?),
-        None => None,
     };
     let copy = bar(0, "copying");
     let res = ops.add_resource(&a.local_path, &AddOptions { to }, &mut |done, total| {

@@ -1,7 +1,9 @@
-//! `vikingfs find QUERY [--mode lexical|semantic|hybrid] [--limit N] [--under URI] [--json]`
-//! and `vikingfs find --queries FILE`: search over the derived index that never names a
-//! missing file (records whose source is gone are deleted on the way) and answers nothing,
-//! with exit status 1, when nothing matches (like grep).
+//! `vikingfs find QUERY [--mode lexical|semantic|hybrid] [--limit N] [--under URI|PATH]
+//! [--json] [--paths|--uris]` and `vikingfs find --queries FILE`: search over the derived index
+//! that never names a missing file (records whose source is gone are deleted on the way) and
+//! answers nothing, with exit status 1, when nothing matches (like grep). Results are named by
+//! URI, or by their path under a mount of the workspace (`--paths`, the default when run inside
+//! one).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
@@ -10,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
+use super::discover::Mount;
 use super::Ctx;
 use crate::embed::{self, Embedder};
 use crate::error::Chain;
@@ -30,16 +33,25 @@ pub struct FindArgs {
     /// How many results to print (1-10000).
     #[arg(long, short = 'n', default_value_t = 10)]
     pub limit: usize,
-    /// Only results at or below this viking:// URI.
-    #[arg(long, value_name = "URI")]
+    /// Only results at or below this viking:// URI (or path under a mount of the workspace,
+    /// such as `.`).
+    #[arg(long, value_name = "URI|PATH")]
     pub under: Option<String>,
     /// lexical (BM25), semantic (the model's vectors) or hybrid (both, fused; lexical when
     /// no model is configured).
     #[arg(long, default_value = "hybrid", value_parser = ["lexical", "semantic", "hybrid"])]
     pub mode: String,
-    /// Print a JSON array of {uri, score, level, snippet, evidence}, best first.
+    /// Print a JSON array of {uri, path, score, level, snippet, evidence}, best first (`path`:
+    /// under a mount of the workspace, when it is mounted).
     #[arg(long)]
     pub json: bool,
+    /// Name results by their path under the workspace's mount (the default when the current
+    /// directory is inside one) instead of by viking:// URI.
+    #[arg(long, conflicts_with = "uris")]
+    pub paths: bool,
+    /// Name results by viking:// URI even inside a mount.
+    #[arg(long)]
+    pub uris: bool,
     /// Run every line of FILE ("-": standard input) as a query; with --json, one JSON array
     /// per line (JSON Lines), in order.
     #[arg(long, value_name = "FILE", conflicts_with = "query")]
@@ -49,6 +61,8 @@ pub struct FindArgs {
 #[derive(Serialize)]
 struct JsonHit<'a> {
     uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<std::path::PathBuf>,
     score: f32,
     /// OpenViking's level: 0 abstract, 1 overview, 2 content.
     level: u8,
@@ -74,11 +88,13 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         (None, Some(file)) => read_queries(file)?,
         (None, None) => bail!("find: give a query or --queries FILE"),
     };
-    let ws = ctx.workspace()?;
     let under = match &args.under {
-        Some(u) => Some(ws.parse_uri(u).context("find: --under")?),
+        Some(u) => Some(ctx.target(u).context("find: --under")?),
         None => None,
     };
+    // Searching never creates a workspace: one that is not there has nothing to find.
+    let ws = ctx.existing_workspace()?;
+    let naming = naming(ctx, args)?;
     // The model is loaded only when the mode uses it. One thread embeds a short query faster
     // than two (13.5 vs 15.6 ms for all-MiniLM-L6-v2 here: the matrices are too small to
     // split), and a find process embeds nothing else.
@@ -121,7 +137,7 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         tracing::debug!(query = %text, ms = started.elapsed().as_secs_f64() * 1e3, "find");
         orphans += found.orphans_removed;
         any |= !found.hits.is_empty();
-        print_hits(&mut out, &found.hits, args.json)?;
+        print_hits(&mut out, &found.hits, args.json, &naming)?;
     }
     out.flush()?;
     if orphans > 0 {
@@ -191,7 +207,7 @@ fn open_index(
     let home = crate::ops::index_home(ws, &ctx.config.backend).context("find")?;
     if home.file().is_some_and(|p| crate::db::damage(p).is_some()) {
         // Opening the engine moves the damaged file aside and rebuilds it from the files.
-        drop(super::ops::open(ctx).context("find: rebuilding a damaged index")?);
+        drop(super::ops::open_existing(ctx).context("find: rebuilding a damaged index")?);
     }
     let open = || match embedder {
         Some(e) => Index::open_in(home.store(), e.dim(), &e.model_id()),
@@ -201,7 +217,7 @@ fn open_index(
         Ok(i) => Ok(i),
         // An older format, or a damaged file: opening the engine rebuilds it from the files.
         Err(e) if matches!(e, IndexError::Schema { .. }) || e.is_damage() => {
-            let ops = super::ops::open(ctx).context("find: upgrading the index")?;
+            let ops = super::ops::open_existing(ctx).context("find: upgrading the index")?;
             drop(ops);
             Ok(open().context("find")?)
         }
@@ -216,12 +232,46 @@ fn open_index(
     }
 }
 
-fn print_hits(out: &mut impl Write, hits: &[Hit], json: bool) -> anyhow::Result<()> {
+/// How results are named: the mount of the workspace their paths are under (the current
+/// directory's, else the first live one), and whether text output uses those paths.
+struct Naming<'a> {
+    mount: Option<&'a Mount>,
+    paths: bool,
+}
+
+fn naming<'a>(ctx: &'a Ctx, args: &FindArgs) -> anyhow::Result<Naming<'a>> {
+    let here = ctx.cwd_mount().filter(|m| m.dead().is_none());
+    let mount = here.or_else(|| {
+        ctx.workspace_mounts()
+            .into_iter()
+            .find(|m| m.dead().is_none())
+    });
+    if args.paths && mount.is_none() {
+        bail!(
+            "find --paths: workspace {} is not mounted (vikingfs mount {} MOUNTPOINT; or leave \
+             out --paths for viking:// URIs)",
+            ctx.workspace_path.display(),
+            ctx.workspace_path.display()
+        );
+    }
+    Ok(Naming {
+        mount,
+        paths: args.paths || (here.is_some() && !args.uris),
+    })
+}
+
+fn print_hits(
+    out: &mut impl Write,
+    hits: &[Hit],
+    json: bool,
+    naming: &Naming,
+) -> anyhow::Result<()> {
     if json {
         let rows: Vec<JsonHit> = hits
             .iter()
             .map(|h| JsonHit {
                 uri: h.uri.uri(),
+                path: naming.mount.map(|m| m.path_of(&h.uri)),
                 score: h.score,
                 level: h.level as u8,
                 snippet: &h.snippet,
@@ -240,7 +290,17 @@ fn print_hits(out: &mut impl Write, hits: &[Hit], json: bool) -> anyhow::Result<
                 .chars()
                 .take(SNIPPET_CHARS)
                 .collect();
-            writeln!(out, "{:.4}\t{}\t{}\t{}", h.score, h.uri, h.level, snippet)?;
+            match naming.mount.filter(|_| naming.paths) {
+                Some(m) => writeln!(
+                    out,
+                    "{:.4}\t{}\t{}\t{}",
+                    h.score,
+                    m.path_of(&h.uri).display(),
+                    h.level,
+                    snippet
+                )?,
+                None => writeln!(out, "{:.4}\t{}\t{}\t{}", h.score, h.uri, h.level, snippet)?,
+            }
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::ops::{done, open};
+use super::ops::{done, open, open_existing};
 use super::Ctx;
 
 #[derive(Args, Debug)]
@@ -21,7 +21,12 @@ pub struct FsckArgs {
 }
 
 pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
-    let ops = open(ctx)?;
+    // Only a repair may create the workspace it is asked to check.
+    let ops = if a.repair {
+        open(ctx)?
+    } else {
+        open_existing(ctx)?
+    };
     let rep = ops.fsck(a.repair, a.break_corrupt_locks)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);

@@ -19,7 +19,7 @@ pub struct LockArgs {
     /// Seconds to wait for a busy lock (default: the configured lock_timeout, 0 = fail at once).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
-    /// The viking:// URI to lock.
+    /// The viking:// URI to lock, or a path under a mount of the workspace.
     pub uri: String,
     /// The command to run while holding the lock.
     #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -34,8 +34,10 @@ pub struct LocksArgs {
 }
 
 pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
+    let path = ctx
+        .target(&a.uri)
+        .with_context(|| format!("lock {}", a.uri))?;
     let ws = ctx.workspace()?;
-    let path = ws.parse_uri(&a.uri)?;
     let timeout = match a.timeout {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
             anyhow::bail!("--timeout {s}: must be a number of seconds >= 0")
@@ -70,7 +72,7 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
 }
 
 pub fn locks(ctx: &Ctx, a: &LocksArgs) -> anyhow::Result<i32> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.existing_workspace()?;
     let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
     let list = mgr.list()?;
     if a.json {

@@ -1,8 +1,12 @@
 //! The `vikingfs` command line: one file per command group; every command calls down into
-//! the library and prints one line naming the problem when it fails.
+//! the library and prints one line naming the problem when it fails. [`Ctx`] is what every
+//! command starts from: the configuration, the workspace it acts on (named, or found from the
+//! mount it runs in: [`discover`]) and [`Ctx::target`], the one reading of a target argument
+//! (a `viking://` URI or a path under a mount).
 
 pub mod add;
 pub mod debug;
+pub mod discover;
 pub mod find;
 pub mod fsck;
 pub mod key;
@@ -16,9 +20,9 @@ pub mod status;
 pub mod wait;
 pub mod write;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
 pub mod lock;
@@ -26,6 +30,7 @@ pub mod mount;
 pub mod session;
 
 use crate::config::Config;
+use crate::uri::VPath;
 use crate::workspace::Workspace;
 
 /// Exit status when a lock stays busy (sysexits EX_TEMPFAIL, as flock(1) -E default users expect).
@@ -41,7 +46,10 @@ pub struct Cli {
     /// Configuration file (default: $VIKINGFS_CONFIG, then ~/.vikingfs/config.json).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
-    /// Workspace directory (created with defaults when missing).
+    /// Workspace directory (default: the workspace of the vikingfs mount the current
+    /// directory or a path argument lies in, then storage.workspace, then
+    /// ~/.vikingfs/workspace). Commands that change it create it with defaults when missing;
+    /// read-only ones refuse a missing one.
     #[arg(long, global = true, env = "VIKINGFS_WORKSPACE")]
     pub workspace: Option<PathBuf>,
     #[command(subcommand)]
@@ -103,30 +111,176 @@ pub enum ConfigCmd {
     },
 }
 
-/// What every command needs: the configuration and the opened workspace.
+impl Command {
+    /// The arguments naming a place in the namespace (a `viking://` URI or a path under a
+    /// mount): a path among them that lies under a vikingfs mount names the workspace.
+    fn targets(&self) -> Vec<&str> {
+        match self {
+            Command::Lock(a) => vec![a.uri.as_str()],
+            Command::Find(a) => a.under.iter().map(String::as_str).collect(),
+            Command::Rm(a) => a.uris.iter().map(String::as_str).collect(),
+            Command::Mv(a) => vec![a.src.as_str(), a.dst.as_str()],
+            Command::Write(a) => vec![a.uri.as_str()],
+            Command::AddResource(a) => a.to.iter().map(String::as_str).collect(),
+            Command::Reindex(a) => a.under.iter().map(String::as_str).collect(),
+            Command::Session(a) => session::targets(a),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Where the workspace a command acts on was named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// `--workspace`.
+    Flag,
+    /// `VIKINGFS_WORKSPACE`.
+    Env,
+    /// The vikingfs mount (its mount point) the current directory or a path argument lies in.
+    Mount(PathBuf),
+    /// `storage.workspace` in the configuration file.
+    Config,
+    /// Nobody: `~/.vikingfs/workspace`.
+    Default,
+}
+
+/// What every command needs: the configuration, the workspace it acts on and the vikingfs
+/// mounts of this host.
 pub struct Ctx {
     pub config: Config,
     pub workspace_path: PathBuf,
+    pub origin: Origin,
+    mounts: Vec<discover::Mount>,
 }
 
 impl Ctx {
+    /// The configuration and the workspace: `--workspace` (or `VIKINGFS_WORKSPACE`), else the
+    /// workspace of the mount a path argument, then the current directory, lies in (so a
+    /// command run in a mount acts on what the mount shows, whatever the configuration file
+    /// names), else `storage.workspace`, else `~/.vikingfs/workspace`.
     pub fn new(cli: &Cli) -> anyhow::Result<Ctx> {
         let mut config = Config::load(cli.config.as_deref())?;
-        if let Some(w) = &cli.workspace {
+        let mounts = discover::mounts();
+        let origin = if let Some(w) = &cli.workspace {
             let origin =
                 if std::env::var_os("VIKINGFS_WORKSPACE").is_some_and(|v| v == w.as_os_str()) {
-                    "env VIKINGFS_WORKSPACE"
+                    Origin::Env
                 } else {
-                    "flag --workspace"
+                    Origin::Flag
                 };
             config.workspace = Some(w.clone());
-            config.set_origin("storage.workspace", origin);
+            origin
+        } else if let Some(m) = Self::mount_of(&mounts, &cli.command.targets()) {
+            config.workspace = Some(m.workspace.clone());
+            Origin::Mount(m.mountpoint.clone())
+        } else if config.workspace.is_some() {
+            Origin::Config
+        } else {
+            Origin::Default
+        };
+        match &origin {
+            Origin::Flag => config.set_origin("storage.workspace", "flag --workspace"),
+            Origin::Env => config.set_origin("storage.workspace", "env VIKINGFS_WORKSPACE"),
+            Origin::Mount(mp) => {
+                config.set_origin("storage.workspace", format!("mount {}", mp.display()))
+            }
+            Origin::Config | Origin::Default => {}
         }
         let workspace_path = config.workspace.clone().unwrap_or_else(default_workspace);
         Ok(Ctx {
             config,
             workspace_path,
+            origin,
+            mounts,
         })
+    }
+
+    /// The mount the first path argument under one lies in, else the current directory's.
+    fn mount_of<'a>(
+        mounts: &'a [discover::Mount],
+        targets: &[&str],
+    ) -> Option<&'a discover::Mount> {
+        let from_args = targets
+            .iter()
+            .filter(|t| !discover::is_uri(t))
+            .find_map(|t| discover::locate(mounts, t).ok()?.1);
+        from_args.or_else(|| {
+            let cwd = std::env::current_dir().ok()?;
+            discover::containing(mounts, &cwd)
+        })
+    }
+
+    /// Whether the workspace was named (flag, environment, a mount it runs in) rather than
+    /// taken from the configuration or the default.
+    pub fn named(&self) -> bool {
+        matches!(self.origin, Origin::Flag | Origin::Env | Origin::Mount(_))
+    }
+
+    /// Every vikingfs mount of this host.
+    pub fn mounts(&self) -> &[discover::Mount] {
+        &self.mounts
+    }
+
+    /// The mounts of this command's workspace, in the mount table's order.
+    pub fn workspace_mounts(&self) -> Vec<&discover::Mount> {
+        let Ok(root) = self.workspace_path.canonicalize() else {
+            return Vec::new();
+        };
+        self.mounts.iter().filter(|m| m.workspace == root).collect()
+    }
+
+    /// The mount of this workspace the current directory lies in.
+    pub fn cwd_mount(&self) -> Option<&discover::Mount> {
+        let cwd = std::env::current_dir().ok()?;
+        let m = discover::containing(&self.mounts, &cwd)?;
+        self.workspace_mounts().contains(&m).then_some(m)
+    }
+
+    /// The namespace path a target argument names: a `viking://` URI, or a path (relative to
+    /// the current directory or absolute) under a mount of this workspace, which names
+    /// `viking://` followed by its path below the mount point. Anything else is one line
+    /// naming it and what to give instead.
+    pub fn target(&self, arg: &str) -> anyhow::Result<VPath> {
+        if discover::is_uri(arg) {
+            return Ok(VPath::parse_uri(arg, &self.config.user)?);
+        }
+        let (abs, found) = discover::locate(&self.mounts, arg)
+            .with_context(|| format!("{arg}: cannot resolve the path"))?;
+        let ours = self.workspace_mounts();
+        match found {
+            Some(m) if ours.contains(&m) => Ok(m.vpath(&abs)?),
+            Some(m) => {
+                let remedy = match self.origin {
+                    Origin::Flag | Origin::Env => {
+                        "leave out --workspace (and VIKINGFS_WORKSPACE) to act on that one"
+                    }
+                    _ => "a command acts on one workspace",
+                };
+                bail!(
+                    "{} is under the vikingfs mount {} of workspace {}, not of workspace {} \
+                     ({remedy})",
+                    abs.display(),
+                    m.mountpoint.display(),
+                    m.workspace.display(),
+                    self.workspace_path.display()
+                )
+            }
+            None => {
+                let remedy = match ours.first() {
+                    Some(m) => format!("it is mounted at {}", m.mountpoint.display()),
+                    None => format!(
+                        "it is not mounted: vikingfs mount {} MOUNTPOINT",
+                        self.workspace_path.display()
+                    ),
+                };
+                bail!(
+                    "{} is neither a viking:// URI nor a path under a mount of workspace {} \
+                     ({remedy}; or give a viking:// URI)",
+                    abs.display(),
+                    self.workspace_path.display()
+                )
+            }
+        }
     }
 
     /// Open (creating when missing) the workspace. A workspace to create on a postgres
@@ -144,6 +298,25 @@ impl Ctx {
         )
         .with_context(|| format!("workspace {}", self.workspace_path.display()))
     }
+
+    /// Open the workspace for a command that only reads: one that is not there (no
+    /// vikingfs or OpenViking layout at the path) is one line with the remedy, and nothing is
+    /// created.
+    pub fn existing_workspace(&self) -> anyhow::Result<Workspace> {
+        if !crate::workspace::is_workspace(&self.workspace_path) {
+            bail!("{}", no_workspace(&self.workspace_path));
+        }
+        self.workspace()
+    }
+}
+
+/// What a read-only command says of a workspace that does not exist.
+fn no_workspace(path: &Path) -> String {
+    format!(
+        "no workspace at {} (vikingfs mount {} MOUNTPOINT creates one)",
+        path.display(),
+        path.display()
+    )
 }
 
 /// `~/.vikingfs/workspace`, or `/var/lib/vikingfs` when there is no home.
@@ -185,7 +358,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     Some(p) => println!("# config file: {}", p.display()),
                     None => println!("# config file: none (defaults)"),
                 }
-                println!("# workspace: {}", ctx.workspace_path.display());
+                // Reading the configuration needs no workspace: a missing one is named, not
+                // refused (what it shows is where the first mount would create it).
+                let missing = !crate::workspace::is_workspace(&ctx.workspace_path);
+                println!(
+                    "# workspace: {}{}",
+                    ctx.workspace_path.display(),
+                    if missing { " (does not exist yet)" } else { "" }
+                );
                 for r in rows {
                     println!("{} = {}    # {}", r.key, r.value, r.origin);
                 }

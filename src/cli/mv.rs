@@ -8,17 +8,18 @@ use super::Ctx;
 
 #[derive(Args, Debug)]
 pub struct MvArgs {
-    /// Source viking:// URI.
+    /// Source viking:// URI (or a path under a mount of the workspace).
     pub src: String,
-    /// Destination viking:// URI; an existing directory receives SRC under its own name.
+    /// Destination viking:// URI (or a path under a mount); an existing directory receives
+    /// SRC under its own name.
     pub dst: String,
 }
 
 pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
-    let ops = open_locked(ctx)?;
     let what = format!("mv {} {}", a.src, a.dst);
-    let src = ops.parse(&a.src).with_context(|| what.clone())?;
-    let mut dst = ops.parse(&a.dst).with_context(|| what.clone())?;
+    let src = ctx.target(&a.src).with_context(|| what.clone())?;
+    let mut dst = ctx.target(&a.dst).with_context(|| what.clone())?;
+    let ops = open_locked(ctx)?;
     if ops.workspace().fs_path(&dst).is_dir() && !src.is_root() {
         dst = dst.join(src.name()).with_context(|| what.clone())?;
     }

@@ -13,8 +13,16 @@ use crate::ops::{Locked, Ops, OpsError};
 
 /// The whole engine (the derivers too: a command that works the queue, checks or searches).
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
-    let ws = ctx.workspace()?;
-    with_rebuild_bar(|progress| Ops::open_with_progress(&ws, &ctx.config, progress))
+    open_in(ctx, &ctx.workspace()?)
+}
+
+/// [`open`] for a command that only reads: a missing workspace is refused, not created.
+pub(crate) fn open_existing(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
+    open_in(ctx, &ctx.existing_workspace()?)
+}
+
+fn open_in(ctx: &Ctx, ws: &crate::workspace::Workspace) -> anyhow::Result<Arc<Ops>> {
+    with_rebuild_bar(|progress| Ops::open_with_progress(ws, &ctx.config, progress))
 }
 
 /// The locked operations alone (rm, mv, write, add-resource): no model loaded, no vectors
@@ -78,7 +86,7 @@ pub(crate) fn bar(len: u64, msg: &'static str) -> ProgressBar {
 /// drained (alongside a daemon, if one runs: any process may work the queue), after finishing
 /// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
 pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
-    let ops = open(ctx)?;
+    let ops = open_existing(ctx)?;
     // Sessions: finish commits a crash interrupted, and work their phase 2 in the same pool.
     let extra = super::session::wait_hook(ctx, &ops)?;
     let timeout = a.timeout.unwrap_or(Duration::from_secs(100 * 365 * 86400));

@@ -10,7 +10,8 @@ use crate::ops::Ops;
 
 #[derive(Args, Debug)]
 pub struct ReindexArgs {
-    /// Only this viking:// URI and what lies below it (default: everything).
+    /// Only this viking:// URI (or path under a mount of the workspace) and what lies below
+    /// it (default: everything).
     #[arg(long, value_name = "URI")]
     pub under: Option<String>,
     /// Print a JSON object {files, removed, queued}.
@@ -19,6 +20,10 @@ pub struct ReindexArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ReindexArgs) -> anyhow::Result<i32> {
+    let under = match &a.under {
+        Some(u) => ctx.target(u).context("reindex: --under")?,
+        None => crate::uri::VPath::root(),
+    };
     let ws = ctx.workspace()?;
     let b = bar(0, "reindex");
     let mut progress = |d: u64, t: u64| {
@@ -26,10 +31,6 @@ pub fn run(ctx: &Ctx, a: &ReindexArgs) -> anyhow::Result<i32> {
         b.set_position(d);
     };
     let ops = Ops::open_with_progress(&ws, &ctx.config, &mut progress)?;
-    let under = match &a.under {
-        Some(u) => ops.parse(u).context("reindex: --under")?,
-        None => crate::uri::VPath::root(),
-    };
     let rep = ops.reindex(&under, &mut progress).context("reindex")?;
     b.finish_and_clear();
     if a.json {

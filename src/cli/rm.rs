@@ -1,4 +1,4 @@
-//! `vikingfs rm [-r] URI...`: index records first, then the file or tree.
+//! `vikingfs rm [-r] URI|PATH...`: index records first, then the file or tree.
 
 use anyhow::Context;
 use clap::Args;
@@ -11,16 +11,22 @@ pub struct RmArgs {
     /// Remove directories and their contents.
     #[arg(short, long)]
     pub recursive: bool,
-    /// The viking:// URIs to remove.
+    /// The viking:// URIs to remove, or paths under a mount of the workspace.
     #[arg(required = true, value_name = "URI")]
     pub uris: Vec<String>,
 }
 
 pub fn rm(ctx: &Ctx, a: &RmArgs) -> anyhow::Result<i32> {
+    // Every target read before anything is removed (or a workspace opened): a mistyped last
+    // argument removes nothing.
+    let targets = a
+        .uris
+        .iter()
+        .map(|uri| ctx.target(uri).with_context(|| format!("rm {uri}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let ops = open_locked(ctx)?;
-    for uri in &a.uris {
-        let p = ops.parse(uri).with_context(|| format!("rm {uri}"))?;
-        let code = outcome(&format!("rm {uri}"), ops.rm(&p, a.recursive).map(drop))?;
+    for (uri, p) in a.uris.iter().zip(&targets) {
+        let code = outcome(&format!("rm {uri}"), ops.rm(p, a.recursive).map(drop))?;
         if code != 0 {
             return done(ops, code);
         }

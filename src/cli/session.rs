@@ -20,7 +20,8 @@ use crate::session::{self, SessionError, Sessions};
 pub enum SessionCmd {
     /// Append one message to the session's messages.jsonl (creating the session).
     Add {
-        /// Session id, viking://session/SID or viking://user/UID/sessions/SID.
+        /// Session id, viking://session/SID, viking://user/UID/sessions/SID or the session's
+        /// directory under a mount (a path with a `/`, or `.`).
         session: String,
         /// user, assistant, system, tool...
         role: String,
@@ -46,7 +47,8 @@ pub enum SessionCmd {
 
 #[derive(Args, Debug)]
 pub struct CommitArgs {
-    /// Session id, viking://session/SID or viking://user/UID/sessions/SID.
+    /// Session id, viking://session/SID, viking://user/UID/sessions/SID or the session's
+    /// directory under a mount (a path with a `/`, or `.`).
     pub session: String,
     /// Leave the N most recent messages in the live file (OpenViking's keep_recent_count).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -92,11 +94,51 @@ fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
     Ok((ops, sessions))
 }
 
-/// Sessions alone (locks and queue), for the commands that only append or read.
-fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
-    let ws = ctx.workspace()?;
+/// Sessions alone (locks and queue), for the commands that only append or read; `existing`:
+/// for the ones that only read, which refuse a missing workspace instead of creating it.
+fn open(ctx: &Ctx, existing: bool) -> anyhow::Result<Sessions> {
+    let ws = if existing {
+        ctx.existing_workspace()?
+    } else {
+        ctx.workspace()?
+    };
     let light = crate::ops::Light::open(&ws, &ctx.config).context("locks and queue")?;
     Ok(Sessions::new(ws, light))
+}
+
+/// Whether a SESSION argument is a filesystem path (a session's directory under a mount)
+/// rather than a session id or a URI: an id is one name, never `.` or `..`.
+fn is_path(arg: &str) -> bool {
+    !super::discover::is_uri(arg) && (arg.contains('/') || arg == "." || arg == "..")
+}
+
+/// The SESSION arguments that are paths, from which the workspace may be found
+/// ([`super::Ctx::new`]).
+pub fn targets(a: &SessionArgs) -> Vec<&str> {
+    let arg = match &a.cmd {
+        SessionCmd::Add { session, .. } | SessionCmd::Show { session, .. } => Some(session),
+        SessionCmd::Commit(c) => Some(&c.session),
+        SessionCmd::Recover(r) => r.session.as_ref(),
+        SessionCmd::List { .. } => None,
+    };
+    arg.map(String::as_str)
+        .filter(|a| is_path(a))
+        .into_iter()
+        .collect()
+}
+
+/// The session a SESSION argument names: an id or a URI, or its directory under a mount of
+/// the workspace ([`super::Ctx::target`]).
+fn session_of(
+    ctx: &Ctx,
+    ws: &crate::workspace::Workspace,
+    arg: &str,
+) -> anyhow::Result<SessionPath> {
+    if is_path(arg) {
+        let dir = ctx.target(arg).with_context(|| format!("session {arg}"))?;
+        return Ok(SessionPath::from_dir(dir)?);
+    }
+    Ok(SessionPath::resolve(ws, arg)?)
 }
 
 pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
@@ -124,8 +166,8 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
 }
 
 fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
-    let s = SessionPath::resolve(&sessions.ws, session)?;
+    let sessions = open(ctx, false)?;
+    let s = session_of(ctx, &sessions.ws, session)?;
     let m = new_message(role, text)?;
     sessions.add_message(&s, &m)?;
     // The queue closes cheaply, as in the other one-shot commands (`crate::db::one_shot_process`:
@@ -135,7 +177,7 @@ fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> 
 }
 
 fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let sessions = open(ctx, true)?;
     let mut rows = Vec::new();
     for s in layout::list_sessions(&sessions.ws, sessions.ws.user())? {
         let live = sessions.live_messages(&s)?;
@@ -171,9 +213,9 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
 }
 
 fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
-    let sessions = open(ctx)?;
+    let sessions = open(ctx, true)?;
     let ws = &sessions.ws;
-    let s = SessionPath::resolve(ws, session)?;
+    let s = session_of(ctx, ws, session)?;
     if !ws.fs_path(&s.dir).is_dir() {
         return Err(SessionError::NoSuchSession(s.dir.uri()).into());
     }
@@ -239,7 +281,7 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
 fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
     let (wait, json, timeout) = (a.wait, a.json, Duration::from_secs(a.timeout));
     let (ops, sessions) = open_ops(ctx)?;
-    let s = SessionPath::resolve(&sessions.ws, &a.session)?;
+    let s = session_of(ctx, &sessions.ws, &a.session)?;
     let report = sessions.commit_keeping(&s, a.keep)?;
     let mut drained = None;
     if wait {
@@ -306,7 +348,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     let (ops, sessions) = open_ops(ctx)?;
     let all = match &a.session {
         Some(sid) => {
-            let s = SessionPath::resolve(&sessions.ws, sid)?;
+            let s = session_of(ctx, &sessions.ws, sid)?;
             let n = sessions.recover(&s)?;
             session::RecoverAll {
                 recovered: n.map(|n| (s, n)).into_iter().collect(),
@@ -323,7 +365,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
     }
     if a.requeue {
         let targets = match &a.session {
-            Some(sid) => vec![SessionPath::resolve(&sessions.ws, sid)?],
+            Some(sid) => vec![session_of(ctx, &sessions.ws, sid)?],
             None => layout::list_sessions(&sessions.ws, sessions.ws.user())?,
         };
         for s in targets {

@@ -2,11 +2,18 @@
 //! queue: pending, running, dead with their last errors, oldest job age), held and stale locks,
 //! and the index size. Sections are built by separate functions so other
 //! subsystems (locks, index) can add theirs to the same JSON object and text.
+//!
+//! With no workspace named (no `--workspace`, no `VIKINGFS_WORKSPACE`, not run inside a
+//! mount) it starts with every vikingfs mount of this host (`mounts_view`: the mount table,
+//! each mount's daemon from its workspace's registry, a dead one with its remedy), then shows
+//! the default workspace if there is one. It never creates a workspace.
 
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::discover::Mount;
 use super::Ctx;
 use crate::daemon;
 use crate::error::Chain;
@@ -18,7 +25,8 @@ use crate::workspace::Workspace;
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
     /// Print one JSON object (`{"daemons": [...], "queues": {NAME: {...}}, "locks": {...},
-    /// "index": {...}}`) instead of text.
+    /// "index": {...}}`) instead of text; with no workspace named, an array of this host's
+    /// vikingfs mounts (`[{"mountpoint", "workspace", "state", "daemon_pid", ...}]`).
     #[arg(long)]
     pub json: bool,
     /// Refresh every SECS seconds (default 2) until interrupted.
@@ -27,16 +35,27 @@ pub struct StatusArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
-    let ws = ctx.workspace()?;
+    if let Some(every) = args.watch {
+        if !every.is_finite() || every < 0.1 {
+            anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
+        }
+    }
+    // A named workspace must exist; with none named, each frame looks again.
+    let ws = if ctx.named() {
+        Some(ctx.existing_workspace()?)
+    } else {
+        None
+    };
+    let frame = || match &ws {
+        Some(ws) => render(ctx, ws, args.json),
+        None => mounts_view(ctx, args.json),
+    };
     let Some(every) = args.watch else {
-        print!("{}", render(ctx, &ws, args.json)?);
+        print!("{}", frame()?);
         return Ok(0);
     };
-    if !every.is_finite() || every < 0.1 {
-        anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
-    }
     loop {
-        let text = render(ctx, &ws, args.json)?;
+        let text = frame()?;
         // Clear the screen on a terminal, like watch(1); plain output otherwise.
         if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             print!("\x1b[H\x1b[2J");
@@ -184,6 +203,82 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
                 None => out += &format!("  dense    no vectors; configured: {configured}\n"),
             }
         }
+    }
+    Ok(out)
+}
+
+/// One vikingfs mount of this host, as `status` with no workspace named lists it.
+#[derive(Serialize)]
+struct MountRow {
+    mountpoint: std::path::PathBuf,
+    workspace: std::path::PathBuf,
+    /// `live`, or `dead` when its daemon is gone (the mount point answers ENOTCONN).
+    state: &'static str,
+    /// The daemon serving it, from the workspace's registry (none for a dead mount, or one
+    /// whose daemon's record this host cannot check).
+    daemon_pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remedy: Option<String>,
+}
+
+fn mount_row(m: &Mount) -> MountRow {
+    let dead = m.dead();
+    let error = dead
+        .as_ref()
+        .map(|e| crate::metrics::errno_name(e.raw_os_error().unwrap_or(0)));
+    MountRow {
+        mountpoint: m.mountpoint.clone(),
+        workspace: m.workspace.clone(),
+        state: if dead.is_some() { "dead" } else { "live" },
+        daemon_pid: match dead {
+            Some(_) => None,
+            None => daemon::serving(&m.workspace, &m.mountpoint).map(|d| d.pid),
+        },
+        remedy: dead.map(|_| format!("umount -l {}", m.mountpoint.display())),
+        error,
+    }
+}
+
+/// `status` with no workspace named: every vikingfs mount of this host, then the default
+/// workspace's status when it exists (as text; `--json` gives the array of mounts alone).
+fn mounts_view(ctx: &Ctx, as_json: bool) -> anyhow::Result<String> {
+    let rows: Vec<MountRow> = ctx.mounts().iter().map(mount_row).collect();
+    let ws = match crate::workspace::is_workspace(&ctx.workspace_path) {
+        true => Some(ctx.workspace()?),
+        false => None,
+    };
+    if rows.is_empty() && ws.is_none() {
+        anyhow::bail!(
+            "no vikingfs mounts and no workspace at {}",
+            ctx.workspace_path.display()
+        );
+    }
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&rows)? + "\n");
+    }
+    let mut out = String::new();
+    if rows.is_empty() {
+        out += "vikingfs mounts: none\n";
+    } else {
+        out += "vikingfs mounts:\n";
+    }
+    for r in &rows {
+        let state = match (&r.error, &r.remedy, r.daemon_pid) {
+            (Some(e), Some(fix), _) => format!("dead ({e}): run {fix}"),
+            (_, _, Some(pid)) => format!("daemon pid {pid}"),
+            _ => "daemon not in its workspace's registry on this host".to_string(),
+        };
+        out += &format!(
+            "  {}  workspace {}  {state}\n",
+            r.mountpoint.display(),
+            r.workspace.display()
+        );
+    }
+    if let Some(ws) = ws {
+        out += "\n";
+        out += &render(ctx, &ws, false)?;
     }
     Ok(out)
 }

@@ -37,7 +37,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 
 /// Watch until every queue is drained by whoever works it.
 pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.existing_workspace()?;
     let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend)?;
     let mut bar = Bar::new();
     // A daemon rebuilding a lost index from the files: its files left count as outstanding.
@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
 
 /// Drain the handlers' queues in this process (no daemon is running).
 pub fn run_draining(ctx: &Ctx, args: &WaitArgs, handlers: Vec<HandlerSpec>) -> anyhow::Result<i32> {
-    let queue = crate::ops::open_queue_of(&ctx.workspace()?, &ctx.config.backend)?;
+    let queue = crate::ops::open_queue_of(&ctx.existing_workspace()?, &ctx.config.backend)?;
     let mut bar = Bar::new();
     let drained = queue::drain(&queue, handlers, timeout(args), |p| bar.update(p))?;
     finish(&queue, args, drained, bar)

@@ -1,4 +1,4 @@
-//! `vikingfs write URI`: a file's whole content from standard input, as the mount writes on
+//! `vikingfs write URI|PATH`: a file's whole content from standard input, as the mount writes on
 //! close (EXACT lock, jobs queued, atomic replace).
 
 use std::io::Read;
@@ -12,7 +12,8 @@ use super::Ctx;
 
 #[derive(Args, Debug)]
 pub struct WriteArgs {
-    /// The viking:// URI of the file to write (its directory must exist).
+    /// The viking:// URI of the file to write, or its path under a mount of the workspace
+    /// (its directory must exist).
     pub uri: String,
     /// Read the content from this file instead of standard input.
     #[arg(long, value_name = "PATH")]
@@ -20,9 +21,9 @@ pub struct WriteArgs {
 }
 
 pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
-    let ops = open_locked(ctx)?;
     let what = format!("write {}", a.uri);
-    let p = ops.parse(&a.uri).with_context(|| what.clone())?;
+    let p = ctx.target(&a.uri).with_context(|| what.clone())?;
+    let ops = open_locked(ctx)?;
     let bytes = match &a.from {
         Some(f) => std::fs::read(f).with_context(|| format!("{what}: {}", f.display()))?,
         None => {

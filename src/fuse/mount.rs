@@ -217,15 +217,87 @@ pub fn unmount(mp: &Path) -> Result<(), MountError> {
     })
 }
 
+/// One line of the mount table (`/proc/self/mountinfo`), its escapes undone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub mountpoint: PathBuf,
+    /// `fuse.vikingfs` for ours.
+    pub fstype: String,
+    /// What was mounted: for vikingfs, the workspace's root.
+    pub source: String,
+}
+
+/// The filesystem type vikingfs mounts with (`mount_fuse`).
+pub const FSTYPE: &str = "fuse.vikingfs";
+
+/// This process's mount table, in the kernel's order (a later entry lies over an earlier one
+/// on the same mount point); empty when it cannot be read.
+pub fn mount_table() -> Vec<MountEntry> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mountinfo(&t))
+        .unwrap_or_default()
+}
+
+/// The vikingfs mounts of the table, as (mount point, workspace).
+pub fn vikingfs_mounts() -> Vec<(PathBuf, PathBuf)> {
+    mount_table()
+        .into_iter()
+        .filter(|e| e.fstype == FSTYPE)
+        .map(|e| (e.mountpoint, PathBuf::from(e.source)))
+        .collect()
+}
+
+/// `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS`
+/// (proc(5)); the source and mount point with `\ooo` escapes for space, tab, newline, `\\`.
+fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let mountpoint = f.nth(4)?;
+            let mut rest = f.skip_while(|x| *x != "-").skip(1);
+            let (fstype, source) = (rest.next()?, rest.next()?);
+            Some(MountEntry {
+                mountpoint: PathBuf::from(unescape(mountpoint)),
+                fstype: unescape(fstype),
+                source: unescape(source),
+            })
+        })
+        .collect()
+}
+
+/// Undo the kernel's octal escapes (`\040` is a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) if b[i] == b'\\' => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    use std::os::unix::ffi::OsStringExt;
+    std::ffi::OsString::from_vec(out)
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn mount_entry(mp: &Path) -> Option<(String, String)> {
     let want = mp.canonicalize().unwrap_or_else(|_| mp.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().rev().find_map(|l| {
-        let mut f = l.split(' ');
-        let (src, target, ty) = (f.next()?, f.next()?, f.next()?);
-        let target = target.replace("\\040", " ");
-        (Path::new(&target) == want).then(|| (src.to_string(), ty.to_string()))
-    })
+    mount_table()
+        .into_iter()
+        .rev()
+        .find(|e| e.mountpoint == want)
+        .map(|e| (e.source, e.fstype))
 }
 
 /// Whether something is mounted exactly at `mp`.
@@ -233,12 +305,12 @@ pub fn is_mount_point(mp: &Path) -> bool {
     mount_entry(mp).is_some()
 }
 
-/// The source /proc/self/mounts shows for the mount at `mp` (for vikingfs: the workspace).
+/// The source the mount table shows for the mount at `mp` (for vikingfs: the workspace).
 pub fn mounted_source(mp: &Path) -> Option<PathBuf> {
-    mount_entry(mp).map(|(s, _)| PathBuf::from(s.replace("\\040", " ")))
+    mount_entry(mp).map(|(s, _)| PathBuf::from(s))
 }
 
-/// The type /proc/self/mounts shows for the mount at `mp`.
+/// The type the mount table shows for the mount at `mp`.
 pub fn mounted_fs_type(mp: &Path) -> Option<String> {
     mount_entry(mp).map(|(_, t)| t)
 }
@@ -370,5 +442,19 @@ mod tests {
         }
         let e = parse_options(&["rw,bogus=1"]).unwrap_err();
         assert_eq!(e.to_string(), "unknown mount option \"bogus=1\"");
+    }
+
+    #[test]
+    fn mountinfo_lines_with_escapes_and_optional_fields() {
+        let t = "22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+                 90 27 0:50 / /tmp/a\\040b/mnt rw,nosuid shared:7 master:1 - fuse.vikingfs \
+                 /tmp/a\\040b/ws\\134x rw,user_id=0\n\
+                 garbage\n";
+        let e = parse_mountinfo(t);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[1].mountpoint, Path::new("/tmp/a b/mnt"));
+        assert_eq!(e[1].fstype, FSTYPE);
+        assert_eq!(e[1].source, "/tmp/a b/ws\\x");
+        assert_eq!(unescape("\\04x\\"), "\\04x\\");
     }
 }

@@ -11,6 +11,7 @@ mod mount_concurrency;
 mod mount_content;
 mod mount_crash;
 mod mount_differential;
+mod mount_discovery;
 mod mount_fds;
 mod mount_full_disk;
 mod mount_hosts;

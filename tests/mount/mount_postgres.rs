@@ -121,10 +121,11 @@ fn a_bad_dsn_is_one_line_and_creates_no_workspace() {
     )
     .unwrap();
     let ws = home.path().join("ws");
+    // A command that would create the workspace (one that only reads never does).
     let out = vikingfs(home.path())
         .arg("--workspace")
         .arg(&ws)
-        .args(["status"])
+        .args(["write", "viking://resources/a.md", "--from", "/dev/null"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -149,23 +150,25 @@ fn a_second_workspace_on_the_same_database_is_refused_in_one_line() {
         config(&server.dsn()),
     )
     .unwrap();
-    let status = |ws: &str| {
+    let run = |ws: &str, args: &[&str]| {
         vikingfs(home.path())
             .arg("--workspace")
             .arg(home.path().join(ws))
-            .args(["status", "--json"])
+            .args(args)
             .output()
             .unwrap()
     };
-    let first = status("one");
+    // Made by a command that writes (one that only reads creates no workspace).
+    let write = ["write", "viking://resources/a.md", "--from", "/dev/null"];
+    let first = run("one", &write);
     assert!(
         first.status.success(),
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
     // The same workspace again (another host of it): fine.
-    assert!(status("one").status.success());
-    let other = status("two");
+    assert!(run("one", &["status", "--json"]).status.success());
+    let other = run("two", &write);
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

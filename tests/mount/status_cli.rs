@@ -54,3 +54,65 @@ fn bad_watch_interval_is_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--watch"), "{err}");
 }
+
+/// A read-only command never creates the workspace it is pointed at: one line naming it and
+/// the remedy, exit 1, and nothing on disk.
+#[test]
+fn read_only_commands_on_a_missing_workspace_create_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("missing/ws");
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["find", "anything"],
+        &["locks"],
+        &["wait"],
+        &["wait", "--watch"],
+        &["fsck"],
+        &["session", "list"],
+        &["session", "show", "s1"],
+    ] {
+        let out = vikingfs(&ws).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "vikingfs: no workspace at {} (vikingfs mount {} MOUNTPOINT creates one)",
+                ws.display(),
+                ws.display()
+            ),
+            "{args:?}"
+        );
+        assert!(!d.path().join("missing").exists(), "{args:?} created it");
+    }
+    // A directory that holds no workspace is not made one either.
+    let plain = d.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::write(plain.join("notes.txt"), "mine\n").unwrap();
+    let out = vikingfs(&plain).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no workspace at"));
+    assert_eq!(
+        std::fs::read_dir(&plain).unwrap().count(),
+        1,
+        "status wrote into {plain:?}"
+    );
+    // `config show` needs none: it says where the workspace would be.
+    let out = vikingfs(&ws).args(["config", "show"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(does not exist yet)"));
+    // A command that changes the workspace still creates it with defaults.
+    let out = vikingfs(&ws)
+        .args(["write", "viking://resources/a.md", "--from", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ws.join("viking/default/resources/a.md").is_file());
+    let out = vikingfs(&ws).args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+}

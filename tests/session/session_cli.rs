@@ -10,11 +10,20 @@ use session::Ws;
 fn bad_input_is_one_line_and_changes_nothing() {
     let ws = Ws::new();
     for (args, want) in [
+        // A path (it has a `/`, or is `.` or `..`) names a session's directory under a
+        // mount: none here.
         (
             vec!["session", "add", "../x", "user", "hi"],
-            "names no session",
+            "neither a viking:// URI nor a path under a mount",
         ),
-        (vec!["session", "add", "..", "user", "hi"], "'..'"),
+        (
+            vec!["session", "add", "..", "user", "hi"],
+            "neither a viking:// URI nor a path under a mount",
+        ),
+        (
+            vec!["session", "add", "viking://session/..", "user", "hi"],
+            "'..'",
+        ),
         (vec!["session", "add", "s", "", "hi"], "empty role"),
         (vec!["session", "commit", "nope"], "does not exist"),
         (
