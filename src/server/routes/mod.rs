@@ -4,6 +4,9 @@
 //! header, and the envelope for the framework's own answers (an unknown route, a wrong method,
 //! a body over the limit).
 
+pub mod content;
+pub mod fs;
+pub mod resources;
 pub mod system;
 
 use std::sync::Arc;
@@ -29,6 +32,9 @@ pub fn router(api: Arc<Api>) -> Router {
     let cors = cors(&api.config.cors_origins);
     Router::new()
         .merge(system::routes())
+        .merge(fs::routes())
+        .merge(content::routes())
+        .merge(resources::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(framework_errors))
