@@ -6,3 +6,5 @@
 mod support;
 
 mod api_envelope;
+mod api_fs;
+mod api_fs_clients;
