@@ -1059,3 +1059,49 @@ fn a_user_key_sees_only_its_own_user_tree() {
         "UNAUTHENTICATED",
     );
 }
+
+#[test]
+fn bodies_and_reads_over_the_limit_are_refused_and_downloads_stream() {
+    let s = Served::with_config(json!({ "server": { "max_body_bytes": 100_000 } }));
+    let (code, v) = upload(&s, &[], "big.bin", &vec![7u8; 200_000]);
+    assert_eq!((code, v["status"].as_str()), (413, Some("error")), "{v}");
+    // Nothing of it is kept in the daemon's upload directory.
+    let prefix = format!("vikingfs-uploads-{}-", s.child.id());
+    let dirs: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert_eq!(dirs.len(), 1, "the daemon's upload directory");
+    let kept: Vec<_> = std::fs::read_dir(dirs[0].path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(kept.is_empty(), "{kept:?}");
+    // A file bigger than the limit (made behind the API) is not read into one JSON string,
+    // but downloads whole.
+    let big = data(&s).join("resources/big.txt");
+    std::fs::write(&big, "y".repeat(150_000)).unwrap();
+    let e = err(
+        get(
+            &s,
+            &format!(
+                "/api/v1/content/read?uri={}",
+                q("viking://resources/big.txt")
+            ),
+        ),
+        429,
+        "RESOURCE_EXHAUSTED",
+    );
+    assert_eq!(e["details"]["reason"], "read_limit_exceeded", "{e}");
+    let (code, bytes) = s.call_raw(
+        "GET",
+        &format!(
+            "/api/v1/content/download?uri={}",
+            q("viking://resources/big.txt")
+        ),
+        &[],
+        None,
+    );
+    assert_eq!((code, bytes.len()), (200, 150_000));
+}

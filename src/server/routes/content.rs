@@ -227,7 +227,8 @@ async fn download(
     .await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     tokio::task::spawn_blocking(move || {
-        let mut file = file;
+        // The length announced is what is sent, should the file grow meanwhile.
+        let mut file = file.take(size);
         loop {
             let mut buf = vec![0u8; CHUNK];
             let r = match file.read(&mut buf) {
@@ -323,8 +324,9 @@ async fn write(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<WriteBo
         let uri = p.uri();
         let fail = |e| ApiError::from_ops(&uri, e);
         let parent = p.parent().unwrap_or_else(VPath::root);
-        // The file's directory is made as OpenViking makes it, each level a locked mkdir.
-        if parent.depth() > 1 {
+        // A missing directory is made as OpenViking makes it, each level a locked mkdir.
+        let missing = || std::fs::symlink_metadata(api.ops.workspace().fs_path(&parent)).is_err();
+        if parent.depth() > 1 && missing() {
             match api.ops.mkdir(&parent, true) {
                 Ok(()) | Err(OpsError::Exists(_)) => {}
                 Err(e) => return Err(fail(e)),

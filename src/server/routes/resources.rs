@@ -60,11 +60,7 @@ impl Drop for Receiving<'_> {
 
 /// `temp_upload`: the multipart field `file` kept for a later add (`telemetry` and
 /// `upload_mode` are accepted and ignored: uploads are local to this daemon).
-async fn temp_upload(
-    State(_api): State<Arc<Api>>,
-    who: Identity,
-    form: Result<Multipart, MultipartRejection>,
-) -> ApiResult {
+async fn temp_upload(who: Identity, form: Result<Multipart, MultipartRejection>) -> ApiResult {
     let mut form = form.map_err(|r| ApiError::framework(r.status(), r.body_text()))?;
     let uploads = upload::uploads()?;
     let mut id = None;
@@ -219,6 +215,12 @@ fn add_now(
             Some(n) => n.to_string(),
             None => default_name(&up.original, zipped),
         };
+        // One name: it is joined onto the staging directory.
+        if name.contains('/') {
+            return Err(ApiError::invalid(format!(
+                "source_name {name:?}: a name, not a path"
+            )));
+        }
         crate::uri::check_component(&name, &name).map_err(|e| {
             ApiError::invalid(format!("source_name: {e}"))
                 .with_details(json!({ "source_name": name }))
