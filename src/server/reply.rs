@@ -2,7 +2,7 @@
 //! `{"status":"ok","result":…}` or `{"status":"error","error":{"code","message","details"}}`
 //! (0.5.2's `Response` model: the time a request took is its `X-Process-Time` header), with the HTTP status OpenViking's `ERROR_CODE_TO_HTTP_STATUS` gives
 //! the code (`openviking/server/models.py`, 0.5.2). How an operation's failure becomes a code is
-//! [`ApiError::from`] over [`OpsError`]: one table for every route and the MCP tools.
+//! [`ApiError::from_ops`] over [`OpsError`]: one table for every route and the MCP tools.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -6,7 +6,7 @@
 //! (modes `replace`, `create` — OpenViking's alias of replace — and `append`, through the
 //! locked write the mount and `vikingfs write` use).
 //!
-//! Reads go through [`super::fs::View`]: no lock, no symlink followed, internal names never
+//! Reads go through `fs::View`: no lock, no symlink followed, internal names never
 //! reachable (a URI naming one is refused when it is parsed).
 
 use std::io::Read;

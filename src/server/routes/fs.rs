@@ -1,7 +1,7 @@
 //! The filesystem routes of OpenViking 0.5.2 (`openviking/server/routers/filesystem.py`):
 //! `GET /api/v1/fs/ls`, `GET /api/v1/fs/tree`, `GET /api/v1/fs/stat`, `POST /api/v1/fs/mkdir`,
 //! `POST /api/v1/fs/mv` and `DELETE /api/v1/fs`; and the namespace as the API shows it
-//! ([`View`]), which the content routes read through too.
+//! (`View`), which the content routes read through too.
 //!
 //! - Changes are the locked operations the mount and the CLI run (`ops.mkdir`, `ops.mv`,
 //!   `ops.rm`); reads go straight to the files, without a lock, as the mount's do.

@@ -1,6 +1,6 @@
 //! The resource routes of OpenViking 0.5.2 (`openviking/server/routers/resources.py`):
 //! `POST /api/v1/resources/temp_upload` (a multipart `file`, kept until it is added: see
-//! [`upload`]) and `POST /api/v1/resources` (add-resource, the locked operation the CLI's
+//! `upload`) and `POST /api/v1/resources` (add-resource, the locked operation the CLI's
 //! `vikingfs add-resource` runs, `ops.add_resource`).
 //!
 //! - The content comes from an upload (`temp_file_id`; a zip is a directory, unpacked
