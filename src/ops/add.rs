@@ -281,7 +281,12 @@ impl Locked {
 
     fn sync_dir(&self, src: &Path, dst: &VPath, out: &mut Synced) -> Result<()> {
         let dst_fs = self.backing(dst);
-        match std::fs::create_dir(&dst_fs) {
+        // 0755 whatever the umask: the daemon (which adds for the API) runs without one.
+        let made = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o755).create(&dst_fs)
+        };
+        match made {
             Ok(()) => {
                 out.dirty.insert(dst.clone());
                 if let Some(p) = dst.parent() {

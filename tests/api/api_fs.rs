@@ -833,6 +833,19 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
         std::fs::read_to_string(data(&s).join("resources/docs/sub/b.md")).unwrap(),
         "beta about vectors"
     );
+    // The daemon runs without a umask: nothing added is left writable by everyone.
+    use std::os::unix::fs::PermissionsExt;
+    for p in [
+        "resources/docs/sub",
+        "resources/docs/sub/b.md",
+        "resources/docs/a.md",
+    ] {
+        let mode = std::fs::metadata(data(&s).join(p))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o022, 0, "{p}: {mode:o}");
+    }
     assert!(
         data(&s).join("resources/docs/.abstract.md").is_file(),
         "waited for its summary"

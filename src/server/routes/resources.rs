@@ -228,7 +228,11 @@ fn add_now(
         let staging = uploads.staging()?;
         let dest = staging.path().join(&name);
         if zipped {
-            std::fs::create_dir(&dest).map_err(|e| ApiError::internal(e.to_string()))?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&dest)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
             upload::unpack(&up.path, &dest)?;
         } else {
             std::fs::rename(&up.path, &dest).map_err(|e| ApiError::internal(e.to_string()))?;

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -125,9 +126,11 @@ impl Uploads {
         self.expire();
         let id = new_id(original);
         let path = self.dir.path().join(&id);
+        // 0644 whatever the daemon's umask: add-resource keeps a file's mode.
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o644)
             .open(&path)
             .map_err(internal)?;
         self.held.lock().insert(
@@ -234,16 +237,25 @@ pub fn unpack(zip: &Path, into: &Path) -> Result<usize, ApiError> {
             continue;
         }
         let dest = into.join(&rel);
+        // Modes spelled out: the daemon runs with no umask, and add-resource keeps a file's.
+        let dirs = |d: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(d)
+                .map_err(|e| bad_zip(format!("{name}: {e}")))
+        };
         if is_dir {
-            std::fs::create_dir_all(&dest).map_err(|e| bad_zip(format!("{name}: {e}")))?;
+            dirs(&dest)?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| bad_zip(format!("{name}: {e}")))?;
+            dirs(parent)?;
         }
         let mut out = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o644)
             .open(&dest)
             .map_err(|e| bad_zip(format!("{name}: {e}")))?;
         let left = MAX_UNPACKED - total;
