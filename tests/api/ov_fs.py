@@ -12,8 +12,10 @@ check that failed.
 """
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,7 @@ a = ap.parse_args()
 url, ov, key = a.url, a.ov, a.key
 
 home = tempfile.mkdtemp(prefix="ov-fs-home-")
+atexit.register(shutil.rmtree, home, True)
 os.makedirs(os.path.join(home, ".openviking"))
 with open(os.path.join(home, ".openviking", "ovcli.settings.conf"), "w") as f:
     json.dump({"language": "en"}, f)
@@ -74,6 +77,7 @@ if a.held:
     fails("rm of a held tree", "CONFLICT", "rm", a.held, "-r")
 
 src = tempfile.mkdtemp(prefix="ov-fs-")
+atexit.register(shutil.rmtree, src, True)
 docs = os.path.join(src, "docs")
 os.makedirs(os.path.join(docs, "sub"))
 alpha = "# Alpha guide\n\nThe alpha service handles authentication tokens.\n"

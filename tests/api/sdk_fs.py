@@ -9,7 +9,9 @@ With --held, URI is a tree another process holds locked: removing it must fail b
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -61,6 +63,7 @@ if a.held:
     check("busy: still there", c.stat(a.held)["isDir"] is True)
 
 src = tempfile.mkdtemp(prefix="sdk-fs-")
+atexit.register(shutil.rmtree, src, True)
 docs = os.path.join(src, "docs")
 os.makedirs(os.path.join(docs, "sub"))
 alpha = "# Alpha guide\n\nThe alpha service handles authentication tokens.\nSecond line.\n"
