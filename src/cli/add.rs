@@ -43,10 +43,17 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
         None => open_locked(ctx)?,
     };
     let copy = bar(0, "copying");
-    let res = ops.add_resource(&a.local_path, &AddOptions { to }, &mut |done, total| {
-        copy.set_length(total);
-        copy.set_position(done);
-    });
+    let res = ops.add_resource(
+        &a.local_path,
+        &AddOptions {
+            to,
+            ..AddOptions::default()
+        },
+        &mut |done, total| {
+            copy.set_length(total);
+            copy.set_position(done);
+        },
+    );
     copy.finish_and_clear();
     let report = match res {
         Ok(r) => r,

@@ -28,8 +28,11 @@ use crate::uri::VPath;
 /// Options of [`Locked::add_resource`].
 #[derive(Debug, Clone, Default)]
 pub struct AddOptions {
-    /// Where to put it; default `viking://resources/NAME` (or `NAME_1`, … when taken).
+    /// Where to put it; default `PARENT/NAME` (or `NAME_1`, … when taken).
     pub to: Option<VPath>,
+    /// The directory the default target is made in (it must exist); default
+    /// `viking://resources`. Ignored with `to`.
+    pub parent: Option<VPath>,
 }
 
 /// What an add did.
@@ -82,7 +85,8 @@ pub(crate) fn process_owner() -> String {
 }
 
 impl Locked {
-    /// `vikingfs add-resource LOCAL_PATH [--to URI]`. `progress(done, total)` follows the
+    /// `vikingfs add-resource LOCAL_PATH [--to URI]` (and the API's `POST /api/v1/resources`,
+    /// which may name the parent instead). `progress(done, total)` follows the
     /// staging copy. Returns once the content is in place and its jobs are queued; the
     /// lifecycle lock is released by the last job.
     pub fn add_resource(
@@ -215,9 +219,19 @@ impl Locked {
             self.lifecycle_acquire(handle, to, kind)?;
             return Ok((to.clone(), exists));
         }
-        let resources = VPath::root().join("resources")?;
+        let base = match &opts.parent {
+            Some(dir) => {
+                match stat(&self.backing(dir))? {
+                    None => return Err(OpsError::NotFound(dir.uri())),
+                    Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(dir.uri())),
+                    Some(_) => {}
+                }
+                dir.clone()
+            }
+            None => VPath::root().join("resources")?,
+        };
         for n in 0..10_000usize {
-            let cand = resources.join(&if n == 0 {
+            let cand = base.join(&if n == 0 {
                 name.to_string()
             } else {
                 suffixed(name, n, is_file)
@@ -246,7 +260,7 @@ impl Locked {
             }
             return Ok((cand, false));
         }
-        Err(OpsError::Exists(resources.join(name)?.uri()))
+        Err(OpsError::Exists(base.join(name)?.uri()))
     }
 
     /// Make `target` hold exactly the staged content. Idempotent: staging is left complete.
@@ -267,7 +281,12 @@ impl Locked {
 
     fn sync_dir(&self, src: &Path, dst: &VPath, out: &mut Synced) -> Result<()> {
         let dst_fs = self.backing(dst);
-        match std::fs::create_dir(&dst_fs) {
+        // 0755 whatever the umask: the daemon (which adds for the API) runs without one.
+        let made = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o755).create(&dst_fs)
+        };
+        match made {
             Ok(()) => {
                 out.dirty.insert(dst.clone());
                 if let Some(p) = dst.parent() {

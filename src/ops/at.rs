@@ -52,6 +52,11 @@ impl VRoot {
         }
     }
 
+    /// mkdir(2) of `p` with `mode`.
+    pub fn mkdir(&self, p: &VPath, mode: u32) -> io::Result<()> {
+        self.0.at(p.as_bytes(), |d, n| sys::mkdirat(d, n, mode))
+    }
+
     pub fn remove_file(&self, p: &VPath) -> io::Result<()> {
         self.0.remove_file(p.as_bytes())
     }

@@ -1,11 +1,14 @@
-//! Writes of one file (what the mount calls on close) and the notifications the mount sends
-//! for changes it made itself.
+//! Writes of one file (what the mount calls on close, `vikingfs write` and the API's
+//! `content/write` with its `append` mode), the API's `mkdir`, and the notifications the mount
+//! sends for changes it made itself.
 //!
 //! Under the file's EXACT lock its old record is dropped (a search misses it rather than
 //! naming it for text it no longer holds) and the embedding and the parent's summary are
 //! enqueued *before* the bytes are written: a crash after the write can then not leave a file without its job,
 //! and a job that runs early and reads the old bytes finds, under the same lock, that the
 //! version changed and retries (or a newer job of its key supersedes it).
+
+use std::io::Read;
 
 use super::rm::check_user_path;
 use super::{Locked, OpsError, Result};
@@ -15,6 +18,31 @@ impl Locked {
     /// Write `bytes` as the whole content of file `p` (created when missing; its directory
     /// must exist), atomically, then have it re-indexed.
     pub fn write_file(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
+        self.write_with(p, false, |_| Ok(bytes.to_vec())).map(drop)
+    }
+
+    /// Append `bytes` to file `p` (created when missing; its directory must exist): the old
+    /// content is read under the same EXACT lock the write takes and the whole file replaced
+    /// atomically, as [`Locked::write_file`] does, so two appends never lose one another and a
+    /// crash leaves the old content or the new, never half of it (OpenViking appends the same
+    /// way). Returns the file's new length.
+    pub fn append_file(&self, p: &VPath, bytes: &[u8]) -> Result<usize> {
+        self.write_with(p, true, |old| {
+            let mut out = old.unwrap_or_default();
+            out.extend_from_slice(bytes);
+            Ok(out)
+        })
+    }
+
+    /// The one write of a whole file: `compose` makes the new content from the old (read
+    /// under the file's EXACT lock when `read_old`; `None` for a new file). Returns the new
+    /// content's length.
+    fn write_with(
+        &self,
+        p: &VPath,
+        read_old: bool,
+        compose: impl FnOnce(Option<Vec<u8>>) -> Result<Vec<u8>>,
+    ) -> Result<usize> {
         check_user_path(p)?;
         let parent = p.parent().expect("depth checked");
         match self.lstat(&parent)? {
@@ -24,9 +52,13 @@ impl Locked {
         }
         let fs = self.backing(p);
         let _guard = self.lock(&[(p.clone(), crate::lock::LockKind::Exact)])?;
-        if self.lstat(p)?.is_some_and(|m| m.is_dir()) {
-            return Err(OpsError::IsADirectory(p.uri()));
-        }
+        let old = match self.lstat(p)? {
+            Some(m) if m.is_dir() => return Err(OpsError::IsADirectory(p.uri())),
+            Some(_) if read_old => Some(self.read_whole(p)?),
+            Some(_) => None,
+            None => None,
+        };
+        let bytes = compose(old)?;
         crate::crash_point!("write.locked");
         // The old record would name this file for words it is about to lose: better no
         // result until the job has indexed the new content than a wrong one.
@@ -34,9 +66,61 @@ impl Locked {
         self.queue.enqueue_many(&self.derive.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
         self.root
-            .write_atomic(p, bytes, crate::fsx::new_file_mode())
+            .write_atomic(p, &bytes, crate::fsx::new_file_mode())
             .map_err(|e| OpsError::io(&fs, e))?;
         crate::crash_point!("write.written");
+        Ok(bytes.len())
+    }
+
+    /// The content of file `p` (a final symlink is not followed: ELOOP).
+    fn read_whole(&self, p: &VPath) -> Result<Vec<u8>> {
+        let fs = self.backing(p);
+        let mut out = Vec::new();
+        self.root
+            .open_read(p)
+            .and_then(|mut f| f.read_to_end(&mut out))
+            .map_err(|e| OpsError::io(&fs, e))?;
+        Ok(out)
+    }
+
+    /// `mkdir [-p]` (the API's `fs/mkdir`): directory `p` under its EXACT lock, as the
+    /// mount's mkdir(2) takes it ([`super::LockedMutations`]), then its parent's summary
+    /// queued. With `parents`, each missing ancestor is made first in the same way (what
+    /// OpenViking's mkdir does); without, a missing parent is `NotFound`. An existing `p` is
+    /// `Exists`.
+    pub fn mkdir(&self, p: &VPath, parents: bool) -> Result<()> {
+        check_user_path(p)?;
+        let mut chain = vec![p.clone()];
+        let mut up = p.parent().expect("depth checked");
+        // The scopes exist (`Workspace::open` makes them); below them, what is missing.
+        while up.depth() > 1 && self.lstat(&up)?.is_none() {
+            if !parents {
+                return Err(OpsError::NotFound(up.uri()));
+            }
+            chain.push(up.clone());
+            up = up.parent().expect("depth > 1");
+        }
+        match self.lstat(&up)? {
+            Some(m) if m.is_dir() => {}
+            Some(_) => return Err(OpsError::NotADirectory(up.uri())),
+            None => return Err(OpsError::NotFound(up.uri())),
+        }
+        for d in chain.iter().rev() {
+            let made = self.under_exact(d, Release::Now, || self.root.mkdir(d, 0o755))?;
+            match made {
+                Ok(()) => {}
+                // An ancestor someone made meanwhile serves as well.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d != p => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(OpsError::Exists(d.uri()))
+                }
+                Err(e) => return Err(OpsError::io(self.backing(d), e)),
+            }
+            // The directory stands; a summary that failed to queue is rebuilt by fsck.
+            if let Err(e) = self.dir_created(d) {
+                tracing::warn!(path = %d, error = %crate::error::Chain(&e), "derived update failed; fsck --repair rebuilds it");
+            }
+        }
         Ok(())
     }
 

@@ -142,6 +142,36 @@ impl DataRoot {
         self.at(rel, |d, n| at::openat(d, n, flags, mode))
     }
 
+    /// Open `rel` with `flags` without following a symlink anywhere on the way: each
+    /// directory is opened `O_PATH | O_NOFOLLOW | O_DIRECTORY` relative to the one before
+    /// (a symlink there is `ENOTDIR`), the last `flags | O_NOFOLLOW` (a symlink: `ELOOP`).
+    /// For a reader on behalf of a remote caller (the HTTP API): a symlink a local user made
+    /// through the mount must not hand it the host's files. `rel` has no `.` or `..`
+    /// component (a namespace path), so the walk never leaves the root.
+    pub fn open_nofollow(&self, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
+        let mut parts = rel
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .peekable();
+        let mut cur: Option<OwnedFd> = None;
+        while let Some(part) = parts.next() {
+            let dir = cur.as_ref().map_or(self.as_fd(), |f| f.as_fd());
+            let last = parts.peek().is_none();
+            let f = if last {
+                flags | OFlags::NOFOLLOW
+            } else {
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW
+            };
+            let fd = with_c(part, |c| at::openat(dir, c, f, 0))?;
+            if last {
+                return Ok(fd);
+            }
+            cur = Some(fd);
+        }
+        // The root itself.
+        at::openat(self.as_fd(), c".", flags, 0)
+    }
+
     /// Open the directory `rel` `O_PATH` (`ENOTDIR` when something else is there).
     pub fn open_dir(&self, rel: &[u8]) -> io::Result<OwnedFd> {
         self.at(rel, |d, n| at::open_dir_path(d, n))

@@ -7,4 +7,6 @@ mod support;
 
 mod api_abuse;
 mod api_envelope;
+mod api_fs;
+mod api_fs_clients;
 mod api_keys;

@@ -20,3 +20,4 @@ mod ops_cli;
 mod ops_race;
 mod ops_seam;
 mod ops_vlm;
+mod ops_write;

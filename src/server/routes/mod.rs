@@ -5,6 +5,9 @@
 //! a body over the limit).
 
 pub mod admin;
+pub mod content;
+pub mod fs;
+pub mod resources;
 pub mod system;
 
 use std::sync::Arc;
@@ -31,6 +34,9 @@ pub fn router(api: Arc<Api>) -> Router {
     Router::new()
         .merge(system::routes())
         .merge(admin::routes())
+        .merge(fs::routes())
+        .merge(content::routes())
+        .merge(resources::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

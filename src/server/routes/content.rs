@@ -1,0 +1,394 @@
+//! The content routes of OpenViking 0.5.2 (`openviking/server/routers/content.py`):
+//! `GET /api/v1/content/read` (lines `offset`..`offset+limit`, as Python slices them),
+//! `GET /api/v1/content/abstract` and `/overview` (a directory's `.abstract.md` and
+//! `.overview.md`, which the workers write; a file's are its directory's),
+//! `GET /api/v1/content/download` (the raw bytes, streamed) and `POST /api/v1/content/write`
+//! (modes `replace`, `create` — OpenViking's alias of replace — and `append`, through the
+//! locked write the mount and `vikingfs write` use).
+//!
+//! Reads go through `fs::View`: no lock, no symlink followed, internal names never
+//! reachable (a URI naming one is refused when it is parsed).
+
+use std::io::Read;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::fs::{abstract_or_placeholder, not_found, overview_or_placeholder, wait_drained, View};
+use super::Routes;
+use crate::ops::OpsError;
+use crate::server::auth::Identity;
+use crate::server::extract::{Body, Params};
+use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::{blocking, Api};
+use crate::uri::VPath;
+
+pub fn routes() -> Routes {
+    Routes::new()
+        .route("/api/v1/content/read", get(read))
+        .route("/api/v1/content/abstract", get(abstract_))
+        .route("/api/v1/content/overview", get(overview))
+        .route("/api/v1/content/download", get(download))
+        .route("/api/v1/content/write", post(write))
+}
+
+#[derive(Deserialize)]
+struct ReadQuery {
+    uri: String,
+    #[serde(default)]
+    offset: i64,
+    #[serde(default = "to_end")]
+    limit: i64,
+}
+
+fn to_end() -> i64 {
+    -1
+}
+
+/// Python's `str.splitlines(keepends=True)`: the lines with their ends, at every boundary
+/// Python knows (`\n`, `\r`, `\r\n`, `\v`, `\f`, `\x1c`–`\x1e`, `\x85`, `\u2028`, `\u2029`).
+fn split_lines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let end = match c {
+            '\r' => match it.peek() {
+                Some(&(j, '\n')) => {
+                    it.next();
+                    j + 1
+                }
+                _ => i + 1,
+            },
+            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}'
+            | '\u{2029}' => i + c.len_utf8(),
+            _ => continue,
+        };
+        out.push(&text[start..end]);
+        start = end;
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// `lines[offset:]` (limit -1) or `lines[offset:offset+limit]`, with Python's slice rules
+/// (a negative index counts from the end; out of range clamps).
+fn slice_lines(text: &str, offset: i64, limit: i64) -> String {
+    if offset == 0 && limit == -1 {
+        return text.to_string();
+    }
+    let lines = split_lines(text);
+    let n = lines.len() as i64;
+    let norm = |i: i64| if i < 0 { (i + n).max(0) } else { i.min(n) };
+    let start = norm(offset);
+    let stop = if limit == -1 { n } else { norm(offset + limit) };
+    if stop <= start {
+        return String::new();
+    }
+    lines[start as usize..stop as usize].concat()
+}
+
+/// The file's text (invalid UTF-8 replaced), up to `server.max_body_bytes`: a bigger file
+/// is downloaded, not read into one JSON string.
+fn read_text(api: &Api, view: &View, p: &VPath) -> Result<String, ApiError> {
+    let (file, st) = view.open_file(p)?;
+    let max = api.config.max_body_bytes as u64;
+    let too_big = |size: u64| {
+        ApiError::new(
+            "RESOURCE_EXHAUSTED",
+            "File exceeds the configured read size limit",
+        )
+        .with_details(json!({
+            "uri": p.uri(), "reason": "read_limit_exceeded",
+            "size_bytes": size, "max_bytes": max,
+        }))
+    };
+    if st.st_size as u64 > max {
+        return Err(too_big(st.st_size as u64));
+    }
+    let mut bytes = Vec::with_capacity(st.st_size as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ApiError::from_ops(&p.uri(), OpsError::io(p.uri(), e)))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+async fn read(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Params(q): Params<ReadQuery>,
+) -> ApiResult {
+    let p = who.path(&q.uri)?;
+    blocking(move || {
+        let view = View::open(&api)?;
+        let text = read_text(&api, &view, &p)?;
+        ok(slice_lines(&text, q.offset, q.limit))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct UriQuery {
+    uri: String,
+}
+
+/// The directory whose summaries `p` shows: itself, or a file's directory.
+fn summary_dir(view: &View, p: &VPath) -> Result<VPath, ApiError> {
+    let st = view.stat(p)?.ok_or_else(|| not_found(p))?;
+    Ok(if st.is_dir() {
+        p.clone()
+    } else {
+        p.parent().unwrap_or_else(VPath::root)
+    })
+}
+
+async fn abstract_(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Params(q): Params<UriQuery>,
+) -> ApiResult {
+    let p = who.path(&q.uri)?;
+    blocking(move || {
+        let view = View::open(&api)?;
+        let dir = summary_dir(&view, &p)?;
+        ok(abstract_or_placeholder(&view, &dir))
+    })
+    .await
+}
+
+async fn overview(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Params(q): Params<UriQuery>,
+) -> ApiResult {
+    let p = who.path(&q.uri)?;
+    blocking(move || {
+        let view = View::open(&api)?;
+        let dir = summary_dir(&view, &p)?;
+        ok(overview_or_placeholder(&view, &dir))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct DownloadQuery {
+    uri: Option<String>,
+}
+
+/// Python's `urllib.parse.quote` of a file name (every byte but `A-Za-z0-9_.-~/`
+/// percent-encoded), for `Content-Disposition: attachment; filename*=UTF-8''…`.
+fn quote(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"_.-~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// How much of a download is read at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// The file's bytes as they are (`application/octet-stream`), read on the blocking pool a
+/// chunk at a time as the client takes them: a large file never sits in memory whole.
+async fn download(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Params(q): Params<DownloadQuery>,
+) -> Result<Response, ApiError> {
+    let uri = q
+        .uri
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| ApiError::invalid("uri is required"))?;
+    let p = who.path(&uri)?;
+    let name = p.name().to_string();
+    let (file, size) = blocking(move || {
+        let view = View::open(&api)?;
+        let (f, st) = view.open_file(&p)?;
+        Ok((f, st.st_size as u64))
+    })
+    .await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    tokio::task::spawn_blocking(move || {
+        // The length announced is what is sent, should the file grow meanwhile.
+        let mut file = file.take(size);
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            let r = match file.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Ok(Bytes::from(buf))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+            let failed = r.is_err();
+            // The client went away: stop reading.
+            if tx.blocking_send(r).is_err() || failed {
+                return;
+            }
+        }
+    });
+    let body = axum::body::Body::from_stream(Chunks(rx));
+    let disposition = format!("attachment; filename*=UTF-8''{}", quote(&name));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::CONTENT_LENGTH, size.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// The chunks a download's reader sends, as a stream for the body.
+struct Chunks(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl futures_core::Stream for Chunks {
+    type Item = std::io::Result<Bytes>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// `content/write`'s body (`WriteContentRequest`, which refuses unknown fields).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct WriteBody {
+    uri: String,
+    content: String,
+    #[serde(default = "replace")]
+    mode: String,
+    #[serde(default)]
+    wait: bool,
+    // Accepted for OpenViking's clients; vikingfs keeps no telemetry, tags, ACLs or edit
+    // sources, and always derives both summaries and vectors.
+    #[serde(default)]
+    telemetry: Value,
+    processing_mode: Option<String>,
+    tags: Option<Vec<String>>,
+    tag_mode: Option<String>,
+    acl: Option<Value>,
+    edit_source: Option<String>,
+}
+
+fn replace() -> String {
+    "replace".into()
+}
+
+/// OpenViking's context type of a path: memories, skills, or resources.
+fn context_type(p: &VPath) -> &'static str {
+    let c: Vec<&str> = p.components().collect();
+    match c.as_slice() {
+        ["agent", "skills", ..] => "skill",
+        ["user", _, "peers", _, "memories", ..] => "memory",
+        ["user", _, "memories", ..] => "memory",
+        ["user", _, "skills", ..] => "skill",
+        _ => "resource",
+    }
+}
+
+async fn write(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<WriteBody>) -> ApiResult {
+    let p = who.path(&b.uri)?;
+    if !matches!(b.mode.as_str(), "replace" | "create" | "append") {
+        return Err(ApiError::invalid(format!(
+            "unsupported write mode: {}",
+            b.mode
+        )));
+    }
+    blocking(move || {
+        let uri = p.uri();
+        let fail = |e| ApiError::from_ops(&uri, e);
+        let parent = p.parent().unwrap_or_else(VPath::root);
+        // A missing directory is made as OpenViking makes it, each level a locked mkdir.
+        let missing = || std::fs::symlink_metadata(api.ops.workspace().fs_path(&parent)).is_err();
+        if parent.depth() > 1 && missing() {
+            match api.ops.mkdir(&parent, true) {
+                Ok(()) | Err(OpsError::Exists(_)) => {}
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        let written = if b.mode == "append" {
+            api.ops
+                .append_file(&p, b.content.as_bytes())
+                .map_err(fail)?
+        } else {
+            api.ops.write_file(&p, b.content.as_bytes()).map_err(fail)?;
+            b.content.len()
+        };
+        let status = if b.wait {
+            wait_drained(&api)?;
+            "completed"
+        } else {
+            "queued"
+        };
+        ok(json!({
+            "uri": uri,
+            "root_uri": parent.uri(),
+            "context_type": context_type(&p),
+            "mode": b.mode,
+            "written_bytes": written,
+            "content_updated": true,
+            "semantic_status": status,
+            "vector_status": status,
+            "queue_status": Value::Null,
+        }))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_sliced_as_python_slices_them() {
+        assert_eq!(split_lines("a\nb\r\nc\rd"), ["a\n", "b\r\n", "c\r", "d"]);
+        assert_eq!(split_lines(""), Vec::<&str>::new());
+        assert_eq!(split_lines("x\u{2028}y\n"), ["x\u{2028}", "y\n"]);
+        let t = "l0\nl1\nl2\nl3\n";
+        assert_eq!(slice_lines(t, 0, -1), t);
+        assert_eq!(slice_lines(t, 1, 2), "l1\nl2\n");
+        assert_eq!(slice_lines(t, 3, 10), "l3\n");
+        assert_eq!(slice_lines(t, 9, -1), "");
+        assert_eq!(slice_lines(t, -1, -1), "l3\n");
+        assert_eq!(slice_lines(t, 2, 0), "");
+    }
+
+    #[test]
+    fn names_are_quoted_and_typed_as_openviking_does() {
+        assert_eq!(quote("a b.md"), "a%20b.md");
+        assert_eq!(quote("é"), "%C3%A9");
+        let p = |s: &str| VPath::parse_uri(s, "u").unwrap();
+        assert_eq!(context_type(&p("viking://user/u/memories/x.md")), "memory");
+        assert_eq!(
+            context_type(&p("viking://agent/skills/s/SKILL.md")),
+            "skill"
+        );
+        assert_eq!(context_type(&p("viking://resources/a.md")), "resource");
+    }
+}

@@ -1,0 +1,386 @@
+//! Temporary uploads for add-resource (`POST /api/v1/resources/temp_upload`), and the safe
+//! unpacking of a zipped directory, which is how OpenViking's SDK and `ov` send one.
+//!
+//! - An upload is kept under a private directory of this process in the system's temporary
+//!   directory (`vikingfs-uploads-PID-*`, mode 0700; directories of dead processes are swept
+//!   when the first upload arrives), named `upload_HEX.EXT` as OpenViking names them, bound
+//!   to the account and user that sent it, used once, and forgotten after [`KEEP`]. Not in
+//!   the workspace: add-resource refuses a source inside it.
+//! - A zip is unpacked component by component, each name checked as a namespace name (no
+//!   `..`, no absolute path, no NUL, no internal name, at most `NAME_MAX` bytes), symlinks and
+//!   encrypted entries refused, no file written twice, and at most [`MAX_ENTRIES`] entries
+//!   and [`MAX_UNPACKED`] bytes (counted as written, not as the archive claims).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde_json::json;
+
+use crate::server::auth::Identity;
+use crate::server::reply::ApiError;
+
+/// How long an upload waits to be added.
+pub const KEEP: Duration = Duration::from_secs(3600);
+/// Entries a zip may hold.
+pub const MAX_ENTRIES: usize = 100_000;
+/// Bytes a zip may unpack to.
+pub const MAX_UNPACKED: u64 = 4 << 30;
+
+/// One upload, until it is added.
+pub struct Upload {
+    pub path: PathBuf,
+    /// The file name the client sent.
+    pub original: String,
+    account: String,
+    user: String,
+    /// When it was complete (`None` while it is being received).
+    ready: Option<Instant>,
+}
+
+pub struct Uploads {
+    dir: tempfile::TempDir,
+    held: Mutex<HashMap<String, Upload>>,
+}
+
+static UPLOADS: OnceLock<Result<Uploads, String>> = OnceLock::new();
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(format!("temporary uploads: {e}"))
+}
+
+/// This process's uploads.
+pub fn uploads() -> Result<&'static Uploads, ApiError> {
+    UPLOADS
+        .get_or_init(|| {
+            sweep_dead();
+            tempfile::Builder::new()
+                .prefix(&format!("vikingfs-uploads-{}-", std::process::id()))
+                .tempdir()
+                .map(|dir| Uploads {
+                    dir,
+                    held: Mutex::new(HashMap::new()),
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(internal)
+}
+
+/// Remove the upload directories of processes that are gone (ours: by uid).
+fn sweep_dead() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("vikingfs-uploads-"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let mine = e
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == crate::sys::euid());
+        if mine && !crate::sys::pid_alive(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// `upload_HEX.EXT`: OpenViking's shape (the extension kept, when it is a plain one).
+fn new_id(original: &str) -> String {
+    let ext = Path::new(original)
+        .extension()
+        .and_then(|e| e.to_str())
+        .filter(|e| !e.is_empty() && e.len() <= 16 && e.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(|e| format!(".{}", e.to_ascii_lowercase()))
+        .unwrap_or_default();
+    format!("upload_{}{ext}", uuid::Uuid::new_v4().simple())
+}
+
+impl Uploads {
+    /// A fresh private directory to stage an add in (removed when dropped).
+    pub fn staging(&self) -> Result<tempfile::TempDir, ApiError> {
+        tempfile::Builder::new()
+            .prefix("add-")
+            .tempdir_in(self.dir.path())
+            .map_err(internal)
+    }
+
+    /// A new file for an upload from `who` named `original`: its id and the file to fill.
+    pub fn create(
+        &self,
+        who: &Identity,
+        original: &str,
+    ) -> Result<(String, std::fs::File), ApiError> {
+        self.expire();
+        let id = new_id(original);
+        let path = self.dir.path().join(&id);
+        // 0644 whatever the daemon's umask: add-resource keeps a file's mode.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .map_err(internal)?;
+        self.held.lock().insert(
+            id.clone(),
+            Upload {
+                path,
+                original: original.to_string(),
+                account: who.account.clone(),
+                user: who.user.clone(),
+                ready: None,
+            },
+        );
+        Ok((id, file))
+    }
+
+    /// The upload `id` is complete: it may be added from now on, for [`KEEP`].
+    pub fn done(&self, id: &str) {
+        if let Some(u) = self.held.lock().get_mut(id) {
+            u.ready = Some(Instant::now());
+        }
+    }
+
+    /// Forget upload `id` (a failed one).
+    pub fn drop_upload(&self, id: &str) {
+        // Its file goes with it (`Drop for Upload`).
+        self.held.lock().remove(id);
+    }
+
+    /// Take upload `id` for `who` to add (once): another user's upload is not found.
+    pub fn take(&self, id: &str, who: &Identity) -> Result<Upload, ApiError> {
+        self.expire();
+        let mut held = self.held.lock();
+        let mine = held
+            .get(id)
+            .is_some_and(|u| u.account == who.account && u.user == who.user && u.ready.is_some());
+        if !mine {
+            return Err(
+                ApiError::new("NOT_FOUND", format!("Temporary upload not found: {id}"))
+                    .with_details(json!({ "resource": id, "type": "temp_upload" })),
+            );
+        }
+        Ok(held.remove(id).expect("checked"))
+    }
+
+    fn expire(&self) {
+        self.held
+            .lock()
+            .retain(|_, u| u.ready.is_none_or(|t| t.elapsed() < KEEP));
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether the file at `path` is a zip archive (its first four bytes).
+pub fn is_zip(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"PK\x03\x04"
+}
+
+fn bad_zip(msg: impl Into<String>) -> ApiError {
+    ApiError::invalid(format!("uploaded archive: {}", msg.into()))
+}
+
+/// Unpack the zip at `zip` into the directory `into` (which exists), safely (module doc).
+/// Returns the number of files written.
+pub fn unpack(zip: &Path, into: &Path) -> Result<usize, ApiError> {
+    let file = std::fs::File::open(zip).map_err(internal)?;
+    let mut ar = zip::ZipArchive::new(file).map_err(|e| bad_zip(e.to_string()))?;
+    if ar.len() > MAX_ENTRIES {
+        return Err(ApiError::new(
+            "RESOURCE_EXHAUSTED",
+            format!(
+                "uploaded archive holds {} entries (at most {MAX_ENTRIES})",
+                ar.len()
+            ),
+        ));
+    }
+    let mut total = 0u64;
+    let mut files = 0usize;
+    for i in 0..ar.len() {
+        let mut entry = ar.by_index(i).map_err(|e| bad_zip(e.to_string()))?;
+        let name = entry
+            .name()
+            .map_err(|e| bad_zip(e.to_string()))?
+            .into_owned();
+        if entry.encrypted() {
+            return Err(bad_zip(format!(
+                "{name}: encrypted entries are not supported"
+            )));
+        }
+        if entry.is_symlink() {
+            return Err(bad_zip(format!("{name}: symbolic links are not accepted")));
+        }
+        let is_dir = entry.is_dir();
+        let rel = safe_rel(&name)?;
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let dest = into.join(&rel);
+        // Modes spelled out: the daemon runs with no umask, and add-resource keeps a file's.
+        let dirs = |d: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(d)
+                .map_err(|e| bad_zip(format!("{name}: {e}")))
+        };
+        if is_dir {
+            dirs(&dest)?;
+            continue;
+        }
+        if let Some(parent) = dest.parent() {
+            dirs(parent)?;
+        }
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&dest)
+            .map_err(|e| bad_zip(format!("{name}: {e}")))?;
+        let left = MAX_UNPACKED - total;
+        let n = std::io::copy(&mut (&mut entry).take(left + 1), &mut out)
+            .map_err(|e| bad_zip(format!("{name}: {e}")))?;
+        total += n;
+        if total > MAX_UNPACKED {
+            return Err(ApiError::new(
+                "RESOURCE_EXHAUSTED",
+                format!("uploaded archive unpacks to more than {MAX_UNPACKED} bytes"),
+            ));
+        }
+        out.flush().map_err(internal)?;
+        files += 1;
+    }
+    Ok(files)
+}
+
+/// An entry's name as a relative path of namespace names (`/`-separated; a trailing `/`
+/// marks a directory), or why it is refused.
+fn safe_rel(name: &str) -> Result<PathBuf, ApiError> {
+    if name.starts_with('/') || name.contains('\\') {
+        return Err(bad_zip(format!("{name:?}: not a relative path")));
+    }
+    let mut out = PathBuf::new();
+    for c in name.trim_end_matches('/').split('/') {
+        crate::uri::check_component(c, name).map_err(|e| bad_zip(e.to_string()))?;
+        out.push(c);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zip_of(entries: &[(&str, &[u8])]) -> tempfile::NamedTempFile {
+        // A stored (uncompressed) zip written by hand: local headers, central directory.
+        let mut body = Vec::new();
+        let mut central = Vec::new();
+        for (name, data) in entries {
+            let off = body.len() as u32;
+            let crc = crc32(data);
+            body.extend_from_slice(b"PK\x03\x04");
+            body.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            body.extend_from_slice(&crc.to_le_bytes());
+            body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            body.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            body.extend_from_slice(&0u16.to_le_bytes());
+            body.extend_from_slice(name.as_bytes());
+            body.extend_from_slice(data);
+            central.extend_from_slice(b"PK\x01\x02");
+            central.extend_from_slice(&[20, 3, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            central.extend_from_slice(&crc.to_le_bytes());
+            central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            central.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            central.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+            let mode: u32 = if name.ends_with('/') {
+                0o40755
+            } else {
+                0o100644
+            };
+            central.extend_from_slice(&(mode << 16).to_le_bytes());
+            central.extend_from_slice(&off.to_le_bytes());
+            central.extend_from_slice(name.as_bytes());
+        }
+        let cd_off = body.len() as u32;
+        let n = entries.len() as u16;
+        let mut out = body;
+        out.extend_from_slice(&central);
+        out.extend_from_slice(b"PK\x05\x06\0\0\0\0");
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+        out.extend_from_slice(&cd_off.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&out).unwrap();
+        f
+    }
+
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn a_zip_unpacks_only_inside_and_only_namespace_names() {
+        let z = zip_of(&[("a.md", b"alpha"), ("sub/", b""), ("sub/b.md", b"beta")]);
+        assert!(is_zip(z.path()));
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(unpack(z.path(), d.path()).unwrap(), 2);
+        assert_eq!(std::fs::read(d.path().join("sub/b.md")).unwrap(), b"beta");
+        for evil in [
+            "../x",
+            "/etc/x",
+            "a/../../x",
+            "a\\..\\x",
+            ".path.ovlock",
+            "a//b",
+        ] {
+            let z = zip_of(&[(evil, b"x")]);
+            let d = tempfile::tempdir().unwrap();
+            let e = unpack(z.path(), d.path()).unwrap_err();
+            assert_eq!(e.code, "INVALID_ARGUMENT", "{evil}: {e}");
+            assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{evil}");
+        }
+        let long = format!("{}.md", "x".repeat(300));
+        let z = zip_of(&[(long.as_str(), b"x")]);
+        assert!(unpack(z.path(), tempfile::tempdir().unwrap().path()).is_err());
+        // A name twice is written once at most (refused, or the archive reader keeps one).
+        let z = zip_of(&[("a.md", b"1"), ("a.md", b"2")]);
+        let n = unpack(z.path(), tempfile::tempdir().unwrap().path());
+        assert!(n.as_ref().map_or(true, |&n| n == 1), "{n:?}");
+    }
+}
