@@ -64,6 +64,9 @@ pub struct Identity {
     pub peer: Option<String>,
     /// `X-OpenViking-Agent`.
     pub agent: Option<String>,
+    /// Root acting as the user a header named: it sees what that user sees (to read another
+    /// user's tree it acts as that user), while its role still opens the admin routes.
+    pub acting: bool,
 }
 
 impl Identity {
@@ -81,9 +84,14 @@ impl Identity {
         Ok(p)
     }
 
+    /// Does this caller see every user's tree (root or an admin, not acting as one user)?
+    pub fn may_see_every_user(&self) -> bool {
+        self.role != Role::User && !self.acting
+    }
+
     /// May this caller see `p` (a listing filters its entries by this)?
     pub fn may_see(&self, p: &VPath) -> bool {
-        if self.role != Role::User {
+        if self.may_see_every_user() {
             return true;
         }
         let mut c = p.components();
@@ -495,12 +503,13 @@ impl Auth {
         let user = header(headers, USER_HEADER);
         let as_root = |account: Option<&str>, user: Option<&str>| -> Result<Identity, ApiError> {
             let account = account.unwrap_or(&self.account).to_string();
-            let user = user.unwrap_or(&self.default_user).to_string();
+            let user_name = user.unwrap_or(&self.default_user).to_string();
             check_name("account", &account)?;
-            check_name("user", &user)?;
+            check_name("user", &user_name)?;
             Ok(Identity {
                 account,
-                user,
+                acting: user.is_some(),
+                user: user_name,
                 role: Role::Root,
                 peer: header(headers, PEER_HEADER).map(str::to_string),
                 agent: header(headers, AGENT_HEADER).map(str::to_string),
@@ -534,6 +543,7 @@ impl Auth {
                         rec.user, rec.account
                     )));
                 }
+                let acting = rec.role == Role::Admin && user.is_some();
                 let user = match rec.role {
                     Role::Admin => user.unwrap_or(&rec.user).to_string(),
                     _ => rec.user.clone(),
@@ -542,6 +552,7 @@ impl Auth {
                 Identity {
                     account: rec.account,
                     user,
+                    acting,
                     role: rec.role,
                     peer: header(headers, PEER_HEADER).map(str::to_string),
                     agent: header(headers, AGENT_HEADER).map(str::to_string),
@@ -680,6 +691,7 @@ mod tests {
             role: Role::User,
             peer: None,
             agent: None,
+            acting: false,
         };
         for ok in [
             "viking://",

@@ -134,7 +134,7 @@ async fn read(
 ) -> ApiResult {
     let p = who.path(&q.uri)?;
     blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         let text = read_text(&api, &view, &p)?;
         ok(slice_lines(&text, q.offset, q.limit))
     })
@@ -163,7 +163,7 @@ async fn abstract_(
 ) -> ApiResult {
     let p = who.path(&q.uri)?;
     blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         let dir = summary_dir(&view, &p)?;
         ok(abstract_or_placeholder(&view, &dir))
     })
@@ -177,7 +177,7 @@ async fn overview(
 ) -> ApiResult {
     let p = who.path(&q.uri)?;
     blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         let dir = summary_dir(&view, &p)?;
         ok(overview_or_placeholder(&view, &dir))
     })
@@ -220,7 +220,7 @@ async fn download(
     let p = who.path(&uri)?;
     let name = p.name().to_string();
     let (file, size) = blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         let (f, st) = view.open_file(&p)?;
         Ok((f, st.st_size as u64))
     })

@@ -121,6 +121,9 @@ impl Node {
 pub(super) struct View {
     root: DataRoot,
     ws: crate::workspace::Workspace,
+    /// The caller sees one user's tree only: the summaries of the directories that hold
+    /// every user's tree (`viking://`, `viking://user`) name the others, so it is not shown them.
+    confined: bool,
 }
 
 /// An I/O failure on `p` in OpenViking's codes (through the one mapping of `OpsError`).
@@ -142,11 +145,12 @@ pub(super) fn symlink(p: &VPath) -> ApiError {
 }
 
 impl View {
-    pub fn open(api: &Api) -> Result<View, ApiError> {
+    pub fn open(api: &Api, who: &Identity) -> Result<View, ApiError> {
         let ws = api.ops.workspace().clone();
         let root = DataRoot::open(&ws.data_root())
             .map_err(|e| io_error("viking://", ws.data_root(), e))?;
-        Ok(View { root, ws })
+        let confined = !who.may_see_every_user();
+        Ok(View { root, ws, confined })
     }
 
     fn err(&self, p: &VPath, e: std::io::Error) -> ApiError {
@@ -256,6 +260,9 @@ impl View {
     /// The body of directory `dir`'s summary `file` (`.abstract.md` or `.overview.md`), as
     /// OpenViking shows it (a frontmatter block dropped); `None` when there is none yet.
     pub fn summary(&self, dir: &VPath, file: &str) -> Option<String> {
+        if self.confined && (dir.is_root() || dir.as_str() == "user") {
+            return None;
+        }
         let p = dir.join(file).ok()?;
         let (mut f, _) = self.open_file(&p).ok()?;
         let mut bytes = Vec::new();
@@ -684,7 +691,7 @@ async fn list(
     let p = who.path(&q.uri)?;
     let l = Listing::of(&q, &raw, tree)?;
     let (entries, more) = blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         l.run(&api, &view, &who, &p)
     })
     .await?;
@@ -721,7 +728,7 @@ async fn stat(
 ) -> ApiResult {
     let p = who.path(&q.uri)?;
     blocking(move || {
-        let view = View::open(&api)?;
+        let view = View::open(&api, &who)?;
         let st = view.stat(&p)?.ok_or_else(|| not_found(&p))?;
         let name = if p.is_root() { "" } else { p.name() };
         let mut m = stat_fields(name, &st, &p.uri());
