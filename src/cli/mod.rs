@@ -5,6 +5,7 @@ pub mod add;
 pub mod debug;
 pub mod find;
 pub mod fsck;
+pub mod mcp;
 pub mod migrate;
 pub mod mv;
 pub mod ops;
@@ -89,6 +90,9 @@ pub enum Command {
     /// Serve the workspace without a mount, in the foreground: OpenViking's HTTP API and MCP
     /// (server.host:server.port, default 127.0.0.1:1933) and the worker pool.
     Serve(serve::ServeArgs),
+    /// Speak MCP on standard input and output (OpenViking's tools), through the workspace's
+    /// daemon when one serves it, else with the engine opened in this process.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -169,7 +173,10 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let ctx = Ctx::new(&cli)?;
     // Every command but the mount daemon is a one-shot process.
-    if !matches!(cli.command, Command::Mount(_) | Command::Serve(_)) {
+    if !matches!(
+        cli.command,
+        Command::Mount(_) | Command::Serve(_) | Command::Mcp(_)
+    ) {
         crate::db::one_shot_process();
     }
     match &cli.command {
@@ -207,6 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Mount(args) => mount::mount(&ctx, cli.config.as_deref(), args),
         Command::Umount(args) => mount::umount(args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Mcp(args) => mcp::run(&ctx, args),
     }
 }
 
