@@ -101,15 +101,12 @@ pub fn routes(api: &Arc<Api>) -> Routes {
 }
 
 /// A refused caller, as OpenViking's MCP identity middleware answers it: the HTTP status of the
-/// error's code, and a JSON-RPC error (-32001) naming why.
+/// error's code (401 without a key or with a wrong one), and a JSON-RPC error (-32001) naming
+/// why.
 fn unauthorized(e: ApiError) -> Response {
-    let status = match e.status() {
-        s @ (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => s,
-        _ => StatusCode::BAD_REQUEST,
-    };
     let body =
         json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": e.message}});
-    (status, axum::Json(body)).into_response()
+    (e.status(), axum::Json(body)).into_response()
 }
 
 /// `vikingfs mcp`: serve the tools on standard input and output until the client closes them.

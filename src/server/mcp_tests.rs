@@ -15,6 +15,7 @@ struct Seen {
     uri: String,
     body: Value,
     headers: HeaderMap,
+    local: bool,
 }
 
 /// Stub routes: files in a map, and every request kept in order.
@@ -48,6 +49,7 @@ async fn answer(stub: Arc<Stub>, req: Request) -> Response {
         uri: uri.clone(),
         body: body.clone(),
         headers: parts.headers.clone(),
+        local: parts.extensions.get::<Local>().is_some(),
     });
     let q = query(&uri);
     let path = parts.uri.path();
@@ -95,8 +97,15 @@ async fn answer(stub: Arc<Stub>, req: Request) -> Response {
                 e("sub/beta", true, 4096)
             ]))
         }
+        ("GET", "/api/v1/fs/stat") => ok(json!({"isDir": false, "size": 8})),
+        ("GET", "/api/v1/content/download") => {
+            (StatusCode::OK, b"\x89PNG\r\n\x1a\n".to_vec()).into_response()
+        }
         ("DELETE", "/api/v1/fs") => ok(json!({ "uri": q["uri"] })),
-        ("POST", "/api/v1/search/find") => ok(json!({
+        ("POST", "/api/v1/search/search") if body["mode"] == "context" => {
+            ok(json!({"entries": [], "rendered": "ctx block", "digest": " "}))
+        }
+        ("POST", "/api/v1/search/find" | "/api/v1/search/search") => ok(json!({
             "memories": [],
             "resources": [{"context_type": "resource", "uri": "viking://resources/docs/alpha/alpha.md",
                 "level": 2, "score": 0.6679790019989014, "abstract": "Summary: # Alpha guide The alpha"},
@@ -452,13 +461,107 @@ async fn add_resource_posts_the_source_and_refuses_what_openviking_refuses() {
 
 #[tokio::test]
 async fn a_route_that_is_not_there_is_a_tool_error_with_its_code() {
-    let (_stub, tools) = stub();
+    // The API's fallback, as routes/mod.rs answers an unknown route.
+    let router = Router::new().fallback(|req: Request| async move {
+        error(404, "NOT_FOUND", format!("Not Found: {}", req.uri().path()))
+    });
+    let tools = Tools {
+        up: Upstream::router(router),
+    };
     let r = call(&tools, "search", json!({"query": "x"})).await;
     assert_eq!(r["isError"], true);
     assert_eq!(text(&r), "NOT_FOUND: Not Found: /api/v1/search/search");
     assert_eq!(r["structuredContent"]["error"]["code"], "NOT_FOUND");
     let r = call(&tools, "find", json!({"limit": 3})).await;
     assert_eq!(r["isError"], true, "a missing required argument: {r}");
+}
+
+#[tokio::test]
+async fn search_lists_for_connectors_or_assembles_a_context() {
+    let (stub, tools) = stub();
+    let r = call(
+        &tools,
+        "search",
+        json!({"query": "vector embeddings", "limit": 3}),
+    )
+    .await;
+    assert!(text(&r).starts_with("Found 3 item(s):"), "{r}");
+    let results = &r["structuredContent"]["results"];
+    assert_eq!(
+        results[0],
+        json!({"id": "viking://resources/docs/alpha/alpha.md", "title": "alpha.md",
+               "url": "viking://resources/docs/alpha/alpha.md"})
+    );
+    assert_eq!(r["structuredContent"]["result"], text(&r));
+    assert_eq!(
+        stub.seen.lock().last().unwrap().body,
+        json!({"query": "vector embeddings", "target_uri": "", "limit": 3,
+               "score_threshold": 0.35, "read_content": false}),
+        "no context-only field is sent unless given"
+    );
+    let r = call(
+        &tools,
+        "search",
+        json!({"query": "q", "mode": "context", "max_tokens": 800,
+                                           "detail_by_category": {"memory": "full"}}),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "ctx block",
+        "the digest is blank: the rendered block"
+    );
+    assert_eq!(
+        stub.seen.lock().last().unwrap().body,
+        json!({"query": "q", "mode": "context", "limit": 10, "max_tokens": 800,
+               "detail": {"memory": "full"}})
+    );
+    let r = call(
+        &tools,
+        "search",
+        json!({"query": "q", "mode": "context", "detail": "full",
+                                           "detail_by_category": {"memory": "full"}}),
+    )
+    .await;
+    assert_eq!(
+        text(&r),
+        "INVALID_ARGUMENT: detail cannot be combined with detail_by_category in mode='context'"
+    );
+}
+
+#[tokio::test]
+async fn an_image_is_read_as_an_image_block() {
+    let (stub, tools) = stub();
+    let r = call(&tools, "read", json!({"uris": "viking://resources/a.png"})).await;
+    assert_eq!(text(&r), "Source: viking://resources/a.png");
+    assert_eq!(r["content"][1]["type"], "image", "{r}");
+    assert_eq!(r["content"][1]["mimeType"], "image/png");
+    assert_eq!(r["content"][1]["data"], "iVBORw0KGgo=");
+    {
+        let seen = stub.seen.lock();
+        assert!(seen[0].uri.starts_with("/api/v1/fs/stat?uri="));
+        assert!(seen[1].uri.starts_with("/api/v1/content/download?uri="));
+    }
+    let r = call(&tools, "read", json!({"uris": "viking://resources/a.mp4"})).await;
+    assert_eq!(r["isError"], true);
+    assert!(text(&r).starts_with("Cannot render viking://resources/a.mp4: MCP has no standard"));
+}
+
+#[tokio::test]
+async fn a_caller_on_the_socket_stays_the_owner_and_stdio_sends_no_headers() {
+    let (stub, tools) = stub();
+    let local = Caller {
+        headers: HeaderMap::new(),
+        local: true,
+    };
+    tools.dispatch("health", &local, json!({})).await.unwrap();
+    tools
+        .dispatch("health", &caller(), json!({}))
+        .await
+        .unwrap();
+    let seen = stub.seen.lock();
+    assert!(seen[0].local && seen[0].headers.get("authorization").is_none());
+    assert!(!seen[1].local, "a TCP caller is not the owner");
 }
 
 #[test]
