@@ -18,10 +18,11 @@ import sys
 import tempfile
 import uuid
 
+import httpx
+
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 READ_ONLY = {"find", "read", "list", "tree", "grep", "glob", "health", "fetch"}
 TOOLS = READ_ONLY | {"search", "write", "edit", "remember", "forget", "add_resource"}
@@ -122,7 +123,7 @@ async def exercise(session, where):
 
 
 async def over_http(url, headers):
-    async with create_mcp_http_client(headers=headers) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http:
         async with streamable_http_client(url, http_client=http) as (rd, wr, _):
             async with ClientSession(rd, wr) as s:
                 await exercise(s, f"http {url}")
