@@ -10,6 +10,7 @@ pub mod discover;
 pub mod find;
 pub mod fsck;
 pub mod key;
+pub mod mcp;
 pub mod migrate;
 pub mod mv;
 pub mod ops;
@@ -100,6 +101,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// The HTTP API's user keys: add (printed once, kept hashed), list, rm.
     Key(key::KeyArgs),
+    /// Speak MCP on standard input and output (OpenViking's tools), through the workspace's
+    /// daemon when one serves it, else with the engine opened in this process.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -345,7 +349,10 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let ctx = Ctx::new(&cli)?;
     // Every command but the mount daemon is a one-shot process.
-    if !matches!(cli.command, Command::Mount(_) | Command::Serve(_)) {
+    if !matches!(
+        cli.command,
+        Command::Mount(_) | Command::Serve(_) | Command::Mcp(_)
+    ) {
         crate::db::one_shot_process();
     }
     match &cli.command {
@@ -391,6 +398,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Umount(args) => mount::umount(args),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Key(args) => key::run(&ctx, args),
+        Command::Mcp(args) => mcp::run(&ctx, args),
     }
 }
 

@@ -199,6 +199,37 @@ const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGUSR1,
 ];
 
+/// A serving engine, as the daemon and `vikingfs mcp` without a daemon run it: the workspace's
+/// operations opened for serving (finishing what a crashed process left half-done), the
+/// vectors a crash or a move left unqueued, the queue's spool (no request waits for a SQLite
+/// commit), the sessions' phase-1 recovery, and the worker pool that drains the queues
+/// (summaries, embeddings, session memories). Stopped by [`stop_engine`].
+pub fn serving_engine(ws: &Workspace, config: &Config) -> anyhow::Result<(Arc<Ops>, WorkerPool)> {
+    let ops = Ops::open_serving(ws, config).context("open the workspace's stores")?;
+    ops.backfill_vectors()
+        .context("queue the index's missing vectors")?;
+    ops.queue()
+        .start_spool()
+        .context("start the queue's spool")?;
+    crate::cli::session::recover_at_start(&ops);
+    let pool = WorkerPool::start(
+        ops.queue().clone(),
+        crate::cli::ops::handlers(&ops, config),
+        crate::queue::PoolOptions {
+            foreground: Some(ops.foreground().clone()),
+            ..crate::ops::jobs::pool_options()
+        },
+    );
+    Ok((ops, pool))
+}
+
+/// Stop what [`serving_engine`] started, once no request runs any more: the jobs in flight
+/// finish, then what requests spooled goes into the database.
+pub fn stop_engine(ops: &Ops, pool: WorkerPool) {
+    pool.stop();
+    ops.queue().stop_spool();
+}
+
 /// The daemon: open the engine, start its workers and servers, mount (when `mp` is given),
 /// report readiness, wait for a signal (or an external unmount), then stop in order. Without a
 /// mount point it is `vikingfs serve`: the same daemon serving only the API and its socket.
@@ -225,18 +256,9 @@ pub fn run_daemon(
         crate::server::Server,
     );
     let started = (|| -> anyhow::Result<Started> {
-        // Every mutation through the mount is a locked operation; opening the operations also
-        // finishes what a crashed process left half-done.
-        let ops = Ops::open_serving(&ws, config).context("open the workspace's stores")?;
-        // Vectors a crash or a move left unqueued (none without a model).
-        ops.backfill_vectors()
-            .context("queue the index's missing vectors")?;
-        // Jobs queued by requests go through a spool: no request waits for a SQLite commit.
-        ops.queue()
-            .start_spool()
-            .context("start the queue's spool")?;
-        // Sessions: finish commits a crashed process left in phase 1.
-        crate::cli::session::recover_at_start(&ops);
+        // The pool starts before the mount's write probe is set: nothing is open for writing
+        // until the mount below is live.
+        let (ops, pool) = serving_engine(&ws, config)?;
         let core = match mp {
             Some(_) => {
                 let seam = LockedMutations::new(ops.locked().clone());
@@ -252,15 +274,6 @@ pub fn run_daemon(
             }
             None => None,
         };
-        // The daemon drains the queues: summaries, embeddings, session memories.
-        let pool = WorkerPool::start(
-            ops.queue().clone(),
-            crate::cli::ops::handlers(&ops, config),
-            crate::queue::PoolOptions {
-                foreground: Some(ops.foreground().clone()),
-                ..crate::ops::jobs::pool_options()
-            },
-        );
         // Metrics only when asked for (`-o metrics=` wins over `vikingfs.metrics`); before
         // the mount, so that an address in use fails the start with nothing mounted.
         let metrics = match opts.metrics.or(config.metrics) {
@@ -340,9 +353,7 @@ pub fn run_daemon(
     };
     // The API's requests in flight finish; new connections are refused.
     server.stop();
-    pool.stop();
-    // Requests are over: what they spooled goes into the database now.
-    ops.queue().stop_spool();
+    stop_engine(&ops, pool);
     unmounted?;
     if let Some(p) = pid_file {
         let _ = std::fs::remove_file(p);

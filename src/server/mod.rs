@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod extract;
+pub mod mcp;
 pub mod reply;
 pub mod routes;
 pub mod tasks;

@@ -10,3 +10,4 @@ mod api_envelope;
 mod api_fs;
 mod api_fs_clients;
 mod api_keys;
+mod api_mcp;

@@ -37,6 +37,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .merge(fs::routes())
         .merge(content::routes())
         .merge(resources::routes())
+        .merge(super::mcp::routes(&api))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
