@@ -4,7 +4,11 @@
 //! header, and the envelope for the framework's own answers (an unknown route, a wrong method,
 //! a body over the limit).
 
+pub mod observer;
+pub mod search;
+pub mod sessions;
 pub mod system;
+pub mod tasks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,6 +33,10 @@ pub fn router(api: Arc<Api>) -> Router {
     let cors = cors(&api.config.cors_origins);
     Router::new()
         .merge(system::routes())
+        .merge(search::routes())
+        .merge(sessions::routes())
+        .merge(tasks::routes())
+        .merge(observer::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(framework_errors))
