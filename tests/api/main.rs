@@ -5,4 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod api_clients_search;
 mod api_envelope;
+mod api_search;
+mod api_sessions;
