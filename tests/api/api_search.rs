@@ -734,6 +734,11 @@ fn a_user_key_never_finds_another_users_files() {
     );
     put(&s, "user/bob/memories/note.md", "zebra crossing near bob\n");
     put(&s, "resources/zoo.md", "the zebra enclosure\n");
+    put(
+        &s,
+        "agent/skills/zebra/SKILL.md",
+        "# Zebra\n\nA skill to count zebra stripes.\n",
+    );
     wait(&s, &[ROOT]);
     let bob = result(post(
         &s,
@@ -748,6 +753,18 @@ fn a_user_key_never_finds_another_users_files() {
         "{u:?}"
     );
     assert!(!u.iter().any(|x| x.contains("alice")), "{u:?}");
+    // OpenViking's default scope for a user: its tree and the resources; skills when asked.
+    assert!(!u.iter().any(|x| x.starts_with("viking://agent")), "{u:?}");
+    let skills = result(post(
+        &s,
+        FIND,
+        &[BOB],
+        json!({"query": "zebra", "context_type": "skill"}),
+    ));
+    assert_eq!(
+        skills["skills"][0]["uri"], "viking://agent/skills/zebra/SKILL.md",
+        "{skills}"
+    );
     let alice = result(post(
         &s,
         FIND,

@@ -423,9 +423,10 @@ pub(super) fn hit_uri(h: &Hit) -> String {
         .unwrap_or_else(|_| h.uri.uri())
 }
 
-/// Is `p` in the caller's default scope? (OpenViking: root sees everything; anyone else
-/// its own user tree and the shared resources.)
-fn in_default_scope(who: &Identity, p: &VPath) -> bool {
+/// Is `p` in the caller's default scope? (OpenViking's `default_target_directories`: root
+/// sees everything; anyone else its own user tree and the shared resources, and the agent's
+/// skills when skills are asked for.)
+fn in_default_scope(who: &Identity, p: &VPath, skills: bool) -> bool {
     if who.role == Role::Root {
         return true;
     }
@@ -433,6 +434,7 @@ fn in_default_scope(who: &Identity, p: &VPath) -> bool {
     match (c.next(), c.next()) {
         (Some("resources"), _) => true,
         (Some("user"), Some(u)) => u == who.user,
+        (Some("agent"), Some("skills")) => skills,
         _ => false,
     }
 }
@@ -452,11 +454,12 @@ pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>,
     } else {
         ask.targets.iter().map(Some).collect()
     };
+    let skills = ask.accept.wants("skill");
     let mut all: Vec<Hit> = Vec::new();
     for under in scopes {
         let keep = |h: &Hit| {
             who.may_see(&h.uri)
-                && (under.is_some() || in_default_scope(who, &h.uri))
+                && (under.is_some() || in_default_scope(who, &h.uri, skills))
                 && ask.accept.accepts(ws, h)
         };
         let mut want = ask.limit;

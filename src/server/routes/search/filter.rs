@@ -364,6 +364,11 @@ impl Accept {
         })
     }
 
+    /// Are hits of kind `t` (`memory`, `resource`, `skill`) asked for by name?
+    pub fn wants(&self, t: &str) -> bool {
+        self.types.as_ref().is_some_and(|v| v.contains(&t))
+    }
+
     /// Nothing can pass (a tag was asked for).
     pub fn matches_nothing(&self) -> bool {
         self.tags
