@@ -420,6 +420,17 @@ fn bad_session_and_task_requests_are_refused() {
         error(post(&s, "/api/v1/tasks/x/cancel", &[], json!({})), 403),
         "PERMISSION_DENIED"
     );
+    let (code, v) = s.json(
+        "PATCH",
+        "/api/v1/sessions/s1/config",
+        &[],
+        &json!({"memory_extraction_config": {"events": {"tags": ["a=b"]}}}),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (501, Some("UNIMPLEMENTED")),
+        "{v}"
+    );
     let page = result(get(&s, "/api/v1/tasks?pagination=cursor&limit=1", &[]));
     assert_eq!(
         page,

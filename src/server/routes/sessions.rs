@@ -13,13 +13,15 @@
 //!   worker pool runs phase 2, so the task only watches.
 //! - A busy session lock (30 s, OpenViking's wait) is `409 CONFLICT` with `path_busy`.
 //! - Not kept, and so answered with OpenViking's defaults: auto-commit policies, memory
-//!   policies, event tags (`memory_extraction_config`), token usage.
+//!   policies, event tags (`memory_extraction_config`), token usage; changing them
+//!   (`PATCH .../config`) and the externalized tool results (`.../tool-results`) answer
+//!   `501 UNIMPLEMENTED`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -44,6 +46,26 @@ pub fn routes() -> Routes {
         .route("/api/v1/sessions/{sid}/commit", post(commit))
         .route("/api/v1/sessions/{sid}/context", get(context))
         .route("/api/v1/sessions/{sid}/archives/{archive}", get(archive))
+        .route("/api/v1/sessions/{sid}/config", patch(not_kept))
+        .route("/api/v1/sessions/{sid}/tool-results", get(not_kept))
+        .route("/api/v1/sessions/{sid}/tool-results/{rid}", get(not_kept))
+        .route(
+            "/api/v1/sessions/{sid}/tool-results/{rid}/search",
+            get(not_kept),
+        )
+}
+
+/// What vikingfs does not keep (auto-commit policies, event tags, externalized tool
+/// results) is refused plainly rather than accepted and forgotten.
+async fn not_kept(_who: Identity, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        "UNIMPLEMENTED",
+        format!(
+            "{}: vikingfs keeps no session auto-commit policies, event tags or externalized \
+             tool results",
+            uri.path()
+        ),
+    )
 }
 
 /// OpenViking's limit on one batch.
