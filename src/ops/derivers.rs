@@ -76,6 +76,11 @@ impl Ops {
         self.embedder.as_ref()
     }
 
+    /// The summariser's short name (`local`, `chat`), for the server's model status.
+    pub fn summarizer_name(&self) -> &'static str {
+        self.summarizer.name()
+    }
+
     /// Search: the `limit` best live records for `query`, hybrid when a model is configured
     /// (records of missing files are dropped and deleted on the way; summaries whose refresh
     /// is queued are not shown).

@@ -41,9 +41,10 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Python's `datetime.isoformat()` of a UTC time, as OpenViking writes `*_at_iso`.
 fn iso(t: f64) -> String {
     jiff::Timestamp::from_microsecond((t * 1e6) as i64)
-        .map(|ts| ts.to_string())
+        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string())
         .unwrap_or_default()
 }
 
@@ -52,13 +53,15 @@ impl Task {
         matches!(self.status, "completed" | "failed" | "cancelled")
     }
 
-    /// OpenViking's `TaskRecord.to_dict()`.
+    /// OpenViking's `TaskRecord.to_dict()`: `processing_seconds` is null until the work
+    /// starts, and `stage` is null until the task ends, then its status.
     pub fn to_json(&self) -> Value {
         let processing = match self.started {
-            Some(s) if self.is_terminal() => self.updated - s,
-            Some(s) => now() - s,
-            None => 0.0,
+            Some(s) if self.is_terminal() => Some(self.updated - s),
+            Some(s) => Some(now() - s),
+            None => None,
         };
+        let stage = self.is_terminal().then_some(self.status);
         json!({
             "task_id": self.id,
             "task_type": self.kind,
@@ -68,7 +71,7 @@ impl Task {
             "processing_seconds": processing,
             "resource_id": self.resource_id,
             "meta": {},
-            "stage": Value::Null,
+            "stage": stage,
             "result": self.result,
             "error": self.error,
             "created_at_iso": iso(self.created),

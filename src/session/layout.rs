@@ -50,6 +50,17 @@ impl SessionPath {
         }
     }
 
+    /// Session `sid` of `user` — the form a server uses, acting for the caller it
+    /// authenticated rather than the workspace's configured user. `sid` must be one path
+    /// component (no `/`, `..` or NUL), so no id reaches outside `user/{user}/sessions/`.
+    pub fn of_user(user: &str, sid: &str) -> Result<SessionPath, SessionError> {
+        if sid.is_empty() || sid.contains('/') {
+            return Err(SessionError::NotASession(sid.to_string()));
+        }
+        let dir = sessions_root(user)?.join(sid)?;
+        SessionPath::from_dir(dir)
+    }
+
     /// `viking://user/{uid}/sessions/{sid}` from its directory path.
     pub fn from_dir(dir: VPath) -> Result<SessionPath, SessionError> {
         let parts: Vec<&str> = dir.components().collect();
@@ -202,6 +213,11 @@ mod tests {
         assert!(SessionPath::resolve(&ws, "../x").is_err());
         assert!(SessionPath::resolve(&ws, "viking://resources/a").is_err());
         assert!(SessionPath::resolve(&ws, "viking://session/s1/history").is_err());
+        let bob = SessionPath::of_user("bob", "s1").unwrap();
+        assert_eq!(bob.dir.as_str(), "user/bob/sessions/s1");
+        for bad in ["", "..", ".", "a/b", "x\0y"] {
+            assert!(SessionPath::of_user("bob", bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -85,6 +85,19 @@ impl Sessions {
         })
     }
 
+    /// Create session `s` (its directory and `.meta.json`) and queue the metadata's record, as
+    /// a first append would. False when it existed already (OpenViking's `create` answers
+    /// that as "already exists"); racing creators cannot both get true.
+    pub fn create(&self, s: &SessionPath) -> Result<bool, SessionError> {
+        let guard = self.lock(&[(s.meta(), LockKind::Exact)])?;
+        let created = Meta::create_if_missing(&self.ws, s)?;
+        if created {
+            self.notify_written(&[s.meta()])?;
+        }
+        drop(guard);
+        Ok(created)
+    }
+
     /// Append a message.
     pub fn add_message(&self, s: &SessionPath, m: &Message) -> Result<(), SessionError> {
         self.append_line(s, &m.to_line())

@@ -116,11 +116,12 @@ impl Meta {
     }
 
     /// Create `.meta.json` for a new session unless it exists: link(2) of a complete temp file
-    /// cannot replace a file another process created meanwhile, so no lock is needed.
-    pub fn create_if_missing(ws: &Workspace, s: &SessionPath) -> Result<(), SessionError> {
+    /// cannot replace a file another process created meanwhile, so no lock is needed. True
+    /// when this call created it (exactly one of several racing creators gets true).
+    pub fn create_if_missing(ws: &Workspace, s: &SessionPath) -> Result<bool, SessionError> {
         let dest = ws.fs_path(&s.meta());
         if dest.exists() {
-            return Ok(());
+            return Ok(false);
         }
         let now = now_rfc3339();
         let meta = Meta {
@@ -143,8 +144,8 @@ impl Meta {
             .and_then(|_| tmp.as_file().sync_all())
             .map_err(|e| SessionError::io(tmp.path(), e))?;
         match std::fs::hard_link(tmp.path(), &dest) {
-            Ok(()) => fsx::sync_dir(&dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Ok(()) => fsx::sync_dir(&dir).map(|()| true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(SessionError::io(&dest, e)),
         }
     }

@@ -6,8 +6,11 @@
 mod support;
 
 mod api_abuse;
+mod api_clients_search;
 mod api_envelope;
 mod api_fs;
 mod api_fs_clients;
 mod api_keys;
 mod api_mcp;
+mod api_search;
+mod api_sessions;

@@ -7,8 +7,12 @@
 pub mod admin;
 pub mod content;
 pub mod fs;
+pub mod observer;
 pub mod resources;
+pub mod search;
+pub mod sessions;
 pub mod system;
+pub mod tasks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,6 +42,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .merge(content::routes())
         .merge(resources::routes())
         .merge(super::mcp::routes(&api))
+        .merge(search::routes())
+        .merge(sessions::routes())
+        .merge(tasks::routes())
+        .merge(observer::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

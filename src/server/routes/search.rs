@@ -1,0 +1,893 @@
+//! Retrieval: `POST /api/v1/search/find`, `/search/search` (`mode: list|context`),
+//! `/search/grep`, `/search/glob` — OpenViking 0.5.2's `routers/search.py`.
+//!
+//! - `find` and `search` (list mode) are the daemon's own engine ([`crate::ops::search::find`],
+//!   the index, the queue that hides summaries being rewritten, the configured model) behind
+//!   OpenViking's request and result shapes: hits split into `memories`, `resources` and
+//!   `skills` by where they live (OpenViking's `classify_uri`), each with `context_type`,
+//!   `uri` (a directory summary is named by its `.abstract.md` / `.overview.md`, as OpenViking
+//!   names them), `level`, `score`, `abstract` and `tags`.
+//! - What the caller may not see never comes back: a user key's default scope is its own
+//!   `user/{id}` tree and `resources` (OpenViking's `default_target_directories`), an explicit
+//!   `target_uri` passes [`Identity::path`], and every hit passes [`Identity::may_see`].
+//! - No LLM anywhere: `search` does no intent analysis (OpenViking skips it too when no
+//!   planner is configured, and then ignores `session_id`), so it answers as `find` does and
+//!   returns no `query_plan`; `mode: "context"` ([`context`]) budgets and renders the same
+//!   hits without query expansion or a rewritten digest.
+//! - `score` is the engine's ranking score (BM25 for a lexical search, reciprocal-rank fusion
+//!   for hybrid), not a cosine; `score_threshold` is therefore applied to a hit's cosine
+//!   similarity when it has one, and a hit found by the query's words alone is kept.
+//! - `grep` and `glob` walk the files (hidden names and other users' trees skipped), bounded
+//!   by `node_limit`, `level_limit` and [`WALK_MAX_FILES`].
+
+mod context;
+mod filter;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::Routes;
+use crate::index::{Hit, Level, Mode};
+use crate::ops::search::{self, PendingSummaries, Query};
+use crate::server::auth::{Identity, Role};
+use crate::server::extract::Body;
+use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::{blocking, Api};
+use crate::uri::VPath;
+use filter::Accept;
+
+pub(super) use context::estimate_tokens;
+
+pub fn routes() -> Routes {
+    Routes::new()
+        .route("/api/v1/search/find", post(find))
+        .route("/api/v1/search/search", post(search))
+        .route("/api/v1/search/grep", post(grep))
+        .route("/api/v1/search/glob", post(glob))
+}
+
+/// OpenViking's `DEFAULT_LIMIT`.
+const DEFAULT_LIMIT: usize = 10;
+/// The most hits one request may ask for (the engine's own bound, as `vikingfs find`'s).
+const MAX_LIMIT: usize = 10_000;
+/// How much of a file `read_content` and the context tiers read.
+const READ_MAX_BYTES: u64 = 1 << 20;
+/// The most files one `grep` or `glob` walk visits.
+pub const WALK_MAX_FILES: usize = 200_000;
+/// How much of one file `grep` searches.
+const GREP_MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// A string or a list of strings (`target_uri`, `context_type`).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for OneOrMany {
+    fn default() -> Self {
+        OneOrMany::One(String::new())
+    }
+}
+
+impl OneOrMany {
+    fn items(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// `FindRequest` (extra fields forbidden, as OpenViking's model says).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FindBody {
+    #[serde(default)]
+    query: String,
+    #[serde(default)]
+    image_url: Option<Value>,
+    #[serde(default)]
+    target_uri: OneOrMany,
+    #[serde(default)]
+    context_type: Option<OneOrMany>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    node_limit: Option<i64>,
+    #[serde(default)]
+    score_threshold: Option<f64>,
+    #[serde(default)]
+    filter: Option<Value>,
+    #[serde(default)]
+    include_provenance: bool,
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    since: Option<String>,
+    #[serde(default)]
+    until: Option<String>,
+    #[serde(default)]
+    time_field: Option<String>,
+    #[serde(default)]
+    level: Option<Value>,
+    #[serde(default)]
+    read_content: bool,
+    #[serde(default)]
+    #[allow(dead_code)] // Accepted: telemetry is OpenViking's own tracing.
+    telemetry: Option<Value>,
+    #[serde(default)]
+    #[allow(dead_code)] // Accepted: no time decay is applied to scores here.
+    events_time_decay_protection: Option<String>,
+}
+
+/// `SearchRequest`: `FindRequest`'s fields, the session, the search type and the context
+/// mode's fields.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchBody {
+    #[serde(default)]
+    query: String,
+    #[serde(default)]
+    search_type: Option<String>,
+    #[serde(default)]
+    image_url: Option<Value>,
+    #[serde(default)]
+    target_uri: OneOrMany,
+    #[serde(default)]
+    context_type: Option<OneOrMany>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    node_limit: Option<i64>,
+    #[serde(default)]
+    score_threshold: Option<f64>,
+    #[serde(default)]
+    filter: Option<Value>,
+    #[serde(default)]
+    include_provenance: bool,
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    since: Option<String>,
+    #[serde(default)]
+    until: Option<String>,
+    #[serde(default)]
+    time_field: Option<String>,
+    #[serde(default)]
+    level: Option<Value>,
+    #[serde(default)]
+    read_content: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    telemetry: Option<Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    events_time_decay_protection: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+    // The context mode's fields (`CONTEXT_ONLY_FIELDS`).
+    #[serde(default)]
+    pub(super) query_expansion: Option<String>,
+    #[serde(default)]
+    pub(super) max_tokens: Option<i64>,
+    #[serde(default)]
+    pub(super) quotas: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub(super) purpose: Option<String>,
+    #[serde(default)]
+    pub(super) detail: Option<Value>,
+    #[serde(default)]
+    pub(super) dedup_turns: Option<i64>,
+    #[serde(default)]
+    pub(super) exclude_uris: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) peer_scope: Option<String>,
+    #[serde(default)]
+    pub(super) other_peer_penalty: Option<Value>,
+    #[serde(default)]
+    pub(super) rewrite: Option<Value>,
+    #[serde(default)]
+    pub(super) rewrite_max_bullets: Option<i64>,
+}
+
+impl SearchBody {
+    /// The context-only fields this list-mode request sets, as OpenViking names them.
+    fn context_fields_used(&self) -> Option<String> {
+        let set = [
+            ("detail", self.detail.is_some()),
+            ("dedup_turns", self.dedup_turns.is_some()),
+            ("exclude_uris", self.exclude_uris.is_some()),
+            ("max_tokens", self.max_tokens.is_some()),
+            ("other_peer_penalty", self.other_peer_penalty.is_some()),
+            ("peer_scope", self.peer_scope.is_some()),
+            ("purpose", self.purpose.is_some()),
+            ("query_expansion", self.query_expansion.is_some()),
+            ("quotas", self.quotas.is_some()),
+            ("rewrite", self.rewrite.is_some()),
+            ("rewrite_max_bullets", self.rewrite_max_bullets.is_some()),
+        ];
+        let used: Vec<&str> = set.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
+        (!used.is_empty()).then(|| used.join(", "))
+    }
+}
+
+/// One retrieval as both faces ask it.
+pub(super) struct Ask {
+    pub text: String,
+    pub mode: Mode,
+    /// Explicit targets (empty: the caller's default scope).
+    pub targets: Vec<VPath>,
+    pub limit: usize,
+    pub accept: Accept,
+}
+
+fn limit_of(limit: Option<i64>, node_limit: Option<i64>) -> Result<usize, ApiError> {
+    let n = node_limit.or(limit).unwrap_or(DEFAULT_LIMIT as i64);
+    if n < 1 {
+        let field = if node_limit.is_some() {
+            "node_limit"
+        } else {
+            "limit"
+        };
+        return Err(ApiError::invalid(format!(
+            "Invalid request body: {field}: Input should be greater than or equal to 1"
+        ))
+        .with_details(json!({"validation_errors": [{
+            "type": "greater_than_equal", "loc": ["body", field],
+            "msg": "Input should be greater than or equal to 1"}]})));
+    }
+    Ok((n as usize).min(MAX_LIMIT))
+}
+
+/// The targets a request names, each checked for the caller (`""`, `/` and `viking://`
+/// name no target, as in OpenViking).
+fn targets_of(who: &Identity, t: &OneOrMany) -> Result<Vec<VPath>, ApiError> {
+    let mut out: Vec<VPath> = Vec::new();
+    for u in t.items() {
+        let u = u.trim();
+        if u.is_empty() || u == "/" || u == "viking://" {
+            continue;
+        }
+        let p = who.path(u)?;
+        if p.is_root() {
+            continue;
+        }
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+fn no_images(image_url: &Option<Value>) -> Result<(), ApiError> {
+    match image_url {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) if s.is_empty() => Ok(()),
+        Some(Value::Array(a)) if a.is_empty() => Ok(()),
+        Some(_) => Err(ApiError::new(
+            "UNSUPPORTED_MODE",
+            "image_url needs an image embedding model; vikingfs searches text only",
+        )),
+    }
+}
+
+impl FindBody {
+    fn ask(&self, who: &Identity) -> Result<Ask, ApiError> {
+        no_images(&self.image_url)?;
+        Ok(Ask {
+            text: self.query.trim().to_string(),
+            mode: Mode::Hybrid,
+            targets: targets_of(who, &self.target_uri)?,
+            limit: limit_of(self.limit, self.node_limit)?,
+            accept: Accept::from_request(
+                self.context_type.as_ref().map(OneOrMany::items),
+                self.level.as_ref(),
+                self.filter.as_ref(),
+                self.tags.as_deref(),
+                self.since.as_deref(),
+                self.until.as_deref(),
+                self.time_field.as_deref(),
+                self.score_threshold,
+            )?,
+        })
+    }
+}
+
+impl SearchBody {
+    pub(super) fn ask(&self, who: &Identity) -> Result<Ask, ApiError> {
+        no_images(&self.image_url)?;
+        let mode = match self.search_type.as_deref() {
+            None | Some("semantic") => Mode::Hybrid,
+            Some("keywords") => {
+                if self.query.trim().is_empty() {
+                    return Err(ApiError::invalid(
+                        "query must not be empty when search_type='keywords'",
+                    ));
+                }
+                Mode::Lexical
+            }
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "search_type must be 'semantic' or 'keywords', got {other:?}"
+                )))
+            }
+        };
+        Ok(Ask {
+            text: self.query.trim().to_string(),
+            mode,
+            targets: targets_of(who, &self.target_uri)?,
+            limit: limit_of(self.limit, self.node_limit)?,
+            accept: Accept::from_request(
+                self.context_type.as_ref().map(OneOrMany::items),
+                self.level.as_ref(),
+                self.filter.as_ref(),
+                self.tags.as_deref(),
+                self.since.as_deref(),
+                self.until.as_deref(),
+                self.time_field.as_deref(),
+                self.score_threshold,
+            )?,
+        })
+    }
+}
+
+async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody>) -> ApiResult {
+    let ask = b.ask(&who)?;
+    let (provenance, read_content) = (b.include_provenance, b.read_content);
+    blocking(move || {
+        let hits = retrieve(&api, &who, &ask)?;
+        ok(result_json(&api, &ask, &hits, provenance, read_content))
+    })
+    .await
+}
+
+async fn search(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Body(b): Body<SearchBody>,
+) -> ApiResult {
+    match b.mode.as_deref() {
+        None | Some("list") => {
+            if let Some(used) = b.context_fields_used() {
+                return Err(ApiError::invalid(format!(
+                    "{used} require mode='context'; set mode='context' or drop these fields"
+                )));
+            }
+            let ask = b.ask(&who)?;
+            if let Some(sid) = &b.session_id {
+                // Intent analysis (OpenViking's only use of the session here) needs a chat
+                // model; like OpenViking without one, the session does not change the search.
+                tracing::debug!(session = %sid, "search: session_id noted, no intent analysis");
+            }
+            let (provenance, read_content) = (b.include_provenance, b.read_content);
+            blocking(move || {
+                let hits = retrieve(&api, &who, &ask)?;
+                ok(result_json(&api, &ask, &hits, provenance, read_content))
+            })
+            .await
+        }
+        Some("context") => {
+            if b.read_content {
+                return Err(ApiError::invalid(
+                    "read_content is only supported in mode='list'",
+                ));
+            }
+            if !b.target_uri.items().iter().all(|u| u.is_empty()) {
+                return Err(ApiError::invalid(
+                    "target_uri is not supported in mode='context'",
+                ));
+            }
+            let ask = b.ask(&who)?;
+            blocking(move || context::assemble(&api, &who, &ask, &b)).await
+        }
+        Some(other) => Err(ApiError::invalid(format!(
+            "mode must be 'list' or 'context', got {other:?}"
+        ))),
+    }
+}
+
+/// OpenViking's kinds of context, by where a path lives (`core/namespace.py`'s
+/// `classify_uri`; `agent/memories`, an older OpenViking layout, counts as memory).
+pub(super) fn context_type(p: &VPath) -> &'static str {
+    let c: Vec<&str> = p.components().take(5).collect();
+    match c.as_slice() {
+        ["agent", "skills", ..] => "skill",
+        ["agent", "memories", ..] => "memory",
+        ["user", _, "memories", ..] => "memory",
+        ["user", _, "skills", ..] => "skill",
+        ["user", _, "resources", ..] => "resource",
+        ["user", _, "peers", _, "memories"] => "memory",
+        _ => "resource",
+    }
+}
+
+/// The URI OpenViking gives a hit: a directory's summary is its sidecar file.
+pub(super) fn hit_uri(h: &Hit) -> String {
+    let sidecar = match h.level {
+        Level::Abstract => crate::uri::ABSTRACT_FILE,
+        Level::Overview => crate::uri::OVERVIEW_FILE,
+        Level::Content => return h.uri.uri(),
+    };
+    h.uri
+        .join(sidecar)
+        .map(|p| p.uri())
+        .unwrap_or_else(|_| h.uri.uri())
+}
+
+/// Is `p` in the caller's default scope? (OpenViking's `default_target_directories`: root
+/// sees everything; anyone else its own user tree and the shared resources, and the agent's
+/// skills when skills are asked for.)
+fn in_default_scope(who: &Identity, p: &VPath, skills: bool) -> bool {
+    if who.role == Role::Root {
+        return true;
+    }
+    let mut c = p.components();
+    match (c.next(), c.next()) {
+        (Some("resources"), _) => true,
+        (Some("user"), Some(u)) => u == who.user,
+        (Some("agent"), Some("skills")) => skills,
+        _ => false,
+    }
+}
+
+/// The best `ask.limit` hits the caller may see, best first: one engine query per target
+/// (the default scope is one query filtered), each asked again deeper until enough of its
+/// hits pass the filters or the engine has no more.
+pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>, ApiError> {
+    if ask.text.is_empty() || ask.accept.matches_nothing() {
+        return Ok(Vec::new());
+    }
+    let ws = api.ops.workspace();
+    let queue: &dyn PendingSummaries = api.ops.queue();
+    let embedder = api.ops.embedder().map(|e| e.as_ref());
+    let scopes: Vec<Option<&VPath>> = if ask.targets.is_empty() {
+        vec![None]
+    } else {
+        ask.targets.iter().map(Some).collect()
+    };
+    let skills = ask.accept.wants("skill");
+    let mut all: Vec<Hit> = Vec::new();
+    for under in scopes {
+        let keep = |h: &Hit| {
+            who.may_see(&h.uri)
+                && (under.is_some() || in_default_scope(who, &h.uri, skills))
+                && ask.accept.accepts(ws, h)
+        };
+        let mut want = ask.limit;
+        loop {
+            let found = search::find(
+                ws,
+                api.ops.index(),
+                Some(queue),
+                embedder,
+                &Query {
+                    text: &ask.text,
+                    mode: ask.mode,
+                    limit: want,
+                    under,
+                },
+            )
+            .map_err(|e| ApiError::from_ops(&under.map(VPath::uri).unwrap_or_default(), e))?;
+            let raw = found.hits.len();
+            let kept: Vec<Hit> = found.hits.into_iter().filter(|h| keep(h)).collect();
+            if kept.len() >= ask.limit || raw < want || want >= MAX_LIMIT {
+                all.extend(kept);
+                break;
+            }
+            want = (want * 4).min(MAX_LIMIT);
+        }
+    }
+    all.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.uri.cmp(&b.uri))
+            .then(a.level.cmp(&b.level))
+    });
+    all.dedup_by(|a, b| a.uri == b.uri && a.level == b.level);
+    all.truncate(ask.limit);
+    Ok(all)
+}
+
+/// Why a hit was returned, in words (OpenViking's `match_reason`).
+fn match_reason(h: &Hit) -> String {
+    let e = &h.evidence;
+    let mut parts = Vec::new();
+    if let (Some(r), Some(s)) = (e.lexical_rank, e.bm25) {
+        parts.push(format!("lexical rank {r} (bm25 {s:.3})"));
+    }
+    if let (Some(r), Some(c)) = (e.semantic_rank, e.cosine) {
+        parts.push(format!("semantic rank {r} (cosine {c:.3})"));
+    }
+    parts.join("; ")
+}
+
+/// A hit as OpenViking's `MatchedContext` dict.
+fn hit_json(h: &Hit) -> Value {
+    json!({
+        "context_type": context_type(&h.uri),
+        "uri": hit_uri(h),
+        "level": h.level as u8,
+        "score": finite(h.score),
+        "abstract": h.snippet,
+        "tags": [],
+    })
+}
+
+fn finite(x: f32) -> f64 {
+    if x.is_finite() {
+        f64::from(x)
+    } else {
+        0.0
+    }
+}
+
+/// The text of the file behind a hit (a summary's sidecar), when it is text.
+pub(super) fn read_text(path: &Path, max: u64) -> Option<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(max)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let head = buf[..buf.len().min(crate::content::SNIFF_BYTES)].to_vec();
+    match crate::content::sniff(head) {
+        crate::content::Content::Text(_) => Some(String::from_utf8_lossy(&buf).into_owned()),
+        crate::content::Content::Binary(_) => None,
+    }
+}
+
+/// `FindResult.to_dict()`.
+fn result_json(api: &Api, ask: &Ask, hits: &[Hit], provenance: bool, read_content: bool) -> Value {
+    let ws = api.ops.workspace();
+    let mut buckets: [Vec<Value>; 3] = Default::default();
+    for h in hits {
+        let mut v = hit_json(h);
+        if read_content {
+            let p = match h.level {
+                Level::Content => Some(h.uri.clone()),
+                _ => VPath::parse_uri(&hit_uri(h), "").ok(),
+            };
+            if let Some(t) = p.and_then(|p| read_text(&ws.fs_path(&p), READ_MAX_BYTES)) {
+                v["content"] = Value::String(t);
+            }
+        }
+        let i = match context_type(&h.uri) {
+            "memory" => 0,
+            "resource" => 1,
+            _ => 2,
+        };
+        buckets[i].push(v);
+    }
+    let [memories, resources, skills] = buckets;
+    let mut out = json!({
+        "memories": memories,
+        "resources": resources,
+        "skills": skills,
+        "total": hits.len(),
+    });
+    if provenance {
+        let searched: Vec<String> = if ask.targets.is_empty() {
+            vec!["viking://".to_string()]
+        } else {
+            ask.targets.iter().map(VPath::uri).collect()
+        };
+        out["provenance"] = json!([{
+            "query": ask.text,
+            "searched_directories": searched,
+            "matched_contexts": hits.iter().map(|h| json!({
+                "uri": hit_uri(h),
+                "tier": format!("L{}", h.level as u8),
+                "context_type": context_type(&h.uri),
+                "score": finite(h.score),
+                "match_reason": match_reason(h),
+            })).collect::<Vec<_>>(),
+            "thinking_trace": {"events": [], "statistics": {}},
+        }]);
+    }
+    out
+}
+
+/// `GrepRequest`.
+#[derive(Deserialize, Debug)]
+struct GrepBody {
+    uri: String,
+    #[serde(default)]
+    exclude_uri: Option<String>,
+    pattern: String,
+    #[serde(default)]
+    case_insensitive: bool,
+    #[serde(default = "default_node_limit")]
+    node_limit: Option<i64>,
+    #[serde(default = "default_level_limit")]
+    level_limit: i64,
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    include_tags: bool,
+    #[serde(default)]
+    before_context: i64,
+    #[serde(default)]
+    after_context: i64,
+}
+
+fn default_node_limit() -> Option<i64> {
+    Some(256)
+}
+
+fn default_level_limit() -> i64 {
+    10
+}
+
+/// A positive `node_limit` (OpenViking: none, 0 or less is unbounded).
+fn node_limit(n: Option<i64>) -> Option<usize> {
+    n.filter(|n| *n > 0).map(|n| n as usize)
+}
+
+async fn grep(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<GrepBody>) -> ApiResult {
+    if b.before_context < 0 || b.after_context < 0 {
+        return Err(ApiError::invalid(
+            "before_context and after_context must be greater than or equal to 0",
+        ));
+    }
+    let root = who.path(&b.uri)?;
+    let exclude = match b.exclude_uri.as_deref().filter(|u| !u.is_empty()) {
+        Some(u) => Some(who.path(u)?),
+        None => None,
+    };
+    let re = regex::RegexBuilder::new(&b.pattern)
+        .case_insensitive(b.case_insensitive)
+        .size_limit(1 << 22)
+        .build()
+        .map_err(|e| ApiError::invalid(format!("Invalid grep pattern: {e}")))?;
+    if b.tags.as_ref().is_some_and(|t| !t.is_empty()) {
+        // No record carries tags here: a tag filter matches no file.
+        return ok(json!({"matches": [], "count": 0, "match_count": 0, "files_scanned": 0}));
+    }
+    let limit = node_limit(b.node_limit);
+    let (before, after) = (b.before_context as usize, b.after_context as usize);
+    let depth = b.level_limit.max(0) as usize;
+    let include_tags = b.include_tags;
+    blocking(move || {
+        let ws = api.ops.workspace();
+        let files = walk(ws, &who, &root, exclude.as_ref(), depth, WalkWants::Files)?;
+        let mut matches = Vec::new();
+        let mut scanned = 0usize;
+        'files: for (p, _) in files {
+            let Some(text) = read_text(&ws.fs_path(&p), GREP_MAX_FILE_BYTES) else {
+                continue;
+            };
+            scanned += 1;
+            let lines: Vec<&str> = text.split('\n').collect();
+            for (i, line) in lines.iter().enumerate() {
+                if !re.is_match(line) {
+                    continue;
+                }
+                let mut m = json!({"line": i + 1, "uri": p.uri(), "content": line});
+                if before > 0 {
+                    m["before_context"] = (i.saturating_sub(before)..i)
+                        .map(|j| json!({"line": j + 1, "content": lines[j]}))
+                        .collect();
+                }
+                if after > 0 {
+                    m["after_context"] = (i + 1..(i + 1 + after).min(lines.len()))
+                        .map(|j| json!({"line": j + 1, "content": lines[j]}))
+                        .collect();
+                }
+                if include_tags {
+                    m["tags"] = json!([]);
+                }
+                matches.push(m);
+                if limit.is_some_and(|l| matches.len() >= l) {
+                    break 'files;
+                }
+            }
+        }
+        let n = matches.len();
+        ok(json!({"matches": matches, "count": n, "match_count": n, "files_scanned": scanned}))
+    })
+    .await
+}
+
+/// `GlobRequest`.
+#[derive(Deserialize, Debug)]
+struct GlobBody {
+    pattern: String,
+    #[serde(default = "default_glob_uri")]
+    uri: String,
+    #[serde(default = "default_node_limit")]
+    node_limit: Option<i64>,
+    #[serde(default)]
+    extra_fields: Option<Vec<String>>,
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    include_tags: bool,
+}
+
+fn default_glob_uri() -> String {
+    "viking://".into()
+}
+
+async fn glob(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<GlobBody>) -> ApiResult {
+    if b.pattern.trim().is_empty() {
+        return Err(ApiError::invalid("pattern must not be empty"));
+    }
+    let root = who.path(&b.uri)?;
+    let matcher = globset::GlobBuilder::new(b.pattern.trim_start_matches('/'))
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ApiError::invalid(format!("Invalid glob pattern: {e}")))?
+        .compile_matcher();
+    if b.tags.as_ref().is_some_and(|t| !t.is_empty()) {
+        return ok(json!({"matches": [], "count": 0}));
+    }
+    let limit = node_limit(b.node_limit);
+    let entries = b.extra_fields.is_some() || b.include_tags;
+    blocking(move || {
+        let ws = api.ops.workspace();
+        let found = walk(ws, &who, &root, None, usize::MAX, WalkWants::Both)?;
+        let base = root.as_str().len();
+        let mut matches = Vec::new();
+        for (p, meta) in found {
+            let rel = p.as_str()[base..].trim_start_matches('/');
+            if !matcher.is_match(rel) {
+                continue;
+            }
+            if entries {
+                let mtime = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| jiff::Timestamp::try_from(t).ok())
+                    .map(|t| t.to_string());
+                matches.push(json!({
+                    "name": p.name(),
+                    "uri": p.uri(),
+                    "size": meta.len(),
+                    "isDir": meta.is_dir(),
+                    "modTime": mtime,
+                    "tags": [],
+                }));
+            } else {
+                matches.push(Value::String(p.uri()));
+            }
+            if limit.is_some_and(|l| matches.len() >= l) {
+                break;
+            }
+        }
+        let n = matches.len();
+        ok(json!({"matches": matches, "count": n}))
+    })
+    .await
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum WalkWants {
+    Files,
+    Both,
+}
+
+/// The visible entries under `root` (itself when it is a file), depth-first in name order,
+/// at most `depth` directories down and [`WALK_MAX_FILES`] entries: hidden names (summaries,
+/// metadata, lock files) are skipped, as OpenViking's listing skips them, and so are trees
+/// the caller may not see and `exclude`.
+fn walk(
+    ws: &crate::workspace::Workspace,
+    who: &Identity,
+    root: &VPath,
+    exclude: Option<&VPath>,
+    depth: usize,
+    wants: WalkWants,
+) -> Result<Vec<(VPath, std::fs::Metadata)>, ApiError> {
+    let under_excluded = |p: &VPath| {
+        exclude.is_some_and(|x| {
+            p == x
+                || (p.as_str().starts_with(x.as_str())
+                    && p.as_str().as_bytes().get(x.as_str().len()) == Some(&b'/'))
+        })
+    };
+    let meta = std::fs::metadata(ws.fs_path(root)).map_err(|_| ApiError::not_found(&root.uri()))?;
+    let mut out = Vec::new();
+    if under_excluded(root) {
+        return Ok(out);
+    }
+    if !meta.is_dir() {
+        out.push((root.clone(), meta));
+        return Ok(out);
+    }
+    let mut stack: Vec<(VPath, usize)> = vec![(root.clone(), 0)];
+    while let Some((dir, d)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(ws.fs_path(&dir)) else {
+            continue;
+        };
+        let mut names: Vec<(String, std::fs::Metadata)> = rd
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let m = e.metadata().ok()?;
+                (!name.starts_with('.')).then_some((name, m))
+            })
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut subdirs = Vec::new();
+        for (name, m) in names {
+            let Ok(p) = dir.join(&name) else { continue };
+            if !who.may_see(&p) || under_excluded(&p) {
+                continue;
+            }
+            if m.is_dir() {
+                if wants == WalkWants::Both {
+                    out.push((p.clone(), m));
+                }
+                if d < depth {
+                    subdirs.push(p);
+                }
+            } else {
+                out.push((p, m));
+            }
+            if out.len() >= WALK_MAX_FILES {
+                return Ok(out);
+            }
+        }
+        // Reversed onto the stack so the first name is walked first.
+        for p in subdirs.into_iter().rev() {
+            stack.push((p, d + 1));
+        }
+    }
+    // Depth-first order with files before subdirectories reads worse than a sorted list.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> VPath {
+        VPath::from_rel(s).unwrap()
+    }
+
+    #[test]
+    fn kinds_of_context_follow_openvikings_namespace() {
+        assert_eq!(context_type(&p("user/bob/memories/prefs.md")), "memory");
+        assert_eq!(context_type(&p("user/bob/peers/carol/memories")), "memory");
+        assert_eq!(context_type(&p("user/bob/skills/x/SKILL.md")), "skill");
+        assert_eq!(context_type(&p("agent/skills/x")), "skill");
+        assert_eq!(context_type(&p("user/bob/resources/a.md")), "resource");
+        assert_eq!(
+            context_type(&p("user/bob/sessions/s1/messages.jsonl")),
+            "resource"
+        );
+        assert_eq!(context_type(&p("resources/docs/memories/a.md")), "resource");
+    }
+
+    #[test]
+    fn a_summary_hit_is_named_by_its_sidecar() {
+        let h = |level| Hit {
+            uri: p("resources/docs"),
+            level,
+            score: 1.0,
+            snippet: String::new(),
+            source_version: String::new(),
+            evidence: Default::default(),
+        };
+        assert_eq!(
+            hit_uri(&h(Level::Abstract)),
+            "viking://resources/docs/.abstract.md"
+        );
+        assert_eq!(
+            hit_uri(&h(Level::Overview)),
+            "viking://resources/docs/.overview.md"
+        );
+        assert_eq!(hit_uri(&h(Level::Content)), "viking://resources/docs");
+    }
+}
