@@ -75,6 +75,7 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         (None, None) => bail!("find: give a query or --queries FILE"),
     };
     let ws = ctx.workspace()?;
+    crate::ops::check_backend(&ws, &ctx.config.backend).context("find")?;
     let under = match &args.under {
         Some(u) => Some(ws.parse_uri(u).context("find: --under")?),
         None => None,

@@ -18,10 +18,8 @@ pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
     let ops = open_locked(ctx)?;
     let what = format!("mv {} {}", a.src, a.dst);
     let src = ops.parse(&a.src).with_context(|| what.clone())?;
-    let mut dst = ops.parse(&a.dst).with_context(|| what.clone())?;
-    if ops.workspace().fs_path(&dst).is_dir() && !src.is_root() {
-        dst = dst.join(src.name()).with_context(|| what.clone())?;
-    }
+    let dst = ops.parse(&a.dst).with_context(|| what.clone())?;
+    let dst = ops.mv_target(&src, &dst).with_context(|| what.clone())?;
     let code = outcome(&what, ops.mv(&src, &dst))?;
     done(ops, code)
 }

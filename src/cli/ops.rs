@@ -11,10 +11,12 @@ use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
 use crate::ops::{Locked, Ops, OpsError};
 
-/// The whole engine (the derivers too: a command that works the queue, checks or searches).
+/// The whole engine (the derivers too: a command that works the queue, checks or searches),
+/// as the workspace was built: this command's configuration never re-derives it
+/// ([`Ops::open_as_built`]).
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     let ws = ctx.workspace()?;
-    with_rebuild_bar(|progress| Ops::open_with_progress(&ws, &ctx.config, progress))
+    with_rebuild_bar(|progress| Ops::open_as_built(&ws, &ctx.config, progress))
 }
 
 /// The locked operations alone (rm, mv, write, add-resource): no model loaded, no vectors
