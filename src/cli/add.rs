@@ -30,6 +30,9 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !(a.timeout.is_finite() && a.timeout >= 0.0) {
         anyhow::bail!("--timeout {}: must be a number of seconds >= 0", a.timeout);
     }
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::add(&d, a);
+    }
     // Working the queue (--wait) needs the derivers; adding alone only the locked operations.
     let engine = if a.wait { Some(open(ctx)?) } else { None };
     let ops = match &engine {

@@ -74,6 +74,9 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
         (None, Some(file)) => read_queries(file)?,
         (None, None) => bail!("find: give a query or --queries FILE"),
     };
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::find(&d, ctx, args, &queries);
+    }
     let ws = ctx.workspace()?;
     crate::ops::check_backend(&ws, &ctx.config.backend).context("find")?;
     let under = match &args.under {
@@ -217,7 +220,7 @@ fn open_index(
     }
 }
 
-fn print_hits(out: &mut impl Write, hits: &[Hit], json: bool) -> anyhow::Result<()> {
+pub(super) fn print_hits(out: &mut impl Write, hits: &[Hit], json: bool) -> anyhow::Result<()> {
     if json {
         let rows: Vec<JsonHit> = hits
             .iter()

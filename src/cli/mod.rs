@@ -2,6 +2,7 @@
 //! the library and prints one line naming the problem when it fails.
 
 pub mod add;
+pub mod client;
 pub mod debug;
 pub mod find;
 pub mod fsck;
@@ -9,6 +10,7 @@ pub mod migrate;
 pub mod mv;
 pub mod ops;
 pub mod reindex;
+pub mod remote;
 pub mod rm;
 pub mod serve;
 pub mod status;

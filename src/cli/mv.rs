@@ -15,6 +15,9 @@ pub struct MvArgs {
 }
 
 pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::mv(&d, a);
+    }
     let ops = open_locked(ctx)?;
     let what = format!("mv {} {}", a.src, a.dst);
     let src = ops.parse(&a.src).with_context(|| what.clone())?;

@@ -80,6 +80,9 @@ pub(crate) fn bar(len: u64, msg: &'static str) -> ProgressBar {
 /// drained (alongside a daemon, if one runs: any process may work the queue), after finishing
 /// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
 pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::wait(&d, a);
+    }
     let ops = open(ctx)?;
     // Sessions: finish commits a crash interrupted, and work their phase 2 in the same pool.
     let extra = super::session::wait_hook(ctx, &ops)?;

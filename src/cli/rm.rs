@@ -17,6 +17,9 @@ pub struct RmArgs {
 }
 
 pub fn rm(ctx: &Ctx, a: &RmArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::rm(&d, a);
+    }
     let ops = open_locked(ctx)?;
     for uri in &a.uris {
         let p = ops.parse(uri).with_context(|| format!("rm {uri}"))?;

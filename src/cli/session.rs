@@ -98,6 +98,11 @@ fn open(ctx: &Ctx) -> anyhow::Result<Sessions> {
 }
 
 pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
+    if !matches!(args.cmd, SessionCmd::Recover(_)) {
+        if let Some(d) = super::client::Daemon::find(ctx)? {
+            return super::remote::session(&d, args).unwrap_or(Ok(0));
+        }
+    }
     let res = match &args.cmd {
         SessionCmd::Add {
             session,

@@ -22,16 +22,24 @@ pub struct StatusArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return show(args, || format(&super::remote::status(&d)?, args.json));
+    }
     let ws = ctx.workspace()?;
+    show(args, || render(ctx, &ws, args.json))
+}
+
+/// Print the report once, or every `--watch` seconds.
+fn show(args: &StatusArgs, render: impl Fn() -> anyhow::Result<String>) -> anyhow::Result<i32> {
     let Some(every) = args.watch else {
-        print!("{}", render(ctx, &ws, args.json)?);
+        print!("{}", render()?);
         return Ok(0);
     };
     if !every.is_finite() || every < 0.1 {
         anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
     }
     loop {
-        let text = render(ctx, &ws, args.json)?;
+        let text = render()?;
         // Clear the screen on a terminal, like watch(1); plain output otherwise.
         if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             print!("\x1b[H\x1b[2J");

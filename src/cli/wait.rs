@@ -37,6 +37,9 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 
 /// Watch until every queue is drained by whoever works it.
 pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::wait(&d, args);
+    }
     let ws = ctx.workspace()?;
     crate::ops::check_backend(&ws, &ctx.config.backend)?;
     let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend)?;

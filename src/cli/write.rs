@@ -20,6 +20,9 @@ pub struct WriteArgs {
 }
 
 pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::write(&d, ctx, a);
+    }
     let ops = open_locked(ctx)?;
     let what = format!("write {}", a.uri);
     let p = ops.parse(&a.uri).with_context(|| what.clone())?;

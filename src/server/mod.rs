@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod extract;
+pub mod local;
 pub mod reply;
 pub mod routes;
 pub mod tasks;

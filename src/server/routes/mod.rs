@@ -29,6 +29,7 @@ pub fn router(api: Arc<Api>) -> Router {
     let cors = cors(&api.config.cors_origins);
     Router::new()
         .merge(system::routes())
+        .merge(super::local::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(framework_errors))
