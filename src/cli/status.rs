@@ -161,12 +161,27 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
                 }
                 None => out += &format!("  dense    no vectors; configured: {configured}\n"),
             }
-            if let Some(old) = index["rederived_from"].as_str() {
-                out += &format!(
-                    "  re-deriving: the vectors of {old} were dropped for {configured}; {} \
-                     record(s) still to embed\n",
-                    index["vectors_missing"]
-                );
+            match (index["rederived_from"].as_str(), index["model"].is_null()) {
+                (Some("none (lexical only)"), false) => {
+                    out += &format!(
+                        "  re-deriving: the index was built without a model; every record is \
+                         embedded with {configured}: {} still to embed\n",
+                        index["vectors_missing"]
+                    )
+                }
+                (Some(old), false) => {
+                    out += &format!(
+                        "  re-deriving: the vectors of {old} were dropped for {configured}; {} \
+                         record(s) still to embed\n",
+                        index["vectors_missing"]
+                    )
+                }
+                (Some(old), true) => {
+                    out += &format!(
+                        "  re-derived: the vectors of {old} were dropped (no model is configured)\n"
+                    )
+                }
+                (None, _) => {}
             }
         }
     }

@@ -6,3 +6,4 @@
 mod support;
 
 mod api_envelope;
+mod cli_daemon;
