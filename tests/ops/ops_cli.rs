@@ -672,3 +672,31 @@ fn a_one_shot_command_with_a_new_model_refuses_until_reindex() {
     let status = env.ok(&["status"]);
     assert!(!status.contains("re-deriving"), "{status}");
 }
+
+/// A command whose configuration names another storage backend than the workspace's stores
+/// are on refuses in one line naming both, before it dials anything or creates a store.
+#[test]
+fn a_one_shot_command_on_another_backend_refuses() {
+    let env = Env::new();
+    base(&env);
+    env.merge_config(serde_json::json!({
+        "storage": {"backend": "postgres", "postgres": {"dsn": "postgresql://nobody@127.0.0.1:1/none"}}
+    }));
+    for args in [
+        vec!["wait", "--timeout", "5"],
+        vec!["status"],
+        vec!["find", "alpha"],
+        vec!["rm", "viking://resources/base/a.md"],
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("the workspace's stores are on sqlite")
+                && err.contains("this command's configuration names postgres"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(env.data("resources/base/a.md").exists());
+}
