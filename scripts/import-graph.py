@@ -88,7 +88,7 @@ LAYERS = {
         "stores derive reserve lifecycle",
         "locked rm mv add write recover light",
         "derivers jobs rederive refresher rebuild reindex search gauges",
-        "fsck migrate",
+        "fsck migrate status",
         "mod",
     ],
 }

@@ -36,6 +36,9 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
         Some(u) => Some(ctx.target(u).with_context(|| what.clone())?),
         None => None,
     };
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::add(&d, a, to.as_ref());
+    }
     // Working the queue (--wait) needs the derivers; adding alone only the locked operations.
     let engine = if a.wait { Some(open(ctx)?) } else { None };
     let ops = match &engine {

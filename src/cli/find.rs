@@ -95,6 +95,10 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     // Searching never creates a workspace: one that is not there has nothing to find.
     let ws = ctx.existing_workspace()?;
     let naming = naming(ctx, args)?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::find(&d, ctx, args, &queries, under.as_ref(), &naming);
+    }
+    crate::ops::check_backend(&ws, &ctx.config.backend).context("find")?;
     // The model is loaded only when the mode uses it. One thread embeds a short query faster
     // than two (13.5 vs 15.6 ms for all-MiniLM-L6-v2 here: the matrices are too small to
     // split), and a find process embeds nothing else.
@@ -234,12 +238,12 @@ fn open_index(
 
 /// How results are named: the mount of the workspace their paths are under (the current
 /// directory's, else the first live one), and whether text output uses those paths.
-struct Naming<'a> {
+pub(super) struct Naming<'a> {
     mount: Option<&'a Mount>,
     paths: bool,
 }
 
-fn naming<'a>(ctx: &'a Ctx, args: &FindArgs) -> anyhow::Result<Naming<'a>> {
+pub(super) fn naming<'a>(ctx: &'a Ctx, args: &FindArgs) -> anyhow::Result<Naming<'a>> {
     let here = ctx.cwd_mount().filter(|m| m.dead().is_none());
     let mount = here.or_else(|| {
         ctx.workspace_mounts()
@@ -260,7 +264,7 @@ fn naming<'a>(ctx: &'a Ctx, args: &FindArgs) -> anyhow::Result<Naming<'a>> {
     })
 }
 
-fn print_hits(
+pub(super) fn print_hits(
     out: &mut impl Write,
     hits: &[Hit],
     json: bool,

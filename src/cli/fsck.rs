@@ -21,6 +21,12 @@ pub struct FsckArgs {
 }
 
 pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
+    // The daemon answers the checks; a repair runs here, under the same locks.
+    if !a.repair {
+        if let Some(d) = super::client::Daemon::find(ctx)? {
+            return super::remote::fsck(&d, a);
+        }
+    }
     // Only a repair may create the workspace it is asked to check.
     let ops = if a.repair {
         open(ctx)?
@@ -28,6 +34,12 @@ pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
         open_existing(ctx)?
     };
     let rep = ops.fsck(a.repair, a.break_corrupt_locks)?;
+    let code = print(&rep, a)?;
+    done(ops, code)
+}
+
+/// What `fsck` prints of its report (made here or by the daemon), and its exit status.
+pub(super) fn print(rep: &crate::ops::FsckReport, a: &FsckArgs) -> anyhow::Result<i32> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
@@ -45,12 +57,9 @@ pub fn fsck(ctx: &Ctx, a: &FsckArgs) -> anyhow::Result<i32> {
         }
     }
     // fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected.
-    done(
-        ops,
-        match (rep.problems.is_empty(), a.repair) {
-            (true, _) => 0,
-            (false, true) => 1,
-            (false, false) => 4,
-        },
-    )
+    Ok(match (rep.problems.is_empty(), a.repair) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 4,
+    })
 }

@@ -5,6 +5,7 @@
 //! (a `viking://` URI or a path under a mount).
 
 pub mod add;
+pub mod client;
 pub mod debug;
 pub mod discover;
 pub mod find;
@@ -15,6 +16,7 @@ pub mod migrate;
 pub mod mv;
 pub mod ops;
 pub mod reindex;
+pub mod remote;
 pub mod rm;
 pub mod serve;
 pub mod status;

@@ -18,11 +18,12 @@ pub struct MvArgs {
 pub fn mv(ctx: &Ctx, a: &MvArgs) -> anyhow::Result<i32> {
     let what = format!("mv {} {}", a.src, a.dst);
     let src = ctx.target(&a.src).with_context(|| what.clone())?;
-    let mut dst = ctx.target(&a.dst).with_context(|| what.clone())?;
-    let ops = open_locked(ctx)?;
-    if ops.workspace().fs_path(&dst).is_dir() && !src.is_root() {
-        dst = dst.join(src.name()).with_context(|| what.clone())?;
+    let dst = ctx.target(&a.dst).with_context(|| what.clone())?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::mv(&d, &what, &src, &dst);
     }
+    let ops = open_locked(ctx)?;
+    let dst = ops.mv_target(&src, &dst).with_context(|| what.clone())?;
     let code = outcome(&what, ops.mv(&src, &dst))?;
     done(ops, code)
 }

@@ -11,7 +11,9 @@ use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
 use crate::ops::{Locked, Ops, OpsError};
 
-/// The whole engine (the derivers too: a command that works the queue, checks or searches).
+/// The whole engine (the derivers too: a command that works the queue, checks or searches),
+/// as the workspace was built: this command's configuration never re-derives it
+/// ([`Ops::open_as_built`]).
 pub(crate) fn open(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
     open_in(ctx, &ctx.workspace()?)
 }
@@ -22,7 +24,7 @@ pub(crate) fn open_existing(ctx: &Ctx) -> anyhow::Result<Arc<Ops>> {
 }
 
 fn open_in(ctx: &Ctx, ws: &crate::workspace::Workspace) -> anyhow::Result<Arc<Ops>> {
-    with_rebuild_bar(|progress| Ops::open_with_progress(ws, &ctx.config, progress))
+    with_rebuild_bar(|progress| Ops::open_as_built(ws, &ctx.config, progress))
 }
 
 /// The locked operations alone (rm, mv, write, add-resource): no model loaded, no vectors
@@ -86,6 +88,9 @@ pub(crate) fn bar(len: u64, msg: &'static str) -> ProgressBar {
 /// drained (alongside a daemon, if one runs: any process may work the queue), after finishing
 /// operations a dead process left half-done. Exit 124 on --timeout, as `timeout(1)`.
 pub fn wait(ctx: &Ctx, a: &super::wait::WaitArgs) -> anyhow::Result<i32> {
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::wait(&d, a);
+    }
     let ops = open_existing(ctx)?;
     // Sessions: finish commits a crash interrupted, and work their phase 2 in the same pool.
     let extra = super::session::wait_hook(ctx, &ops)?;

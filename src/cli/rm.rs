@@ -24,6 +24,9 @@ pub fn rm(ctx: &Ctx, a: &RmArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|uri| ctx.target(uri).with_context(|| format!("rm {uri}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::rm(&d, a, &targets);
+    }
     let ops = open_locked(ctx)?;
     for (uri, p) in a.uris.iter().zip(&targets) {
         let code = outcome(&format!("rm {uri}"), ops.rm(p, a.recursive).map(drop))?;

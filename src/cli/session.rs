@@ -11,9 +11,8 @@ use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
 use crate::ops::Ops;
 use crate::queue;
-use crate::session::layout::{self, SessionPath, DONE, MEMORY_DIFF};
+use crate::session::layout::{self, SessionPath};
 use crate::session::messages::new_message;
-use crate::session::meta::Meta;
 use crate::session::{self, SessionError, Sessions};
 
 #[derive(Subcommand, Debug)]
@@ -88,8 +87,7 @@ pub struct SessionArgs {
 
 /// The operations engine (index, embedder, queue) and sessions on it, for commands that index.
 fn open_ops(ctx: &Ctx) -> anyhow::Result<(Arc<Ops>, Sessions)> {
-    let ws = ctx.workspace()?;
-    let ops = Ops::open(&ws, &ctx.config)?;
+    let ops = super::ops::open(ctx)?;
     let sessions = Sessions::from_ops(&ops);
     Ok((ops, sessions))
 }
@@ -141,7 +139,25 @@ fn session_of(
     Ok(SessionPath::resolve(ws, arg)?)
 }
 
+/// A SESSION argument as the daemon takes it: a path under a mount made its URI here (the
+/// daemon does not know this process's working directory); an id or a URI as it is.
+pub(super) fn daemon_arg(ctx: &Ctx, arg: &str) -> anyhow::Result<String> {
+    if is_path(arg) {
+        Ok(ctx
+            .target(arg)
+            .with_context(|| format!("session {arg}"))?
+            .uri())
+    } else {
+        Ok(arg.to_string())
+    }
+}
+
 pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
+    if !matches!(args.cmd, SessionCmd::Recover(_)) {
+        if let Some(d) = super::client::Daemon::find(ctx)? {
+            return super::remote::session(&d, ctx, args).unwrap_or(Ok(0));
+        }
+    }
     let res = match &args.cmd {
         SessionCmd::Add {
             session,
@@ -178,22 +194,14 @@ fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> 
 
 fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
     let sessions = open(ctx, true)?;
-    let mut rows = Vec::new();
-    for s in layout::list_sessions(&sessions.ws, sessions.ws.user())? {
-        let live = sessions.live_messages(&s)?;
-        let archives = layout::archives_on_disk(&sessions.ws, &s)?;
-        let meta = Meta::load(&sessions.ws, &s)?;
-        rows.push(serde_json::json!({
-            "session": s.sid,
-            "uri": s.dir.uri(),
-            "live_messages": live.messages.len(),
-            "live_invalid_lines": live.invalid.len(),
-            "archives": archives.len(),
-            "pending_commit": meta.pending_commit.map(|p| p.archive),
-        }));
-    }
+    let rows = session::report::list(&sessions, sessions.ws.user())?;
+    print_list(&rows, json)
+}
+
+/// `session list`'s rows ([`session::report::list`]) as it prints them.
+pub(super) fn print_list(rows: &[serde_json::Value], json: bool) -> anyhow::Result<i32> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", serde_json::to_string_pretty(rows)?);
     } else {
         for r in rows {
             println!(
@@ -214,52 +222,31 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<i32> {
 
 fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
     let sessions = open(ctx, true)?;
-    let ws = &sessions.ws;
-    let s = session_of(ctx, ws, session)?;
-    if !ws.fs_path(&s.dir).is_dir() {
-        return Err(SessionError::NoSuchSession(s.dir.uri()).into());
-    }
-    let live = sessions.live_messages(&s)?;
-    let mut archives = Vec::new();
-    for n in layout::archives_on_disk(ws, &s)? {
-        let done = ws.fs_path(&s.archive_file(n, DONE)).exists();
-        let failed = ws.fs_path(&s.archive_file(n, layout::FAILED)).exists();
-        let diff: Option<serde_json::Value> =
-            std::fs::read(ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
-        archives.push(serde_json::json!({
-            "archive": layout::archive_name(n),
-            "uri": s.archive(n).uri(),
-            "done": done,
-            "failed": failed && !done,
-            "memory_summary": diff.map(|d| d["summary"].clone()),
-        }));
-    }
-    let meta = Meta::load(ws, &s)?;
+    let s = session_of(ctx, &sessions.ws, session)?;
+    let v = session::report::show(&sessions, &s)?;
+    print_show(&v, json)
+}
+
+/// `session show`'s report ([`session::report::show`]) as it prints it.
+pub(super) fn print_show(v: &serde_json::Value, json: bool) -> anyhow::Result<i32> {
     if json {
-        let v = serde_json::json!({
-            "session": s.sid,
-            "uri": s.dir.uri(),
-            "messages": live.messages,
-            "invalid_lines": live.invalid,
-            "archives": archives,
-            "pending_commit": meta.pending_commit,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(v)?);
         return Ok(0);
     }
-    println!("# {}", s.dir.uri());
-    for m in &live.messages {
-        println!("{}: {}", m.role, m.content);
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    println!("# {}", text(&v["uri"]));
+    for m in v["messages"].as_array().into_iter().flatten() {
+        println!("{}: {}", text(&m["role"]), text(&m["content"]));
     }
-    for l in &live.invalid {
+    for l in v["invalid_lines"].as_array().into_iter().flatten() {
         println!(
             "! line {} is not a valid message ({}): {}",
-            l.line, l.error, l.text
+            l["line"],
+            text(&l["error"]),
+            text(&l["text"])
         );
     }
-    for a in &archives {
+    for a in v["archives"].as_array().into_iter().flatten() {
         println!(
             "# {} {}",
             a["archive"].as_str().unwrap_or_default(),
@@ -272,42 +259,61 @@ fn show(ctx: &Ctx, session: &str, json: bool) -> anyhow::Result<i32> {
             }
         );
     }
-    if let Some(p) = meta.pending_commit {
+    let pending: Option<crate::session::meta::PendingCommit> =
+        serde_json::from_value(v["pending_commit"].clone()).unwrap_or(None);
+    if let Some(p) = pending {
         println!("# commit of archive {} pending ({:?})", p.archive, p.state);
     }
     Ok(0)
 }
 
 fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
-    let (wait, json, timeout) = (a.wait, a.json, Duration::from_secs(a.timeout));
+    let timeout = Duration::from_secs(a.timeout);
     let (ops, sessions) = open_ops(ctx)?;
     let s = session_of(ctx, &sessions.ws, &a.session)?;
-    let report = sessions.commit_keeping(&s, a.keep)?;
+    let report = serde_json::to_value(sessions.commit_keeping(&s, a.keep)?)?;
     let mut drained = None;
-    if wait {
+    if a.wait {
         drained = Some(drain(ctx, &ops, timeout)?);
     }
-    let diff = report.archive.and_then(|n| {
-        std::fs::read(sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-    });
-    if json {
-        let mut v = serde_json::to_value(&report)?;
+    let outcome = report["archive"]
+        .as_u64()
+        .map(|n| session::report::archive_outcome(&sessions, &s, n as u32));
+    print_commit(&report, outcome.as_ref(), a, drained)
+}
+
+/// What `session commit` prints: its report ([`session::CommitReport`] as JSON), what became
+/// of the archive ([`session::report::archive_outcome`]), and whether `--wait` saw the work
+/// drained.
+pub(super) fn print_commit(
+    report: &serde_json::Value,
+    outcome: Option<&serde_json::Value>,
+    a: &CommitArgs,
+    drained: Option<bool>,
+) -> anyhow::Result<i32> {
+    let wait = a.wait;
+    let diff = outcome
+        .map(|o| o["memory_diff"].clone())
+        .filter(|d| !d.is_null());
+    if a.json {
+        let mut v = report.clone();
         v["memory_diff"] = diff.clone().unwrap_or(serde_json::Value::Null);
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        for n in &report.recovered {
+        for n in report["recovered"].as_array().into_iter().flatten() {
             println!(
                 "finished interrupted commit of {}",
-                layout::archive_name(*n)
+                layout::archive_name(n.as_u64().unwrap_or_default() as u32)
             );
         }
-        match &report.archive_uri {
-            None => println!("nothing to commit in {}", report.session),
+        match report["archive_uri"].as_str() {
+            None => println!(
+                "nothing to commit in {}",
+                report["session"].as_str().unwrap_or_default()
+            ),
             Some(uri) => println!(
                 "archived {} message(s) and {} invalid line(s) (kept verbatim) to {uri}",
-                report.messages, report.invalid_lines
+                report["messages"], report["invalid_lines"]
             ),
         }
         if let Some(d) = &diff {
@@ -317,19 +323,17 @@ fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
                 d["summary"]["total_updates"],
                 d["summary"]["unchanged"]
             );
-        } else if report.archive.is_some() && !wait {
+        } else if !report["archive"].is_null() && !wait {
             println!("memory extraction queued (a daemon or `vikingfs wait` runs it)");
         }
     }
-    if let Some(n) = report.archive.filter(|_| wait) {
-        let failed = sessions.ws.fs_path(&s.archive_file(n, layout::FAILED));
-        if let Ok(b) = std::fs::read(&failed) {
-            let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
+    if let (Some(n), true) = (report["archive"].as_u64(), wait) {
+        if let Some(f) = outcome.map(|o| &o["failed"]).filter(|f| !f.is_null()) {
             eprintln!(
                 "vikingfs: session commit: phase 2 of {} failed: {} (messages are archived; see {})",
-                layout::archive_name(n),
-                v["error"].as_str().unwrap_or("unknown error"),
-                failed.display()
+                layout::archive_name(n as u32),
+                f["error"].as_str().unwrap_or("unknown error"),
+                f["path"].as_str().unwrap_or_default()
             );
             return Ok(1);
         }
@@ -337,7 +341,7 @@ fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
     if drained == Some(false) {
         eprintln!(
             "vikingfs: session commit: background work not finished after {}s",
-            timeout.as_secs()
+            a.timeout
         );
         return Ok(EXIT_BUSY);
     }

@@ -11,15 +11,11 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::discover::Mount;
 use super::Ctx;
 use crate::daemon;
-use crate::error::Chain;
-use crate::index::Index;
-use crate::lock::LockManager;
-use crate::queue::{Queue, QueueStats, KNOWN_QUEUES};
 use crate::workspace::Workspace;
 
 #[derive(clap::Args, Debug)]
@@ -46,16 +42,25 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let frame = || match &ws {
+    if ws.is_some() {
+        if let Some(d) = super::client::Daemon::find(ctx)? {
+            return show(args, || format(&super::remote::status(&d)?, args.json));
+        }
+    }
+    show(args, || match &ws {
         Some(ws) => render(ctx, ws, args.json),
         None => mounts_view(ctx, args.json),
-    };
+    })
+}
+
+/// Print the report once, or every `--watch` seconds.
+fn show(args: &StatusArgs, render: impl Fn() -> anyhow::Result<String>) -> anyhow::Result<i32> {
     let Some(every) = args.watch else {
-        print!("{}", frame()?);
+        print!("{}", render()?);
         return Ok(0);
     };
     loop {
-        let text = frame()?;
+        let text = render()?;
         // Clear the screen on a terminal, like watch(1); plain output otherwise.
         if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             print!("\x1b[H\x1b[2J");
@@ -68,100 +73,75 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
 }
 
 fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
-    // A damaged queue is derived state: say so and go on (the engine's next open rebuilds it).
-    let damaged = match ctx.config.backend {
-        crate::config::Backend::Sqlite => crate::db::damage(&ws.queue_db()),
-        crate::config::Backend::Postgres { .. } => None,
-    };
-    let stats = match &damaged {
-        Some(_) => Vec::new(),
-        None => queue_stats(&crate::ops::open_queue_of(ws, &ctx.config.backend)?)?,
-    };
-    let queue_note = damaged.map(|why| {
-        format!(
-            "damaged ({why}); the daemon's next start or any command that opens the engine \
-             moves it aside and queues its jobs again"
-        )
-    });
-    let disk = disk_note(ws);
-    let daemons = daemon::running(ws)?;
-    let scraped: Vec<Option<Value>> = daemons
-        .iter()
-        .map(|d| d.metrics.as_deref().map(metrics_summary))
-        .collect();
-    let locks = LockManager::new(ws, ctx.config.lock.clone())?.list()?;
-    let index = index_section(ctx, ws);
+    crate::ops::check_backend(ws, &ctx.config.backend)?;
+    let v = crate::ops::status::report(ws, &crate::ops::status::Source::Config(&ctx.config))?;
+    format(&v, as_json)
+}
+
+/// The report ([`crate::ops::status::report`], read here or by the daemon) as `status`
+/// prints it: the JSON itself, or text drawn from it.
+pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
     if as_json {
-        let stale = locks.iter().filter(|l| l.stale).count();
-        let daemons: Vec<Value> = daemons
-            .iter()
-            .zip(&scraped)
-            .map(|(d, m)| {
-                let mut v = json!(d);
-                if let Some(m) = m {
-                    v["metrics_summary"] = m.clone();
-                }
-                v
-            })
-            .collect();
-        let v = json!({
-            "workspace": ws.root(),
-            "daemons": daemons,
-            "queues": queues_json(&stats),
-            "queue_error": queue_note,
-            "disk": disk,
-            "locks": {"held": locks.len() - stale, "stale": stale, "list": locks},
-            "index": index,
-        });
-        return Ok(serde_json::to_string_pretty(&v)? + "\n");
+        return Ok(serde_json::to_string_pretty(v)? + "\n");
     }
-    let mut out = format!("workspace: {}\n", ws.root().display());
+    let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut out = format!("workspace: {}\n", str_of(&v["workspace"]));
+    let daemons = v["daemons"].as_array().cloned().unwrap_or_default();
     if daemons.is_empty() {
         out += "daemons: none (queues are drained only by `--wait` commands and `vikingfs wait`)\n";
     } else {
         out += "daemons:\n";
         for d in &daemons {
-            let mp = d
-                .mountpoint
-                .as_ref()
-                .map(|m| format!("mounted at {}", m.display()))
+            let mp = d["mountpoint"]
+                .as_str()
+                .map(|m| format!("mounted at {m}"))
                 .unwrap_or_else(|| "no mount".into());
-            let w = if d.workers { ", workers" } else { "" };
-            out += &format!("  pid {}  {mp}{w}  vikingfs {}\n", d.pid, d.version);
+            let w = if d["workers"] == true {
+                ", workers"
+            } else {
+                ""
+            };
+            out += &format!(
+                "  pid {}  {mp}{w}  vikingfs {}\n",
+                d["pid"],
+                str_of(&d["version"])
+            );
         }
-        for (d, m) in daemons.iter().zip(&scraped) {
-            if let (Some(addr), Some(m)) = (&d.metrics, m) {
-                out += &format!(
-                    "  pid {} metrics http://{addr}/metrics: {}\n",
-                    d.pid,
-                    summary_text(m)
-                );
+        for d in &daemons {
+            if let (Some(addr), m) = (d["metrics"].as_str(), &d["metrics_summary"]) {
+                if !m.is_null() {
+                    out += &format!(
+                        "  pid {} metrics http://{addr}/metrics: {}\n",
+                        d["pid"],
+                        summary_text(m)
+                    );
+                }
             }
         }
     }
-    if let Some(d) = &disk {
+    if let Some(d) = v["disk"].as_str() {
         out += &format!("disk: {d}\n");
     }
-    match &queue_note {
+    match v["queue_error"].as_str() {
         Some(n) => out += &format!("queues: {n}\n"),
-        None => out += &queues_text(&stats),
+        None => out += &queues_text(&v["queues"]),
     }
-    let stale = locks.iter().filter(|l| l.stale).count();
-    out += &format!("locks: {} held, {} stale\n", locks.len() - stale, stale);
-    for l in &locks {
-        let why = l
-            .stale_reason
-            .as_deref()
+    let locks = &v["locks"];
+    out += &format!("locks: {} held, {} stale\n", locks["held"], locks["stale"]);
+    for l in locks["list"].as_array().into_iter().flatten() {
+        let why = l["stale_reason"]
+            .as_str()
             .map(|r| format!("  STALE: {r}"))
             .unwrap_or_default();
         out += &format!(
             "  {:<5} {}  owner {}  age {}{why}\n",
-            l.kind.as_str(),
-            l.uri,
-            l.owner,
-            human(Duration::from_secs_f64(l.age_secs.max(0.0)))
+            str_of(&l["kind"]),
+            str_of(&l["uri"]),
+            str_of(&l["owner"]),
+            human(secs(&l["age_secs"]))
         );
     }
+    let index = &v["index"];
     match index.get("error") {
         Some(e) => out += &format!("index: {}\n", e.as_str().unwrap_or_default()),
         None => {
@@ -201,6 +181,28 @@ fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
                     )
                 }
                 None => out += &format!("  dense    no vectors; configured: {configured}\n"),
+            }
+            match (index["rederived_from"].as_str(), index["model"].is_null()) {
+                (Some("none (lexical only)"), false) => {
+                    out += &format!(
+                        "  re-deriving: the index was built without a model; every record is \
+                         embedded with {configured}: {} still to embed\n",
+                        index["vectors_missing"]
+                    )
+                }
+                (Some(old), false) => {
+                    out += &format!(
+                        "  re-deriving: the vectors of {old} were dropped for {configured}; {} \
+                         record(s) still to embed\n",
+                        index["vectors_missing"]
+                    )
+                }
+                (Some(old), true) => {
+                    out += &format!(
+                        "  re-derived: the vectors of {old} were dropped (no model is configured)\n"
+                    )
+                }
+                (None, _) => {}
             }
         }
     }
@@ -283,25 +285,6 @@ fn mounts_view(ctx: &Ctx, as_json: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// What a daemon's metrics endpoint says, in a few numbers (or why it could not be read).
-fn metrics_summary(addr: &str) -> Value {
-    let s = match crate::metrics::scrape(addr, Duration::from_secs(2)) {
-        Ok(s) => s,
-        Err(e) => return json!({"error": e}),
-    };
-    let errno = |e: &str| s.sum("vikingfs_fuse_errors_total", &[("errno", e)]) as u64;
-    json!({
-        "requests": s.sum("vikingfs_fuse_request_duration_seconds_count", &[]) as u64,
-        "ebusy": errno("EBUSY"),
-        "enospc": errno("ENOSPC"),
-        "eio": errno("EIO"),
-        "lock_waits": s.sum("vikingfs_lock_wait_seconds_count", &[]) as u64,
-        "lock_busy": s.sum("vikingfs_lock_busy_total", &[]) as u64,
-        "jobs_done": s.sum("vikingfs_jobs_total", &[("outcome", "done")]) as u64,
-        "jobs_failed": s.sum("vikingfs_jobs_total", &[("outcome", "failed")]) as u64,
-    })
-}
-
 fn summary_text(m: &Value) -> String {
     if let Some(e) = m["error"].as_str() {
         return format!("unreachable ({e})");
@@ -319,161 +302,51 @@ fn summary_text(m: &Value) -> String {
     )
 }
 
-/// "full" (with what is left) when the workspace's filesystem has almost no room: writes
-/// answer ENOSPC, and rm, rmdir and truncate still work (the engine's reserve).
-fn disk_note(ws: &Workspace) -> Option<String> {
-    crate::ops::gauges::disk_full(ws).map(|free| {
-        format!(
-            "full ({} free): writes answer ENOSPC; rm, rmdir and truncate still work",
-            crate::content::human_size(free)
-        )
-    })
+/// A number of seconds in the report as a duration.
+fn secs(v: &Value) -> Duration {
+    Duration::try_from_secs_f64(v.as_f64().unwrap_or(0.0).max(0.0)).unwrap_or_default()
 }
 
-/// Record count, size on disk and model of the index; an `error` key when it can't be read.
-fn index_section(ctx: &Ctx, ws: &Workspace) -> Value {
-    let bytes = crate::db::size_on_disk(&ws.index_db());
-    // The configured model as configured (loading it is the daemon's business, not status').
-    let e = &ctx.config.embedding;
-    let configured = match (e.provider.as_str(), e.model.as_deref()) {
-        ("local", None) => "none (lexical only)".to_string(),
-        ("local", Some(dir)) => format!("local {dir}"),
-        (p, m) => format!("{p} {}", m.unwrap_or("-")),
-    };
-    let home = match crate::ops::index_home(ws, &ctx.config.backend) {
-        Ok(home) => home,
-        Err(e) => return json!({ "error": crate::error::Chain(&e).to_string() }),
-    };
-    if let Some(why) = home.file().and_then(crate::db::damage) {
-        return json!({
-            "error": format!("damaged ({why}); the daemon's next start or any command that \
-                              opens the engine moves it aside and rebuilds it"),
-            "bytes": bytes,
-        });
-    }
-    let mut loc = String::new();
-    let opened = Index::open_lexical_in(home.store())
-        .map_err(anyhow::Error::from)
-        .and_then(|i| {
-            let rebuild = crate::ops::rebuild::recorded(&i);
-            loc = i.location().to_string();
-            Ok((i.stats()?, i.stored_model()?, rebuild))
-        });
-    match opened {
-        Ok((st, stored, rebuild)) => json!({
-            "rebuilding": rebuild.map(|p| match p {
-                Some((done, total)) => json!({"done": done, "total": total}),
-                None => json!({"done": 0, "total": null}),
-            }),
-            "records": st.records,
-            "lexical": st.lexical,
-            "vectors": st.vectors,
-            "vectors_missing": st.records.saturating_sub(st.vectors),
-            "partial": st.partial,
-            "max_file_bytes": ctx.config.index.max_file_bytes,
-            "bytes": bytes,
-            // Where it is, when not the workspace's index.db.
-            "at": home.file().is_none().then(|| loc.clone()),
-            "model": if stored.is_empty() { Value::Null } else { json!(stored) },
-            "configured_model": configured,
-        }),
-        Err(e) => json!({"error": Chain(&*e).to_string(), "bytes": bytes}),
-    }
-}
-
-/// Stats of every queue with jobs, plus the project's queues even when empty, sorted by name.
-pub fn queue_stats(queue: &Queue) -> anyhow::Result<Vec<QueueStats>> {
-    let mut stats = queue.stats()?;
-    for name in KNOWN_QUEUES {
-        if !stats.iter().any(|s| s.queue == *name) {
-            stats.push(QueueStats {
-                queue: name.to_string(),
-                ..QueueStats::default()
-            });
-        }
-    }
-    stats.sort_by(|a, b| a.queue.cmp(&b.queue));
-    Ok(stats)
-}
-
-/// The `"queues"` section: an object keyed by queue name.
-pub fn queues_json(stats: &[QueueStats]) -> Value {
-    let secs = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
-    let map = stats
-        .iter()
-        .map(|s| {
-            let dead: Vec<Value> = s
-                .dead_jobs
-                .iter()
-                .map(|d| {
-                    json!({
-                        "id": d.id,
-                        "key": d.key,
-                        "attempts": d.attempts,
-                        "error": d.error,
-                        "age_secs": secs(d.age),
-                    })
-                })
-                .collect();
-            let v = json!({
-                "pending": s.pending,
-                "retrying": s.retrying,
-                "running": s.running,
-                "expired": s.expired,
-                "dead": s.dead,
-                "oldest_age_secs": s.oldest_age.map(secs),
-                "last_dead": dead,
-            });
-            (s.queue.clone(), v)
-        })
-        .collect();
-    Value::Object(map)
-}
-
-/// The queue section as text.
-pub fn queues_text(stats: &[QueueStats]) -> String {
+/// The queue section (the report's `"queues"` object) as text.
+pub fn queues_text(queues: &Value) -> String {
     let mut out = String::from("queues:\n");
-    for s in stats {
-        let oldest = s
-            .oldest_age
-            .map(|d| format!("  oldest {}", human(d)))
-            .unwrap_or_default();
-        let retrying = if s.retrying > 0 {
-            format!(" ({} retrying)", s.retrying)
-        } else {
-            String::new()
+    let Some(map) = queues.as_object() else {
+        return out;
+    };
+    for (name, s) in map {
+        let oldest = match &s["oldest_age_secs"] {
+            Value::Null => String::new(),
+            a => format!("  oldest {}", human(secs(a))),
         };
-        let expired = if s.expired > 0 {
-            format!(
-                "  expired {} (worker gone; next claim takes them)",
-                s.expired
-            )
-        } else {
-            String::new()
+        let retrying = match s["retrying"].as_u64().unwrap_or(0) {
+            0 => String::new(),
+            n => format!(" ({n} retrying)"),
+        };
+        let expired = match s["expired"].as_u64().unwrap_or(0) {
+            0 => String::new(),
+            n => format!("  expired {n} (worker gone; next claim takes them)"),
         };
         out += &format!(
             "  {:<15} pending {}{retrying}  running {}{expired}  dead {}{oldest}\n",
-            s.queue, s.pending, s.running, s.dead
+            name, s["pending"], s["running"], s["dead"]
         );
-        for d in &s.dead_jobs {
-            let key = d
-                .key
-                .as_deref()
+        let dead_jobs = s["last_dead"].as_array().cloned().unwrap_or_default();
+        for d in &dead_jobs {
+            let key = d["key"]
+                .as_str()
                 .map(|k| format!(" {k}"))
                 .unwrap_or_default();
             out += &format!(
                 "    dead job {}{key} after {} attempt(s), {} ago: {}\n",
-                d.id,
-                d.attempts,
-                human(d.age),
-                d.error
+                d["id"],
+                d["attempts"],
+                human(secs(&d["age_secs"])),
+                d["error"].as_str().unwrap_or_default()
             );
         }
-        if s.dead as usize > s.dead_jobs.len() {
-            out += &format!(
-                "    ... and {} more dead\n",
-                s.dead as usize - s.dead_jobs.len()
-            );
+        let dead = s["dead"].as_u64().unwrap_or(0) as usize;
+        if dead > dead_jobs.len() {
+            out += &format!("    ... and {} more dead\n", dead - dead_jobs.len());
         }
     }
     out

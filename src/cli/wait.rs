@@ -38,6 +38,10 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 /// Watch until every queue is drained by whoever works it.
 pub fn run(ctx: &Ctx, args: &WaitArgs) -> anyhow::Result<i32> {
     let ws = ctx.existing_workspace()?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::wait(&d, args);
+    }
+    crate::ops::check_backend(&ws, &ctx.config.backend)?;
     let queue = crate::ops::open_queue_of(&ws, &ctx.config.backend)?;
     let mut bar = Bar::new();
     // A daemon rebuilding a lost index from the files: its files left count as outstanding.

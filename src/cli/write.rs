@@ -23,6 +23,9 @@ pub struct WriteArgs {
 pub fn write(ctx: &Ctx, a: &WriteArgs) -> anyhow::Result<i32> {
     let what = format!("write {}", a.uri);
     let p = ctx.target(&a.uri).with_context(|| what.clone())?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        return super::remote::write(&d, a, &p);
+    }
     let ops = open_locked(ctx)?;
     let bytes = match &a.from {
         Some(f) => std::fs::read(f).with_context(|| format!("{what}: {}", f.display()))?,

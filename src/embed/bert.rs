@@ -230,6 +230,10 @@ impl Embedder for BertEmbedder {
         self.model_id.clone()
     }
 
+    fn describe(&self) -> String {
+        super::local_name(&self.dir)
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encodings = Vec::with_capacity(texts.len());
         for t in texts {

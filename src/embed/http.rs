@@ -176,6 +176,10 @@ impl Embedder for HttpEmbedder {
         format!("openai:{}", self.model)
     }
 
+    fn describe(&self) -> String {
+        format!("openai {}", self.model)
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {

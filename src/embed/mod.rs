@@ -79,6 +79,31 @@ pub trait Embedder: Send + Sync {
     fn model_id(&self) -> String;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The configuration this embedder was built from, as [`describe`] names it (so that a
+    /// daemon's model and a command's configuration compare without loading the model).
+    fn describe(&self) -> String {
+        self.model_id()
+    }
+}
+
+/// How `cfg` names its model, the same string [`Embedder::describe`] gives for the embedder
+/// [`from_config`] builds: `none (lexical only)`, `local DIR` (the directory made absolute),
+/// `openai MODEL`.
+pub fn describe(cfg: &EmbeddingConfig) -> String {
+    match (
+        cfg.provider.as_str(),
+        cfg.model.as_deref().filter(|m| !m.is_empty()),
+    ) {
+        ("local", None) => "none (lexical only)".to_string(),
+        ("local", Some(dir)) => local_name(&expand_home(dir)),
+        (p, m) => format!("{p} {}", m.unwrap_or("-")),
+    }
+}
+
+/// `local DIR`, DIR absolute when it exists.
+fn local_name(dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    format!("local {}", dir.display())
 }
 
 /// Build the dense embedder `cfg` names, or `None` when search is lexical only (`local`

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Hit, Index, IndexError, Level, VPath};
 
@@ -64,7 +64,7 @@ impl Mode {
 }
 
 /// Why a result was returned: its place and score in each list it was found in.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Evidence {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lexical_rank: Option<usize>,

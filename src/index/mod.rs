@@ -295,6 +295,27 @@ impl Index {
         Ok((index, reset))
     }
 
+    /// The model identity (id, dimension; "" for none) the index at `store` was built with,
+    /// when it is not (`model_id`, `dim`) and the index holds records: opening it with
+    /// [`Index::open_or_reset_in`] would drop or make every vector. `None` for a new or empty
+    /// index, one of another format (rebuilt from the files anyway), or one of this model.
+    /// Reads only.
+    pub fn built_with_other(
+        store: Store<'_>,
+        dim: usize,
+        model_id: &str,
+    ) -> Result<Option<(String, usize)>, IndexError> {
+        let index = Self::connect(store, dim, model_id)?;
+        let Some(m) = index.engine.read_meta()? else {
+            return Ok(None);
+        };
+        let same = m.model == model_id && (model_id.is_empty() || m.dim == dim);
+        if m.schema != SCHEMA_VERSION || same || index.engine.count()? == 0 {
+            return Ok(None);
+        }
+        Ok(Some((m.model, m.dim)))
+    }
+
     fn connect(store: Store<'_>, dim: usize, model_id: &str) -> Result<Index, IndexError> {
         let engine: Box<dyn Engine> = match store {
             Store::File(path) => Box::new(sqlite::SqliteEngine::open(path)?),

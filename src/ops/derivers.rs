@@ -90,18 +90,24 @@ impl Ops {
         limit: usize,
         under: Option<&VPath>,
     ) -> Result<Vec<crate::index::Hit>> {
-        let found = search::find(
+        let found = self.search(&search::Query {
+            text: query,
+            mode: crate::index::Mode::Hybrid,
+            limit,
+            under,
+        })?;
+        Ok(found.hits)
+    }
+
+    /// [`Ops::find`] in any mode, with how many records of missing files it deleted (what
+    /// the CLI's `find` asks a daemon).
+    pub fn search(&self, q: &search::Query) -> Result<crate::index::Found> {
+        search::find(
             &self.ws,
             &self.index,
             Some(&self.queue as &dyn search::PendingSummaries),
             self.embedder.as_deref(),
-            &search::Query {
-                text: query,
-                mode: crate::index::Mode::Hybrid,
-                limit,
-                under,
-            },
-        )?;
-        Ok(found.hits)
+            q,
+        )
     }
 }

@@ -74,6 +74,26 @@ pub enum OpsError {
     },
     #[error(transparent)]
     Uri(#[from] crate::uri::UriError),
+    /// A one-shot command whose configured model is not the one the index was built with:
+    /// opening it would drop or remake every vector of the workspace because of this
+    /// command's environment ([`super::stores::Model::AsBuilt`]).
+    #[error(
+        "the index was built with model {stored}, this command's configuration names \
+         {configured}: run it with the configuration the index was built with (the daemon's), \
+         or `vikingfs reindex` to re-derive it with {configured}"
+    )]
+    BuiltWith { stored: String, configured: String },
+    /// A one-shot command whose configured storage backend is not the one the workspace's
+    /// stores are on: it would start empty stores of its own beside them.
+    #[error(
+        "the workspace's stores are on {stored} ({why}), this command's configuration names \
+         {configured} (storage.backend): run it with the workspace's configuration"
+    )]
+    BuiltOn {
+        stored: &'static str,
+        configured: &'static str,
+        why: String,
+    },
     /// A damaged store another live process (a daemon) has open: moving it aside under that
     /// process would split its writes from everyone else's reads.
     #[error(
@@ -140,6 +160,8 @@ impl ToErrno for OpsError {
             | OpsError::Summarizer(_)
             | OpsError::BadSource { .. }
             | OpsError::DamagedInUse { .. } => libc::EIO,
+            // Refused before anything changed.
+            OpsError::BuiltWith { .. } | OpsError::BuiltOn { .. } => libc::EINVAL,
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::jobs::{embed_job, semantic_job, NewJob};
 use super::{stat_version, Ops, Result};
@@ -24,7 +24,7 @@ const TEMP_GRACE: Duration = Duration::from_secs(60);
 const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
 /// One finding.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
     /// An index record whose source is gone (or is the other kind).
@@ -125,7 +125,7 @@ impl std::fmt::Display for Problem {
 }
 
 /// What fsck found and, with repair, what it did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FsckReport {
     pub problems: Vec<Problem>,
     /// Actions taken by a repair.

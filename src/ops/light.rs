@@ -29,6 +29,7 @@ impl Light {
     /// The locks and the queue of `ws` as `config` says (the queue where `storage.backend`
     /// keeps it), and nothing else.
     pub fn open(ws: &Workspace, config: &Config) -> Result<Light> {
+        super::check_backend(ws, &config.backend)?;
         Ok(Light {
             locks: LockManager::new(ws, config.lock.clone())?,
             queue: super::open_queue_of(ws, &config.backend)?,

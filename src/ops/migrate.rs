@@ -35,7 +35,7 @@ use crate::workspace::Workspace;
 
 /// The marker of a copy not switched to yet, in the workspace's internal directory: it holds
 /// the target's backend name.
-pub const MARKER: &str = "migrate.incomplete";
+pub const MARKER: &str = super::stores::MIGRATE_MARKER;
 
 /// Jobs moved per transaction (and per step of the progress bar).
 const BATCH: usize = 500;

@@ -38,6 +38,7 @@ mod reserve;
 mod rm;
 pub mod search;
 mod source;
+pub mod status;
 pub mod stores;
 mod write;
 
@@ -65,7 +66,17 @@ pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
-pub use stores::{index_home, open_queue_of, Healed, IndexHome, Stores};
+pub use stores::{check_backend, index_home, open_queue_of, Healed, IndexHome, Stores};
+
+/// Whether an open may re-derive what another configuration derived (see
+/// [`Ops::open_as_built`]).
+#[derive(Clone, Copy)]
+enum Derive {
+    /// Bring the index to this configuration's model (a daemon's start, `reindex`).
+    Again,
+    /// Refuse an index of another model (a one-shot command).
+    AsBuilt,
+}
 
 impl Ops {
     /// Open every store of `ws` as `config` says, and finish operations that a dead process
@@ -86,7 +97,22 @@ impl Ops {
         config: &Config,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arc<Ops>> {
-        Self::open_rebuilding(ws, config, progress, Healed::default())
+        Self::open_rebuilding(ws, config, progress, Healed::default(), Derive::Again)
+    }
+
+    /// [`Ops::open_with_progress`] for a one-shot command (`wait`, `fsck`, `add-resource
+    /// --wait`, `session commit`): its own configuration never re-derives the workspace. A
+    /// configured model that is not the one the index was built with is
+    /// [`OpsError::BuiltWith`], a backend that is not the stores' [`OpsError::BuiltOn`],
+    /// both before anything changed; only `vikingfs reindex` ([`Ops::open_with_progress`])
+    /// and a daemon's start ([`Ops::open_serving`]) re-derive.
+    pub fn open_as_built(
+        ws: &Workspace,
+        config: &Config,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Arc<Ops>> {
+        stores::check_backend(ws, &config.backend)?;
+        Self::open_rebuilding(ws, config, progress, Healed::default(), Derive::AsBuilt)
     }
 
     /// [`Ops::open_with_progress`], deriving again also what an earlier open of the stores
@@ -96,8 +122,9 @@ impl Ops {
         config: &Config,
         progress: &mut dyn FnMut(u64, u64),
         carried: Healed,
+        derive: Derive,
     ) -> Result<Arc<Ops>> {
-        let ops = Self::from_config(ws, config, carried)?;
+        let ops = Self::from_config(ws, config, carried, derive)?;
         if ops.needs_rebuild()? && !ops.rebuilt_elsewhere() {
             // Derived state rebuilds itself: the terms at once, vectors and summaries queued.
             ops.rebuild_index(progress)?;
@@ -109,19 +136,24 @@ impl Ops {
     /// thread of its own while the mount serves (searches answer from what is rebuilt so
     /// far; `status` shows how far), not before the mount comes up.
     pub fn open_serving(ws: &Workspace, config: &Config) -> Result<Arc<Ops>> {
-        let ops = Self::from_config(ws, config, Healed::default())?;
+        let ops = Self::from_config(ws, config, Healed::default(), Derive::Again)?;
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
         }
         Ok(ops)
     }
 
-    fn from_config(ws: &Workspace, config: &Config, carried: Healed) -> Result<Arc<Ops>> {
+    fn from_config(
+        ws: &Workspace,
+        config: &Config,
+        carried: Healed,
+        derive: Derive,
+    ) -> Result<Arc<Ops>> {
         let locks = LockManager::new(ws, config.lock.clone())?;
         let embedder = embed::from_config(&config.embedding)?;
         let summarizer =
             semantic::summarizer_from_config(config.vlm.as_ref()).map_err(OpsError::Summarizer)?;
-        Self::assemble(ws, locks, embedder, summarizer, config, carried)
+        Self::assemble(ws, locks, embedder, summarizer, config, carried, derive)
     }
 
     /// The locked operations alone, for a one-shot command that runs only them (rm, mv,
@@ -135,6 +167,7 @@ impl Ops {
         config: &Config,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arc<Locked>> {
+        stores::check_backend(ws, &config.backend)?;
         let locks = LockManager::new(ws, config.lock.clone())?;
         let carried = match Stores::open(ws, config, locks, &stores::Model::AsStored) {
             Ok((stores, healed)) if !healed.queue_lost && !stores.needs_rebuild()? => {
@@ -150,7 +183,7 @@ impl Ops {
             Err(OpsError::Index(crate::index::IndexError::Schema { .. })) => Healed::default(),
             Err(e) => return Err(e),
         };
-        let ops = Self::open_rebuilding(ws, config, progress, carried)?;
+        let ops = Self::open_rebuilding(ws, config, progress, carried, Derive::AsBuilt)?;
         Ok(ops.locked().clone())
     }
 
@@ -169,6 +202,7 @@ impl Ops {
             summarizer,
             &Config::default(),
             Healed::default(),
+            Derive::Again,
         )
     }
 
@@ -181,8 +215,12 @@ impl Ops {
         summarizer: Arc<dyn Summarizer>,
         config: &Config,
         carried: Healed,
+        derive: Derive,
     ) -> Result<Arc<Ops>> {
-        let model = stores::Model::of(embedder.as_deref());
+        let model = match derive {
+            Derive::Again => stores::Model::of(embedder.as_deref()),
+            Derive::AsBuilt => stores::Model::as_built(embedder.as_deref()),
+        };
         let (stores, healed) = Stores::open(ws, config, locks, &model)?;
         let healed = Healed {
             queue_lost: healed.queue_lost || carried.queue_lost,

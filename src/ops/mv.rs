@@ -19,6 +19,15 @@ use crate::tail;
 use crate::uri::{VPath, ABSTRACT_FILE, OVERVIEW_FILE};
 
 impl Locked {
+    /// mv(1)'s reading of a destination: an existing directory receives `src` under its own
+    /// name (what `vikingfs mv` moves to, here or through a daemon).
+    pub fn mv_target(&self, src: &VPath, dst: &VPath) -> Result<VPath> {
+        if self.ws.fs_path(dst).is_dir() && !src.is_root() {
+            return Ok(dst.join(src.name())?);
+        }
+        Ok(dst.clone())
+    }
+
     /// `vikingfs mv SRC DST`: move a file or tree to a name that does not exist yet.
     pub fn mv(&self, src: &VPath, dst: &VPath) -> Result<()> {
         self.move_path(src, dst, false)

@@ -58,6 +58,12 @@ pub enum Model {
     /// The configured model (dim 0: none, lexical only): vectors another model made are
     /// dropped and queued again — what a process that derives opens with.
     Embedding { dim: usize, id: String },
+    /// The configured model, which must be the one the index was built with: an index with
+    /// records of another model (or of none) is [`OpsError::BuiltWith`], never re-derived —
+    /// what a one-shot command that derives opens with, so that its own environment never
+    /// drops or remakes the workspace's vectors (only `vikingfs reindex` and a daemon's start
+    /// do, with [`Model::Embedding`]).
+    AsBuilt { dim: usize, id: String },
     /// Keep whatever vectors the index has, never writing any: for a process that only runs
     /// locked operations, so its own configuration never re-derives the workspace.
     AsStored,
@@ -70,15 +76,70 @@ impl Model {
         Model::Embedding { dim, id }
     }
 
+    /// [`Model::AsBuilt`] of `embedder`.
+    pub fn as_built(embedder: Option<&dyn crate::embed::Embedder>) -> Model {
+        match Model::of(embedder) {
+            Model::Embedding { dim, id } => Model::AsBuilt { dim, id },
+            m => m,
+        }
+    }
+
     fn open(&self, store: Store<'_>) -> std::result::Result<Index, IndexError> {
         match self {
-            Model::Embedding { dim, id } => {
+            Model::Embedding { dim, id } | Model::AsBuilt { dim, id } => {
                 Index::open_or_reset_in(store, *dim, id).map(|(i, _)| i)
             }
             Model::AsStored => Index::open_lexical_in(store),
         }
     }
+
+    /// The model the index at `store` was built with, when opening it for this one
+    /// re-derives its vectors ([`Model::Embedding`] only).
+    fn rederives(&self, store: Store<'_>) -> Option<String> {
+        let Model::Embedding { dim, id } = self else {
+            return None;
+        };
+        if matches!(&store, Store::File(p) if !p.exists()) {
+            return None;
+        }
+        Index::built_with_other(store, *dim, id)
+            .ok()
+            .flatten()
+            .map(|(m, _)| m)
+    }
+
+    /// [`Model::AsBuilt`]: refuse an index built with another model, before opening it.
+    fn refuse_other(&self, store: Store<'_>) -> Result<()> {
+        let Model::AsBuilt { dim, id } = self else {
+            return Ok(());
+        };
+        if matches!(&store, Store::File(p) if !p.exists()) {
+            return Ok(());
+        }
+        // An index that cannot be read here (damaged, of another format) is healed by the
+        // open that follows, from the files: nothing of another model to keep.
+        match Index::built_with_other(store, *dim, id).ok().flatten() {
+            None => Ok(()),
+            Some((stored, _)) => Err(OpsError::BuiltWith {
+                stored: model_name(&stored),
+                configured: model_name(id),
+            }),
+        }
+    }
 }
+
+/// A model identity as messages name it.
+pub fn model_name(id: &str) -> String {
+    if id.is_empty() {
+        "none (lexical only)".to_string()
+    } else {
+        id.to_string()
+    }
+}
+
+/// The meta key naming the model whose vectors the last re-derivation dropped (`""`: none),
+/// for `status` to say why every record is being embedded again.
+pub const REDERIVED_KEY: &str = "rederived_from";
 
 /// How long each kind of work waits for a busy lock.
 pub(crate) struct Waits {
@@ -147,6 +208,14 @@ impl Stores {
                 r => r,
             }?,
         };
+        let index_db = ws.index_db();
+        let store = || match &server {
+            Some(pg) => Store::Server(pg.clone()),
+            None => Store::File(&index_db),
+        };
+        model.refuse_other(store())?;
+        // What this open re-derives, if it does: said in the log and kept for `status`.
+        let rederives = model.rederives(store());
         let index = match &server {
             Some(pg) => model.open(Store::Server(pg.clone()))?,
             None => match open_index(&ws.index_db(), model, holder) {
@@ -184,9 +253,18 @@ impl Stores {
             waits,
             foreground: Default::default(),
         });
-        if stores.index.opened() == Opened::VectorsDropped {
-            // Another model built the old vectors: the records stay, new vectors are queued.
-            tracing::warn!("index vectors were built by another model; re-embedding every record");
+        if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =
+            (rederives, stores.index.opened())
+        {
+            // Another model (or none) built the old vectors: the records stay, new vectors
+            // are queued.
+            tracing::warn!(
+                "re-deriving: the index was built with model {}, this configuration names {}: \
+                 its vectors are dropped and every record is embedded again",
+                model_name(&stored),
+                model_name(stores.index.model_id())
+            );
+            stores.index.set_meta(REDERIVED_KEY, &stored)?;
         }
         if let Err(e) = stores.adopt_copied_index() {
             tracing::warn!("checking whether the workspace was copied: {}", Chain(&e));
@@ -515,5 +593,51 @@ impl Stores {
         level: Level,
     ) -> std::result::Result<Option<String>, IndexError> {
         self.index.version_of(p, level)
+    }
+}
+
+/// The marker of a migration's copy not switched to yet ([`super::migrate`]), in the
+/// workspace's internal directory: it holds the target's backend name.
+pub const MIGRATE_MARKER: &str = "migrate.incomplete";
+
+/// Refuse a one-shot command whose configured storage backend is not the one the workspace's
+/// stores are on (it would open empty stores of its own beside them and derive them again):
+/// SQLite configured where the SQLite stores were migrated away (only their
+/// `index.db.migrated-*` is left), or PostgreSQL configured beside a live SQLite index.
+/// A daemon's start and `vikingfs migrate` do not ask.
+pub fn check_backend(ws: &Workspace, backend: &Backend) -> Result<()> {
+    let index = ws.index_db();
+    let migrated = || {
+        std::fs::read_dir(ws.internal_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("index.db.migrated-"))
+            })
+    };
+    match backend {
+        Backend::Sqlite if !index.exists() && !ws.queue_db().exists() && migrated() => {
+            Err(OpsError::BuiltOn {
+                stored: "postgres",
+                configured: "sqlite",
+                why: format!(
+                    "its SQLite files were migrated away: {}.migrated-*",
+                    index.display()
+                ),
+            })
+        }
+        Backend::Postgres { .. }
+            if index.exists() && !ws.internal_dir().join(MIGRATE_MARKER).exists() =>
+        {
+            Err(OpsError::BuiltOn {
+                stored: "sqlite",
+                configured: "postgres",
+                why: format!("{} is the live index", index.display()),
+            })
+        }
+        _ => Ok(()),
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod extract;
+pub mod local;
 pub mod mcp;
 pub mod reply;
 pub mod routes;
@@ -147,15 +148,18 @@ impl Server {
                 stopped.clone(),
             )));
         }
+        let mut unix = None;
         if let Some(path) = &listen.unix {
-            let l = runtime.block_on(bind_unix(path))?;
-            let local = app.clone().layer(axum::Extension(Local));
-            tasks.push(runtime.spawn(accept_loop(
-                Listener::Unix(l),
-                local,
-                api.config.header_timeout,
-                stopped.clone(),
-            )));
+            if let Some(l) = runtime.block_on(bind_unix(path, api.ops.workspace()))? {
+                let local = app.clone().layer(axum::Extension(Local));
+                tasks.push(runtime.spawn(accept_loop(
+                    Listener::Unix(l),
+                    local,
+                    api.config.header_timeout,
+                    stopped.clone(),
+                )));
+                unix = Some(path.clone());
+            }
         }
         let thread = std::thread::Builder::new()
             .name("vikingfs-api".into())
@@ -173,7 +177,7 @@ impl Server {
             stop,
             thread: Some(thread),
             tcp: tcp_addr,
-            unix: listen.unix.clone(),
+            unix,
         })
     }
 
@@ -219,15 +223,29 @@ fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     s.listen(BACKLOG)
 }
 
-/// The socket at `path`, owner-only: a socket left by a dead daemon is replaced, a live one's
-/// is refused (two daemons serving one workspace would split its clients).
-async fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+/// The socket at `path`, owner-only: a socket left by a dead daemon is replaced; a live
+/// daemon's is left to it (`None`: two daemons serving one socket would split its clients,
+/// and a second mount of a workspace is allowed). Live is what the daemon registry says: a
+/// killed daemon's socket may still accept for a moment while its threads exit.
+async fn bind_unix(
+    path: &Path,
+    ws: &crate::workspace::Workspace,
+) -> anyhow::Result<Option<tokio::net::UnixListener>> {
     if path.exists() {
         if tokio::net::UnixStream::connect(path).await.is_ok() {
-            anyhow::bail!(
-                "another daemon already serves this workspace on {}",
-                path.display()
-            );
+            let me = std::process::id();
+            let other = crate::daemon::running(ws)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|d| d.pid != me && d.host == crate::process::host_id());
+            if let Some(d) = other {
+                tracing::warn!(
+                    socket = %path.display(),
+                    "the daemon pid {} serves this workspace's socket: the CLI's commands ask it",
+                    d.pid
+                );
+                return Ok(None);
+            }
         }
         let _ = std::fs::remove_file(path);
     }
@@ -241,7 +259,7 @@ async fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("chmod {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("listen on {}", path.display()))?;
-    Ok(l)
+    Ok(Some(l))
 }
 
 enum Listener {

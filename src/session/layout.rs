@@ -35,10 +35,15 @@ impl SessionPath {
     /// A session named by its id (`chat-42`) in the workspace's user, or by a URI:
     /// `viking://session/{sid}` (the legacy alias) or `viking://user/{uid}/sessions/{sid}`.
     pub fn resolve(ws: &Workspace, arg: &str) -> Result<SessionPath, SessionError> {
+        Self::resolve_as(ws.user(), arg)
+    }
+
+    /// [`SessionPath::resolve`] for `user` (a caller of the daemon's socket names its own).
+    pub fn resolve_as(user: &str, arg: &str) -> Result<SessionPath, SessionError> {
         let dir = if arg.starts_with("viking://") {
-            ws.parse_uri(arg)?
+            VPath::parse_uri(arg, user)?
         } else {
-            sessions_root(ws.user())?.join(arg)?
+            sessions_root(user)?.join(arg)?
         };
         let parts: Vec<&str> = dir.components().collect();
         match parts.as_slice() {

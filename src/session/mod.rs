@@ -21,6 +21,7 @@ pub mod messages;
 pub mod meta;
 pub mod phase1;
 pub mod phase2;
+pub mod report;
 pub mod trim;
 
 use std::io;

@@ -14,3 +14,4 @@ mod api_keys;
 mod api_mcp;
 mod api_search;
 mod api_sessions;
+mod cli_daemon;

@@ -156,8 +156,9 @@ fn a_lost_index_is_rebuilt_in_the_background_while_the_mount_serves() {
 }
 
 /// A damaged index that a running daemon has open is not moved aside by another command
-/// (that would split the daemon's writes from everyone's reads): the command says so in one
-/// line and names the remedy; after the daemon's restart search works again.
+/// (that would split the daemon's writes from everyone's reads): a command that asks the
+/// daemon leaves the index to it, and one on its own (the daemon's socket out of its way)
+/// says so in one line and names the remedy; after the daemon's restart search works again.
 #[test]
 fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
     let m = Mount::new();
@@ -170,7 +171,18 @@ fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
         b"this is not a database, it is garbage from a bad copy",
     )
     .unwrap();
+    // Through the daemon: it answers from the index it has open, and touches nothing else.
     let out = m.cli(&["find", "quartzite"]).output().unwrap();
+    assert!(
+        !crate::support::has_damaged_aside(&m.ws.join(".vikingfs")),
+        "moved aside under the daemon: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let socket = m.ws.join(".vikingfs/daemon.sock");
+    let hidden = m.ws.join(".vikingfs/daemon.sock.hidden");
+    std::fs::rename(&socket, &hidden).unwrap();
+    let out = m.cli(&["find", "quartzite"]).output().unwrap();
+    std::fs::rename(&hidden, &socket).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "find answered from a damaged index");
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -581,3 +581,122 @@ fn a_one_shot_rm_keeps_the_vectors_another_configuration_made() {
     let missing = index().missing_vectors().unwrap();
     assert!(missing.is_empty(), "vectors dropped: {missing:?}");
 }
+
+/// Without a daemon, a command never re-derives the workspace because of its own
+/// environment: `wait`, `fsck` and `add-resource --wait` from a shell whose configuration
+/// names no model refuse in one line naming the index's model and theirs, and keep every
+/// vector; `reindex` re-derives, saying so in its log and in `status`.
+#[test]
+fn a_one_shot_command_with_another_model_refuses_and_reindex_rederives() {
+    let env = Env::new();
+    env.use_dense_model();
+    base(&env);
+    let index =
+        || vikingfs::index::Index::open_lexical(&env.ws().join(".vikingfs/index.db")).unwrap();
+    let model = index().stored_model().unwrap();
+    assert!(model.starts_with("bert:"), "{model}");
+
+    env.merge_config(
+        serde_json::json!({"embedding": {"dense": {"provider": "local", "model": ""}}}),
+    );
+    let extra = env.local("extra", &[("e.md", note("echo"))]);
+    for args in [
+        vec!["wait", "--timeout", "30"],
+        vec!["fsck"],
+        vec!["add-resource", extra.to_str().unwrap(), "--wait"],
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("the index was built with model {model}"))
+                && err.contains("this command's configuration names none (lexical only)")
+                && err.contains("vikingfs reindex"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!env.data("resources/extra").exists());
+    assert_eq!(index().stored_model().unwrap(), model);
+    assert!(index().missing_vectors().unwrap().is_empty());
+    // Reading and the locked operations still work as the stores are.
+    assert_eq!(
+        env.find(&token("alpha"), 3)[0].0,
+        "viking://resources/base/a.md"
+    );
+    env.ok(&["rm", "viking://resources/base/b.md"]);
+    assert!(index().missing_vectors().unwrap().is_empty());
+
+    // `reindex` is how a configuration change re-derives: it says so.
+    let out = env.run(&["reindex"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("re-deriving") && err.contains(&model), "{err}");
+    assert_eq!(index().stored_model().unwrap(), "");
+    let status = env.ok(&["status"]);
+    assert!(
+        status.contains(&format!("re-derived: the vectors of {model} were dropped")),
+        "{status}"
+    );
+    // Now built as configured: the commands work again.
+    env.ok(&["wait", "--timeout", "60"]);
+}
+
+/// The other way round: a workspace built without a model, and a command configured with
+/// one, refuses rather than embed every record; `reindex` claims the index for the model and
+/// `status` shows the re-derivation until every record has its vector.
+#[test]
+fn a_one_shot_command_with_a_new_model_refuses_until_reindex() {
+    let env = Env::new();
+    base(&env);
+    env.use_dense_model();
+    let out = env.run(&["wait", "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("the index was built with model none (lexical only), this command's configuration names bert:"),
+        "{err}"
+    );
+    let index =
+        || vikingfs::index::Index::open_lexical(&env.ws().join(".vikingfs/index.db")).unwrap();
+    assert_eq!(index().stored_model().unwrap(), "");
+    env.ok(&["reindex"]);
+    assert!(index().stored_model().unwrap().starts_with("bert:"));
+    let status = env.ok(&["status"]);
+    assert!(
+        status.contains("re-deriving: the index was built without a model; every record is embedded with local "),
+        "{status}"
+    );
+    env.ok(&["wait", "--timeout", "120"]);
+    assert!(index().missing_vectors().unwrap().is_empty());
+    let status = env.ok(&["status"]);
+    assert!(!status.contains("re-deriving"), "{status}");
+}
+
+/// A command whose configuration names another storage backend than the workspace's stores
+/// are on refuses in one line naming both, before it dials anything or creates a store.
+#[test]
+fn a_one_shot_command_on_another_backend_refuses() {
+    let env = Env::new();
+    base(&env);
+    env.merge_config(serde_json::json!({
+        "storage": {"backend": "postgres", "postgres": {"dsn": "postgresql://nobody@127.0.0.1:1/none"}}
+    }));
+    for args in [
+        vec!["wait", "--timeout", "5"],
+        vec!["status"],
+        vec!["find", "alpha"],
+        vec!["rm", "viking://resources/base/a.md"],
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("the workspace's stores are on sqlite")
+                && err.contains("this command's configuration names postgres"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(env.data("resources/base/a.md").exists());
+}

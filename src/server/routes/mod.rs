@@ -46,6 +46,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .merge(sessions::routes())
         .merge(tasks::routes())
         .merge(observer::routes())
+        .merge(super::local::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
