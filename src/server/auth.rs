@@ -508,7 +508,9 @@ impl Auth {
             check_name("user", &user_name)?;
             Ok(Identity {
                 account,
-                acting: user.is_some(),
+                // The socket's caller is the workspace's owner (the CLI, `vikingfs mcp`): its user
+                // header names whose `viking://~` it means, not a confinement.
+                acting: user.is_some() && !local,
                 user: user_name,
                 role: Role::Root,
                 peer: header(headers, PEER_HEADER).map(str::to_string),
