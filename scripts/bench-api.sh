@@ -133,7 +133,12 @@ for mode in $MODES; do
     kill -0 "$PID" 2>/dev/null || { cat "$WORK/$mode/serve.log"; exit 1; }
     sleep 0.1
   done
-  curl -sf -X POST "http://127.0.0.1:$PORT/api/v1/system/wait" -d '{"timeout": 7200}' >/dev/null
+  # In steps shorter than the server's request timeout (600 s by default).
+  until curl -sf -X POST "http://127.0.0.1:$PORT/api/v1/system/wait" -d '{"timeout": 300}' |
+      grep -q '"drained":true'; do
+    kill -0 "$PID" 2>/dev/null ||
+      { echo "$mode: the daemon died; its log:"; tail -20 "$WORK/$mode/serve.log"; exit 1; }
+  done
   t1=$(date +%s.%N)
   echo "$mode: $DOCS documents searchable $(echo "$t1 - $t0" | bc -l | xargs printf '%.1f') s after the daemon started"
   python3 "$WORK/load.py" 127.0.0.1 "$PORT" "$N" "$CONC" "$SECS" "$WORK/$mode/queries.json"
