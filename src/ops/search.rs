@@ -52,7 +52,10 @@ pub fn find(
 ) -> Result<Found> {
     let vector = match embedder {
         Some(e) if q.mode != Mode::Lexical && index.has_dense() => {
-            e.embed(&[q.text])?.pop().filter(|v| v.len() == index.dim())
+            let started = std::time::Instant::now();
+            let mut v = e.embed(&[q.text])?;
+            tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "query embedded");
+            v.pop().filter(|v| v.len() == index.dim())
         }
         _ => None,
     };

@@ -160,6 +160,7 @@ async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody
         let mut results = Vec::with_capacity(b.queries.len());
         let mut orphans = 0;
         for text in &b.queries {
+            let started = Instant::now();
             let found = api
                 .ops
                 .search(&Query {
@@ -169,6 +170,7 @@ async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody
                     under: under.as_ref(),
                 })
                 .map_err(|e| op_err(text, e))?;
+            tracing::debug!(query = %text, ms = started.elapsed().as_secs_f64() * 1e3, "find");
             orphans += found.orphans_removed;
             let rows: Vec<HitRow> = found
                 .hits
