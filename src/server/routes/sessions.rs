@@ -5,7 +5,7 @@
 //! - A session is always the caller's: `{sid}` resolves under `user/{who.user}/sessions/`
 //!   ([`SessionPath::of_user`], one path component), so no key reaches another user's
 //!   sessions, whatever the id.
-//! - Appends, commits and their locks are [`Sessions`]' (the same code the CLI and the mount
+//! - Appends, commits and their locks are [`Sessions`](crate::session::Sessions)' (the same code the CLI and the mount
 //!   run); deleting a session is `ops`' recursive `rm` of its directory.
 //! - `commit` runs phase 1 in the request and answers with a `session_commit` task that
 //!   completes when phase 2 of that archive is done (its `.done`), fails with the error
