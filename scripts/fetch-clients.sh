@@ -14,10 +14,22 @@ sdk="openviking-sdk==0.1.17"
 mcp="mcp==1.*"
 ov_wheel="openviking==0.5.2"
 
+# `ov` refuses every command, --version too, until a display language is chosen in
+# ~/.openviking: it is asked in a private HOME so the check never depends on this user's.
+ov_runs() {
+  local home rc
+  home="$(mktemp -d)"
+  mkdir -p "$home/.openviking"
+  echo '{"language": "en"}' > "$home/.openviking/ovcli.settings.conf"
+  HOME="$home" NO_COLOR=1 "$1" --version >/dev/null 2>&1 && rc=0 || rc=1
+  rm -rf "$home"
+  return $rc
+}
+
 have_all() {
   [ -x "$1/venv/bin/python" ] && [ -x "$1/bin/ov" ] \
     && "$1/venv/bin/python" -c 'import mcp, openviking_sdk' 2>/dev/null \
-    && "$1/bin/ov" --version >/dev/null 2>&1
+    && ov_runs "$1/bin/ov"
 }
 
 if have_all "$dest"; then
