@@ -42,6 +42,13 @@ pub struct MountArgs {
     /// server.host/server.port); generic ones like nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
+    /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.
+    #[arg(short = 's', hide = true)]
+    pub sloppy: bool,
+    #[arg(short = 'n', hide = true)]
+    pub no_mtab: bool,
+    #[arg(short = 'v', hide = true)]
+    pub verbose: bool,
     /// Write the daemon's pid to this file.
     #[arg(long)]
     pub pid_file: Option<PathBuf>,

@@ -113,7 +113,11 @@ const IGNORED: &[&str] = &[
     "passthrough",
 ];
 
-/// Parse `-o` values (each comma separated).
+/// The FUSE kernel options (`NAME=VALUE`) the mount table shows and mount(8) passes back.
+const KERNEL_OWN: &[&str] = &[
+    "user_id", "group_id", "fd", "rootmode", "blksize", "max_read",
+];
+
 /// The seconds of `name=SECS` (a decimal from 0 to a day).
 fn parse_seconds(opt: &str) -> Option<std::time::Duration> {
     let secs: f64 = opt.split_once('=')?.1.parse().ok()?;
@@ -121,6 +125,7 @@ fn parse_seconds(opt: &str) -> Option<std::time::Duration> {
         .then(|| std::time::Duration::from_secs_f64(secs))
 }
 
+/// Parse `-o` values (each comma separated).
 pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountError> {
     let mut o = MountOptions::default();
     for v in values {
@@ -159,6 +164,11 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                     )
                 }
                 x if IGNORED.contains(&x) => {}
+                // The kernel's own options, which mount(8) passes back from the mount table
+                // on `mount -o remount,ro MNT`: vikingfs sets them itself.
+                x if KERNEL_OWN
+                    .iter()
+                    .any(|k| x.strip_prefix(k).is_some_and(|v| v.starts_with('='))) => {}
                 x if x.starts_with("x-") || x.starts_with("comment=") => {}
                 x => return Err(MountError::UnknownOption(x.to_string())),
             }
@@ -429,6 +439,10 @@ mod tests {
         let o = parse_options(&["metrics=127.0.0.1:9464"]).unwrap();
         assert_eq!(o.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert!(parse_options(&["metrics=localhost"]).is_err());
+        // What mount(8) passes back on `mount -o remount,ro MNT`.
+        let o = parse_options(&["remount,ro,nosuid,nodev,relatime,user_id=0,group_id=0,default_permissions,allow_other,fd=3,rootmode=40000"]).unwrap();
+        assert!(o.remount && o.read_only);
+        assert!(parse_options(&["user_idx=0"]).is_err());
         let o = parse_options(&["cache_timeout=0.25"]).unwrap();
         assert_eq!(o.cache_timeout, std::time::Duration::from_millis(250));
         for bad in [
