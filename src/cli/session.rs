@@ -273,8 +273,8 @@ fn commit(ctx: &Ctx, a: &CommitArgs) -> anyhow::Result<i32> {
     let s = session_of(ctx, &sessions.ws, &a.session)?;
     let report = serde_json::to_value(sessions.commit_keeping(&s, a.keep)?)?;
     let mut drained = None;
-    if a.wait {
-        drained = Some(drain(ctx, &ops, timeout)?);
+    if let (Some(n), true) = (report["archive"].as_u64(), a.wait) {
+        drained = Some(wait_own(ctx, &ops, &sessions, &s, n as u32, timeout)?);
     }
     let outcome = report["archive"]
         .as_u64()
@@ -340,10 +340,11 @@ pub(super) fn print_commit(
     }
     if drained == Some(false) {
         eprintln!(
-            "vikingfs: session commit: background work not finished after {}s",
+            "vikingfs: session commit: background work not finished after {}s \
+             (the commit is made; `vikingfs wait` finishes the rest)",
             a.timeout
         );
-        return Ok(EXIT_BUSY);
+        return Ok(super::wait::EXIT_TIMEOUT);
     }
     Ok(0)
 }
@@ -385,7 +386,7 @@ fn recover(ctx: &Ctx, a: &RecoverArgs) -> anyhow::Result<i32> {
             "vikingfs: session recover: background work not finished after {}s",
             a.timeout
         );
-        return Ok(EXIT_BUSY);
+        return Ok(super::wait::EXIT_TIMEOUT);
     }
     Ok(if all.failed.is_empty() { 0 } else { 1 })
 }
@@ -422,6 +423,73 @@ pub fn recover_at_start(ops: &Arc<Ops>) {
             }
         }
         Err(e) => tracing::warn!("recovering sessions: {}", Chain(&e)),
+    }
+}
+
+/// Wait for this commit's own work — phase 2 of archive `n`, which writes its memories and
+/// their records — and not for the rest of the queue (a backlog of unrelated vectors used to
+/// keep `commit --wait` waiting for minutes). A daemon's workers run it: watch for the
+/// archive's `.done` (or `.failed.json`); else this process runs phase 2 and the text
+/// records' queue, not the vectors' or the summaries'.
+/// On a terminal, a line on stderr says what it waits for.
+fn wait_own(
+    ctx: &Ctx,
+    ops: &Arc<Ops>,
+    sessions: &Sessions,
+    s: &layout::SessionPath,
+    n: u32,
+    timeout: Duration,
+) -> anyhow::Result<bool> {
+    let finished = || {
+        [layout::DONE, layout::FAILED]
+            .iter()
+            .any(|f| sessions.ws.fs_path(&s.archive_file(n, f)).exists())
+    };
+    let progress = Progress::new(format!("phase 2 of {}", layout::archive_name(n)));
+    let start = std::time::Instant::now();
+    if !crate::daemon::workers_running(ops.workspace()) {
+        let spec = session::handler_spec(ops.clone(), &ctx.config)?;
+        // Phase 2 and the text records of what it writes (searchable at once); vectors and
+        // summaries are left to a daemon or `vikingfs wait`.
+        ops.drain_some(
+            &ctx.config.workers,
+            &[crate::queue::EMBEDDING],
+            vec![spec],
+            timeout,
+            |_| progress.tick(start),
+        )?;
+    }
+    while !finished() && start.elapsed() < timeout {
+        progress.tick(start);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    progress.end();
+    Ok(finished())
+}
+
+/// A one-line "waiting for …" on stderr, only when stderr is a terminal.
+pub(super) struct Progress {
+    what: Option<String>,
+}
+
+impl Progress {
+    pub(super) fn new(what: String) -> Progress {
+        use std::io::IsTerminal;
+        Progress {
+            what: std::io::stderr().is_terminal().then_some(what),
+        }
+    }
+
+    pub(super) fn tick(&self, start: std::time::Instant) {
+        if let Some(w) = &self.what {
+            eprint!("\rwaiting for {w}: {}s", start.elapsed().as_secs());
+        }
+    }
+
+    pub(super) fn end(&self) {
+        if self.what.is_some() {
+            eprint!("\r\x1b[K");
+        }
     }
 }
 

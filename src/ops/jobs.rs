@@ -669,6 +669,29 @@ impl Ops {
 }
 
 impl Ops {
+    /// [`drain_with_extra`](Self::drain_with_extra) of some queues only (`queues` among this
+    /// layer's, plus every one of `extra`): for a command that waits for its own kind of work
+    /// (a session commit: its phase 2 and the records of what it wrote), not for every queue.
+    pub fn drain_some(
+        self: &Arc<Self>,
+        workers: &WorkerConfig,
+        queues: &[&str],
+        extra: Vec<HandlerSpec>,
+        timeout: Duration,
+        progress: impl FnMut(&Progress),
+    ) -> super::Result<bool> {
+        let mut specs = handlers(self, workers);
+        specs.retain(|s| queues.contains(&s.queue.as_str()));
+        specs.extend(extra);
+        Ok(queue::drain_with(
+            &self.queue,
+            specs,
+            pool_options(),
+            timeout,
+            progress,
+        )?)
+    }
+
     /// [`drain`](Self::drain) with more queues worked by the same pool: the handlers of a layer
     /// above (sessions' `session_commit`), which this layer cannot name.
     pub fn drain_with_extra(

@@ -280,6 +280,26 @@ impl WorkerPool {
         self.shared.queue.wake_all();
     }
 
+    /// Stop, waiting at most `grace` for the jobs in flight: a job stuck on a remote that
+    /// never answers must not hold a one-shot command past its `--timeout`. Workers still busy
+    /// then are left to finish (or to die with the process: a job cut off is claimed again
+    /// once its lease expires, as after a crash).
+    pub fn stop_within(mut self, grace: Duration) {
+        self.begin_stop();
+        let until = Instant::now() + grace;
+        let threads = || self.dispatchers.iter().chain(self.workers.iter());
+        while Instant::now() < until && !threads().all(|t| t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if threads().all(|t| t.is_finished()) {
+            return self.shutdown();
+        }
+        tracing::debug!("leaving jobs in flight to finish on their own");
+        self.dispatchers.clear();
+        self.workers.clear();
+        self.heartbeat.take();
+    }
+
     fn shutdown(&mut self) {
         self.begin_stop();
         for t in self.dispatchers.drain(..).chain(self.workers.drain(..)) {
@@ -524,9 +544,13 @@ pub fn drain_with(
             failed,
             elapsed,
         });
-        if outstanding == 0 || elapsed >= timeout {
+        if outstanding == 0 {
             pool.stop();
-            return Ok(outstanding == 0);
+            return Ok(true);
+        }
+        if elapsed >= timeout {
+            pool.stop_within(Duration::from_secs(2));
+            return Ok(false);
         }
         // Jobs finished by other processes are only seen by polling.
         pool.wait_finished(seen, (timeout - elapsed).min(Duration::from_millis(200)));

@@ -369,3 +369,43 @@ fn a_commit_never_leaves_search_naming_the_live_file_for_archived_text() {
     let hits = find(&ws, "quarterly budget review", "viking://session/r");
     assert!(!hits.contains(&live.to_string()), "{hits:?}");
 }
+
+/// A chat API that takes connections and never answers: phase 2 cannot finish.
+fn start_silent() -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", l.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().take(16) {
+            held.push(s);
+        }
+    });
+    (base, h)
+}
+
+#[test]
+fn commit_wait_times_out_like_wait() {
+    // `session commit --wait --timeout` that runs out exits 124 as `vikingfs wait` does (it
+    // was 75, the busy code), naming what is left, and the commit itself is kept.
+    let (base, _h) = start_silent();
+    let ws = Ws::with_config(
+        &json!({"vlm": {"provider": "openai", "api_base": base, "model": "stub", "api_key": "k"}})
+            .to_string(),
+    );
+    ws.ok(&["session", "add", "s", "user", "I prefer tabs."]);
+    let t = std::time::Instant::now();
+    let out = ws
+        .cmd()
+        .args(["session", "commit", "s", "--wait", "--timeout", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(err.contains("not finished after 2s"), "{err}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(ws.archives("s").len(), 1, "the commit is kept");
+}
