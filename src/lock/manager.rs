@@ -573,6 +573,18 @@ impl LockGuard {
             .unwrap_or_default()
     }
 
+    /// The holder itself is moving the directory `dir` (an absolute path) out of the
+    /// namespace, and the lock files inside it with it (`rm -r` renames a tree into the
+    /// scratch directory before the guard is released): they are no longer refreshed, so the
+    /// refresh thread does not take their absence for a lock taken away ("lock lost").
+    pub fn moving_out(&self, dir: &std::path::Path) {
+        if let Some(v) = self.inner.held.lock().get_mut(&self.id) {
+            for h in v.iter_mut().filter(|h| h.file.path.starts_with(dir)) {
+                h.lost = true;
+            }
+        }
+    }
+
     /// Release now, reporting a lock that was taken away meanwhile.
     pub fn release(mut self) -> Result<(), LockError> {
         self.done = true;

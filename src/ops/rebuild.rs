@@ -84,11 +84,18 @@ impl Ops {
     /// rebuilds again (the meta key stays).
     pub(crate) fn rebuild_in_background(&self) {
         let ops = self.arc();
+        // A new workspace's index is created empty: rebuilding it is routine (info); one
+        // recreated (an older format, damaged meta) is worth a warning.
+        let routine = matches!(self.index.opened(), Opened::Created);
         self.rebuild.running.store(true, Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name("vfs-rebuild".into())
             .spawn(move || {
-                tracing::warn!("rebuilding the index from the files in the background");
+                if routine {
+                    tracing::info!("building the index from the files in the background");
+                } else {
+                    tracing::warn!("rebuilding the index from the files in the background");
+                }
                 let mut logged = Instant::now();
                 let r = ops.rebuild_index(&mut |done, total| {
                     if logged.elapsed() >= Duration::from_secs(10) {

@@ -142,6 +142,8 @@ impl Locked {
                     .ws
                     .tmp_dir()
                     .join(format!("rm-{}", uuid::Uuid::new_v4().simple()));
+                // The tree's own lock file leaves with it: not a lock lost.
+                guard.moving_out(&fs);
                 self.root
                     .rename_out(p, &t)
                     .map_err(|e| OpsError::io(&fs, e))?;
