@@ -6,6 +6,10 @@ use super::ops::{done, open, open_existing};
 use super::Ctx;
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status (as fsck(8)): 0 nothing wrong; 1 problems found and \
+    repaired (--repair); 4 problems found and left (without --repair); other errors 1."
+)]
 pub struct FsckArgs {
     /// Rebuild what is derived from the files (records, summaries, jobs, locks) and remove
     /// leftover scratch. Never deletes a source file.

@@ -39,11 +39,25 @@ use crate::workspace::Workspace;
 /// Exit status when a lock stays busy (sysexits EX_TEMPFAIL, as flock(1) -E default users expect).
 pub const EXIT_BUSY: i32 = 75;
 
+/// The exit statuses every command keeps to (README "Exit status" is the same table).
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0    success
+  1    an error (one line on stderr names it and the remedy); find: no result (like grep)
+  2    usage: an unknown command or option, a bad argument
+  75   a lock is busy (EX_TEMPFAIL, as flock(1) -E); lock: the command's own status otherwise
+  124  --wait/--timeout ran out (wait, session commit --wait, add-resource --wait), as timeout(1)
+  fsck: 0 clean, 1 problems found and repaired (--repair), 4 found and left (as fsck(8))
+
+The daemon (mount, serve) logs to WORKSPACE/.vikingfs/mount.log when it runs in the
+background, else to stderr; RUST_LOG=debug says more.";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "vikingfs",
     version,
-    about = "OpenViking's context namespace as a Linux filesystem"
+    about = "OpenViking's context namespace as a Linux filesystem",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Configuration file (default: $VIKINGFS_CONFIG, then ~/.vikingfs/config.json).
@@ -61,6 +75,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Mount a workspace (returns once the mount is live).
+    Mount(mount::MountArgs),
+    /// Unmount a vikingfs mount.
+    Umount(mount::UmountArgs),
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
@@ -86,7 +104,7 @@ pub enum Command {
     /// postgres --dsn DSN`, `--to sqlite`) and switch the configuration to it.
     Migrate(migrate::MigrateArgs),
     /// Developer tools.
-    #[command(subcommand)]
+    #[command(subcommand, hide = true)]
     Debug(debug::DebugCmd),
     /// Wait until the job queues are drained (exit 124 on --timeout).
     Wait(wait::WaitArgs),
@@ -94,10 +112,6 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Sessions: add messages, list, show, commit into archives and memories.
     Session(session::SessionArgs),
-    /// Mount a workspace (returns once the mount is live).
-    Mount(mount::MountArgs),
-    /// Unmount a vikingfs mount.
-    Umount(mount::UmountArgs),
     /// Serve the workspace without a mount, in the foreground: OpenViking's HTTP API and MCP
     /// (server.host:server.port, default 127.0.0.1:1933) and the worker pool.
     Serve(serve::ServeArgs),
@@ -411,6 +425,8 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour only for a person: the daemon's stderr is its log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // A log line that cannot be written (a full disk under the daemon's log file) is
         // dropped: reporting the failure on stderr again would panic and kill the daemon.
         .log_internal_errors(false)
