@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install vikingfs as an operator would (scripts/install.sh) and mount a fresh workspace three
-# ways: `vikingfs mount`, `mount -t fuse.vikingfs`, and an fstab line. Leaves no mount behind.
+# ways: `vikingfs mount`, `mount -t fuse.vikingfs`, and an fstab line; remount ro/rw through
+# mount(8); then uninstall. Leaves no mount behind.
 #   scripts/smoke-install.sh [PREFIX]     (root; default PREFIX=/usr/local)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +30,31 @@ timeout 60 vikingfs mount "$work/ws" "$mnt"; check "vikingfs mount"
 timeout 60 mount -t fuse.vikingfs -o rw,nosuid,nodev "$work/ws" "$mnt"; check "mount -t fuse.vikingfs"
 printf '%s %s fuse.vikingfs defaults,_netdev,nofail 0 0\n' "$work/ws" "$mnt" > "$work/fstab"
 timeout 60 mount -T "$work/fstab" "$mnt"; check "fstab line"
+# mount(8)'s own conventions: -v, and a remount (mount(8) hands the live options back, the
+# kernel's user_id=/group_id= among them) that flips the mount read-only and back.
+timeout 60 mount -v -t fuse.vikingfs "$work/ws" "$mnt" >/dev/null
+timeout 60 mount -o remount,ro "$mnt"
+if echo x 2>/dev/null > "$mnt/resources/ro.md"; then echo "smoke: remount,ro: still writable" >&2; exit 1; fi
+timeout 60 mount -o remount,rw "$mnt"
+echo "hello from remount" > "$mnt/resources/smoke.md"
+timeout 60 umount "$mnt"
+echo "smoke: mount -v, remount,ro and remount,rw: ok"
 # Unknown options are refused with one line naming them.
 if out=$(timeout 60 mount -t fuse.vikingfs -o bogus_opt "$work/ws" "$mnt" 2>&1); then
   echo "smoke: an unknown option was accepted" >&2; exit 1
 fi
 echo "$out" | grep -q bogus_opt || { echo "smoke: unknown-option error does not name it: $out" >&2; exit 1; }
 echo "smoke: unknown option refused: ok"
+
+# Uninstall refuses while a mount is live, then removes what install.sh put in place.
+timeout 60 vikingfs mount "$work/ws" "$mnt"
+if timeout 60 scripts/uninstall.sh "$prefix" 2>/dev/null; then
+  echo "smoke: uninstall ran under a live mount" >&2; exit 1
+fi
+timeout 60 umount "$mnt"
+timeout 60 scripts/uninstall.sh "$prefix" >/dev/null
+for f in "$prefix/bin/vikingfs" /sbin/mount.fuse.vikingfs; do
+  if [ -e "$f" ] || [ -L "$f" ]; then echo "smoke: uninstall left $f" >&2; exit 1; fi
+done
+[ -d "$work/ws/viking" ] || { echo "smoke: uninstall touched the workspace" >&2; exit 1; }
+echo "smoke: uninstall: ok"
