@@ -16,18 +16,34 @@ pub fn disk_full(ws: &Workspace) -> Option<u64> {
 
 const STATES: [&str; 3] = ["ok", "rebuilding", "damaged"];
 
+/// The queues whose gauges exist from the start.
+const QUEUES: [&str; 5] = [
+    crate::queue::EMBEDDING,
+    crate::queue::DENSE,
+    crate::queue::SEMANTIC,
+    crate::queue::REDERIVE,
+    crate::queue::SESSION_COMMIT,
+];
+
 impl Gauges for Ops {
     fn refresh(&self, m: &Metrics) {
         if let Ok(stats) = self.queue().stats() {
+            let set = |queue: &str, state: &str, n: u64| {
+                m.queue_jobs
+                    .with_label_values(&[queue, state])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX))
+            };
+            // Every queue has its gauges from the first scrape (0 until it has had a job, and
+            // again once it is empty: the queue's stats name only queues with rows).
+            for q in QUEUES {
+                for state in ["pending", "running", "dead"] {
+                    set(q, state, 0);
+                }
+            }
             for q in stats {
-                let set = |state: &str, n: u64| {
-                    m.queue_jobs
-                        .with_label_values(&[&q.queue, state])
-                        .set(i64::try_from(n).unwrap_or(i64::MAX))
-                };
-                set("pending", q.pending);
-                set("running", q.running + q.expired);
-                set("dead", q.dead);
+                set(&q.queue, "pending", q.pending);
+                set(&q.queue, "running", q.running + q.expired);
+                set(&q.queue, "dead", q.dead);
             }
         }
         if let Ok(st) = self.index().stats() {

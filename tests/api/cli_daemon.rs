@@ -199,6 +199,8 @@ fn mutations_through_the_daemon_are_its_locked_operations() {
     let out = ok(&s, &["session", "commit", "s", "--wait", "--timeout", "60"]);
     assert!(out.contains("archived 1 message(s)"), "{out}");
     assert!(out.contains("memories:"), "{out}");
+    // --wait was for the commit's own work; the summaries it queued come with the rest.
+    ok(&s, &["wait", "--timeout", "60"]);
     let fsck = s.cli(&["fsck", "--json"]);
     crate::support::assert_fsck_clean(&fsck);
 }

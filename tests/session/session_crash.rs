@@ -128,6 +128,8 @@ fn run_point(point: &str, restart: Restart, keep: usize) {
 
     // The session keeps working: one more commit takes the rest, and memories stay single.
     ws.ok(&["session", "commit", "s", "--wait"]);
+    // `commit --wait` waits for its own archive; what else is queued comes with `wait`.
+    recover(&ws);
     check(&ws, point, &expected);
     assert!(
         ws.live("s").is_empty(),

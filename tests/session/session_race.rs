@@ -55,6 +55,8 @@ fn appenders_race_commits_and_no_line_is_lost_or_duplicated() {
     }
     // One last commit with nobody appending, then phase 2 for every archive.
     ws.ok(&["session", "commit", "race", "--wait"]);
+    // `commit --wait` is for its own archive; the racers' commits' phase 2 runs in `wait`.
+    ws.ok(&["wait", "--timeout", "300"]);
 
     let all = ws.all_lines("race");
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
