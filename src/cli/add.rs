@@ -65,6 +65,9 @@ pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
             return done(ops, code);
         }
     };
+    if let Some(w) = report.warning() {
+        eprintln!("vikingfs: add-resource: {w}");
+    }
     println!("{}", report.target.uri());
     let Some(engine) = engine else {
         return done(ops, 0);

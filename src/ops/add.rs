@@ -51,6 +51,21 @@ pub struct AddReport {
     pub jobs: usize,
     /// The lifecycle handle owning the target's lock until its jobs are done.
     pub lifecycle: String,
+    /// With no `--to`: the name asked for, when it was taken and the target got a `_N`
+    /// suffix instead (OpenViking warns of it the same way).
+    pub taken: Option<VPath>,
+}
+
+impl AddReport {
+    /// OpenViking's warning for a target that got a new `_N` name, word for word.
+    pub fn warning(&self) -> Option<String> {
+        let t = self.taken.as_ref()?;
+        Some(format!(
+            "'{}' already exists. Creating '{}'. Tip: Use --to <path> to specify exact target.",
+            t.uri(),
+            self.target.uri()
+        ))
+    }
 }
 
 /// Name of the staged content inside a staging directory.
@@ -177,7 +192,12 @@ impl Locked {
         )?;
         crate::crash_point!("add.enqueued");
         self.finish_add(&temp, &handle, &target, id)?;
+        let taken = match (&opts.to, target.parent()) {
+            (None, Some(parent)) if target.name() != name => parent.join(&name).ok(),
+            _ => None,
+        };
         Ok(AddReport {
+            taken,
             target,
             update,
             files,

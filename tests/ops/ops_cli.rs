@@ -138,6 +138,25 @@ fn add_names_with_suffixes_when_taken() {
         std::fs::read_to_string(env.data("resources/one_1.md")).unwrap(),
         note("oscar")
     );
+    // A new name is said, with OpenViking's warning and tip; the first add says nothing.
+    let out = env.run(&["add-resource", dir.to_str().unwrap()]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "'viking://resources/docs' already exists. Creating 'viking://resources/docs_3'. \
+             Tip: Use --to <path> to specify exact target."
+        ),
+        "{err}"
+    );
+    let fresh = env.local("fresh", &[("f.md", note("foxtrot"))]);
+    let out = env.run(&["add-resource", fresh.to_str().unwrap()]);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.drain();
     env.check_no_lock_blocks();
 }
 
