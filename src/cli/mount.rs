@@ -43,12 +43,8 @@ pub struct MountArgs {
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.
-    #[arg(short = 's', hide = true)]
-    pub sloppy: bool,
-    #[arg(short = 'n', hide = true)]
-    pub no_mtab: bool,
-    #[arg(short = 'v', hide = true)]
-    pub verbose: bool,
+    #[arg(short = 's', short_aliases = ['n', 'v'], hide = true, action = clap::ArgAction::Count)]
+    pub helper_flags: u8,
     /// Write the daemon's pid to this file.
     #[arg(long)]
     pub pid_file: Option<PathBuf>,

@@ -274,32 +274,17 @@ pub fn session(
                 };
                 let mut drained_in_time = None;
                 if let (Some(n), true) = (report["archive"].as_u64(), a.wait) {
-                    // The commit's own work only (phase 2 of its archive), as without a daemon.
-                    let name = crate::session::layout::archive_name(n as u32);
-                    let progress = super::session::Progress::new(format!("phase 2 of {name}"));
-                    let start = std::time::Instant::now();
+                    // The commit's own work only (phase 2 of its archive), as without a daemon;
+                    // a busy answer is asked again.
                     let body = json!({ "session": session });
-                    let finished = |v: &serde_json::Value| {
-                        v["archives"].as_array().into_iter().flatten().any(|x| {
-                            x["archive"] == name.as_str()
-                                && (x["done"] == true || x["failed"] == true)
-                        })
-                    };
-                    let mut done = false;
-                    while start.elapsed() < Duration::from_secs(a.timeout) {
-                        match session_call(d, "/vikingfs/v1/session/show", &body)? {
-                            Ok(v) if finished(&v) => {
-                                done = true;
-                                break;
-                            }
-                            Ok(_) => {}
-                            Err(code) => return Ok(code),
-                        }
-                        progress.tick(start);
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    progress.end();
-                    drained_in_time = Some(done);
+                    drained_in_time = Some(super::session::poll_finished(
+                        Duration::from_secs(a.timeout),
+                        n as u32,
+                        || {
+                            Ok(session_call(d, "/vikingfs/v1/session/show", &body)?
+                                .is_ok_and(|v| super::session::archive_finished(&v, n as u32)))
+                        },
+                    )?);
                 }
                 let outcome = match report["archive"].as_u64() {
                     Some(n) => {

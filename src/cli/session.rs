@@ -52,10 +52,12 @@ pub struct CommitArgs {
     /// Leave the N most recent messages in the live file (OpenViking's keep_recent_count).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub keep: usize,
-    /// Also run phase 2 (and the indexing it queues) before returning.
+    /// Also wait for this commit's own work before returning: phase 2 (its memories) and the
+    /// text records of what it wrote, not the rest of the queue (vectors and summaries come
+    /// with a daemon or `vikingfs wait`).
     #[arg(long)]
     pub wait: bool,
-    /// With --wait: give up after this many seconds.
+    /// With --wait: give up after this many seconds (exit 124; the commit is kept).
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
     #[arg(long)]
@@ -74,7 +76,7 @@ pub struct RecoverArgs {
     /// Also run the queued phase 2 jobs before returning.
     #[arg(long)]
     pub wait: bool,
-    /// With --wait: give up after this many seconds.
+    /// With --wait: give up after this many seconds (exit 124).
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
 }
@@ -428,69 +430,66 @@ pub fn recover_at_start(ops: &Arc<Ops>) {
 
 /// Wait for this commit's own work — phase 2 of archive `n`, which writes its memories and
 /// their records — and not for the rest of the queue (a backlog of unrelated vectors used to
-/// keep `commit --wait` waiting for minutes). A daemon's workers run it: watch for the
-/// archive's `.done` (or `.failed.json`); else this process runs phase 2 and the text
-/// records' queue, not the vectors' or the summaries'.
-/// On a terminal, a line on stderr says what it waits for.
+/// keep `commit --wait` waiting for minutes). With a daemon's workers running it, watch the
+/// archive; else run phase 2 and the text records' queue here, not the vectors' or the
+/// summaries' (a daemon or `vikingfs wait` does those).
 fn wait_own(
     ctx: &Ctx,
     ops: &Arc<Ops>,
     sessions: &Sessions,
-    s: &layout::SessionPath,
+    s: &SessionPath,
     n: u32,
     timeout: Duration,
 ) -> anyhow::Result<bool> {
-    let finished = || {
-        [layout::DONE, layout::FAILED]
-            .iter()
-            .any(|f| sessions.ws.fs_path(&s.archive_file(n, f)).exists())
-    };
-    let progress = Progress::new(format!("phase 2 of {}", layout::archive_name(n)));
+    let finished = || Ok(archive_finished(&session::report::show(sessions, s)?, n));
+    if crate::daemon::workers_running(ops.workspace()) {
+        return poll_finished(timeout, n, finished);
+    }
+    let spec = session::handler_spec(ops.clone(), &ctx.config)?;
+    let mut bar = super::wait::Bar::new();
+    ops.drain_some(
+        &ctx.config.workers,
+        &[queue::EMBEDDING],
+        vec![spec],
+        timeout,
+        |p| bar.update(p),
+    )?;
+    bar.done();
+    finished()
+}
+
+/// Whether phase 2 of archive `n` has run (done, or given up on), in `session show`'s report
+/// ([`session::report::show`], also what a daemon answers).
+pub(super) fn archive_finished(show: &serde_json::Value, n: u32) -> bool {
+    let name = layout::archive_name(n);
+    show["archives"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|a| a["archive"] == name.as_str() && (a["done"] == true || a["failed"] == true))
+}
+
+/// Ask `finished` until it says so or `timeout` has passed: another process (a daemon's
+/// workers) does the work, which only its results show. A spinner on a terminal.
+pub(super) fn poll_finished(
+    timeout: Duration,
+    n: u32,
+    mut finished: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<bool> {
+    let bar = super::wait::Bar::waiting_for(&format!("phase 2 of {}", layout::archive_name(n)));
     let start = std::time::Instant::now();
-    if !crate::daemon::workers_running(ops.workspace()) {
-        let spec = session::handler_spec(ops.clone(), &ctx.config)?;
-        // Phase 2 and the text records of what it writes (searchable at once); vectors and
-        // summaries are left to a daemon or `vikingfs wait`.
-        ops.drain_some(
-            &ctx.config.workers,
-            &[crate::queue::EMBEDDING],
-            vec![spec],
-            timeout,
-            |_| progress.tick(start),
-        )?;
-    }
-    while !finished() && start.elapsed() < timeout {
-        progress.tick(start);
+    let done = loop {
+        if finished()? {
+            break true;
+        }
+        if start.elapsed() >= timeout {
+            break false;
+        }
+        bar.tick();
         std::thread::sleep(Duration::from_millis(100));
-    }
-    progress.end();
-    Ok(finished())
-}
-
-/// A one-line "waiting for …" on stderr, only when stderr is a terminal.
-pub(super) struct Progress {
-    what: Option<String>,
-}
-
-impl Progress {
-    pub(super) fn new(what: String) -> Progress {
-        use std::io::IsTerminal;
-        Progress {
-            what: std::io::stderr().is_terminal().then_some(what),
-        }
-    }
-
-    pub(super) fn tick(&self, start: std::time::Instant) {
-        if let Some(w) = &self.what {
-            eprint!("\rwaiting for {w}: {}s", start.elapsed().as_secs());
-        }
-    }
-
-    pub(super) fn end(&self) {
-        if self.what.is_some() {
-            eprint!("\r\x1b[K");
-        }
-    }
+    };
+    bar.done();
+    Ok(done)
 }
 
 /// Wait for phase 2 and the embeddings and summaries it queues: watch the queue while a

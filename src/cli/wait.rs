@@ -132,10 +132,11 @@ fn finish(queue: &Queue, args: &WaitArgs, drained: bool, bar: Bar) -> anyhow::Re
 }
 
 /// An indicatif bar on a terminal; nothing otherwise (logs and pipes stay clean).
-struct Bar(Option<ProgressBar>);
+pub(super) struct Bar(Option<ProgressBar>);
 
 impl Bar {
-    fn new() -> Bar {
+    /// The queue's jobs done of all, updated from a drain's [`Progress`].
+    pub(super) fn new() -> Bar {
         if !std::io::stderr().is_terminal() {
             return Bar(None);
         }
@@ -148,7 +149,27 @@ impl Bar {
         Bar(Some(bar))
     }
 
-    fn update(&mut self, p: &Progress) {
+    /// A spinner for work another process does, whose progress only its outcome shows.
+    pub(super) fn waiting_for(what: &str) -> Bar {
+        if !std::io::stderr().is_terminal() {
+            return Bar(None);
+        }
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} waiting for {msg} {elapsed}")
+                .expect("static template"),
+        );
+        bar.set_message(what.to_string());
+        Bar(Some(bar))
+    }
+
+    pub(super) fn tick(&self) {
+        if let Some(bar) = &self.0 {
+            bar.tick();
+        }
+    }
+
+    pub(super) fn update(&mut self, p: &Progress) {
         if let Some(bar) = &self.0 {
             bar.set_length(p.completed + p.outstanding);
             bar.set_position(p.completed);
@@ -158,7 +179,7 @@ impl Bar {
         }
     }
 
-    fn done(self) {
+    pub(super) fn done(self) {
         if let Some(bar) = self.0 {
             bar.finish_and_clear();
         }

@@ -16,15 +16,6 @@ pub fn disk_full(ws: &Workspace) -> Option<u64> {
 
 const STATES: [&str; 3] = ["ok", "rebuilding", "damaged"];
 
-/// The queues whose gauges exist from the start.
-const QUEUES: [&str; 5] = [
-    crate::queue::EMBEDDING,
-    crate::queue::DENSE,
-    crate::queue::SEMANTIC,
-    crate::queue::REDERIVE,
-    crate::queue::SESSION_COMMIT,
-];
-
 impl Gauges for Ops {
     fn refresh(&self, m: &Metrics) {
         if let Ok(stats) = self.queue().stats() {
@@ -35,7 +26,7 @@ impl Gauges for Ops {
             };
             // Every queue has its gauges from the first scrape (0 until it has had a job, and
             // again once it is empty: the queue's stats name only queues with rows).
-            for q in QUEUES {
+            for q in crate::queue::KNOWN_QUEUES {
                 for state in ["pending", "running", "dead"] {
                     set(q, state, 0);
                 }

@@ -701,9 +701,7 @@ impl Ops {
         timeout: Duration,
         progress: impl FnMut(&Progress),
     ) -> super::Result<bool> {
-        let mut specs = handlers(self, workers);
-        specs.extend(extra);
-        let done = queue::drain_with(&self.queue, specs, pool_options(), timeout, progress)?;
+        let done = self.drain_some(workers, queue::KNOWN_QUEUES, extra, timeout, progress)?;
         if done {
             self.sweep_lifecycles()?;
         }

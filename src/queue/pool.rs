@@ -288,6 +288,7 @@ impl WorkerPool {
         self.begin_stop();
         let until = Instant::now() + grace;
         let threads = || self.dispatchers.iter().chain(self.workers.iter());
+        // A thread's exit has no timed join: look every 20 ms, for `grace` at most.
         while Instant::now() < until && !threads().all(|t| t.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
         }
