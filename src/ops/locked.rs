@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::sync::{Arc, Weak};
 
-use super::{OpsError, Release, Stores};
+use super::{Frees, OpsError, Release, Stores};
 use crate::errno::ToErrno;
 use crate::error::Chain;
 use crate::fs::mutations::{
@@ -86,7 +86,7 @@ impl LockedMutations {
         p: &VPath,
         change: impl FnOnce() -> MResult<T>,
     ) -> MResult<T> {
-        self.exact_with(op, p, Release::AfterReply, change)
+        self.exact_with(op, p, Release::AfterReply, Frees::Nothing, change)
     }
 
     fn exact_with<T>(
@@ -94,10 +94,11 @@ impl LockedMutations {
         op: &'static str,
         p: &VPath,
         release: Release,
+        frees: Frees,
         change: impl FnOnce() -> MResult<T>,
     ) -> MResult<T> {
         self.ops
-            .under_exact(p, release, change)
+            .under_exact(p, release, frees, change)
             .map_err(|e| MutationError::backend(op, p, e))?
     }
 }
@@ -110,13 +111,6 @@ fn follow_up(what: &'static str, p: &VPath, r: Result<(), OpsError>) {
     }
 }
 
-/// Whether the change a job is queued for frees space (and may use the reserve to queue it).
-#[derive(Clone, Copy)]
-enum Frees {
-    Space,
-    Nothing,
-}
-
 impl LockedMutations {
     /// Queue `p`'s embedding and its directory's summary *before* its content changes, under
     /// its EXACT lock, as `Locked::write_file` does: a daemon killed while the file is open (or
@@ -124,11 +118,11 @@ impl LockedMutations {
     /// indexes what is there. A job that runs meanwhile concludes nothing without this lock
     /// and re-reads a file that changed; the release queues the file again (coalesced).
     ///
-    /// On a full disk the job may not fit (its spool line needs a block): then a create, an
-    /// open or a link fails with ENOSPC before it changes anything, rather than leave a file
-    /// no job will index; a truncate, which frees space, queues its job in the reserve's room
-    /// ([`Stores::freeing`](super::Stores::freeing)). Any other failure to queue is logged and the change goes ahead, as
-    /// a follow-up's would.
+    /// On a full disk the job may not fit (its spool line needs a block): then a create or a
+    /// link fails with ENOSPC before it changes anything, rather than leave a file no job
+    /// will index; a truncate or an open for writing queues its job in the reserve's room
+    /// ([`Stores::freeing`](super::Stores::freeing)). Any other failure to queue is logged
+    /// and the change goes ahead, as a follow-up's would.
     fn queue_first(&self, op: &'static str, p: &VPath, frees: Frees) -> MResult<()> {
         let r = match frees {
             Frees::Space => self.ops.freeing(|| self.ops.file_written(p)),
@@ -152,15 +146,13 @@ impl Mutations for LockedMutations {
         })
     }
 
+    /// An open for writing changes nothing by itself, and on a full disk it is how space is
+    /// freed (`: > file`; truncate(1) opens without O_TRUNC, then cuts): a native filesystem
+    /// lets it through, so its lock file and its job get the reserve's room. A write that
+    /// follows finds the disk as full as it is.
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
-        self.exact("open", path, || {
-            // `: > file` on a full disk frees space; other opens for writing are to write more.
-            let frees = if flags & libc::O_TRUNC != 0 {
-                Frees::Space
-            } else {
-                Frees::Nothing
-            };
-            self.queue_first("open", path, frees)?;
+        self.exact_with("open", path, Release::AfterReply, Frees::Space, || {
+            self.queue_first("open", path, Frees::Space)?;
             self.direct.open_write(path, flags)
         })
     }
@@ -225,7 +217,9 @@ impl Mutations for LockedMutations {
 
     /// The EXACT lock a single-path change takes (a sidecar's unlink above among them).
     fn wait_unlocked(&self, path: &VPath) -> MResult<()> {
-        self.exact_with("wait_unlocked", path, Release::Now, || Ok(()))
+        self.exact_with("wait_unlocked", path, Release::Now, Frees::Nothing, || {
+            Ok(())
+        })
     }
 
     fn rmdir(&self, path: &VPath) -> MResult<()> {
@@ -243,12 +237,12 @@ impl Mutations for LockedMutations {
     fn setattr(&self, path: &VPath, change: &AttrChange) -> MResult<()> {
         // Released before the times are set again below; a truncate frees space, so on a
         // full disk its lock gets the reserve's room.
-        let release = if change.size.is_some() {
-            Release::Freeing
+        let frees = if change.size.is_some() {
+            Frees::Space
         } else {
-            Release::Now
+            Frees::Nothing
         };
-        self.exact_with("setattr", path, release, || {
+        self.exact_with("setattr", path, Release::Now, frees, || {
             if change.size.is_some() {
                 self.queue_first("setattr", path, Frees::Space)?;
             }

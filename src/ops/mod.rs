@@ -48,7 +48,7 @@ pub use light::Light;
 pub use locked::{Locked, LockedMutations};
 pub use source::source_version;
 pub(crate) use source::{is_source_name, same_but_inode, stat, stat_version};
-pub use write::Release;
+pub use write::{Frees, Release};
 
 use std::sync::Arc;
 

@@ -106,7 +106,9 @@ impl Locked {
             None => return Err(OpsError::NotFound(up.uri())),
         }
         for d in chain.iter().rev() {
-            let made = self.under_exact(d, Release::Now, || self.root.mkdir(d, 0o755))?;
+            let made = self.under_exact(d, Release::Now, Frees::Nothing, || {
+                self.root.mkdir(d, 0o755)
+            })?;
             match made {
                 Ok(()) => {}
                 // An ancestor someone made meanwhile serves as well.
@@ -154,22 +156,23 @@ impl Locked {
     /// ([`crate::tail::AfterReply`]); a change that must see its own lock file gone before it
     /// returns (a directory's times: the file lives inside it) asks for [`Release::Now`].
     ///
+    /// With [`Frees::Space`], on a full disk the lock file gets the reserve's room.
+    ///
     /// The outer error is the lock's; the inner one is `change`'s own, handed back as it
     /// came (the mount answers with its errno).
     pub fn under_exact<T, E>(
         &self,
         p: &VPath,
         release: Release,
+        frees: Frees,
         change: impl FnOnce() -> std::result::Result<T, E>,
     ) -> Result<std::result::Result<T, E>> {
         self.foreground.touch();
         let req = [(p.clone(), crate::lock::LockKind::Exact)];
         let acquire = || Ok(self.locks.acquire_existing(&req, self.waits.foreground)?);
-        // A truncate frees space: on a full disk its lock file gets the reserve's room.
-        let guard = if release == Release::Freeing {
-            self.freeing(acquire)?
-        } else {
-            acquire()?
+        let guard = match frees {
+            Frees::Space => self.freeing(acquire)?,
+            Frees::Nothing => acquire()?,
         };
         let out = change();
         if release == Release::AfterReply {
@@ -189,7 +192,13 @@ pub enum Release {
     Now,
     /// After the mount's reply (at once where no reply scope is open).
     AfterReply,
-    /// Before it returns, for a change that frees space (a truncate): on a full disk, the
-    /// lock is placed with the reserve's room ([`Stores::freeing`](super::Stores::freeing)).
-    Freeing,
+}
+
+/// Whether a change frees space or changes nothing yet (a truncate, an open for writing), so
+/// that on a full disk its lock file and its job get the reserve's room
+/// ([`Stores::freeing`](super::Stores::freeing)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frees {
+    Space,
+    Nothing,
 }

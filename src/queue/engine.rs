@@ -78,6 +78,10 @@ pub trait Engine: Send + Sync {
     /// Hand back a claimed job never started: pending at once, the claim not counted.
     fn release(&self, job: &Job) -> Result<(), QueueError>;
 
+    /// End at once the leases of the claimants `gone` says have exited (a worker name, as
+    /// claimed with): their running rows are claimable now. Returns how many.
+    fn end_leases_of(&self, gone: &dyn Fn(&str) -> bool) -> Result<usize, QueueError>;
+
     /// Does this claim still hold the job, with no newer version of its key enqueued?
     fn is_current(&self, job: &Job) -> Result<bool, QueueError>;
 

@@ -4,7 +4,8 @@
 //!
 //! What it owns, and the OpenViking failures each part answers:
 //! - claims carry a lease that the worker renews; a job whose lease ran out is claimable again at
-//!   once, by any live worker (OpenViking #3225: rows stuck in `processing` until restart);
+//!   once, by any live worker (OpenViking #3225: rows stuck in `processing` until restart), and a
+//!   pool that starts ends the leases of this host's exited processes without waiting them out;
 //! - failures retry with exponential back-off up to `max_attempts`, then the job is dead with its
 //!   last error (OpenViking #4919: a permanent error retried forever);
 //! - coalesce versions per key live in the database (OpenViking #3891): re-enqueueing a key whose

@@ -190,6 +190,12 @@ impl WorkerPool {
         handlers: impl IntoIterator<Item = impl Into<HandlerSpec>>,
         opts: PoolOptions,
     ) -> WorkerPool {
+        // What a process of this host that has exited still holds is this pool's to run now.
+        match queue.end_leases_of_exited() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("{n} jobs claimed by an exited process run again now"),
+            Err(e) => tracing::debug!("claims of exited processes not ended: {e}"),
+        }
         let shared = Arc::new(Shared {
             queue,
             opts,

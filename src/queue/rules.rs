@@ -495,6 +495,25 @@ impl<B: Backend> Engine for B {
         self.write(|s| release(s, job))
     }
 
+    fn end_leases_of(&self, gone: &dyn Fn(&str) -> bool) -> Result<usize, QueueError> {
+        self.write(|s| {
+            let now = s.now()?;
+            let workers = s.rows(
+                "SELECT DISTINCT worker FROM {jobs}
+                 WHERE state = 1 AND worker IS NOT NULL AND due > ?1",
+                &[now.into()],
+            )?;
+            let mut n = 0;
+            for w in workers.iter().map(|r| r.text(0)).filter(|w| gone(w)) {
+                n += s.exec(
+                    "UPDATE {jobs} SET due = ?2 WHERE state = 1 AND worker = ?1",
+                    &[w.as_str().into(), now.into()],
+                )?;
+            }
+            Ok(n as usize)
+        })
+    }
+
     fn is_current(&self, job: &Job) -> Result<bool, QueueError> {
         self.read(|s| {
             Ok(s.opt(

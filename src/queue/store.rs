@@ -399,6 +399,22 @@ impl Queue {
         self.shared.engine.key_version(queue, key)
     }
 
+    /// Jobs claimed by a process of this host that has exited (a daemon stopped on a full
+    /// disk could not hand its claims back; one killed never did) are claimable at once,
+    /// rather than after their lease. A pid in use again keeps its lease: it ends as leases do.
+    pub fn end_leases_of_exited(&self) -> Result<usize, QueueError> {
+        let gone = |worker: &str| {
+            claimant_pid(worker).is_some_and(|pid| {
+                pid != std::process::id() && crate::process::running_process_start(pid).is_none()
+            })
+        };
+        let n = self.shared.engine.end_leases_of(&gone)?;
+        if n > 0 {
+            self.wake_all();
+        }
+        Ok(n)
+    }
+
     /// Make dead jobs pending again with fresh attempts (`fsck --repair`). Returns how many.
     pub fn retry_dead(&self, queue: Option<&str>) -> Result<usize, QueueError> {
         if let Some(q) = queue {
@@ -408,6 +424,15 @@ impl Queue {
         self.wake_all();
         Ok(n)
     }
+}
+
+/// The pid in a worker name of this host (`HOST-pidPID/QUEUE`, as the pool names its claims);
+/// `None` for another host's.
+fn claimant_pid(worker: &str) -> Option<u32> {
+    let rest = worker
+        .strip_prefix(crate::process::host_id())?
+        .strip_prefix("-pid")?;
+    rest.split('/').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -426,6 +451,34 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_claims_of_an_exited_process_end_at_once_and_a_live_ones_keep_their_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = open(&dir);
+        let hour = Duration::from_secs(3600);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let host = crate::process::host_id();
+        let me = std::process::id();
+        q.enqueue("semantic", Some("a"), &json!(1)).unwrap();
+        q.enqueue("semantic", Some("b"), &json!(1)).unwrap();
+        q.enqueue("semantic", Some("c"), &json!(1)).unwrap();
+        let gone = format!("{host}-pid{dead}/semantic");
+        let alive = format!("{host}-pid{me}/semantic");
+        let elsewhere = format!("another-host-pid{dead}/semantic");
+        for w in [&gone, &alive, &elsewhere] {
+            assert!(q.claim("semantic", w, hour).unwrap().is_some());
+        }
+        assert!(q.claim("semantic", "w", hour).unwrap().is_none());
+        assert_eq!(q.end_leases_of_exited().unwrap(), 1);
+        let again = q.claim("semantic", "w", hour).unwrap().unwrap();
+        assert_eq!(again.key.as_deref(), Some("a"), "the exited process's job");
+        assert_eq!(again.attempts, 2, "its claim counts as an attempt");
+        assert!(q.claim("semantic", "w", hour).unwrap().is_none());
+        assert_eq!(q.end_leases_of_exited().unwrap(), 0);
     }
 
     #[test]
