@@ -1,5 +1,9 @@
 //! `vikingfs lock` (run a command holding a path lock, like flock(1)) and `vikingfs locks`
 //! (list every lock file of the workspace).
+//!
+//! The lock lives as long as the command: once it runs, the lock file names the command's
+//! process (so SIGKILL of `vikingfs lock` leaves it held), the usual stop signals are passed
+//! on to it, and the lock is released only after it has exited.
 
 use std::process::Command as Proc;
 use std::time::Duration;
@@ -9,7 +13,19 @@ use clap::Args;
 
 use super::{Ctx, EXIT_BUSY};
 use crate::error::Chain;
-use crate::lock::{LockError, LockKind, LockManager};
+use crate::lock::{codec, LockError, LockKind, LockManager};
+use crate::sys::{self, BlockedSignals, Signal};
+
+/// What `lock` passes on to its command, as timeout(1) does, rather than die and leave the
+/// command running with the lock gone: the command decides, and the lock lives until it exits.
+const FORWARDED: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
 
 #[derive(Args, Debug)]
 pub struct LockArgs {
@@ -50,6 +66,9 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
     } else {
         LockKind::Exact
     };
+    // Blocked before any thread starts (the lock's own inherit the mask), taken only by the
+    // forwarder below; std resets the mask in the command.
+    let signals = BlockedSignals::block(&FORWARDED).context("block signals")?;
     let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
     let guard = match mgr.acquire(&[(path, kind)], timeout) {
         Ok(g) => g,
@@ -59,10 +78,24 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
         }
         Err(e) => return Err(e).with_context(|| format!("lock {}", a.uri)),
     };
-    let status = Proc::new(&a.command[0])
+    let mut child = Proc::new(&a.command[0])
         .args(&a.command[1..])
-        .status()
+        .spawn()
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
+    let pid = child.id();
+    // The lock is the command's from now on: killed with SIGKILL, this process leaves it held
+    // for as long as the command runs (its liveness is the command's), as flock(1)'s is.
+    if let Some(owner) = codec::owner_of_process(pid) {
+        if let Err(e) = guard.hand_over(&owner) {
+            tracing::warn!(error = %Chain(&e), "the lock stays this process's");
+        }
+    }
+    std::thread::spawn(move || {
+        while let Ok(sig) = signals.wait() {
+            let _ = sys::signal_process(pid, sig);
+        }
+    });
+    let status = child.wait().context("wait for the command")?;
     guard.release()?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status
@@ -79,6 +112,11 @@ pub fn locks(ctx: &Ctx, a: &LocksArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(0);
     }
+    if list.is_empty() {
+        println!("no locks in {}", ws.data_root().display());
+        return Ok(0);
+    }
+    println!("{:<5} {:>9}  URI  OWNER  (STATE)", "KIND", "AGE");
     for l in &list {
         let state = match &l.stale_reason {
             Some(r) if l.stale => format!("stale: {r}"),

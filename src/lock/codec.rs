@@ -90,6 +90,13 @@ pub fn process_owner_prefix() -> &'static str {
     })
 }
 
+/// The owner name of another process of this host, as that process would name its first
+/// lock (`vfs-{host}-{pid}-{start}-1`); `None` when it no longer runs.
+pub fn owner_of_process(pid: u32) -> Option<String> {
+    let start = process_start(pid)?;
+    Some(format!("{PREFIX}{}-{pid}-{start}-1", host_id()))
+}
+
 /// A fresh owner name, never handed out before in this process.
 pub fn new_owner() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,22 +113,44 @@ pub fn new_owner() -> String {
 /// is held for milliseconds by work that gives way, so a foreground request waits for it
 /// ([`is_background_owner`]) instead of failing at once.
 pub fn new_background_owner() -> String {
+    numbered("bg")
+}
+
+/// A fresh owner name for vikingfs's own foreground operations (an rm, a mv, a change
+/// through the mount, a session's cut): `…-br{n}`. Held for the operation, which does not
+/// give way as a job does; another request waits it out ([`is_outwaited_owner`]) rather
+/// than fail at once as it does on a user's hold.
+pub fn new_brief_owner() -> String {
+    numbered("br")
+}
+
+fn numbered(tag: &'static str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!(
-        "{}bg{}",
+        "{}{tag}{}",
         process_owner_prefix(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
 
+fn tagged(owner: &str, tag: &str) -> bool {
+    owner.starts_with(PREFIX)
+        && owner.rsplit('-').next().is_some_and(|n| {
+            n.strip_prefix(tag)
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 /// Whether `owner` is a vikingfs process's background work ([`new_background_owner`]).
 pub fn is_background_owner(owner: &str) -> bool {
-    owner.starts_with(PREFIX)
-        && owner
-            .rsplit('-')
-            .next()
-            .is_some_and(|n| n.starts_with("bg") && n[2..].bytes().all(|b| b.is_ascii_digit()))
+    tagged(owner, "bg")
+}
+
+/// Whether a lock of `owner` is vikingfs's own work, which a foreground request waits out
+/// (a job's, [`new_background_owner`]; an operation's, [`new_brief_owner`]).
+pub fn is_outwaited_owner(owner: &str) -> bool {
+    is_background_owner(owner) || tagged(owner, "br")
 }
 
 /// Whether an owner can be checked directly, and what the check says.
@@ -168,6 +197,10 @@ mod tests {
         let bg = super::new_background_owner();
         assert!(super::is_background_owner(&bg), "{bg}");
         assert!(!super::is_background_owner(&super::new_owner()));
+        let br = super::new_brief_owner();
+        assert!(!super::is_background_owner(&br), "{br}");
+        assert!(super::is_outwaited_owner(&br) && super::is_outwaited_owner(&bg));
+        assert!(!super::is_outwaited_owner(&super::new_owner()));
         assert!(!super::is_background_owner(
             "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
         ));

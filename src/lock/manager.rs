@@ -107,6 +107,12 @@ enum Work {
     Existing,
     /// A background job's write-back: like `Existing`, and it gives way to foreground work.
     Background,
+    /// vikingfs's own operation in the foreground (rm, mv, add, a session's cut): like
+    /// `Creating`, under an owner that others wait out as they wait out a job's.
+    Brief,
+    /// A short section of paths whose directories exist (a single-path change through the
+    /// mount, held until just after its reply): like `Existing`, waited out like `Brief`.
+    BriefExisting,
 }
 
 impl LockManager {
@@ -193,6 +199,30 @@ impl LockManager {
         self.acquire_with(reqs, timeout, Work::Background)
     }
 
+    /// [`acquire`](Self::acquire) for vikingfs's own operations (rm, mv, add, a session's
+    /// append or commit cut), held until just after their reply: a foreground request of any
+    /// vikingfs process that meets one waits it out (up to 10 s), as it waits out a job's
+    /// write-back, whatever its timeout; only a user's hold (`vikingfs lock`, another
+    /// program's) answers busy, at once by default.
+    pub fn acquire_brief(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        self.acquire_with(reqs, timeout, Work::Brief)
+    }
+
+    /// [`acquire_brief`](Self::acquire_brief) for paths whose directories exist, as
+    /// [`acquire_existing`](Self::acquire_existing): a single-path change through the mount,
+    /// whose lock outlives its reply by a moment that the next request must not fail on.
+    pub fn acquire_brief_existing(
+        &self,
+        reqs: &[(VPath, LockKind)],
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        self.acquire_with(reqs, timeout, Work::BriefExisting)
+    }
+
     /// A batch under a fresh handle (its own owner, so it conflicts with every other handle).
     fn acquire_with(
         &self,
@@ -200,11 +230,13 @@ impl LockManager {
         timeout: Duration,
         work: Work,
     ) -> Result<LockGuard, LockError> {
-        let create_dirs = work == Work::Creating;
+        let create_dirs = matches!(work, Work::Creating | Work::Brief);
         let background = work == Work::Background;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let owner = if background {
+        let owner = if work == Work::Background {
             codec::new_background_owner()
+        } else if matches!(work, Work::Brief | Work::BriefExisting) {
+            codec::new_brief_owner()
         } else {
             codec::new_owner()
         };
@@ -286,10 +318,13 @@ impl State {
     ) -> Result<LockGuard, LockError> {
         let mut deadline = start + timeout;
         // Foreground first: a lock a vikingfs job holds (for its write-back, milliseconds)
-        // is waited for, whatever the timeout; only other foreground work answers busy.
+        // is waited for, whatever the timeout, as is any of vikingfs's own short sections
+        // (a mount request's, released after its reply; a session's cut): only a user's hold
+        // answers busy, at once by default.
+        let grace = start + BACKGROUND_GRACE;
         let outwait = |deadline: &mut Instant, owner: &str| {
-            if !handle.background && codec::is_background_owner(owner) {
-                *deadline = (*deadline).max(start + BACKGROUND_GRACE);
+            if !handle.background && codec::is_outwaited_owner(owner) {
+                *deadline = (*deadline).max(grace);
             }
         };
         let id = this.next_id.fetch_add(1, Ordering::Relaxed);
@@ -423,22 +458,45 @@ impl State {
     fn refresh_all(&self) {
         let mut held = self.held.lock();
         for h in held.values_mut().flatten().filter(|h| !h.lost) {
-            let owner = h.token.rsplitn(3, ':').nth(2).unwrap_or_default();
-            let new = codec::format(owner, codec::now_ns(), h.kind);
-            let r = self.res.at(&h.file).and_then(|at| {
-                at.call_or(Cas::Changed, |d, n| {
-                    provider::cas_replace(d, n, h.token.as_bytes(), new.as_bytes())
-                })
-            });
-            match r {
-                Ok(Cas::Done) => h.token = new,
-                Ok(Cas::Changed) => {
-                    tracing::error!(file = %h.file.path.display(), "lock lost: token no longer ours");
-                    h.lost = true;
-                }
-                Err(e) => {
-                    tracing::warn!(file = %h.file.path.display(), error = %e, "lock refresh failed")
-                }
+            let owner = token_owner(&h.token).to_string();
+            self.rewrite(h, &owner);
+        }
+    }
+
+    /// Rewrite the tokens of guard `id` for `owner`, by compare-and-swap.
+    fn hand_over(&self, id: u64, owner: &str) -> Result<(), LockError> {
+        let mut held = self.held.lock();
+        for h in held.get_mut(&id).into_iter().flatten() {
+            if h.lost || !self.rewrite(h, owner) {
+                return Err(LockError::Lost {
+                    file: h.file.path.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `h`'s token again, now, for `owner` (compare-and-swap); whether it was ours.
+    fn rewrite(&self, h: &mut Held, owner: &str) -> bool {
+        let new = codec::format(owner, codec::now_ns(), h.kind);
+        let r = self.res.at(&h.file).and_then(|at| {
+            at.call_or(Cas::Changed, |d, n| {
+                provider::cas_replace(d, n, h.token.as_bytes(), new.as_bytes())
+            })
+        });
+        match r {
+            Ok(Cas::Done) => {
+                h.token = new;
+                true
+            }
+            Ok(Cas::Changed) => {
+                tracing::error!(file = %h.file.path.display(), "lock lost: token no longer ours");
+                h.lost = true;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(file = %h.file.path.display(), error = %e, "lock refresh failed");
+                true
             }
         }
     }
@@ -590,6 +648,14 @@ impl LockGuard {
         self.done = true;
         self.inner.release(self.id)
     }
+
+    /// Make `owner` the holder on disk (its tokens rewritten): a lock that lives as long as
+    /// another process does, as `vikingfs lock -- CMD` hands its lock to CMD, so that the
+    /// lock outlives a holder killed with SIGKILL while CMD runs, as flock(1)'s does. This
+    /// guard still releases it.
+    pub fn hand_over(&self, owner: &str) -> Result<(), LockError> {
+        self.inner.hand_over(self.id, owner)
+    }
 }
 
 impl Drop for LockGuard {
@@ -716,4 +782,9 @@ impl LockGuard {
         self.inner.table.lock().remove_guard(self.id);
         self.inner.released.notify_all();
     }
+}
+
+/// The owner part of a token (`OWNER:TIME:KIND`; an owner may hold colons).
+fn token_owner(token: &str) -> &str {
+    token.rsplitn(3, ':').nth(2).unwrap_or_default()
 }

@@ -43,7 +43,7 @@ impl Light {
         reqs: &[(VPath, LockKind)],
         wait: Duration,
     ) -> std::result::Result<LockGuard, LockError> {
-        self.locks.acquire(reqs, wait)
+        self.locks.acquire_brief(reqs, wait)
     }
 
     /// Files changed: queue their embeddings and their directories' summaries, in one

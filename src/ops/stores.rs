@@ -50,9 +50,6 @@ pub fn recorded(index: &Index) -> Option<Option<(u64, u64)>> {
 /// How long an open retries a database another process is switching to WAL.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// The least a foreground operation waits for a lock (see [`Waits::foreground`]).
-const FOREGROUND_MIN_WAIT: Duration = Duration::from_secs(1);
-
 /// The model identity the index is opened for.
 pub enum Model {
     /// The configured model (dim 0: none, lexical only): vectors another model made are
@@ -143,9 +140,10 @@ pub const REDERIVED_KEY: &str = "rederived_from";
 
 /// How long each kind of work waits for a busy lock.
 pub(crate) struct Waits {
-    /// A foreground operation: the configured lock_timeout, but at least long enough to
-    /// outwait a background job's write-back (milliseconds), so a user's rm never fails just
-    /// because a worker was indexing the file.
+    /// A foreground operation: the configured lock_timeout (0: a user's hold answers busy at
+    /// once). vikingfs's own holds (a job's write-back, this process's other requests, a
+    /// session's cut) are waited out whatever it says ([`crate::lock::LockManager`]), so a
+    /// user's rm never fails just because a worker was indexing the file.
     pub(crate) foreground: Duration,
     /// A background job, for a lock a foreground operation holds.
     pub(crate) job: Duration,
@@ -237,7 +235,7 @@ impl Stores {
         };
         reserve.ensure();
         let waits = Waits {
-            foreground: locks.config().timeout.max(FOREGROUND_MIN_WAIT),
+            foreground: locks.config().timeout,
             job: Duration::from_secs(2),
         };
         let root = at::VRoot::open(&ws.data_root()).map_err(|e| OpsError::io(ws.data_root(), e))?;
@@ -300,7 +298,8 @@ impl Stores {
     /// Take locks for a foreground operation (see [`Waits::foreground`]).
     pub(super) fn lock(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
         self.foreground.touch();
-        Ok(self.locks.acquire(reqs, self.waits.foreground)?)
+        // vikingfs's own operation, held until just after its reply: waited out by the next.
+        Ok(self.locks.acquire_brief(reqs, self.waits.foreground)?)
     }
 
     /// Whether the index must be rebuilt from the files: it was just created or recreated, or

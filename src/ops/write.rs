@@ -169,7 +169,12 @@ impl Locked {
     ) -> Result<std::result::Result<T, E>> {
         self.foreground.touch();
         let req = [(p.clone(), crate::lock::LockKind::Exact)];
-        let acquire = || Ok(self.locks.acquire_existing(&req, self.waits.foreground)?);
+        // Held until just after the reply: the request that follows waits it out.
+        let acquire = || {
+            Ok(self
+                .locks
+                .acquire_brief_existing(&req, self.waits.foreground)?)
+        };
         let guard = match frees {
             Frees::Space => self.freeing(acquire)?,
             Frees::Nothing => acquire()?,

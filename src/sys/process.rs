@@ -81,6 +81,15 @@ pub fn signal_self(sig: Signal) -> io::Result<()> {
     Ok(nix::sys::signal::kill(nix::unistd::Pid::this(), sig)?)
 }
 
+/// Send `sig` to process `pid`.
+pub fn signal_process(pid: u32, sig: Signal) -> io::Result<()> {
+    let pid = i32::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    Ok(nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        sig,
+    )?)
+}
+
 /// Signals blocked in the calling thread and in every thread it spawns afterwards, so that
 /// only [`BlockedSignals::wait`] takes them.
 pub struct BlockedSignals(nix::sys::signal::SigSet);

@@ -98,3 +98,103 @@ fn command_status_passes_through() {
         .unwrap()
         .contains("/nonexistent/cmd"));
 }
+
+/// Wait until `p` exists (the command under the lock started).
+fn wait_for(p: &std::path::Path, child: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !p.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "vikingfs lock exited");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// `vikingfs lock URI -- true`'s exit code: 75 while URI is held.
+fn try_lock(ws: &std::path::Path, uri: &str) -> Option<i32> {
+    vfs(ws)
+        .args(["lock", uri, "--", "true"])
+        .status()
+        .unwrap()
+        .code()
+}
+
+#[test]
+fn signals_reach_the_command_and_the_lock_lives_as_long_as_it_does() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path();
+    let uri = "viking://resources/held.md";
+    // SIGTERM to `vikingfs lock` goes to the command, which decides; the lock is held until
+    // the command has exited, and released then.
+    let ready = ws.join("ready");
+    let got = ws.join("got");
+    let script = format!(
+        "trap 'echo term > {got}; exit 7' TERM; touch {ready}; while :; do sleep 0.05; done",
+        got = got.display(),
+        ready = ready.display()
+    );
+    let mut holder = vfs(ws)
+        .args(["lock", uri, "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_for(&ready, &mut holder);
+    let pid = holder.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let st = holder.wait().unwrap();
+    assert_eq!(st.code(), Some(7), "the command's own answer to SIGTERM");
+    assert_eq!(std::fs::read_to_string(&got).unwrap(), "term\n");
+    assert_eq!(
+        try_lock(ws, uri),
+        Some(0),
+        "released once the command exited"
+    );
+
+    // SIGKILL of `vikingfs lock` cannot be passed on: the command runs on, and so does its
+    // lock (as flock(1)'s, held by the command), until the command exits.
+    let ready = ws.join("ready2");
+    let mut holder = vfs(ws)
+        .args(["lock", "--tree", "viking://resources/dir", "--", "sh", "-c"])
+        .arg(format!("touch {}; read line", ready.display()))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, &mut holder);
+    let mut stdin = holder.stdin.take().unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = vfs(ws).arg("locks").output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and the lock: {table}");
+    assert!(
+        lines[0].starts_with("KIND") && lines[0].contains("OWNER"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("tree") && lines[1].contains("(held)"),
+        "{table}"
+    );
+    assert_eq!(
+        try_lock(ws, "viking://resources/dir/inside.md"),
+        Some(75),
+        "the lock died with its holder while the command runs"
+    );
+    use std::io::Write;
+    stdin.write_all(b"done\n").unwrap();
+    drop(stdin);
+    // The command exits (reaped by init): its lock is stale at once, taken by the next.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while try_lock(ws, "viking://resources/dir/inside.md") != Some(0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a dead command's lock stays"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

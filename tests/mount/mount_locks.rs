@@ -189,6 +189,38 @@ fn tree_lock_makes_rm_rf_busy_loses_nothing_and_other_dirs_answer() {
     m.check_index_agrees();
 }
 
+/// With the default `lock_timeout` (0), a user's lock refuses at once: `rm -rf` of a locked
+/// tree does not wait a second per entry (15 files once took 15 s), and loses nothing.
+#[test]
+fn a_users_lock_refuses_at_once_by_default() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir -p locked && for i in $(seq 1 15); do echo $i > locked/f$i.md; done",
+    );
+    let before = user_tree(&r.join("locked"));
+    let holder = Holder::tree(&m, "viking://resources/locked");
+    let t = Instant::now();
+    let out = sh(&r, "rm -rf locked");
+    let took = t.elapsed();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Device or resource busy"), "{err}");
+    assert_eq!(
+        user_tree(&r.join("locked")),
+        before,
+        "rm -rf lost something"
+    );
+    // 15 refusals at once, far below one second each (a bound no loaded machine reaches).
+    assert!(took < Duration::from_secs(5), "rm -rf took {took:?}");
+    let out = sh(&r, "rm locked/f1.md");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Device or resource busy"));
+    holder.release();
+    ok(&r, "rm -rf locked");
+    m.check_index_agrees();
+}
+
 /// The errno of unlink(2) of `p`, or 0.
 fn unlink_errno(p: &Path) -> i32 {
     use std::os::unix::ffi::OsStrExt;
