@@ -31,6 +31,9 @@ pub struct DaemonRecord {
     /// Where it serves OpenViking's HTTP API (`-o api=`, `vikingfs serve`), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// The file it logs to, when it is not a terminal's stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
 }
 
 /// Removes the record when the daemon stops (also on panic).
@@ -62,6 +65,7 @@ pub fn register(
     workers: bool,
     metrics: Option<String>,
     api: Option<String>,
+    log: Option<PathBuf>,
 ) -> io::Result<Registration> {
     let pid = std::process::id();
     let rec = DaemonRecord {
@@ -77,6 +81,7 @@ pub fn register(
         workers,
         metrics,
         api,
+        log,
     };
     let d = dir(ws);
     std::fs::create_dir_all(&d)?;
@@ -159,7 +164,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let ws = Workspace::open(d.path(), "default", "default").unwrap();
         assert!(running(&ws).unwrap().is_empty());
-        let reg = register(&ws, Some(Path::new("/mnt/x")), true, None, None).unwrap();
+        let reg = register(&ws, Some(Path::new("/mnt/x")), true, None, None, None).unwrap();
         let list = running(&ws).unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].pid, std::process::id());

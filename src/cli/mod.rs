@@ -349,8 +349,16 @@ pub fn default_workspace() -> PathBuf {
 
 /// Parse the arguments, run the command, and return the process exit status.
 pub fn main() -> i32 {
-    init_logging();
     let cli = Cli::parse_from(mount_helper_args(std::env::args_os().collect()));
+    let mut debug = false;
+    if let Command::Mount(a) = &cli.command {
+        debug = mount::wants_debug(a);
+        if let Err(e) = mount::open_log(a) {
+            eprintln!("vikingfs: {}", crate::error::Chain(&*e));
+            return 1;
+        }
+    }
+    init_logging(debug);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -419,9 +427,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// Logs go to stderr (the journal under systemd), filtered by `RUST_LOG` (default `warn`).
-fn init_logging() {
+/// Log to stderr at `warn` (`debug`: `debug`), unless `RUST_LOG` says otherwise.
+fn init_logging(debug: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let level = if debug { "debug" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

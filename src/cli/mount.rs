@@ -39,7 +39,8 @@ pub struct MountArgs {
     /// summaries .abstract.md and .overview.md, which are otherwise readable by name only),
     /// remount with ro or rw (change a live mount's read-only flag), metrics=ADDR:PORT
     /// (Prometheus metrics), api=ADDR:PORT (OpenViking's HTTP API and MCP; also the config's
-    /// server.host/server.port); generic ones like nosuid,_netdev are accepted.
+    /// server.host/server.port), log=FILE (as --log-file), debug (log at debug level);
+    /// generic ones like nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.
@@ -48,6 +49,10 @@ pub struct MountArgs {
     /// Write the daemon's pid to this file.
     #[arg(long)]
     pub pid_file: Option<PathBuf>,
+    /// Log to this file, appending (also `-o log=FILE`; default: the workspace's
+    /// .vikingfs/mount.log for a daemon, stderr with --foreground). `-o debug` logs more.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
     /// The workspace directory.
     pub workspace_dir: PathBuf,
     /// Where to mount it.
@@ -73,9 +78,13 @@ pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
         let deadline = std::time::Instant::now() + UMOUNT_WAIT;
         while d.is_running() {
             if std::time::Instant::now() >= deadline {
+                let log = d.log.as_ref().map_or_else(
+                    || "the workspace's .vikingfs/mount.log".to_string(),
+                    |l| l.display().to_string(),
+                );
                 eprintln!(
                     "vikingfs: umount: the mount is gone, but its daemon (pid {}) is still \
-                     finishing after {}s; see its log in the workspace's .vikingfs/mount.log",
+                     finishing after {}s; see its log in {log}",
                     d.pid,
                     UMOUNT_WAIT.as_secs()
                 );
@@ -87,8 +96,44 @@ pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The log file asked for (`--log-file`, else `-o log=`), absolute.
+fn log_file(args: &MountArgs) -> anyhow::Result<Option<PathBuf>> {
+    let asked = match &args.log_file {
+        Some(f) => Some(f.clone()),
+        None => mount::parse_options(&args.options).ok().and_then(|o| o.log),
+    };
+    Ok(asked.map(|f| std::path::absolute(&f)).transpose()?)
+}
+
+/// Whether `-o debug` asks for debug logging.
+pub fn wants_debug(args: &MountArgs) -> bool {
+    mount::parse_options(&args.options).is_ok_and(|o| o.debug)
+}
+
+/// Before logging starts: a foreground daemon with a log file writes its stdout and stderr
+/// there (a daemonised one gets the file from `daemonise`, which passes `--log-file`).
+pub fn open_log(args: &MountArgs) -> anyhow::Result<()> {
+    if !args.foreground {
+        return Ok(());
+    }
+    if let Some(path) = log_file(args)? {
+        let f = append_log(&path)?;
+        sys::redirect_stdio(&f).with_context(|| format!("log file {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn append_log(path: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("log file {}", path.display()))
+}
+
 pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow::Result<i32> {
-    let opts = mount::parse_options(&args.options)?;
+    let mut opts = mount::parse_options(&args.options)?;
+    opts.log = log_file(args)?;
     if opts.remount {
         // `mount -o remount,ro|rw` (mount(8) runs the helper with the options): no daemon.
         mount::remount(&args.mountpoint, opts.read_only)?;
@@ -128,12 +173,11 @@ fn daemonise(
     let (rd, wr) = sys::pipe().context("pipe")?;
     // The daemon must inherit the write end.
     sys::set_inherited(&wr, true).context("pipe")?;
-    let log_path = ws.internal_dir().join("mount.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("log file {}", log_path.display()))?;
+    let log_path = match log_file(args)? {
+        Some(f) => f,
+        None => ws.internal_dir().join("mount.log"),
+    };
+    let log = append_log(&log_path)?;
     let mut cmd = Command::new(std::env::current_exe().context("current_exe")?);
     if let Some(c) = config_path {
         cmd.arg("--config").arg(c.canonicalize()?);
@@ -146,6 +190,7 @@ fn daemonise(
         let abs = std::path::absolute(p)?;
         cmd.arg("--pid-file").arg(abs);
     }
+    cmd.arg("--log-file").arg(&log_path);
     cmd.arg(ws.root()).arg(mp);
     cmd.env(READY_FD, wr.as_raw_fd().to_string())
         .current_dir("/")
@@ -158,7 +203,18 @@ fn daemonise(
     let mut msg = String::new();
     std::fs::File::from(rd).read_to_string(&mut msg)?;
     match msg.strip_prefix("ok") {
-        Some(_) => Ok(0),
+        Some(_) => {
+            // A person at a terminal learns where the daemon's log is; a script, nothing.
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!(
+                    "vikingfs: mounted {} on {} (log: {})",
+                    ws.root().display(),
+                    mp.display(),
+                    log_path.display()
+                );
+            }
+            Ok(0)
+        }
         None if msg.is_empty() => bail!(
             "the mount daemon (pid {}) exited before the mount was live; see {}",
             child.id(),
@@ -323,6 +379,7 @@ pub fn run_daemon(
             true,
             listening,
             server.tcp_addr().map(|a| a.to_string()),
+            opts.log.clone(),
         )
         .context("daemon registry")?;
         Ok((mounted, pool, reg, ops, metrics, server))

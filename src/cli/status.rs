@@ -101,8 +101,12 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
             } else {
                 ""
             };
+            let log = d["log"]
+                .as_str()
+                .map(|l| format!("  log {l}"))
+                .unwrap_or_default();
             out += &format!(
-                "  pid {}  {mp}{w}  vikingfs {}\n",
+                "  pid {}  {mp}{w}  vikingfs {}{log}\n",
                 d["pid"],
                 str_of(&d["version"])
             );

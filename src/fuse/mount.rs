@@ -63,6 +63,11 @@ pub struct MountOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// `api=ADDR:PORT`: serve OpenViking's HTTP API (and MCP) there (`crate::server`).
     pub api: Option<std::net::SocketAddr>,
+    /// `log=FILE` (or `vikingfs mount --log-file FILE`): where the daemon logs (default
+    /// `WORKSPACE/.vikingfs/mount.log` for a daemonised mount, stderr in the foreground).
+    pub log: Option<std::path::PathBuf>,
+    /// `debug`: log at debug level (`RUST_LOG` overrides).
+    pub debug: bool,
 }
 
 impl Default for MountOptions {
@@ -75,6 +80,8 @@ impl Default for MountOptions {
             remount: false,
             metrics: None,
             api: None,
+            log: None,
+            debug: false,
         }
     }
 }
@@ -136,6 +143,10 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                 "remount" => o.remount = true,
                 "nopassthrough" => o.passthrough = false,
                 "show_summaries" => o.show_summaries = true,
+                "debug" => o.debug = true,
+                x if x.starts_with("log=") && x.len() > "log=".len() => {
+                    o.log = Some(x["log=".len()..].into())
+                }
                 x if x.starts_with("cache_timeout=") => {
                     o.cache_timeout = parse_seconds(x).ok_or_else(|| MountError::BadValue {
                         option: x.to_string(),

@@ -81,6 +81,12 @@ pub fn signal_self(sig: Signal) -> io::Result<()> {
     Ok(nix::sys::signal::kill(nix::unistd::Pid::this(), sig)?)
 }
 
+/// Make `f` this process's stdout and stderr (dup2 onto 1 and 2): a daemon's log file.
+pub fn redirect_stdio(f: impl AsFd) -> io::Result<()> {
+    nix::unistd::dup2_stdout(&f)?;
+    Ok(nix::unistd::dup2_stderr(&f)?)
+}
+
 /// Send `sig` to process `pid`.
 pub fn signal_process(pid: u32, sig: Signal) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

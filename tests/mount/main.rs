@@ -16,6 +16,7 @@ mod mount_fds;
 mod mount_full_disk;
 mod mount_hosts;
 mod mount_locks;
+mod mount_logs;
 mod mount_pjdfstest;
 mod mount_postgres;
 mod mount_race;
