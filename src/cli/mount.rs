@@ -158,10 +158,43 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
     }
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
         .with_context(|| format!("workspace {}", args.workspace_dir.display()))?;
+    if !mount::is_mount_point(&mp) {
+        wait_for_previous(&ws, &mp)?;
+    }
     if args.foreground {
         return run_daemon(ws, &ctx.config, Some(&mp), &opts, args.pid_file.as_deref());
     }
     daemonise(&ws, &mp, config_path, args)
+}
+
+/// How long a mount waits for the daemon of the previous mount of its mount point, which an
+/// umount let go but which is still finishing (jobs handed back, databases closed).
+const PREVIOUS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `umount MP && mount WS MP` at once: the old daemon may still be stopping. Wait for it a
+/// bounded time rather than start beside it (it would keep the workspace's socket, and the
+/// CLI would ask a daemon on its way out).
+fn wait_for_previous(ws: &Workspace, mp: &Path) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + PREVIOUS_WAIT;
+    while let Some(d) = crate::daemon::serving(ws.root(), mp) {
+        if std::time::Instant::now() >= deadline {
+            let log = d.log.as_ref().map_or_else(
+                || ws.internal_dir().join("mount.log"),
+                std::path::PathBuf::clone,
+            );
+            bail!(
+                "the daemon (pid {}) of the previous mount of {} is still stopping after {}s; \
+                 wait for it to exit (see {}) or stop it with kill {}",
+                d.pid,
+                mp.display(),
+                PREVIOUS_WAIT.as_secs(),
+                log.display(),
+                d.pid
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 fn daemonise(

@@ -108,7 +108,9 @@ pub struct Server {
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
     tcp: Option<SocketAddr>,
-    unix: Option<PathBuf>,
+    /// The socket this server bound, with its inode: removed on stop only while the name is
+    /// still ours (the next daemon of the workspace may have bound its own there).
+    unix: Option<(PathBuf, u64)>,
 }
 
 impl Server {
@@ -158,7 +160,9 @@ impl Server {
                     api.config.header_timeout,
                     stopped.clone(),
                 )));
-                unix = Some(path.clone());
+                use std::os::unix::fs::MetadataExt;
+                let ino = std::fs::metadata(path).map_or(0, |m| m.ino());
+                unix = Some((path.clone(), ino));
             }
         }
         let thread = std::thread::Builder::new()
@@ -195,8 +199,11 @@ impl Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if let Some(p) = self.unix.take() {
-            let _ = std::fs::remove_file(p);
+        if let Some((p, ino)) = self.unix.take() {
+            use std::os::unix::fs::MetadataExt;
+            if std::fs::metadata(&p).is_ok_and(|m| m.ino() == ino) {
+                let _ = std::fs::remove_file(p);
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 use crate::support::{self, daemon};
 
 use std::path::Path;
+use std::process::Command;
 
 use daemon::{fails, ls_user, ok, sh, stale_token, tree, user_tree, Mount};
 
@@ -560,6 +561,53 @@ fn umount_returns_after_the_daemon_exited() {
     assert!(
         !support::alive(pid),
         "umount returned while the daemon still ran"
+    );
+}
+
+/// `mount` right after an umount whose daemon is still stopping waits for it (a bounded
+/// time), then mounts: the previous daemon here is a stand-in process under its record, which
+/// exits a moment later; the new daemon serves the workspace's socket, and the CLI reaches it.
+#[test]
+fn a_mount_waits_for_the_previous_daemon_of_its_mount_point() {
+    let m = Mount::new();
+    let reg = m.ws.join(".vikingfs/daemons");
+    let record = std::fs::read_dir(&reg)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    m.unmount();
+    // A process still "stopping": its record names the mount point.
+    let mut stopping = Command::new("sleep").arg("1.5").spawn().unwrap();
+    let pid = stopping.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    rec["pid"] = pid.into();
+    rec["start"] = start.into();
+    let host = rec["host"].as_str().unwrap().to_string();
+    std::fs::write(reg.join(format!("{host}-{pid}.json")), rec.to_string()).unwrap();
+    let waiter = std::thread::spawn(move || {
+        stopping.wait().unwrap();
+        std::time::Instant::now()
+    });
+    m.mount();
+    let mounted = std::time::Instant::now();
+    let exited = waiter.join().unwrap();
+    assert!(exited <= mounted, "mounted beside the previous daemon");
+    ok(&m.res(), "echo after > a.md");
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["daemons"].as_array().unwrap().len(), 1, "{v}");
+    assert!(
+        m.ws.join(".vikingfs/daemon.sock").exists(),
+        "the new daemon serves the socket"
     );
 }
 
