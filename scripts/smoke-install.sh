@@ -17,6 +17,13 @@ mkdir -p "$mnt"
 
 timeout 900 scripts/install.sh "$prefix" >/dev/null
 export PATH="$prefix/bin:$PATH"
+# The man pages and completions are in place and say what the binary does.
+man -M "$prefix/share/man" -P cat vikingfs-mount 2>/dev/null | grep -q -- "--log-file" \
+  || grep -q -- "log-file" "$prefix/share/man/man1/vikingfs-mount.1" \
+  || { echo "smoke: no man page for vikingfs mount" >&2; exit 1; }
+grep -q "umount" "$prefix/share/bash-completion/completions/vikingfs" \
+  || { echo "smoke: no bash completion" >&2; exit 1; }
+echo "smoke: man pages and completions: ok"
 check() { # $1: how it was mounted
   findmnt -n -o FSTYPE "$mnt" | grep -qx fuse.vikingfs || { echo "smoke: $1: not a fuse.vikingfs mount" >&2; exit 1; }
   echo "hello from $1" > "$mnt/resources/smoke.md"
@@ -53,7 +60,8 @@ if timeout 60 scripts/uninstall.sh "$prefix" 2>/dev/null; then
 fi
 timeout 60 umount "$mnt"
 timeout 60 scripts/uninstall.sh "$prefix" >/dev/null
-for f in "$prefix/bin/vikingfs" /sbin/mount.fuse.vikingfs; do
+for f in "$prefix/bin/vikingfs" /sbin/mount.fuse.vikingfs "$prefix/share/man/man1/vikingfs.1" \
+  "$prefix/share/bash-completion/completions/vikingfs"; do
   if [ -e "$f" ] || [ -L "$f" ]; then echo "smoke: uninstall left $f" >&2; exit 1; fi
 done
 [ -d "$work/ws/viking" ] || { echo "smoke: uninstall touched the workspace" >&2; exit 1; }

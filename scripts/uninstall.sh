@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Remove what scripts/install.sh installed: the binary, the mount helper, the systemd unit and
-# the installed README. Workspaces, configuration (~/.vikingfs) and mounts' data are never
+# Remove what scripts/install.sh installed: the binary, the mount helper, the systemd unit, the
+# installed README, the man pages and the completions. Workspaces, configuration (~/.vikingfs) and mounts' data are never
 # touched. Refuses while a vikingfs mount is live (unmount it first: vikingfs umount MNT).
 #
 #   scripts/uninstall.sh [PREFIX]    (default PREFIX=/usr/local; run as root)
@@ -23,4 +23,8 @@ if [ "$(readlink /sbin/mount.fuse.vikingfs 2>/dev/null)" = "$prefix/bin/vikingfs
 fi
 rm -f "$prefix/bin/vikingfs"
 rm -rf "$prefix/share/doc/vikingfs"
+rm -f "$prefix"/share/man/man1/vikingfs.1 "$prefix"/share/man/man1/vikingfs-*.1
+rm -f "$prefix/share/bash-completion/completions/vikingfs" \
+  "$prefix/share/zsh/site-functions/_vikingfs" \
+  "$prefix/share/fish/vendor_completions.d/vikingfs.fish"
 echo "vikingfs removed from $prefix (workspaces and ~/.vikingfs left as they are)"

@@ -10,6 +10,7 @@ pub mod debug;
 pub mod discover;
 pub mod find;
 pub mod fsck;
+pub mod generate;
 pub mod key;
 pub mod mcp;
 pub mod migrate;
@@ -106,6 +107,9 @@ pub enum Command {
     /// Developer tools.
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCmd),
+    /// Man pages and shell completions, for packagers (`scripts/install.sh` runs it).
+    #[command(subcommand, hide = true)]
+    Generate(generate::GenerateCmd),
     /// Wait until the job queues are drained (exit 124 on --timeout).
     Wait(wait::WaitArgs),
     /// Show daemons and mounts, job queues, dead jobs, locks and the index size.
@@ -371,6 +375,10 @@ pub fn main() -> i32 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
+    // Needs no configuration or workspace.
+    if let Command::Generate(c) = &cli.command {
+        return generate::run(c);
+    }
     let ctx = Ctx::new(&cli)?;
     // Every command but the mount daemon is a one-shot process.
     if !matches!(
@@ -414,6 +422,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Reindex(a) => reindex::run(&ctx, a),
         Command::Migrate(a) => migrate::run(&ctx, a),
         Command::Debug(c) => debug::run(c),
+        Command::Generate(c) => generate::run(c),
         Command::Wait(args) if args.watch => wait::run(&ctx, args),
         Command::Wait(args) => ops::wait(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),

@@ -719,3 +719,54 @@ fn a_one_shot_command_on_another_backend_refuses() {
     }
     assert!(env.data("resources/base/a.md").exists());
 }
+
+/// `vikingfs generate` (hidden, for packagers): man pages and completions from the command
+/// line's own definition, so they name what the binary takes.
+#[test]
+fn man_pages_and_completions_follow_the_command_line() {
+    let d = tempfile::tempdir().unwrap();
+    let man = d.path().join("man");
+    let out = support::vikingfs(d.path())
+        .args(["generate", "man"])
+        .arg(&man)
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["generate", "man"]);
+    let mount = std::fs::read_to_string(man.join("vikingfs-mount.1")).unwrap();
+    assert!(mount.contains("log\\-file"), "{mount}");
+    assert!(man.join("vikingfs.1").exists() && man.join("vikingfs-session-commit.1").exists());
+    assert!(
+        !man.join("vikingfs-generate.1").exists(),
+        "hidden commands have no page"
+    );
+    for (shell, file) in [
+        ("bash", "vikingfs.bash"),
+        ("zsh", "_vikingfs"),
+        ("fish", "vikingfs.fish"),
+    ] {
+        let dir = d.path().join(shell);
+        let out = support::vikingfs(d.path())
+            .args(["generate", "completions", shell])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        support::assert_ok(&out, &["generate", "completions", shell]);
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(
+            text.contains("umount") && text.contains("add-resource"),
+            "{shell}"
+        );
+    }
+    let out = support::vikingfs(d.path())
+        .args(["generate", "completions", "tcsh"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains("bash"),
+        "names the shells it knows"
+    );
+    let help = support::vikingfs(d.path()).arg("--help").output().unwrap();
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("generate"));
+}
