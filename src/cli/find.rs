@@ -38,7 +38,9 @@ pub struct FindArgs {
     #[arg(long, value_name = "URI|PATH")]
     pub under: Option<String>,
     /// lexical (BM25), semantic (the model's vectors) or hybrid (both, fused; lexical when
-    /// no model is configured).
+    /// no model is configured). Scores compare within a mode only: lexical, the BM25 score
+    /// (0 and up); semantic, the cosine similarity (up to 1); hybrid, reciprocal-rank fusion
+    /// (1/(60+rank) per list, so at most about 0.033); summaries weighted below files.
     #[arg(long, default_value = "hybrid", value_parser = ["lexical", "semantic", "hybrid"])]
     pub mode: String,
     /// Print a JSON array of {uri, path, score, level, snippet, evidence}, best first (`path`:
@@ -52,8 +54,9 @@ pub struct FindArgs {
     /// Name results by viking:// URI even inside a mount.
     #[arg(long)]
     pub uris: bool,
-    /// Run every line of FILE ("-": standard input) as a query; with --json, one JSON array
-    /// per line (JSON Lines), in order.
+    /// Run every line of FILE ("-": standard input) as a query: each query's results after a
+    /// `# QUERY` line, a blank line between; with --json, one JSON array per line (JSON
+    /// Lines), in order.
     #[arg(long, value_name = "FILE", conflicts_with = "query")]
     pub queries: Option<String>,
 }
@@ -123,7 +126,8 @@ pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut any = false;
     let mut orphans = 0;
-    for text in &queries {
+    for (i, text) in queries.iter().enumerate() {
+        query_header(&mut out, i, text, args)?;
         let started = Instant::now();
         let found = search::find(
             &ws,
@@ -262,6 +266,23 @@ pub(super) fn naming<'a>(ctx: &'a Ctx, args: &FindArgs) -> anyhow::Result<Naming
         mount,
         paths: args.paths || (here.is_some() && !args.uris),
     })
+}
+
+/// With `--queries` in text, each query's results follow a `# QUERY` line, blocks apart by
+/// a blank line (JSON Lines need none: one array per query, in order).
+pub(super) fn query_header(
+    out: &mut impl Write,
+    i: usize,
+    text: &str,
+    args: &FindArgs,
+) -> anyhow::Result<()> {
+    if args.queries.is_some() && !args.json {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        writeln!(out, "# {text}")?;
+    }
+    Ok(())
 }
 
 pub(super) fn print_hits(

@@ -132,6 +132,22 @@ fn append_log(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow::Result<i32> {
+    // `vikingfs --workspace A mount B MNT`: two workspaces named; which one was meant is
+    // not for the daemon to guess.
+    if ctx.origin == super::Origin::Flag {
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+        };
+        if !same(&ctx.workspace_path, &args.workspace_dir) {
+            bail!(
+                "--workspace {} and the workspace argument {} differ: give the workspace once \
+                 (vikingfs mount WORKSPACE MOUNTPOINT)",
+                ctx.workspace_path.display(),
+                args.workspace_dir.display()
+            );
+        }
+    }
     let mut opts = mount::parse_options(&args.options)?;
     opts.log = log_file(args)?;
     if opts.remount {

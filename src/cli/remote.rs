@@ -54,7 +54,10 @@ pub(super) fn find(
         serde_json::from_value(v["results"].clone()).context("find: the daemon's answer")?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut any = false;
-    for rows in results {
+    for (i, rows) in results.into_iter().enumerate() {
+        if let Some(text) = queries.get(i) {
+            super::find::query_header(&mut out, i, text, args)?;
+        }
         let hits = rows
             .into_iter()
             .map(|r| {

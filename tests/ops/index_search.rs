@@ -104,6 +104,23 @@ fn an_exact_token_ranks_its_file_first_among_near_identical_files() {
         // And nothing else has the token.
         assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
     }
+    // In text, each query's block starts with `# QUERY`, blocks a blank line apart.
+    let out = env.ok(&[
+        "find",
+        "--mode",
+        "lexical",
+        "--queries",
+        qfile.to_str().unwrap(),
+    ]);
+    let blocks: Vec<&str> = out.split("\n\n").collect();
+    assert_eq!(blocks.len(), picks.len(), "{out}");
+    for ((block, q), i) in blocks.iter().zip(&queries).zip(&picks) {
+        let mut lines = block.lines();
+        assert_eq!(lines.next(), Some(format!("# {q}").as_str()), "{block}");
+        let hit = lines.next().unwrap_or_default();
+        assert!(hit.contains(&files[*i].0), "{q}: {hit}");
+        assert_eq!(lines.next(), None, "{block}");
+    }
 }
 
 #[test]

@@ -770,3 +770,25 @@ fn man_pages_and_completions_follow_the_command_line() {
     let help = support::vikingfs(d.path()).arg("--help").output().unwrap();
     assert!(!String::from_utf8_lossy(&help.stdout).contains("generate"));
 }
+
+/// `vikingfs --workspace A mount B MNT` names two workspaces: refused in one line, nothing
+/// created or mounted.
+#[test]
+fn mount_refuses_two_different_workspaces() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b, mnt) = (d.path().join("a"), d.path().join("b"), d.path().join("mnt"));
+    std::fs::create_dir(&mnt).unwrap();
+    let out = support::vikingfs(d.path())
+        .arg("--workspace")
+        .arg(&a)
+        .arg("mount")
+        .arg(&b)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr_of(&out);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("--workspace") && e.contains("differ"), "{e}");
+    assert!(!a.exists() && !b.exists(), "a workspace was created");
+}
