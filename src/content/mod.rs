@@ -6,9 +6,12 @@
 //!   NUL bytes and byte-order marks (`content_inspector`), then UTF-8 validity and control
 //!   characters;
 //! - [`IgnoreRules`] (in [`rules`]): does a path get derived state at all?
+//! - [`compressed`]: the text a gzip, bzip2 or zstd file decompresses to, which is what is
+//!   derived from it.
 //!
 //! Pure functions of bytes and rule files: no locks, no stores, no queue.
 
+pub mod compressed;
 pub mod rules;
 
 pub use rules::{IgnoreRules, DEFAULT_IGNORE, IGNORE_FILE};

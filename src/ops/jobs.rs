@@ -164,8 +164,23 @@ impl Ops {
             return Ok(Head::Other);
         }
         let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
-        f.take(max).read_to_end(&mut buf)?;
+        (&f).take(max).read_to_end(&mut buf)?;
         let partial = meta.len() > buf.len() as u64;
+        // Compressed text is derived from the text it holds (up to the same limit); a stream
+        // that does not decompress, or holds no text, is named by its own kind.
+        if let Some(codec) = crate::content::compressed::Codec::of(&buf) {
+            let inner =
+                crate::content::compressed::decompress(codec, buf.as_slice().chain(&f), max);
+            if let Ok((text, more)) = inner {
+                if let Content::Text(text) = crate::content::sniff(text) {
+                    return Ok(Head::Text {
+                        text,
+                        version: source_version(&meta),
+                        partial: more,
+                    });
+                }
+            }
+        }
         Ok(match crate::content::sniff(buf) {
             Content::Text(text) => Head::Text {
                 text,

@@ -74,7 +74,8 @@ fn binaries_are_named_never_indexed_or_quoted() {
     let m = Mount::new();
     let src = m.dir.path().join("mixed");
     std::fs::create_dir_all(&src).unwrap();
-    // Real text nobody here wrote, a real gzip file, random bytes and a Latin-1 file.
+    // Real text nobody here wrote, gzip-compressed noise, random bytes and a Latin-1 file
+    // (compressed *text* is indexed by what it holds: see below).
     let docs = Path::new("/usr/share/doc");
     let readme = std::fs::read_dir(docs)
         .into_iter()
@@ -84,20 +85,6 @@ fn binaries_are_named_never_indexed_or_quoted() {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 2000))
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"));
     std::fs::copy(&readme, src.join("README.md")).unwrap();
-    let gz = std::fs::read_dir(docs)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("changelog.Debian.gz"))
-        .find(|p| p.exists());
-    match gz {
-        Some(gz) => drop(std::fs::copy(&gz, src.join("changelog.gz")).unwrap()),
-        // A machine without package docs: gzip the README.
-        None => drop(ok(
-            &src,
-            &format!("gzip -c {} > changelog.gz", readme.display()),
-        )),
-    }
     let mut noise = vec![0u8; 64 * 1024];
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for b in noise.iter_mut() {
@@ -107,6 +94,7 @@ fn binaries_are_named_never_indexed_or_quoted() {
         *b = x as u8;
     }
     std::fs::write(src.join("random.bin"), &noise).unwrap();
+    ok(&src, "gzip -c random.bin > changelog.gz");
     std::fs::write(
         src.join("latin1.txt"),
         b"caf\xe9 cr\xe8me br\xfbl\xe9e xylophonist\n",
@@ -339,4 +327,68 @@ fn a_tree_deeper_than_path_max_behind_the_mount_is_derived() {
          assert os.path.getsize('.abstract.md') and os.path.getsize('.overview.md')\"",
     );
     m.check_index_agrees();
+}
+
+/// Compressed text (Debian's documentation is mostly gzip): a `.gz`, `.bz2` or `.zst` file is
+/// found and summarised by the text it holds, and served byte for byte as stored.
+#[test]
+fn compressed_text_is_found_by_what_it_holds_and_served_as_stored() {
+    let m = Mount::new();
+    let src = m.dir.path().join("docs");
+    std::fs::create_dir_all(&src).unwrap();
+    // Real text nobody here wrote: the GPL (base-files), compressed three ways, and bash's
+    // own gzipped documentation where the machine has it.
+    let gpl = Path::new("/usr/share/common-licenses/GPL-3");
+    let gpl = if gpl.exists() {
+        gpl.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")
+    };
+    let g = gpl.display();
+    ok(
+        &src,
+        &format!("gzip -9c {g} > licence.txt.gz && bzip2 -c {g} > licence.txt.bz2 && zstd -q -c {g} > licence.txt.zst"),
+    );
+    let intro = Path::new("/usr/share/doc/bash/INTRO.gz");
+    if intro.exists() {
+        std::fs::copy(intro, src.join("INTRO.gz")).unwrap();
+    }
+    ok(&m.res(), &format!("cp -r {} docs", src.display()));
+    drain(&m);
+    m.check_index_agrees();
+    // A phrase of the text, not of any file name.
+    let text = std::fs::read_to_string(&gpl).unwrap();
+    let phrase: String = text
+        .split_whitespace()
+        .filter(|w| w.len() >= 10 && w.chars().all(char::is_alphabetic))
+        .take(1)
+        .collect();
+    let hits = find(&m, &phrase);
+    for ext in ["gz", "bz2", "zst"] {
+        let want = format!("docs/licence.txt.{ext}");
+        let hit = hits.iter().find(|(u, _)| u.ends_with(&want));
+        let (_, snippet) = hit.unwrap_or_else(|| panic!("{phrase}: no {want} in {hits:?}"));
+        assert_clean(&want, snippet);
+    }
+    if intro.exists() {
+        let hits = find(&m, "Bourne-Again Shell");
+        assert!(
+            hits.iter().any(|(u, _)| u.ends_with("docs/INTRO.gz")),
+            "{hits:?}"
+        );
+    }
+    // The summary reads the text too, and the files are what was stored.
+    let ov = std::fs::read_to_string(m.res().join("docs/.overview.md")).unwrap();
+    assert_clean("overview", &ov);
+    assert!(!ov.contains("gzip compressed data"), "{ov}");
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        let through = m.res().join("docs").join(f.file_name().unwrap());
+        assert_eq!(
+            std::fs::read(&through).unwrap(),
+            std::fs::read(&f).unwrap(),
+            "{} is served as stored",
+            through.display()
+        );
+    }
 }
