@@ -85,9 +85,11 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
     let pid = child.id();
     // The lock is the command's from now on: killed with SIGKILL, this process leaves it held
     // for as long as the command runs (its liveness is the command's), as flock(1)'s is.
+    let mut handed = false;
     if let Some(owner) = codec::owner_of_process(pid) {
-        if let Err(e) = guard.hand_over(&owner) {
-            tracing::warn!(error = %Chain(&e), "the lock stays this process's");
+        match guard.hand_over(&owner) {
+            Ok(()) => handed = true,
+            Err(e) => tracing::warn!(error = %Chain(&e), "the lock stays this process's"),
         }
     }
     std::thread::spawn(move || {
@@ -96,7 +98,12 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
         }
     });
     let status = child.wait().context("wait for the command")?;
-    guard.release()?;
+    match guard.release() {
+        // Held by the command, the lock was free to take the moment it exited (a process
+        // that has exited owns nothing); by then its work was done.
+        Err(LockError::Lost { .. }) if handed => {}
+        r => r?,
+    }
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()

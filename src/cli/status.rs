@@ -44,13 +44,28 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
     };
     if ws.is_some() {
         if let Some(d) = super::client::Daemon::find(ctx)? {
-            return show(args, || format(&super::remote::status(&d)?, args.json));
+            return show(args, || {
+                format(&with_mounts(ctx, super::remote::status(&d)?), args.json)
+            });
         }
     }
     show(args, || match &ws {
-        Some(ws) => render(ctx, ws, args.json),
+        Some(ws) => {
+            crate::ops::check_backend(ws, &ctx.config.backend)?;
+            let v =
+                crate::ops::status::report(ws, &crate::ops::status::Source::Config(&ctx.config))?;
+            format(&with_mounts(ctx, v), args.json)
+        }
         None => mounts_view(ctx, args.json),
     })
+}
+
+/// A named workspace's report with its mounts on this host (`mounts`: live, or dead with the
+/// remedy), which only this process can see: the daemon's report is the same without them.
+fn with_mounts(ctx: &Ctx, mut v: Value) -> Value {
+    let rows: Vec<MountRow> = ctx.workspace_mounts().into_iter().map(mount_row).collect();
+    v["mounts"] = serde_json::to_value(rows).unwrap_or_default();
+    v
 }
 
 /// Print the report once, or every `--watch` seconds.
@@ -121,6 +136,15 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
                     );
                 }
             }
+        }
+    }
+    // A mount whose daemon died answers ENOTCONN: named, with the remedy.
+    for m in v["mounts"].as_array().into_iter().flatten() {
+        if let (Some(e), Some(fix)) = (m["error"].as_str(), m["remedy"].as_str()) {
+            out += &format!(
+                "dead mount: {} ({e}): run {fix}\n",
+                str_of(&m["mountpoint"])
+            );
         }
     }
     if let Some(d) = v["disk"].as_str() {

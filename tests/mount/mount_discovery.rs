@@ -287,6 +287,17 @@ fn status_with_no_workspace_named_lists_the_mounts_and_a_dead_one() {
         "{}",
         stdout(&out)
     );
+    // The status of that workspace, named, names its dead mount too (text and JSON).
+    let out = m.cli(&["status"]).output().unwrap();
+    let want = format!(
+        "dead mount: {} (ENOTCONN): run umount -l {}",
+        m.mp.display(),
+        m.mp.display()
+    );
+    assert!(stdout(&out).contains(&want), "{}", stdout(&out));
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mounts"][0]["state"], "dead", "{v}");
     let st = Command::new("umount")
         .arg("-l")
         .arg(&m.mp)
