@@ -182,6 +182,10 @@ pub fn add(d: &Daemon, a: &super::add::AddArgs, to: Option<&VPath>) -> anyhow::R
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
+    // The daemon's add, as this process's would: a target that got a `_N` name says so.
+    if let Some(w) = rep["warning"].as_str() {
+        eprintln!("vikingfs: add-resource: {w}");
+    }
     println!("{}", rep["target"].as_str().unwrap_or_default());
     if !a.wait {
         return Ok(0);

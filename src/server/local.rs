@@ -320,7 +320,7 @@ async fn add(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<AddBody>)
             .ops
             .add_resource(&b.path, &AddOptions { to, parent: None }, &mut |_, _| {})
             .map_err(|e| op_err(&b.path.display().to_string(), e))?;
-        ok(json!({ "target": rep.target.uri(), "jobs": rep.jobs }))
+        ok(json!({ "target": rep.target.uri(), "jobs": rep.jobs, "warning": rep.warning() }))
     })
     .await
 }

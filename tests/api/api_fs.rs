@@ -874,6 +874,18 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
             &json!({"temp_file_id": id, "parent": "viking://resources/docs"}),
         ));
         assert_eq!(r["root_uri"], want, "{r}");
+        // A new `_N` name comes with OpenViking's warning, word for word.
+        let warnings = r["warnings"].as_array().unwrap();
+        if want.ends_with("note_1.txt") {
+            assert_eq!(
+                warnings[0],
+                "'viking://resources/docs/note.txt' already exists. Creating \
+                 'viking://resources/docs/note_1.txt'. Tip: Use --to <path> to specify exact target.",
+                "{r}"
+            );
+        } else {
+            assert!(warnings.is_empty(), "{r}");
+        }
     }
     // A server path, for the root caller (this open server's callers are root).
     let local = s.dir.path().join("local");

@@ -107,6 +107,7 @@ fn a_command_through_the_daemon_prints_what_it_prints_without_one() {
         vec!["find", "penguins", "--json", "--limit", "3"],
         vec!["find", &alpha, "--under", "viking://resources/notes/sub"],
         vec!["find", "--queries", q, "--json"],
+        vec!["find", "--queries", q],
         vec!["find", "zzzzqqqq"],
         vec!["find", "x", "--under", "viking://nowhere"],
         vec!["find", "penguins", "--mode", "semantic"],
@@ -140,6 +141,19 @@ fn a_command_through_the_daemon_prints_what_it_prints_without_one() {
             assert_eq!(e1, e2, "{args:?}: stderr differs");
         }
     }
+    // A second add of a name that is taken says so through the daemon as without it.
+    let src = s.dir.path().join("notes");
+    let out = s.cli(&["add-resource", src.to_str().unwrap()]);
+    let (code, target, err) = seen(&out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(target.trim(), "viking://resources/notes_1");
+    assert!(
+        err.contains(
+            "'viking://resources/notes' already exists. Creating 'viking://resources/notes_1'. \
+             Tip: Use --to <path> to specify exact target."
+        ),
+        "{err}"
+    );
     // The daemon answered: its pid is in the report it read, and the command's said so too.
     let v: Value = serde_json::from_str(&ok(&s, &["status", "--json"])).unwrap();
     assert_eq!(v["daemons"][0]["pid"], s.child.id());

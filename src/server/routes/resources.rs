@@ -292,9 +292,12 @@ fn add_now(
     if is_dir {
         meta["dir_name"] = Value::from(report.target.name());
     }
+    // OpenViking's warning when the name asked for was taken and a `_N` one was made.
+    let warnings: Vec<String> = report.warning().into_iter().collect();
     ok(json!({
         "status": "success",
         "errors": [],
+        "warnings": warnings,
         "source_path": source,
         "root_uri": report.target.uri(),
         "meta": meta,
