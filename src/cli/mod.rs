@@ -354,6 +354,14 @@ pub fn default_workspace() -> PathBuf {
 /// Parse the arguments, run the command, and return the process exit status.
 pub fn main() -> i32 {
     let cli = Cli::parse_from(mount_helper_args(std::env::args_os().collect()));
+    // A one-shot command whose reader went away (`| head`) ends quietly, as ls(1) does; a
+    // daemon (mount, serve, mcp) keeps EPIPE as an error on the one connection it concerns.
+    if !matches!(
+        cli.command,
+        Command::Mount(_) | Command::Serve(_) | Command::Mcp(_) | Command::Lock(_)
+    ) {
+        crate::sys::default_sigpipe();
+    }
     let mut debug = false;
     if let Command::Mount(a) = &cli.command {
         debug = mount::wants_debug(a);

@@ -87,6 +87,15 @@ pub fn redirect_stdio(f: impl AsFd) -> io::Result<()> {
     Ok(nix::unistd::dup2_stderr(&f)?)
 }
 
+/// Die of SIGPIPE on a write to a closed pipe, as command-line tools do (`vikingfs find x |
+/// head`), rather than fail the write with EPIPE (Rust's start-up ignores the signal).
+pub fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler};
+    // SAFETY: installing SIG_DFL runs no code of ours in signal context; called before any
+    // thread of ours starts.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 /// Send `sig` to process `pid`.
 pub fn signal_process(pid: u32, sig: Signal) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

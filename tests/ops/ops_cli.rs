@@ -792,3 +792,22 @@ fn mount_refuses_two_different_workspaces() {
     assert!(e.contains("--workspace") && e.contains("differ"), "{e}");
     assert!(!a.exists() && !b.exists(), "a workspace was created");
 }
+
+/// A reader that went away (`vikingfs … | head`) ends the command quietly by SIGPIPE, as
+/// ls(1) ends, never with a panic's backtrace.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let d = tempfile::tempdir().unwrap();
+    let script = format!(
+        "(sleep 0.3; {} config show; echo \"rc=$?\" >&2) | true",
+        support::BIN
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("HOME", d.path())
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(err.contains("rc=141"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
