@@ -198,3 +198,37 @@ fn signals_reach_the_command_and_the_lock_lives_as_long_as_it_does() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A command that forks and waits for its child holds the lock until both are done: busy to
+/// others meanwhile, free after.
+#[test]
+fn a_forking_command_holds_the_lock_until_it_exits() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path();
+    let (ready, done) = (ws.join("ready"), ws.join("done"));
+    let script = format!(
+        "(touch {r}; sleep 0.5; touch {d}) & wait",
+        r = ready.display(),
+        d = done.display()
+    );
+    let mut holder = vfs(ws)
+        .args([
+            "lock",
+            "--tree",
+            "viking://resources/f",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for(&ready, &mut holder);
+    assert_eq!(try_lock(ws, "viking://resources/f/x.md"), Some(75));
+    assert!(holder.wait().unwrap().success());
+    assert!(
+        done.exists(),
+        "the lock went before the forked child was done"
+    );
+    assert_eq!(try_lock(ws, "viking://resources/f/x.md"), Some(0));
+}
