@@ -67,7 +67,7 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
         LockKind::Exact
     };
     // Blocked before any thread starts (the lock's own inherit the mask), taken only by the
-    // forwarder below; std resets the mask in the command.
+    // forwarder below; unblocked again in the command.
     let signals = BlockedSignals::block(&FORWARDED).context("block signals")?;
     let mgr = LockManager::new(&ws, ctx.config.lock.clone())?;
     let guard = match mgr.acquire(&[(path, kind)], timeout) {
@@ -78,8 +78,10 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
         }
         Err(e) => return Err(e).with_context(|| format!("lock {}", a.uri)),
     };
-    let mut child = Proc::new(&a.command[0])
-        .args(&a.command[1..])
+    let mut cmd = Proc::new(&a.command[0]);
+    cmd.args(&a.command[1..]);
+    signals.unblocked_in(&mut cmd);
+    let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
     let pid = child.id();
@@ -93,8 +95,12 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
         }
     }
     std::thread::spawn(move || {
-        while let Ok(sig) = signals.wait() {
-            let _ = sys::signal_process(pid, sig);
+        // One the terminal sent reached the command already (same foreground process
+        // group): passing it on would deliver a second ^C.
+        while let Ok((sig, from_terminal)) = signals.wait_info() {
+            if !from_terminal {
+                let _ = sys::signal_process(pid, sig);
+            }
         }
     });
     let status = child.wait().context("wait for the command")?;

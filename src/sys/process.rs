@@ -119,9 +119,48 @@ impl BlockedSignals {
         Ok(BlockedSignals(set))
     }
 
+    /// Have the child `cmd` spawns start with these signals unblocked (a blocked mask is
+    /// inherited across exec, and std does not reset it).
+    pub fn unblocked_in(&self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let set = self.0;
+        // SAFETY: the hook runs in the forked child between fork and exec: it makes one
+        // async-signal-safe system call (sigprocmask) on a set copied in, and allocates
+        // nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                use nix::sys::signal::{sigprocmask, SigmaskHow};
+                let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+                Ok(())
+            });
+        }
+    }
+
     /// Wait for one of the signals (sigwait).
     pub fn wait(&self) -> io::Result<Signal> {
         Ok(self.0.wait()?)
+    }
+
+    /// Wait for one of the signals (sigwaitinfo), and whether the kernel sent it (a
+    /// terminal's ^C, ^\ or hangup, which reaches the whole foreground process group) rather
+    /// than a process (kill(2)).
+    pub fn wait_info(&self) -> io::Result<(Signal, bool)> {
+        loop {
+            // SAFETY: siginfo_t is plain data, valid all zero.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: the set is a valid sigset_t and `info` a siginfo_t the call fills in,
+            // both outliving the call.
+            let n = unsafe { libc::sigwaitinfo(self.0.as_ref(), &mut info) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let sig = Signal::try_from(n).map_err(io::Error::from)?;
+            return Ok((sig, info.si_code == libc::SI_KERNEL));
+        }
     }
 }
 

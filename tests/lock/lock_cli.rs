@@ -232,3 +232,85 @@ fn a_forking_command_holds_the_lock_until_it_exits() {
     );
     assert_eq!(try_lock(ws, "viking://resources/f/x.md"), Some(0));
 }
+
+/// ^C at a terminal reaches the command once: the terminal signals the whole foreground
+/// process group (the command with it), and `vikingfs lock` does not pass it on again.
+#[test]
+fn a_terminals_interrupt_reaches_the_command_once() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path();
+    let (ready, seen) = (ws.join("ready"), ws.join("seen"));
+    // Counts each SIGINT as it is delivered (a shell's trap may merge two that arrive
+    // together).
+    let command = format!(
+        "import signal, time\nsignal.signal(signal.SIGINT, lambda *a: open('{s}', 'a').write('int\\n'))\nopen('{r}', 'w').close()\nfor _ in range(20): time.sleep(0.05)\n",
+        s = seen.display(),
+        r = ready.display()
+    );
+    // A real terminal: python's pty gives the command a controlling tty whose ^C the line
+    // discipline turns into SIGINT for the foreground group.
+    let script = r#"
+import os, pty, sys, time
+bin, ws, ready, cmd = sys.argv[1:5]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(bin, [bin, "--workspace", ws, "lock", "viking://resources/t", "--", "python3", "-c", cmd])
+while not os.path.exists(ready):
+    time.sleep(0.01)
+time.sleep(0.1)
+os.write(fd, b"\x03")
+while True:
+    try:
+        if not os.read(fd, 1024):
+            break
+    except OSError:
+        break
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, crate::support::BIN])
+        .arg(ws)
+        .arg(&ready)
+        .arg(&command)
+        .env("HOME", ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read_to_string(&seen).unwrap_or_default();
+    assert_eq!(
+        got,
+        "int\n",
+        "the command saw ^C {} times",
+        got.lines().count()
+    );
+}
+
+/// The command starts with no signal blocked (`vikingfs lock` blocks the ones it passes on;
+/// a blocked mask would survive exec and deafen the command to them).
+#[test]
+fn the_command_starts_with_no_signal_blocked() {
+    let d = tempfile::tempdir().unwrap();
+    let out = vfs(d.path())
+        .args([
+            "lock",
+            "viking://resources/m",
+            "--",
+            "grep",
+            "SigBlk",
+            "/proc/self/status",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        line.split_whitespace().nth(1),
+        Some("0000000000000000"),
+        "{line}"
+    );
+}
