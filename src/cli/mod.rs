@@ -79,6 +79,11 @@ pub enum Command {
     /// Mount a workspace (returns once the mount is live).
     Mount(mount::MountArgs),
     /// Unmount a vikingfs mount.
+    // Only the mount point matters: the global --config and --workspace are not shown.
+    #[command(
+        override_usage = "vikingfs umount MOUNTPOINT",
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nArguments:\n{positionals}\n\nReturns once the mount's daemon has exited (up to 60 s).\n"
+    )]
     Umount(mount::UmountArgs),
     /// Show the effective configuration.
     #[command(subcommand)]

@@ -61,6 +61,7 @@ pub struct MountArgs {
 
 #[derive(Args, Debug)]
 pub struct UmountArgs {
+    /// The mount point of a vikingfs mount.
     pub mountpoint: PathBuf,
 }
 

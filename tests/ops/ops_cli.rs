@@ -769,6 +769,16 @@ fn man_pages_and_completions_follow_the_command_line() {
     );
     let help = support::vikingfs(d.path()).arg("--help").output().unwrap();
     assert!(!String::from_utf8_lossy(&help.stdout).contains("generate"));
+    // umount takes a mount point and nothing else: its help names no global option.
+    let help = support::vikingfs(d.path())
+        .args(["umount", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("MOUNTPOINT") && !help.contains("--workspace"),
+        "{help}"
+    );
 }
 
 /// `vikingfs --workspace A mount B MNT` names two workspaces: refused in one line, nothing
