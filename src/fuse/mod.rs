@@ -393,6 +393,24 @@ impl fuser::Filesystem for FuseFs {
         reply.error(Errno::ENOSYS);
     }
 
+    /// No ioctl is implemented: ENOTTY, as a local filesystem answers one it does not know
+    /// (fuser's default logs a warning per call and answers ENOSYS: 2,814 lines in one
+    /// fsstress run).
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        tracing::trace!(cmd, "ioctl: not implemented (ENOTTY)");
+        reply.error(Errno::ENOTTY);
+    }
+
     fn release(
         &self,
         req: &Request,

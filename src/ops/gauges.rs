@@ -7,11 +7,25 @@ use crate::workspace::Workspace;
 
 use super::Ops;
 
-/// Whether the filesystem holding `ws` has almost no room (writes answer ENOSPC, the
-/// reserve serves rm, rmdir and truncate); its free bytes then.
-pub fn disk_full(ws: &Workspace) -> Option<u64> {
-    let (free, total) = super::reserve::room(&ws.internal_dir())?;
-    (free < (16 << 20).min(total / 50)).then_some(free)
+/// Why the filesystem holding `ws` takes (almost) no more: too few bytes (writes answer
+/// ENOSPC, the reserve serves rm, rmdir and truncate), or no inodes (creates answer ENOSPC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The free bytes left.
+    Bytes(u64),
+    Inodes,
+}
+
+/// Whether the filesystem holding `ws` is full, and of what.
+pub fn disk_full(ws: &Workspace) -> Option<Full> {
+    let dir = ws.internal_dir();
+    let (free, total) = super::reserve::room(&dir)?;
+    if free < (16 << 20).min(total / 50) {
+        return Some(Full::Bytes(free));
+    }
+    // A filesystem with a fixed inode table (ext4) can run out of them with bytes to spare.
+    let st = crate::sys::statvfs(&dir).ok()?;
+    (st.f_files > 0 && st.f_favail == 0).then_some(Full::Inodes)
 }
 
 const STATES: [&str; 3] = ["ok", "rebuilding", "damaged"];

@@ -97,14 +97,19 @@ fn metrics_summary(addr: &str) -> Value {
     })
 }
 
-/// "full" (with what is left) when the workspace's filesystem has almost no room: writes
-/// answer ENOSPC, and rm, rmdir and truncate still work (the engine's reserve).
+/// "full" (with what is left) when the workspace's filesystem has almost no room (writes
+/// answer ENOSPC, and rm, rmdir and truncate still work: the engine's reserve) or no inodes.
 fn disk_note(ws: &Workspace) -> Option<String> {
-    super::gauges::disk_full(ws).map(|free| {
-        format!(
+    super::gauges::disk_full(ws).map(|full| match full {
+        super::gauges::Full::Bytes(free) => format!(
             "full ({} free): writes answer ENOSPC; rm, rmdir and truncate still work",
             crate::content::human_size(free)
-        )
+        ),
+        super::gauges::Full::Inodes => {
+            "full (no inodes): creates answer ENOSPC; writes to existing files, rm and rmdir \
+             still work"
+                .to_string()
+        }
     })
 }
 

@@ -17,6 +17,11 @@ struct LoopFs {
 
 impl LoopFs {
     fn new(mib: u64) -> Option<LoopFs> {
+        Self::with_mkfs(mib, &[])
+    }
+
+    /// An image made with extra `mkfs.ext4` arguments (`-N 256`: few inodes).
+    fn with_mkfs(mib: u64, extra: &[&str]) -> Option<LoopFs> {
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("fs.img");
         let mp = dir.path().join("fs");
@@ -25,6 +30,7 @@ impl LoopFs {
         f.set_len(mib << 20).unwrap();
         let mkfs = Command::new("mkfs.ext4")
             .args(["-q", "-F", "-m", "0"])
+            .args(extra)
             .arg(&img)
             .status();
         if !mkfs.is_ok_and(|s| s.success()) {
@@ -198,5 +204,40 @@ fn a_full_disk_is_survivable() {
     eprintln!("mounted again at {:?}", t.elapsed());
     m.check_index_agrees();
     eprintln!("index agrees at {:?}", t.elapsed());
+    m.unmount();
+}
+
+/// With the inodes gone (bytes to spare), creates answer ENOSPC, never EIO, and `status`
+/// says the disk is full of inodes; rm gives them back.
+#[test]
+fn running_out_of_inodes_is_named() {
+    let Some(fs) = LoopFs::with_mkfs(32, &["-N", "256"]) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let m = Mount {
+        ws: fs.mp.join("ws"),
+        mp: home.path().join("mnt"),
+        dir: home,
+        options: Vec::new(),
+    };
+    std::fs::create_dir_all(&m.mp).unwrap();
+    m.mount();
+    let r = m.res();
+    let out = sh(
+        &r,
+        "mkdir many && i=0; while echo x > many/f$i; do i=$((i+1)); [ $i -lt 5000 ] || exit 9; done",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!err.contains("Input/output error"), "{err}");
+    let st = status_json(&m);
+    let disk = st["disk"].as_str().unwrap_or_default();
+    assert!(disk.contains("no inodes"), "{st}");
+    let text = m.cli(&["status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("disk: full (no inodes)"));
+    ok(&r, "rm -rf many");
+    assert!(status_json(&m)["disk"].is_null());
+    m.check_index_agrees();
     m.unmount();
 }
