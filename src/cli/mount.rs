@@ -39,8 +39,9 @@ pub struct MountArgs {
     /// summaries .abstract.md and .overview.md, which are otherwise readable by name only),
     /// remount with ro or rw (change a live mount's read-only flag), metrics=ADDR:PORT
     /// (Prometheus metrics), api=ADDR:PORT (OpenViking's HTTP API and MCP; also the config's
-    /// server.host/server.port), log=FILE (as --log-file), debug (log at debug level);
-    /// generic ones like nosuid,_netdev are accepted.
+    /// server.host/server.port), log=FILE (as --log-file), debug (log at debug level), dev
+    /// (device nodes on the mount may be opened; nodev by default); generic ones like
+    /// nosuid,_netdev are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.

@@ -68,6 +68,8 @@ pub struct MountOptions {
     pub log: Option<std::path::PathBuf>,
     /// `debug`: log at debug level (`RUST_LOG` overrides).
     pub debug: bool,
+    /// `dev`: device nodes on the mount may be opened (default `nodev`, as FUSE mounts are).
+    pub dev: bool,
 }
 
 impl Default for MountOptions {
@@ -82,6 +84,7 @@ impl Default for MountOptions {
             api: None,
             log: None,
             debug: false,
+            dev: false,
         }
     }
 }
@@ -90,8 +93,6 @@ impl Default for MountOptions {
 /// always the kernel's (default_permissions) and every user may use the mount (allow_other).
 const IGNORED: &[&str] = &[
     "rw",
-    "dev",
-    "nodev",
     "suid",
     "nosuid",
     "exec",
@@ -144,6 +145,8 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                 "nopassthrough" => o.passthrough = false,
                 "show_summaries" => o.show_summaries = true,
                 "debug" => o.debug = true,
+                "dev" => o.dev = true,
+                "nodev" => o.dev = false,
                 x if x.starts_with("log=") && x.len() > "log=".len() => {
                     o.log = Some(x["log=".len()..].into())
                 }
@@ -194,8 +197,12 @@ pub fn remount(mp: &Path, read_only: bool) -> Result<(), MountError> {
     if mounted_fs_type(mp).as_deref() != Some("fuse.vikingfs") {
         return Err(MountError::NotMounted(mp.display().to_string()));
     }
-    // The flags the mount was made with (mount_fuse) stay.
-    let mut flags = MountFlags::NOSUID | MountFlags::NODEV;
+    // The flags the mount was made with (mount_fuse) stay: nosuid, and nodev unless it was
+    // mounted with `dev` (as the kernel reports it).
+    let mut flags = MountFlags::NOSUID;
+    if sys::is_nodev(mp).unwrap_or(true) {
+        flags |= MountFlags::NODEV;
+    }
     if read_only {
         flags |= MountFlags::RDONLY;
     }
@@ -353,7 +360,10 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
         sys::uid(),
         sys::gid()
     );
-    let mut flags = MountFlags::NOSUID | MountFlags::NODEV;
+    let mut flags = MountFlags::NOSUID;
+    if !opts.dev {
+        flags |= MountFlags::NODEV;
+    }
     if opts.read_only {
         flags |= MountFlags::RDONLY;
     }

@@ -68,6 +68,13 @@ pub fn statvfs(path: &Path) -> io::Result<StatVfs> {
     Ok(rustix::fs::statvfs(path)?)
 }
 
+/// Whether the mount holding `path` has device nodes off (`nodev`), as the kernel says.
+pub fn is_nodev(path: &Path) -> io::Result<bool> {
+    Ok(statvfs(path)?
+        .f_flag
+        .contains(rustix::fs::StatVfsMountFlags::NODEV))
+}
+
 /// `getxattr` of the file `fd` names into `buf`; the attribute's length with an empty `buf`.
 pub fn getxattr(fd: impl AsFd, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
     let path = proc_path(fd);

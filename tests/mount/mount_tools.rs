@@ -564,6 +564,49 @@ fn umount_returns_after_the_daemon_exited() {
     );
 }
 
+/// Device nodes: a mount is `nodev` by default (a node made on it cannot be opened), and
+/// `-o dev` lets them be opened, also across a remount.
+#[test]
+fn dev_is_honoured_and_nodev_is_the_default() {
+    let open_null = |m: &Mount| {
+        ok(&m.res(), "rm -f null && mknod null c 1 3");
+        sh(&m.res(), "echo x > null && cat null")
+    };
+    let m = Mount::new();
+    let out = open_null(&m);
+    assert!(
+        !out.status.success(),
+        "a device node opened on a nodev mount"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    drop(m);
+    let m = Mount::with_options(&["dev"]);
+    let out = open_null(&m);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let helper = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&m.mp)
+        .status();
+    if helper.is_ok_and(|s| s.success()) {
+        let out = sh(&m.res(), "cat null");
+        assert!(
+            out.status.success(),
+            "remount dropped dev: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(Command::new("mount")
+            .args(["-o", "remount,rw"])
+            .arg(&m.mp)
+            .status()
+            .unwrap()
+            .success());
+    }
+}
+
 /// `mount` right after an umount whose daemon is still stopping waits for it (a bounded
 /// time), then mounts: the previous daemon here is a stand-in process under its record, which
 /// exits a moment later; the new daemon serves the workspace's socket, and the CLI reaches it.
