@@ -13,12 +13,18 @@ use crate::uri::{is_internal_name, is_sidecar_name, SCOPES};
 impl VikingFs {
     /// Open a directory: snapshot its visible entries.
     #[tracing::instrument(level = "debug", skip(self))]
+    /// Open directory `ino`. Its listing is taken at each read from offset 0 (the first read
+    /// or a `rewinddir`), so that what was created between opendir and it is seen (POSIX;
+    /// xfstests generic/471); later reads continue that listing.
     pub fn opendir(&self, ino: u64) -> FsResult<u64> {
-        let entries = self.listing(ino)?;
+        let inode = self.inodes.get(ino)?;
+        let st = sys::fstat(&inode.fd()?).map_err(|e| FsError::io("opendir", e))?;
+        if !st.is_dir() {
+            return Err(FsError::NotADirectory(ino));
+        }
         Ok(self.handles.add_dir(DirHandle {
             ino,
-            entries: parking_lot::Mutex::new(entries),
-            read: Default::default(),
+            entries: parking_lot::Mutex::new(Listing::default()),
         }))
     }
 
@@ -81,7 +87,7 @@ impl VikingFs {
     ) -> FsResult<()> {
         let d = self.handles.dir(fh)?;
         let mut entries = d.entries.lock();
-        if offset == 0 && d.read.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        if offset == 0 {
             *entries = self.listing(d.ino)?;
         }
         let from = usize::try_from(offset).unwrap_or(usize::MAX);

@@ -109,10 +109,8 @@ impl Listing {
 #[derive(Debug)]
 pub struct DirHandle {
     pub ino: u64,
+    /// The listing taken at the last read from offset 0 (a `rewinddir` takes a new one).
     pub entries: Mutex<Listing>,
-    /// A listing was read from offset 0 already: the next read from 0 is a `rewinddir`,
-    /// which must see the directory as it is then (POSIX), not the old snapshot.
-    pub read: std::sync::atomic::AtomicBool,
 }
 
 /// Handle numbers for both kinds; never reused while the daemon runs.

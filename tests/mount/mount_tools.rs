@@ -564,6 +564,35 @@ fn umount_returns_after_the_daemon_exited() {
     );
 }
 
+/// A directory opened before names were made in it, then read (after a rewind), lists them
+/// (POSIX; xfstests generic/471): the listing is taken at the read, not at the open. A rewind
+/// after a removal drops the name.
+#[test]
+fn a_read_after_rewind_lists_the_directory_as_it_is() {
+    let m = Mount::new();
+    ok(&m.res(), "mkdir d");
+    let script = format!(
+        "import os\n\
+         d = '{}'\n\
+         fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)\n\
+         for n in ('a', 'b', 'c'): open(os.path.join(d, n), 'w').close()\n\
+         print(' '.join(sorted(os.listdir(fd))))\n\
+         os.unlink(os.path.join(d, 'b'))\n\
+         print(' '.join(sorted(os.listdir(fd))))\n",
+        m.res().join("d").display()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "a b c\na c\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Device nodes: a mount is `nodev` by default (a node made on it cannot be opened), and
 /// `-o dev` lets them be opened, also across a remount.
 #[test]
