@@ -55,7 +55,8 @@ impl Ops {
     /// The mount daemon tells the jobs which files it has open for writing. Under FUSE
     /// passthrough their bytes reach the disk without the daemon seeing them, so an embedding
     /// made now could be stale with nothing queued to redo it if the daemon died before the
-    /// close. Such a job retries later instead (the close queues a fresh one anyway).
+    /// close. Such a job waits (no attempt spent, never dead) and runs again later; the close
+    /// queues a fresh one anyway.
     pub fn set_write_probe(&self, probe: WriteProbe) {
         let _ = self.write_probe.set(probe);
     }

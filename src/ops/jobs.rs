@@ -242,8 +242,10 @@ impl Ops {
         if !is_source_name(p.name()) {
             return self.job_finished(job, lc);
         }
+        // A writer that keeps its file open (a log, a lock file) is patience, not poison:
+        // wait without spending an attempt; the close queues the file again.
         if self.open_for_write(p) {
-            return Err(JobError::Retry(Cause::message(
+            return Err(JobError::Wait(Cause::message(
                 format!(
                     "{} is open for writing through the mount; indexed after it is closed",
                     p.uri()

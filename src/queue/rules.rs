@@ -226,11 +226,13 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
         .is_some();
     let due = if running { now + rerun_delay_ms } else { now };
     // Coalesce into the pending job, keeping its place in line: its due stays, unless it was
-    // backing off after a failure (new input ends a back-off). A claim racing this enqueue
-    // holds its row: the update waits, then no longer matches, and a new row goes in.
+    // backing off after a failure or waiting (a file open for writing, a full disk: it has a
+    // last error): new input ends a back-off or a wait. A claim racing this enqueue holds
+    // its row: the update waits, then no longer matches, and a new row goes in.
     let updated = s.opt(
         "UPDATE {jobs} SET version = ?3, payload = ?4,
-                           due = CASE WHEN attempts > 0 THEN ?6 ELSE due END,
+                           due = CASE WHEN attempts > 0 OR last_error IS NOT NULL
+                                      THEN ?6 ELSE due END,
                            attempts = 0, last_error = NULL, updated = ?5
          WHERE queue = ?1 AND key = ?2 AND state = 0 RETURNING id",
         &row(version, due),

@@ -382,3 +382,52 @@ fn seam_paths_whose_backing_path_exceeds_path_max() {
     assert!(!exists(&sub));
     assert!(ops.locks().list().unwrap().is_empty(), "no lock file left");
 }
+
+/// A file held open for writing (a log, a lock file) is patience, not poison: its embedding
+/// job waits without spending an attempt however often it comes round, so it never goes
+/// dead; the close's enqueue ends the wait at once.
+#[test]
+fn a_file_open_for_writing_waits_and_never_goes_dead() {
+    let (_d, ops) = setup();
+    mkdir(&ops, "resources/logs");
+    let f = p("resources/logs/app.log");
+    ops.write_file(&f, b"started\n").unwrap();
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let probe = open.clone();
+    let held = f.clone();
+    ops.set_write_probe(Box::new(move |q| {
+        *q == held && probe.load(Ordering::Relaxed)
+    }));
+    let lease = Duration::from_secs(60);
+    let embedding = |ops: &Ops| {
+        ops.queue()
+            .stats()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.queue == queue::EMBEDDING)
+            .expect("the embedding queue has its job")
+    };
+    for round in 0..8 {
+        let job = ops
+            .queue()
+            .claim(queue::EMBEDDING, "w", lease)
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {round}: nothing to claim"));
+        let err = ops.run_embedding(&job).unwrap_err();
+        assert!(matches!(err, JobError::Wait(_)), "round {round}: {err}");
+        ops.queue().fail(&job, &err).unwrap();
+        let s = embedding(&ops);
+        assert_eq!((s.dead, s.retrying), (0, 0), "round {round}: {s:?}");
+        // Waiting: not claimable at once; the writer's next change (or its close) ends that.
+        assert!(ops
+            .queue()
+            .claim(queue::EMBEDDING, "w", lease)
+            .unwrap()
+            .is_none());
+        ops.file_written(&f).unwrap();
+    }
+    open.store(false, Ordering::Relaxed);
+    drain(&ops);
+    assert!(indexed(&ops, "resources/logs/app.log"));
+    assert!(ops.queue().stats().unwrap().iter().all(|s| s.dead == 0));
+}
