@@ -94,7 +94,8 @@ impl std::fmt::Display for Problem {
             Problem::ExpiredJobs { queue, count } => {
                 write!(
                     f,
-                    "{count} {queue} job(s) whose worker died (lease expired)"
+                    "{count} {queue} job(s) whose lease expired (the worker died, hung or \
+                     could not renew it, as on a full disk; the next claim takes them)"
                 )
             }
             Problem::StaleLock { uri, owner, reason } => {
