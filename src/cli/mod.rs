@@ -367,14 +367,16 @@ pub fn main() -> i32 {
     ) {
         crate::sys::default_sigpipe();
     }
-    let mut debug = false;
-    if let Command::Mount(a) = &cli.command {
-        debug = mount::wants_debug(a);
-        if let Err(e) = mount::open_log(a) {
-            eprintln!("vikingfs: {}", crate::error::Chain(&*e));
-            return 1;
-        }
-    }
+    let debug = match &cli.command {
+        Command::Mount(a) => match mount::open_log(a) {
+            Ok(debug) => debug,
+            Err(e) => {
+                eprintln!("vikingfs: {}", crate::error::Chain(&*e));
+                return 1;
+            }
+        },
+        _ => false,
+    };
     init_logging(debug);
     match run(cli) {
         Ok(code) => code,

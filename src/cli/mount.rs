@@ -98,31 +98,28 @@ pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The log file asked for (`--log-file`, else `-o log=`), absolute.
-fn log_file(args: &MountArgs) -> anyhow::Result<Option<PathBuf>> {
-    let asked = match &args.log_file {
-        Some(f) => Some(f.clone()),
-        None => mount::parse_options(&args.options).ok().and_then(|o| o.log),
-    };
-    Ok(asked.map(|f| std::path::absolute(&f)).transpose()?)
-}
-
-/// Whether `-o debug` asks for debug logging.
-pub fn wants_debug(args: &MountArgs) -> bool {
-    mount::parse_options(&args.options).is_ok_and(|o| o.debug)
+/// The `-o` options, with the log file asked for (`--log-file`, else `-o log=`) absolute.
+fn options(args: &MountArgs) -> anyhow::Result<mount::MountOptions> {
+    let mut opts = mount::parse_options(&args.options)?;
+    if let Some(f) = &args.log_file {
+        opts.log = Some(f.clone());
+    }
+    opts.log = opts.log.map(|f| std::path::absolute(&f)).transpose()?;
+    Ok(opts)
 }
 
 /// Before logging starts: a foreground daemon with a log file writes its stdout and stderr
 /// there (a daemonised one gets the file from `daemonise`, which passes `--log-file`).
-pub fn open_log(args: &MountArgs) -> anyhow::Result<()> {
-    if !args.foreground {
-        return Ok(());
-    }
-    if let Some(path) = log_file(args)? {
-        let f = append_log(&path)?;
+/// Whether `-o debug` asks for debug logging. Bad options are `mount`'s to refuse.
+pub fn open_log(args: &MountArgs) -> anyhow::Result<bool> {
+    let Ok(opts) = options(args) else {
+        return Ok(false);
+    };
+    if let Some(path) = opts.log.as_ref().filter(|_| args.foreground) {
+        let f = append_log(path)?;
         sys::redirect_stdio(&f).with_context(|| format!("log file {}", path.display()))?;
     }
-    Ok(())
+    Ok(opts.debug)
 }
 
 fn append_log(path: &Path) -> anyhow::Result<std::fs::File> {
@@ -150,8 +147,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
             );
         }
     }
-    let mut opts = mount::parse_options(&args.options)?;
-    opts.log = log_file(args)?;
+    let opts = options(args)?;
     if opts.remount {
         // `mount -o remount,ro|rw` (mount(8) runs the helper with the options): no daemon.
         mount::remount(&args.mountpoint, opts.read_only)?;
@@ -182,7 +178,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
     if args.foreground {
         return run_daemon(ws, &ctx.config, Some(&mp), &opts, args.pid_file.as_deref());
     }
-    daemonise(&ws, &mp, config_path, args)
+    daemonise(&ws, &mp, config_path, args, &opts)
 }
 
 /// How long a mount waits for the daemon of the previous mount of its mount point, which an
@@ -220,14 +216,15 @@ fn daemonise(
     mp: &Path,
     config_path: Option<&Path>,
     args: &MountArgs,
+    opts: &mount::MountOptions,
 ) -> anyhow::Result<i32> {
     let (rd, wr) = sys::pipe().context("pipe")?;
     // The daemon must inherit the write end.
     sys::set_inherited(&wr, true).context("pipe")?;
-    let log_path = match log_file(args)? {
-        Some(f) => f,
-        None => ws.internal_dir().join("mount.log"),
-    };
+    let log_path = opts
+        .log
+        .clone()
+        .unwrap_or_else(|| ws.internal_dir().join("mount.log"));
     let log = append_log(&log_path)?;
     let mut cmd = Command::new(std::env::current_exe().context("current_exe")?);
     if let Some(c) = config_path {

@@ -50,12 +50,7 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
         }
     }
     show(args, || match &ws {
-        Some(ws) => {
-            crate::ops::check_backend(ws, &ctx.config.backend)?;
-            let v =
-                crate::ops::status::report(ws, &crate::ops::status::Source::Config(&ctx.config))?;
-            format(&with_mounts(ctx, v), args.json)
-        }
+        Some(ws) => format(&with_mounts(ctx, report(ctx, ws)?), args.json),
         None => mounts_view(ctx, args.json),
     })
 }
@@ -87,10 +82,13 @@ fn show(args: &StatusArgs, render: impl Fn() -> anyhow::Result<String>) -> anyho
     }
 }
 
-fn render(ctx: &Ctx, ws: &Workspace, as_json: bool) -> anyhow::Result<String> {
+/// The workspace's report, read by this process.
+fn report(ctx: &Ctx, ws: &Workspace) -> anyhow::Result<Value> {
     crate::ops::check_backend(ws, &ctx.config.backend)?;
-    let v = crate::ops::status::report(ws, &crate::ops::status::Source::Config(&ctx.config))?;
-    format(&v, as_json)
+    Ok(crate::ops::status::report(
+        ws,
+        &crate::ops::status::Source::Config(&ctx.config),
+    )?)
 }
 
 /// The report ([`crate::ops::status::report`], read here or by the daemon) as `status`
@@ -308,7 +306,7 @@ fn mounts_view(ctx: &Ctx, as_json: bool) -> anyhow::Result<String> {
     }
     if let Some(ws) = ws {
         out += "\n";
-        out += &render(ctx, &ws, false)?;
+        out += &format(&report(ctx, &ws)?, false)?;
     }
     Ok(out)
 }

@@ -85,27 +85,23 @@ pub fn process_owner_prefix() -> &'static str {
     static P: OnceLock<String> = OnceLock::new();
     P.get_or_init(|| {
         let pid = std::process::id();
-        let start = process_start(pid).unwrap_or(0);
-        format!("{PREFIX}{}-{pid}-{start}-", host_id())
+        owner_prefix(pid, process_start(pid).unwrap_or(0))
     })
+}
+
+fn owner_prefix(pid: u32, start: u64) -> String {
+    format!("{PREFIX}{}-{pid}-{start}-", host_id())
 }
 
 /// The owner name of another process of this host, as that process would name its first
 /// lock (`vfs-{host}-{pid}-{start}-1`); `None` when it no longer runs.
 pub fn owner_of_process(pid: u32) -> Option<String> {
-    let start = process_start(pid)?;
-    Some(format!("{PREFIX}{}-{pid}-{start}-1", host_id()))
+    Some(owner_prefix(pid, process_start(pid)?) + "1")
 }
 
 /// A fresh owner name, never handed out before in this process.
 pub fn new_owner() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "{}{}",
-        process_owner_prefix(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    numbered("")
 }
 
 /// A fresh owner name for background work (a job's write-back): `…-bg{n}`. Still an
@@ -124,6 +120,7 @@ pub fn new_brief_owner() -> String {
     numbered("br")
 }
 
+/// `PREFIX{tag}{n}`, `n` counting across every kind of owner this process hands out.
 fn numbered(tag: &'static str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);

@@ -233,12 +233,10 @@ impl LockManager {
         let create_dirs = matches!(work, Work::Creating | Work::Brief);
         let background = work == Work::Background;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let owner = if work == Work::Background {
-            codec::new_background_owner()
-        } else if matches!(work, Work::Brief | Work::BriefExisting) {
-            codec::new_brief_owner()
-        } else {
-            codec::new_owner()
+        let owner = match work {
+            Work::Background => codec::new_background_owner(),
+            Work::Brief | Work::BriefExisting => codec::new_brief_owner(),
+            Work::Creating | Work::Existing => codec::new_owner(),
         };
         let handle = Arc::new(Holder {
             id,

@@ -201,7 +201,7 @@ pub enum Release {
 
 /// Whether a change frees space or changes nothing yet (a truncate, an open for writing), so
 /// that on a full disk its lock file and its job get the reserve's room
-/// ([`Stores::freeing`](super::Stores::freeing)).
+/// (`Stores::freeing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Frees {
     Space,

@@ -221,13 +221,7 @@ impl WorkerPool {
             threads,
         } in specs.filter(|h: &HandlerSpec| h.threads > 0)
         {
-            // What a claim's `worker` column says: which host (a pid alone is ambiguous
-            // among the hosts sharing one queue), which process, which queue.
-            let worker_name = format!(
-                "{}-pid{}/{name}",
-                crate::process::host_id(),
-                std::process::id()
-            );
+            let worker_name = super::store::worker_name(&name);
             let (job_tx, job_rx) = unbounded::<Job>();
             let (ready_tx, ready_rx) = unbounded::<()>();
             for i in 0..threads {

@@ -426,8 +426,17 @@ impl Queue {
     }
 }
 
-/// The pid in a worker name of this host (`HOST-pidPID/QUEUE`, as the pool names its claims);
-/// `None` for another host's.
+/// What a claim's `worker` column says for this process's pool of `queue`: which host (a pid
+/// alone is ambiguous among the hosts sharing one queue), which process, which queue.
+pub(crate) fn worker_name(queue: &str) -> String {
+    format!(
+        "{}-pid{}/{queue}",
+        crate::process::host_id(),
+        std::process::id()
+    )
+}
+
+/// The pid in a [`worker_name`] of this host; `None` for another host's.
 fn claimant_pid(worker: &str) -> Option<u32> {
     let rest = worker
         .strip_prefix(crate::process::host_id())?
@@ -462,12 +471,11 @@ mod tests {
         let dead = child.id();
         child.wait().unwrap();
         let host = crate::process::host_id();
-        let me = std::process::id();
         q.enqueue("semantic", Some("a"), &json!(1)).unwrap();
         q.enqueue("semantic", Some("b"), &json!(1)).unwrap();
         q.enqueue("semantic", Some("c"), &json!(1)).unwrap();
         let gone = format!("{host}-pid{dead}/semantic");
-        let alive = format!("{host}-pid{me}/semantic");
+        let alive = worker_name("semantic");
         let elsewhere = format!("another-host-pid{dead}/semantic");
         for w in [&gone, &alive, &elsewhere] {
             assert!(q.claim("semantic", w, hour).unwrap().is_some());

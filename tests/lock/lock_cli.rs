@@ -255,9 +255,9 @@ bin, ws, ready, cmd = sys.argv[1:5]
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(bin, [bin, "--workspace", ws, "lock", "viking://resources/t", "--", "python3", "-c", cmd])
+# The command writes `ready` after installing its handler: ^C from then on is counted.
 while not os.path.exists(ready):
     time.sleep(0.01)
-time.sleep(0.1)
 os.write(fd, b"\x03")
 while True:
     try:

@@ -50,6 +50,23 @@ impl LoopFs {
     }
 }
 
+impl LoopFs {
+    /// A workspace on the image, mounted (a mount point outside it); declared after the
+    /// image, so that it is unmounted first.
+    fn mount_workspace(&self) -> Mount {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mount {
+            ws: self.mp.join("ws"),
+            mp: home.path().join("mnt"),
+            dir: home,
+            options: Vec::new(),
+        };
+        std::fs::create_dir_all(&m.mp).unwrap();
+        m.mount();
+        m
+    }
+}
+
 impl Drop for LoopFs {
     fn drop(&mut self) {
         // A daemon still serving from the image keeps it busy: whatever a failed assertion
@@ -118,15 +135,7 @@ fn free_bytes(p: &Path) -> u64 {
 #[test]
 fn a_full_disk_is_survivable() {
     let Some(fs) = LoopFs::new(96) else { return };
-    let home = tempfile::tempdir().unwrap();
-    let m = Mount {
-        ws: fs.mp.join("ws"),
-        mp: home.path().join("mnt"),
-        dir: home,
-        options: Vec::new(),
-    };
-    std::fs::create_dir_all(&m.mp).unwrap();
-    m.mount();
+    let m = fs.mount_workspace();
     let pid = m.pid();
     let r = m.res();
     ok(
@@ -214,15 +223,7 @@ fn running_out_of_inodes_is_named() {
     let Some(fs) = LoopFs::with_mkfs(32, &["-N", "256"]) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let m = Mount {
-        ws: fs.mp.join("ws"),
-        mp: home.path().join("mnt"),
-        dir: home,
-        options: Vec::new(),
-    };
-    std::fs::create_dir_all(&m.mp).unwrap();
-    m.mount();
+    let m = fs.mount_workspace();
     let r = m.res();
     let out = sh(
         &r,
