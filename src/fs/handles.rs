@@ -117,8 +117,16 @@ pub struct DirHandle {
 #[derive(Debug, Default)]
 pub struct Handles {
     next: AtomicU64,
-    files: Mutex<HashMap<u64, Arc<FileHandle>>>,
+    files: Mutex<Files>,
     dirs: Mutex<HashMap<u64, Arc<DirHandle>>>,
+}
+
+/// The open files, and per inode how many of them are writable (asked at every stat of a
+/// file, so not a scan of every handle).
+#[derive(Debug, Default)]
+struct Files {
+    by_fh: HashMap<u64, Arc<FileHandle>>,
+    writers: HashMap<u64, usize>,
 }
 
 impl Handles {
@@ -128,23 +136,35 @@ impl Handles {
 
     pub fn add_file(&self, h: FileHandle) -> u64 {
         let fh = self.next();
-        self.files.lock().insert(fh, Arc::new(h));
+        let mut files = self.files.lock();
+        if h.writable {
+            *files.writers.entry(h.ino).or_default() += 1;
+        }
+        files.by_fh.insert(fh, Arc::new(h));
         fh
     }
 
     pub fn file(&self, fh: u64) -> FsResult<Arc<FileHandle>> {
         self.files
             .lock()
+            .by_fh
             .get(&fh)
             .cloned()
             .ok_or(FsError::UnknownHandle(fh))
     }
 
     pub fn remove_file(&self, fh: u64) -> FsResult<Arc<FileHandle>> {
-        self.files
-            .lock()
-            .remove(&fh)
-            .ok_or(FsError::UnknownHandle(fh))
+        let mut files = self.files.lock();
+        let h = files.by_fh.remove(&fh).ok_or(FsError::UnknownHandle(fh))?;
+        if h.writable {
+            if let std::collections::hash_map::Entry::Occupied(mut n) = files.writers.entry(h.ino) {
+                *n.get_mut() -= 1;
+                if *n.get() == 0 {
+                    n.remove();
+                }
+            }
+        }
+        Ok(h)
     }
 
     pub fn add_dir(&self, h: DirHandle) -> u64 {
@@ -167,14 +187,11 @@ impl Handles {
 
     /// Is inode `ino` open through a writable handle?
     pub fn writable_open(&self, ino: u64) -> bool {
-        self.files
-            .lock()
-            .values()
-            .any(|h| h.ino == ino && h.writable)
+        self.files.lock().writers.contains_key(&ino)
     }
 
     /// Open file handles (tests: every handle is released).
     pub fn open_files(&self) -> usize {
-        self.files.lock().len()
+        self.files.lock().by_fh.len()
     }
 }

@@ -556,6 +556,11 @@ impl VikingFs {
             .is_some_and(|ino| self.handles.writable_open(ino))
     }
 
+    /// Is inode `ino` open through a writable handle of this mount?
+    pub fn writable_open(&self, ino: u64) -> bool {
+        self.handles.writable_open(ino)
+    }
+
     /// Must I/O on this inode come through the daemon (no passthrough), so that each write
     /// takes its lock? See [`Mutations::locks_each_write`].
     pub fn daemon_io(&self, ino: u64) -> bool {

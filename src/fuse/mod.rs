@@ -19,21 +19,21 @@ mod request;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BackingId, Errno, FileHandle, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
 
-use crate::fs::{AfterReply, AttrChange, FsResult, RenameMode, VikingFs};
+use crate::fs::{AfterReply, Attr, AttrChange, FsResult, RenameMode, VikingFs};
 use backing::Backings;
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::RequestPool;
-use reply::{Answer, Io, Opened, Xattr};
+use reply::{Answer, AttrTtl, Io, Opened, Xattr};
 use request::Call;
 
 /// How long the kernel may cache names and attributes by default. Short: the workers and
@@ -71,6 +71,22 @@ struct Shared {
     ttl: Duration,
     passthrough: AtomicBool,
     backings: Backings,
+    /// The session's channel to the kernel for invalidations, set once the session exists.
+    notifier: Arc<OnceLock<Notifier>>,
+}
+
+impl AttrTtl for Shared {
+    /// A file open for writing is never cached: writes through a shared mapping (and, under
+    /// passthrough, every write) reach the backing file without a request to us, and a stat
+    /// right after the writer unmaps or exits must see their mtime and ctime (xfstests
+    /// generic/080, 215), as on a local filesystem.
+    fn ttl_of(&self, a: &Attr) -> Duration {
+        if a.st.is_file() && self.core.writable_open(a.ino) {
+            Duration::ZERO
+        } else {
+            self.ttl
+        }
+    }
 }
 
 /// The `fuser::Filesystem` of a vikingfs mount.
@@ -88,10 +104,17 @@ impl FuseFs {
                 ttl: opts.ttl,
                 passthrough: AtomicBool::new(false),
                 backings: Backings::default(),
+                notifier: Arc::default(),
             }),
             pool: RequestPool::new(opts.threads),
             want_passthrough: opts.passthrough,
         }
+    }
+
+    /// Where the session's notifier goes once the session exists (the filesystem is made
+    /// before its session).
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.shared.notifier.clone()
     }
 
     /// Answer `call` on a worker with what `f` returns: for anything that may wait on a lock
@@ -107,7 +130,7 @@ impl FuseFs {
             let _span = call.enter();
             // What the operation left for after the reply runs when this drops.
             let _after = AfterReply::begin();
-            call.answer(&s.ttl, reply, |r| f(&s, r))
+            call.answer(&*s, reply, |r| f(&s, r))
         });
     }
 
@@ -121,7 +144,7 @@ impl FuseFs {
         f: impl FnOnce(&Shared) -> FsResult<T>,
     ) {
         let _span = call.enter();
-        call.answer(&self.shared.ttl, reply, |_| f(&self.shared))
+        call.answer(&*self.shared, reply, |_| f(&self.shared))
     }
 }
 
@@ -342,6 +365,13 @@ impl fuser::Filesystem for FuseFs {
         let call = Call::new("open", req, ino);
         self.run(call, reply, move |s, reply| {
             let fh = s.core.open(ino.0, flags.0)?;
+            if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+                // What the kernel cached before this open may be cached past its writes
+                // (see ttl_of); attributes only (offset -1), so no page lock is waited on.
+                if let Some(n) = s.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
+            }
             Ok(s.opened(fh, ino.0, |fd| reply.open_backing(fd)))
         });
     }
@@ -538,7 +568,7 @@ impl fuser::Filesystem for FuseFs {
                     INodeNo(attr.ino),
                     off,
                     e.name,
-                    &s.ttl,
+                    &s.ttl_of(&attr),
                     &file_attr(&attr),
                     Generation(0),
                 );

@@ -403,12 +403,14 @@ impl Mounted {
                 ..FuseOptions::default()
             },
         );
+        let notifier = fs.notifier_slot();
         // On any failure from here on the kernel mount must go again.
         let session = fuser::Session::from_fd(fs, fuse_fd, SessionACL::All, config)
             .inspect_err(|_| {
                 let _ = detach(mountpoint);
             })
             .map_err(|e| io_err(mountpoint, e))?;
+        let _ = notifier.set(session.notifier());
         let thread = std::thread::Builder::new()
             .name("vikingfs-fuse".into())
             .spawn(move || {

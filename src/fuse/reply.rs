@@ -12,9 +12,14 @@ use fuser::{
 use super::convert::file_attr;
 use crate::fs::{Attr, StatFs};
 
+/// How long the kernel may cache an inode's attributes (and the name that led to them).
+pub(super) trait AttrTtl {
+    fn ttl_of(&self, a: &Attr) -> Duration;
+}
+
 /// A reply that answers a `T` (`ttl`: how long the kernel may cache what it is told).
 pub(super) trait Answer<T> {
-    fn ok(self, ttl: &Duration, v: T);
+    fn ok(self, ttl: &dyn AttrTtl, v: T);
     fn fail(self, e: Errno);
 }
 
@@ -51,7 +56,7 @@ pub(super) struct Xattr {
 macro_rules! answers {
     ($($reply:ty: $t:ty => |$r:ident, $ttl:pat_param, $v:pat_param| $body:expr;)*) => {$(
         impl Answer<$t> for $reply {
-            fn ok(self, $ttl: &Duration, $v: $t) {
+            fn ok(self, $ttl: &dyn AttrTtl, $v: $t) {
                 let $r = self;
                 $body
             }
@@ -63,8 +68,8 @@ macro_rules! answers {
 }
 
 answers! {
-    ReplyEntry: Attr => |r, ttl, a| r.entry(ttl, &file_attr(&a), Generation(0));
-    ReplyAttr: Attr => |r, ttl, a| r.attr(ttl, &file_attr(&a));
+    ReplyEntry: Attr => |r, ttl, a| r.entry(&ttl.ttl_of(&a), &file_attr(&a), Generation(0));
+    ReplyAttr: Attr => |r, ttl, a| r.attr(&ttl.ttl_of(&a), &file_attr(&a));
     ReplyData: Vec<u8> => |r, _, d| r.data(&d);
     ReplyEmpty: () => |r, _, ()| r.ok();
     ReplyWrite: u32 => |r, _, n| r.written(n);
@@ -91,9 +96,10 @@ answers! {
     };
     ReplyCreate: (Attr, Opened) => |r, ttl, (a, o)| {
         let (attr, fh, flags) = (file_attr(&a), FileHandle(o.fh), o.io.flags());
+        let ttl = ttl.ttl_of(&a);
         match &o.io {
-            Io::Passthrough(id) => r.created_passthrough(ttl, &attr, Generation(0), fh, flags, id),
-            _ => r.created(ttl, &attr, Generation(0), fh, flags),
+            Io::Passthrough(id) => r.created_passthrough(&ttl, &attr, Generation(0), fh, flags, id),
+            _ => r.created(&ttl, &attr, Generation(0), fh, flags),
         }
     };
 }

@@ -1,14 +1,13 @@
 //! One FUSE request's bookkeeping, named once: its span, its duration, its errors.
 
 use std::ffi::OsStr;
-use std::time::Duration;
 
 use fuser::{Errno, INodeNo, Request};
 use prometheus::Histogram;
 use tracing::field::{display, Empty};
 use tracing::Span;
 
-use super::reply::Answer;
+use super::reply::{Answer, AttrTtl};
 use crate::error::Chain;
 use crate::fs::{FsError, FsResult, ToErrno};
 
@@ -58,7 +57,7 @@ impl Call {
     /// Run `f` and answer with what it returns, both timed.
     pub fn answer<T, R: Answer<T>>(
         &self,
-        ttl: &Duration,
+        ttl: &dyn AttrTtl,
         mut reply: R,
         f: impl FnOnce(&mut R) -> FsResult<T>,
     ) {

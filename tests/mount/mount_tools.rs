@@ -898,3 +898,56 @@ fn a_metrics_address_in_use_fails_the_mount_in_one_line() {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
     assert!(!mounts.contains(mp.to_str().unwrap()), "left mounted");
 }
+
+/// A write through a shared mapping moves mtime and ctime for a stat right after the writer
+/// exits, whether it kept its descriptor or closed it before writing (xfstests generic/080
+/// and 215). Under passthrough the kernel writes the backing file without asking us, so what
+/// it cached must not outlive the writer.
+#[test]
+fn mapped_writes_move_mtime_and_ctime_at_once() {
+    let m = Mount::new();
+    let r = m.res();
+    let writer = r#"import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 4096)
+if sys.argv[2] == "close-first":
+    os.close(fd)
+m[0:6] = b"mapped"
+m.close()
+"#;
+    for how in ["keep-fd", "close-first"] {
+        let f = r.join(format!("{how}.txt"));
+        let mut file = std::fs::File::create(&f).unwrap();
+        std::io::Write::write_all(&mut file, &[b'x'; 4096]).unwrap();
+        file.sync_all().unwrap();
+        drop(file);
+        // stat(1), as generic/080 asks: std's metadata asks statx for the birth time too,
+        // which the kernel never takes from its cache.
+        let stamp = |f: &Path| {
+            let out = Command::new("stat")
+                .args(["-c", "%.9Y %.9Z"])
+                .arg(f)
+                .output()
+                .unwrap();
+            support::assert_ok(&out, &["stat", how]);
+            let s = String::from_utf8(out.stdout).unwrap();
+            let v: Vec<f64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1])
+        };
+        let before = stamp(&f);
+        // Past the attribute timeout, as generic/080 sleeps: the writer's own lookup is
+        // what the kernel caches.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let out = Command::new("python3")
+            .args(["-c", writer])
+            .arg(&f)
+            .arg(how)
+            .output()
+            .unwrap();
+        support::assert_ok(&out, &["mmap writer", how]);
+        let after = stamp(&f);
+        assert!(after.0 > before.0, "{how}: mtime {before:?} -> {after:?}");
+        assert!(after.1 > before.1, "{how}: ctime {before:?} -> {after:?}");
+        assert_eq!(&std::fs::read(&f).unwrap()[..6], b"mapped");
+    }
+}
