@@ -52,6 +52,39 @@ pub fn is_damage_code(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// Check every page of the database `conn` is on (`PRAGMA quick_check`: the b-trees' shape,
+/// not the indexes' agreement with their tables, in one read of the file). Damage comes back
+/// as SQLite's own corrupt code, so that it is judged with [`is_damage_code`] like damage
+/// met by any statement.
+pub fn check_pages(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let first: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    if first == "ok" {
+        return Ok(());
+    }
+    Err(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+        Some(format!("quick_check: {first}")),
+    ))
+}
+
+/// Say (one warning, and the healed-stores counter) that the damaged `store` at `path` went to
+/// `aside` and is started anew.
+pub fn said_set_aside(store: &str, path: &Path, aside: &Path, why: &str) {
+    crate::metrics::get()
+        .store_healed
+        .with_label_values(&[store])
+        .inc();
+    let then = match store {
+        "queue" => "its jobs are derived again from the files",
+        _ => "rebuilding it from the files",
+    };
+    tracing::warn!(
+        "{store} {} is damaged ({why}): moved to {}; {then}",
+        path.display(),
+        aside.display()
+    );
+}
+
 /// The disk (or the quota) had no room for a page: SQLite's own code for it.
 pub fn is_disk_full(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
@@ -89,7 +122,14 @@ pub fn rename_aside(path: &Path, tag: &str) -> std::io::Result<PathBuf> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let aside = with_suffix(path, &format!(".{tag}-{stamp}"));
+    // A second one within the same second gets a number: an earlier one is never replaced.
+    let aside = (0..)
+        .map(|n| match n {
+            0 => with_suffix(path, &format!(".{tag}-{stamp}")),
+            n => with_suffix(path, &format!(".{tag}-{stamp}-{n}")),
+        })
+        .find(|p| !p.exists())
+        .expect("a free name");
     std::fs::rename(path, &aside)?;
     for s in SIDE_FILES {
         match std::fs::rename(with_suffix(path, s), with_suffix(&aside, s)) {

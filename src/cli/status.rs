@@ -148,6 +148,9 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
     if let Some(d) = v["disk"].as_str() {
         out += &format!("disk: {d}\n");
     }
+    if let Some(h) = v["queue_healed"].as_str() {
+        out += &format!("queue: {h}\n");
+    }
     match v["queue_error"].as_str() {
         Some(n) => out += &format!("queues: {n}\n"),
         None => out += &queues_text(&v["queues"]),

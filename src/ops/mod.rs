@@ -187,6 +187,17 @@ impl Ops {
         Ok(ops.locked().clone())
     }
 
+    /// Queue again what a damaged queue held (set aside at open, or while serving): whatever
+    /// the files have that the index does not, and every missing vector.
+    fn derive_lost_queue(&self) -> Result<()> {
+        let mut n = 0;
+        for scope in crate::uri::SCOPES {
+            n += self.refresh_under(&VPath::root().join(scope)?)?;
+        }
+        tracing::warn!(jobs = n, "queued again what the damaged queue held");
+        self.backfill_vectors().map(drop)
+    }
+
     /// [`Ops::open`] with the parts given (tests, and a daemon that already has them) and
     /// the default content rules.
     pub fn with_parts(
@@ -236,17 +247,28 @@ impl Ops {
         });
         refresher::start_refresher(&ops);
         if healed.queue_lost {
-            // The damaged queue's jobs: whatever the files have that the index does not.
-            let mut n = 0;
-            for scope in crate::uri::SCOPES {
-                n += ops.refresh_under(&VPath::root().join(scope)?)?;
-            }
-            tracing::warn!(jobs = n, "queued again what the damaged queue held");
-        }
-        if healed.queue_lost
-            || matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed)
-        {
+            ops.derive_lost_queue()?;
+        } else if matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
             ops.backfill_vectors()?;
+        }
+        if ops.sole {
+            // A page found damaged while we serve: the queue starts anew at once, and its
+            // jobs are derived again here, beside the serving (never in the failing call).
+            let me = Arc::downgrade(&ops);
+            ops.queue.heal_in_place(move || {
+                let me = me.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("vikingfs-queue-heal".into())
+                    .spawn(move || {
+                        let Some(ops) = me.upgrade() else { return };
+                        if let Err(e) = ops.derive_lost_queue() {
+                            tracing::error!("deriving the lost queue's jobs: {}", Chain(&e));
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::error!("no thread to derive the lost queue's jobs: {e}");
+                }
+            });
         }
         if let Err(e) = ops.recover() {
             tracing::warn!("recovering interrupted operations: {}", Chain(&e));

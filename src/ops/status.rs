@@ -14,7 +14,7 @@ use crate::daemon;
 use crate::error::Chain;
 use crate::index::Index;
 use crate::lock::LockManager;
-use crate::queue::{Queue, QueueStats, KNOWN_QUEUES};
+use crate::queue::{Queue, QueueError, QueueStats, KNOWN_QUEUES};
 use crate::workspace::Workspace;
 
 /// Where the report is read from.
@@ -25,28 +25,51 @@ pub enum Source<'a> {
     Config(&'a Config),
 }
 
-/// The report: `{"workspace", "daemons", "queues", "queue_error", "disk", "locks", "index"}`.
+/// The report: `{"workspace", "daemons", "queues", "queue_error", "queue_healed", "disk",
+/// "locks", "index"}`.
 pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
+    let healed = match from {
+        Source::Open { stores, .. } => stores.queue().last_heal().map(|h| {
+            let at = jiff::Timestamp::try_from(h.at)
+                .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
+                .unwrap_or_default();
+            format!(
+                "healed at {at}: it was damaged ({}), was moved to {} and its jobs were \
+                 derived again from the files",
+                h.why,
+                h.aside.display()
+            )
+        }),
+        Source::Config(_) => None,
+    };
     let (stats, queue_note) = match from {
         Source::Open { stores, .. } => (queue_stats(stores.queue())?, None),
         Source::Config(config) => {
             // A damaged queue is derived state: say so and go on (the engine's next open
-            // rebuilds it).
+            // rebuilds it). Damage is judged by the header, then by the open's page check.
             let damaged = match config.backend {
                 Backend::Sqlite => crate::db::damage(&ws.queue_db()),
                 Backend::Postgres { .. } => None,
             };
-            let stats = match &damaged {
-                Some(_) => Vec::new(),
-                None => queue_stats(&open_queue_of(ws, &config.backend)?)?,
+            let opened = match &damaged {
+                Some(why) => Err(why.clone()),
+                None => match open_queue_of(ws, &config.backend) {
+                    Err(super::OpsError::Queue(
+                        QueueError::Open { source, .. } | QueueError::Sql(source),
+                    )) if crate::db::is_damage_code(&source) => Err(source.to_string()),
+                    r => Ok(r?),
+                },
             };
-            let note = damaged.map(|why| {
-                format!(
-                    "damaged ({why}); the daemon's next start or any command that opens the \
-                     engine moves it aside and queues its jobs again"
-                )
-            });
-            (stats, note)
+            match opened {
+                Ok(queue) => (queue_stats(&queue)?, None),
+                Err(why) => (
+                    Vec::new(),
+                    Some(format!(
+                        "damaged ({why}); the daemon's next start or any command that opens \
+                         the engine moves it aside and queues its jobs again"
+                    )),
+                ),
+            }
         }
     };
     let disk = disk_note(ws);
@@ -72,6 +95,7 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
         "daemons": daemons,
         "queues": queues_json(&stats),
         "queue_error": queue_note,
+        "queue_healed": healed,
         "disk": disk,
         "locks": {"held": locks.len() - stale, "stale": stale, "list": locks},
         "index": index,

@@ -173,6 +173,9 @@ pub struct Stores {
     pub(super) waits: Waits,
     /// Marked by every foreground operation; the daemon's worker pool gives way to it.
     pub(super) foreground: Arc<Foreground>,
+    /// No other daemon of the workspace had the stores open: damage met later is this
+    /// process's to heal.
+    pub(super) sole: bool,
 }
 
 impl Stores {
@@ -250,6 +253,7 @@ impl Stores {
             reserve,
             waits,
             foreground: Default::default(),
+            sole: holder.is_none(),
         });
         if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =
             (rederives, stores.index.opened())
@@ -542,19 +546,7 @@ fn set_aside(store: &'static str, path: &Path, why: &str, holder: Option<u32>) -
         });
     }
     let aside = crate::db::move_aside(path).map_err(|e| OpsError::io(path, e))?;
-    crate::metrics::get()
-        .store_healed
-        .with_label_values(&[store])
-        .inc();
-    let then = match store {
-        "queue" => "its jobs are derived again from the files",
-        _ => "rebuilding it from the files",
-    };
-    tracing::warn!(
-        "{store} {} is damaged ({why}): moved to {}; {then}",
-        path.display(),
-        aside.display()
-    );
+    crate::db::said_set_aside(store, path, &aside, why);
     Ok(())
 }
 

@@ -113,6 +113,30 @@ pub trait Engine: Send + Sync {
 
     /// Remove every row and key version (a migration target emptied before its copy).
     fn clear(&self) -> Result<(), QueueError>;
+
+    /// From now on, damage met by any statement (a page SQLite finds corrupt) is healed in
+    /// place: the file is set aside, a new one started, and `healed` called so that the
+    /// caller derives its jobs again. Only the process that derives calls it (the daemon);
+    /// elsewhere damage is an error, healed by the next open. A server's damage is the
+    /// server's: the default does nothing.
+    fn heal_in_place(&self, healed: Box<dyn Fn() + Send + Sync>) {
+        drop(healed);
+    }
+
+    /// The last in-place heal of this process, if there was one (`status`).
+    fn last_heal(&self) -> Option<Heal> {
+        None
+    }
+}
+
+/// A damaged database set aside while the queue was open ([`Engine::heal_in_place`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heal {
+    /// What SQLite said.
+    pub why: String,
+    /// Where the damaged file went.
+    pub aside: std::path::PathBuf,
+    pub at: std::time::SystemTime,
 }
 
 /// A job as it moves between engines ([`Engine::export`]): its instants are offsets from the

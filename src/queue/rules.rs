@@ -31,6 +31,14 @@ pub(crate) trait Backend: Send + Sync {
     fn write<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T, QueueError>;
     /// Run `f`'s reads (no transaction needed).
     fn read<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T, QueueError>;
+    /// See [`Engine::heal_in_place`].
+    fn heal_in_place(&self, healed: Box<dyn Fn() + Send + Sync>) {
+        drop(healed);
+    }
+    /// See [`Engine::last_heal`].
+    fn last_heal(&self) -> Option<super::engine::Heal> {
+        None
+    }
 }
 
 /// True when the job's key has been enqueued again since this job's version.
@@ -608,6 +616,14 @@ impl<B: Backend> Engine for B {
             s.exec("DELETE FROM {keys}", &[])?;
             Ok(())
         })
+    }
+
+    fn heal_in_place(&self, healed: Box<dyn Fn() + Send + Sync>) {
+        Backend::heal_in_place(self, healed)
+    }
+
+    fn last_heal(&self) -> Option<super::engine::Heal> {
+        Backend::last_heal(self)
     }
 }
 

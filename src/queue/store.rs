@@ -173,6 +173,17 @@ impl Queue {
         self.shared.engine.location()
     }
 
+    /// Heal damage met while open in place, then call `healed` (the caller derives the lost
+    /// jobs again): see [`Engine::heal_in_place`].
+    pub fn heal_in_place(&self, healed: impl Fn() + Send + Sync + 'static) {
+        self.shared.engine.heal_in_place(Box::new(healed))
+    }
+
+    /// The last in-place heal of this process, if any.
+    pub fn last_heal(&self) -> Option<super::engine::Heal> {
+        self.shared.engine.last_heal()
+    }
+
     /// The engine underneath (tests and benchmarks reach the database through it).
     pub fn engine(&self) -> &dyn Engine {
         &*self.shared.engine

@@ -200,3 +200,74 @@ fn a_damaged_index_under_a_live_daemon_is_left_to_the_daemon() {
     let out = m.cli(&["find", "quartzite"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("a.md"));
 }
+
+/// Pages of the queue database overwritten with its header whole, so that SQLite opens it:
+/// under a live mount the first statement that meets them heals the queue in place; at rest
+/// the next start finds them by its page check. Either way the file goes aside with a
+/// warning in the log, and files written afterwards are indexed; the live heal is in
+/// `status`.
+#[test]
+fn a_queue_with_damaged_pages_heals_under_a_live_mount_and_at_rest() {
+    use std::os::unix::fs::FileExt;
+    let m = Mount::new();
+    let r = m.res();
+    let internal = m.ws.join(".vikingfs");
+    let db = internal.join("queue.db");
+    // Everything past the first page (the header and the schema) of the database, and every
+    // frame of its WAL, overwritten in place: the b-trees of the jobs are garbage.
+    let damage = || {
+        for (f, from) in [(db.clone(), 4096), (internal.join("queue.db-wal"), 32)] {
+            let Ok(file) = std::fs::OpenOptions::new().write(true).open(&f) else {
+                continue;
+            };
+            let len = file.metadata().unwrap().len();
+            if len > from {
+                file.write_all_at(&vec![0x5a; (len - from) as usize], from)
+                    .unwrap();
+            }
+        }
+    };
+    std::fs::write(r.join("a.md"), "# a\n\nbasalt appears here.\n").unwrap();
+    m.check_index_agrees();
+    let size = |f: &str| std::fs::metadata(internal.join(f)).map_or(0, |m| m.len());
+    assert!(
+        size("queue.db") + size("queue.db-wal") > 4096,
+        "a queue of one page"
+    );
+    damage();
+    // The spool's flusher meets the damage first.
+    std::fs::write(r.join("b.md"), "# b\n\ngranite appears here.\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let out = m.cli(&["status"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains("queue: healed at") {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no heal in status: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.contains("queue.db.damaged-"), "{status}");
+    assert_eq!(support::damaged_aside(&internal, "queue.db"), 1);
+    m.check_index_agrees();
+    for (word, file) in [("granite", "b.md"), ("basalt", "a.md")] {
+        let out = m.cli(&["find", word]).output().unwrap();
+        let found = String::from_utf8_lossy(&out.stdout);
+        assert!(found.contains(file), "{word}: {found}");
+    }
+    // At rest: the daemon stopped cleanly (its WAL checkpointed), then the damage.
+    m.unmount();
+    damage();
+    m.mount();
+    std::fs::write(r.join("c.md"), "# c\n\nobsidian appears here.\n").unwrap();
+    m.check_index_agrees();
+    let out = m.cli(&["find", "obsidian"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("c.md"));
+    assert_eq!(support::damaged_aside(&internal, "queue.db"), 2);
+    let log = std::fs::read_to_string(internal.join("mount.log")).unwrap();
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("queue.db is damaged"))
+        .count();
+    assert_eq!(warned, 2, "{log}");
+}

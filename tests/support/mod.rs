@@ -105,11 +105,22 @@ pub fn hits(out: &Output) -> Vec<(String, u64, f64)> {
 
 /// `dir` holds a damaged database moved aside (`index.db.damaged-…`).
 pub fn has_damaged_aside(dir: &Path) -> bool {
-    std::fs::read_dir(dir).unwrap().flatten().any(|e| {
-        e.file_name()
-            .to_string_lossy()
-            .starts_with("index.db.damaged-")
-    })
+    damaged_aside(dir, "index.db") > 0
+}
+
+/// How many damaged copies of `store` (`index.db`, `queue.db`) were set aside in `dir`.
+pub fn damaged_aside(dir: &Path, store: &str) -> usize {
+    let prefix = format!("{store}.damaged-");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            // The main file, not its -wal and -shm.
+            name.starts_with(&prefix) && !name.ends_with("-wal") && !name.ends_with("-shm")
+        })
+        .count()
 }
 
 /// The output of `fsck --json` names no problem but those a repair is for (the scratch of a
