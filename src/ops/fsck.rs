@@ -42,8 +42,13 @@ pub enum Problem {
         key: Option<String>,
         error: String,
     },
-    /// Jobs whose worker stopped renewing its lease (handed on to the next worker).
-    ExpiredJobs { queue: String, count: u64 },
+    /// Jobs whose worker stopped renewing its lease (handed on to the next worker): `alive`,
+    /// the claimant's pid when it is a live process of this host.
+    ExpiredJobs {
+        queue: String,
+        count: u64,
+        alive: Option<u32>,
+    },
     /// A lock file whose owner is dead or expired.
     StaleLock {
         uri: String,
@@ -91,13 +96,25 @@ impl std::fmt::Display for Problem {
                 "dead {queue} job {}: {error}",
                 key.as_deref().unwrap_or("(no key)")
             ),
-            Problem::ExpiredJobs { queue, count } => {
-                write!(
-                    f,
-                    "{count} {queue} job(s) whose lease expired (the worker died, hung or \
-                     could not renew it, as on a full disk; the next claim takes them)"
-                )
-            }
+            Problem::ExpiredJobs {
+                queue,
+                count,
+                alive: Some(pid),
+            } => write!(
+                f,
+                "{count} {queue} job(s) whose lease ran out while their worker (pid {pid}) \
+                 is alive: it hung, or could not renew the lease (as on a full disk); the \
+                 next claim takes them"
+            ),
+            Problem::ExpiredJobs {
+                queue,
+                count,
+                alive: None,
+            } => write!(
+                f,
+                "{count} {queue} job(s) whose lease expired (their worker exited, or runs \
+                 on another host and stopped renewing; the next claim takes them)"
+            ),
             Problem::StaleLock { uri, owner, reason } => {
                 write!(f, "stale lock on {uri} by {owner}: {reason}")
             }
@@ -443,10 +460,24 @@ impl Check<'_> {
                     error: d.error.clone(),
                 });
             }
-            if s.expired > 0 {
+            // One line per kind of claimant: a live process of this host by its pid, and
+            // every other claimant (exited, or another host's) together.
+            let mut gone = 0;
+            for (worker, count) in &s.expired_by {
+                match crate::queue::Queue::live_claimant(worker) {
+                    Some(pid) => rep.problems.push(Problem::ExpiredJobs {
+                        queue: s.queue.clone(),
+                        count: *count,
+                        alive: Some(pid),
+                    }),
+                    None => gone += count,
+                }
+            }
+            if gone > 0 {
                 rep.problems.push(Problem::ExpiredJobs {
                     queue: s.queue.clone(),
-                    count: s.expired,
+                    count: gone,
+                    alive: None,
                 });
             }
         }

@@ -323,6 +323,7 @@ fn stats(s: &mut dyn Sql, dead_shown: usize) -> Result<Vec<QueueStats>> {
             retrying: r.int(2) as u64,
             running: r.int(3) as u64,
             expired: r.int(4) as u64,
+            expired_by: Vec::new(),
             dead: r.int(5) as u64,
             oldest_age: r.opt_int(6).map(|t| age(now, t)),
             dead_jobs: Vec::new(),
@@ -342,6 +343,18 @@ fn stats(s: &mut dyn Sql, dead_shown: usize) -> Result<Vec<QueueStats>> {
                     error: r.text(3),
                     age: age(now, r.int(4)),
                 })
+                .collect();
+        }
+        if q.expired > 0 {
+            q.expired_by = s
+                .rows(
+                    "SELECT COALESCE(worker, ''), COUNT(*) FROM {jobs}
+                     WHERE queue = ?1 AND state = 1 AND due <= ?2
+                     GROUP BY worker ORDER BY worker",
+                    &[q.queue.as_str().into(), now.into()],
+                )?
+                .into_iter()
+                .map(|r| (r.text(0), r.int(1) as u64))
                 .collect();
         }
         out.push(q);

@@ -31,6 +31,8 @@ pub struct QueueStats {
     pub running: u64,
     /// Claimed, lease ran out (worker died or hung): the next claim takes it.
     pub expired: u64,
+    /// Of `expired`, how many each claimant (a worker name) holds.
+    pub expired_by: Vec<(String, u64)>,
     pub dead: u64,
     /// Age of the oldest job not yet done (pending or claimed).
     pub oldest_age: Option<Duration>,

@@ -426,6 +426,12 @@ impl Queue {
         Ok(n)
     }
 
+    /// The pid of `worker` (a claimant's name) when it is a live process of this host; `None`
+    /// when it exited or runs on another host (nothing here can tell).
+    pub fn live_claimant(worker: &str) -> Option<u32> {
+        claimant_pid(worker).filter(|&pid| crate::process::running_process_start(pid).is_some())
+    }
+
     /// Make dead jobs pending again with fresh attempts (`fsck --repair`). Returns how many.
     pub fn retry_dead(&self, queue: Option<&str>) -> Result<usize, QueueError> {
         if let Some(q) = queue {

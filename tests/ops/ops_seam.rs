@@ -431,3 +431,47 @@ fn a_file_open_for_writing_waits_and_never_goes_dead() {
     assert!(indexed(&ops, "resources/logs/app.log"));
     assert!(ops.queue().stats().unwrap().iter().all(|s| s.dead == 0));
 }
+
+/// fsck tells a lease that ran out under a live worker of this host (hung, or unable to renew
+/// on a full disk) from one whose worker exited: it never calls a live daemon's claim a dead
+/// worker's.
+#[test]
+fn fsck_names_a_live_claimant_apart_from_an_exited_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let cfg = Config::default();
+    let ops = Ops::with_parts(
+        &ws,
+        vikingfs::lock::LockManager::new(&ws, cfg.lock.clone()).unwrap(),
+        None,
+        Arc::new(vikingfs::semantic::summary::LocalSummarizer),
+    )
+    .unwrap();
+    let q = ops.queue();
+    q.enqueue_many(&[
+        queue::NewJob::new("semantic", Some("a".into()), serde_json::json!({})),
+        queue::NewJob::new("semantic", Some("b".into()), serde_json::json!({})),
+    ])
+    .unwrap();
+    let mut exited = std::process::Command::new("true").spawn().unwrap();
+    let gone = exited.id();
+    exited.wait().unwrap();
+    let host = vikingfs::process::host_id();
+    let me = std::process::id();
+    for pid in [me, gone] {
+        let worker = format!("{host}-pid{pid}/semantic");
+        let job = q
+            .claim("semantic", &worker, Duration::from_millis(1))
+            .unwrap();
+        assert!(job.is_some());
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let report = ops.fsck(false, false).unwrap();
+    let lines: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let live =
+        format!("1 semantic job(s) whose lease ran out while their worker (pid {me}) is alive");
+    assert!(lines.iter().any(|l| l.starts_with(&live)), "{lines:#?}");
+    let dead = "1 semantic job(s) whose lease expired (their worker exited";
+    assert!(lines.iter().any(|l| l.starts_with(dead)), "{lines:#?}");
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+}
