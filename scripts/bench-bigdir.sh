@@ -5,7 +5,8 @@
 #   scripts/bench-bigdir.sh [BASE_BIN] [WORKDIR]
 #
 # Prints per target: creates/s (python open+close, one syscall each), `ls -f` and `find`
-# after the kernel's caches are dropped (cold) and again (warm), `ls -l` (a stat of each).
+# after the kernel's caches are dropped (cold) and again (warm), `ls -l` (a stat of each);
+# then, in a second table, `rm -rf` of a directory of RM_N (10,000) empty files.
 # vikingfs is remounted between creating and listing, so that its daemon's RSS before
 # listing is a fresh daemon's and the growth after `ls -l`, per file, is what one cached
 # inode costs.
@@ -108,4 +109,26 @@ PY
         printf '%-9s %10s %9s %9s %9s %9s %9s %9s %9s %8s\n' "$t" "$rate" "$lfc" "$lfw" "$fc" "$fw" \
             "$llw" - - -
     fi
+done
+
+# rm -rf of RM_N empty files in one directory (each indexed first on vikingfs: its records,
+# its intent and its lock are what a removal through the mount settles).
+RM_N=${RM_N:-10000}
+echo
+printf '%-9s %10s\n' target "rm -rf $RM_N"
+for t in "${targets[@]}"; do
+    d=$(dir_of "$t")/rmtree
+    mkdir -p "$d"
+    python3 - "$d" "$RM_N" <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    os.close(os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+    if [ "$t" = vikingfs ] || [ "$t" = base ]; then
+        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+    fi
+    sync
+    printf '%-9s %10s\n' "$t" "$(secs rm -rf "$d")"
+    [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
 done

@@ -86,7 +86,7 @@ LAYERS = {
     "ops": [
         "keys at source error",
         "stores derive reserve lifecycle",
-        "locked rm mv add write recover light",
+        "locked rm mv add write recover light settle",
         "derivers jobs rederive refresher rebuild reindex search gauges",
         "fsck migrate status",
         "mod",

@@ -19,12 +19,13 @@ macro_rules! points {
 }
 
 points! {
-    // ops::rm (src/ops/rm.rs): lock → intent → records deleted → path removed → tail.
+    // ops::rm (src/ops/rm.rs): lock → intent → path removed → (after the reply, in a batch:
+    // src/ops/settle.rs) records deleted → intents closed → locks released.
     // A file without records takes no intent: locked → removed.
     "rm.locked" => "EXACT/TREE lock held, path re-checked; nothing changed yet",
     "rm.intent" => "rm intent journalled; records and path still there",
-    "rm.index_deleted" => "records under the path deleted; the path still there",
-    "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; intent still open",
+    "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; records and intent still there",
+    "rm.index_deleted" => "records under the path deleted (a batch's); intent still open",
     // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.
     // A file without records takes no intent: locked → (embedding queued) → renamed.
     "mv.locked" => "both locks held, src and dst re-checked; nothing changed yet",

@@ -85,8 +85,8 @@ pub(crate) trait Engine: Send + Sync {
     fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool>;
     /// Every level of `uri`.
     fn delete(&self, uri: &VPath) -> Result<usize>;
-    /// `prefix` and everything below it.
-    fn delete_prefix(&self, prefix: &VPath) -> Result<usize>;
+    /// Each of `prefixes` and everything below it, in one transaction.
+    fn delete_prefixes(&self, prefixes: &[&VPath]) -> Result<usize>;
     /// The records named, each only if it still has the version given.
     fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize>;
     /// Move `from` and everything below it to `to` (not into itself: checked by the front),

@@ -560,7 +560,16 @@ impl Index {
 
     /// Delete `prefix` itself and everything below it (component-wise), in one transaction.
     pub fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
-        self.engine.delete_prefix(prefix)
+        self.engine.delete_prefixes(&[prefix])
+    }
+
+    /// [`Index::delete_prefix`] of each of `prefixes`, all in one transaction (a batch of
+    /// removals: one commit, and one segment of the lexical index, for all of them).
+    pub fn delete_prefixes(&self, prefixes: &[&VPath]) -> Result<usize, IndexError> {
+        if prefixes.is_empty() {
+            return Ok(0);
+        }
+        self.engine.delete_prefixes(prefixes)
     }
 
     /// Delete the record at (uri, level) only if it was built from `version`; a record that a

@@ -152,7 +152,8 @@ pub trait Engine: Send + Sync {
     ) -> Result<i64>;
     /// Set the owner of intent `id` to `me` if it is `from`; whether it was.
     fn claim(&self, id: i64, from: &str, me: &str) -> Result<bool>;
-    fn finish(&self, id: i64) -> Result<()>;
+    /// Close the intents `ids` (one transaction for several).
+    fn finish(&self, ids: &[i64]) -> Result<()>;
     /// Every intent, oldest first.
     fn intents(&self) -> Result<Vec<IntentData>>;
     /// Insert the lifecycle (kept if it exists) and its keys (kept if they exist).
@@ -237,7 +238,15 @@ impl Journal {
     }
 
     pub fn finish(&self, id: i64) -> Result<()> {
-        self.engine.finish(id)
+        self.engine.finish(&[id])
+    }
+
+    /// Close the intents `ids` together, in one transaction (a batch of removals).
+    pub fn finish_all(&self, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.engine.finish(ids)
     }
 
     /// Every unfinished intent, oldest first. Unreadable rows are skipped (logged): a newer

@@ -119,11 +119,17 @@ impl<B: Backend> Engine for B {
         })
     }
 
-    fn finish(&self, id: i64) -> Result<()> {
-        self.each(|s| {
-            s.exec("DELETE FROM {intents} WHERE id = ?1", &[id.into()])?;
+    fn finish(&self, ids: &[i64]) -> Result<()> {
+        let close = |s: &mut dyn Sql| {
+            for id in ids {
+                s.exec("DELETE FROM {intents} WHERE id = ?1", &[(*id).into()])?;
+            }
             Ok(())
-        })
+        };
+        match ids {
+            [_] => self.each(close),
+            _ => self.write(close),
+        }
     }
 
     fn intents(&self) -> Result<Vec<IntentData>> {

@@ -32,6 +32,8 @@ pub struct Locked {
     /// This layer itself, for work finished after a reply ([`crate::tail`]), which
     /// outlives `&self`.
     me: Weak<Locked>,
+    /// Removals done in the files, settled in batches after their replies.
+    pub(super) settling: super::settle::Settling,
 }
 
 impl Locked {
@@ -40,6 +42,7 @@ impl Locked {
         Arc::new_cyclic(|me| Locked {
             stores,
             me: me.clone(),
+            settling: Default::default(),
         })
     }
 

@@ -37,6 +37,7 @@ mod reindex;
 mod reserve;
 mod rm;
 pub mod search;
+mod settle;
 mod source;
 pub mod status;
 pub mod stores;

@@ -1,12 +1,18 @@
-//! rm: index records first, then the file or tree (seed doc, "rm(uri)").
+//! rm: the intent, then the file or tree, then its index records (seed doc, "rm(uri)").
 //!
-//! A directory is TREE-locked, a file EXACT-locked. The records go first, so from then on no
-//! search names the path; then the path leaves the namespace in one rename(2) into the
-//! workspace's scratch directory (so a crash never leaves half a tree behind under its name),
-//! and the scratch copy is deleted after the lock is released.
+//! A directory is TREE-locked, a file EXACT-locked. With the intent journalled the path leaves
+//! the namespace (a file unlinked, a tree in one rename(2) into the workspace's scratch
+//! directory, so a crash never leaves half a tree behind under its name); from then on no
+//! search names it (a hit whose file is gone is dropped). Its records are deleted and the
+//! intent closed after the reply, in batches ([`super::settle`]), under the same lock, which
+//! is released only then; the scratch copy is deleted after that. A crash anywhere leaves an
+//! open intent, which recovery finishes.
 
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::rc::Rc;
 
+use super::settle::Removed;
 use super::{Locked, OpsError, Result};
 use crate::journal::Intent;
 use crate::lock::{LockGuard, LockKind};
@@ -105,11 +111,14 @@ impl Locked {
             // TREE covering the file, which this lock conflicts with).
             self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             crate::crash_point!("rm.removed");
-            let (ops, p) = (self.arc(), p.clone());
-            tail::after_reply("rm", move || {
-                drop(guard);
-                ops.enqueue_parent_summary(&p)
-            })?;
+            let ops = self.arc();
+            let removed = Removed {
+                path: p.clone(),
+                intent: None,
+                guard,
+                trash: None,
+            };
+            tail::after_reply("rm", move || ops.settle(removed).map(drop))?;
             return Ok(RmReport::default());
         }
         let id = self.journal.begin(
@@ -124,7 +133,8 @@ impl Locked {
         Ok(report)
     }
 
-    /// The locked part of rm, shared with recovery: records, then the path, then the intent.
+    /// The locked part of rm, shared with recovery: the path, then (after the reply, in a
+    /// batch) the records and the intent.
     pub(crate) fn remove_locked(
         &self,
         p: &VPath,
@@ -132,8 +142,6 @@ impl Locked {
         guard: LockGuard,
         intent: i64,
     ) -> Result<RmReport> {
-        let records = self.index.delete_prefix(p)?;
-        crate::crash_point!("rm.index_deleted");
         let fs = self.backing(p);
         let mut trash: Option<PathBuf> = None;
         if self.lstat(p)?.is_some() {
@@ -153,21 +161,23 @@ impl Locked {
             }
         }
         crate::crash_point!("rm.removed");
-        // The path and its records are gone: the rest is done after the reply.
-        let (ops, p) = (self.arc(), p.clone());
+        // The path is gone: the rest is done after the reply. Without a reply scope it runs
+        // here, alone, and the records it deleted are reported.
+        let records = Rc::new(Cell::new(0));
+        let (ops, counted) = (self.arc(), records.clone());
+        let removed = Removed {
+            path: p.clone(),
+            intent: Some(intent),
+            guard,
+            trash,
+        };
         tail::after_reply("rm", move || {
-            ops.journal.finish(intent)?;
-            // A directory's own lock file left with it; the release reports that, and it is
-            // fine.
-            let _ = guard.release();
-            if let Some(t) = trash {
-                if let Err(e) = std::fs::remove_dir_all(&t) {
-                    tracing::warn!(path = %t.display(), "removing a removed tree: {e}");
-                }
-            }
-            ops.enqueue_parent_summary(&p)
+            counted.set(ops.settle(removed)?);
+            Ok::<_, OpsError>(())
         })?;
-        Ok(RmReport { records })
+        Ok(RmReport {
+            records: records.get(),
+        })
     }
 
     /// The parent directory's summary must be regenerated after a child changed (a child

@@ -548,12 +548,19 @@ impl Engine for PgIndex {
         self.write(|s| self.remove(s, "r.uri = $1", &[&uri.as_str()]))
     }
 
-    fn delete_prefix(&self, prefix: &VPath) -> Result<usize> {
-        if prefix.is_root() {
-            return self.write(|s| self.remove(s, "true", &[]));
-        }
-        let [a, b, c] = under_params(prefix);
-        self.write(|s| self.remove(s, &under_sql(1), &[&a, &b, &c]))
+    fn delete_prefixes(&self, prefixes: &[&VPath]) -> Result<usize> {
+        self.write(|s| {
+            let mut n = 0;
+            for prefix in prefixes {
+                n += if prefix.is_root() {
+                    self.remove(s, "true", &[])?
+                } else {
+                    let [a, b, c] = under_params(prefix);
+                    self.remove(s, &under_sql(1), &[&a, &b, &c])?
+                };
+            }
+            Ok(n)
+        })
     }
 
     fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize> {

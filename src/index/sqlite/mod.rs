@@ -303,8 +303,8 @@ impl Engine for SqliteEngine {
         SqliteEngine::delete(self, uri)
     }
 
-    fn delete_prefix(&self, prefix: &VPath) -> Result<usize> {
-        SqliteEngine::delete_prefix(self, prefix)
+    fn delete_prefixes(&self, prefixes: &[&VPath]) -> Result<usize> {
+        SqliteEngine::delete_prefixes(self, prefixes)
     }
 
     fn delete_if_versions(&self, which: &[(&VPath, Level, &str)]) -> Result<usize> {

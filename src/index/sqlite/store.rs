@@ -387,10 +387,14 @@ impl SqliteEngine {
     }
 
     /// Delete `prefix` itself and everything below it (component-wise), in one transaction.
-    pub(super) fn delete_prefix(&self, prefix: &VPath) -> Result<usize, IndexError> {
+    pub(super) fn delete_prefixes(&self, prefixes: &[&VPath]) -> Result<usize, IndexError> {
         self.write(|b| {
-            let rows = b.rows_under(prefix)?;
-            b.remove(&rows)
+            let mut n = 0;
+            for prefix in prefixes {
+                let rows = b.rows_under(prefix)?;
+                n += b.remove(&rows)?;
+            }
+            Ok(n)
         })
     }
 
