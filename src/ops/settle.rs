@@ -76,6 +76,12 @@ impl Locked {
         }
     }
 
+    /// Whether removals wait to be settled or a batch is being settled (`wait` waits for
+    /// them as it waits for the queues: a batch queues the parents' summaries last).
+    pub fn settling(&self) -> bool {
+        self.settling.busy.load(Ordering::Acquire) || !self.settling.waiting.lock().is_empty()
+    }
+
     fn settle_batch(&self, batch: Vec<Removed>) -> Result<usize> {
         let with_intent: Vec<&VPath> = batch
             .iter()

@@ -105,7 +105,7 @@ pub fn drained(api: &Api, deadline: Option<Instant>) -> Result<bool, ApiError> {
             .queue()
             .outstanding(None)
             .map_err(|e| ApiError::internal(Chain(&e).to_string()))?;
-        if left == 0 && api.tasks.active() == 0 {
+        if left == 0 && api.tasks.active() == 0 && !api.ops.settling() {
             return Ok(true);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
