@@ -76,6 +76,10 @@ struct Shared {
 }
 
 impl AttrTtl for Shared {
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// A file open for writing is never cached: writes through a shared mapping (and, under
     /// passthrough, every write) reach the backing file without a request to us, and a stat
     /// right after the writer unmaps or exits must see their mtime and ctime (xfstests

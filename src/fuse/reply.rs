@@ -12,8 +12,11 @@ use fuser::{
 use super::convert::file_attr;
 use crate::fs::{Attr, StatFs};
 
-/// How long the kernel may cache an inode's attributes (and the name that led to them).
+/// How long the kernel may cache names, and an inode's attributes.
 pub(super) trait AttrTtl {
+    /// A name's entry.
+    fn ttl(&self) -> Duration;
+    /// The attributes `a`.
     fn ttl_of(&self, a: &Attr) -> Duration;
 }
 
@@ -68,7 +71,9 @@ macro_rules! answers {
 }
 
 answers! {
-    ReplyEntry: Attr => |r, ttl, a| r.entry(&ttl.ttl_of(&a), &file_attr(&a), Generation(0));
+    ReplyEntry: Attr => |r, ttl, a| {
+        r.entry_with_ttls(&ttl.ttl_of(&a), &ttl.ttl(), &file_attr(&a), Generation(0))
+    };
     ReplyAttr: Attr => |r, ttl, a| r.attr(&ttl.ttl_of(&a), &file_attr(&a));
     ReplyData: Vec<u8> => |r, _, d| r.data(&d);
     ReplyEmpty: () => |r, _, ()| r.ok();
@@ -96,7 +101,9 @@ answers! {
     };
     ReplyCreate: (Attr, Opened) => |r, ttl, (a, o)| {
         let (attr, fh, flags) = (file_attr(&a), FileHandle(o.fh), o.io.flags());
-        let ttl = ttl.ttl_of(&a);
+        // One TTL for the name and the attributes: the name's. What this handle writes
+        // through a mapping is not seen by a stat before the TTL has passed.
+        let ttl = ttl.ttl();
         match &o.io {
             Io::Passthrough(id) => r.created_passthrough(&ttl, &attr, Generation(0), fh, flags, id),
             _ => r.created(&ttl, &attr, Generation(0), fh, flags),
