@@ -85,8 +85,8 @@ LAYERS = {
     ],
     "ops": [
         "keys at source error",
-        "stores derive reserve lifecycle",
-        "locked rm mv add write recover light settle",
+        "stores derive reserve lifecycle history",
+        "locked rm mv add write recover light settle undo",
         "derivers jobs rederive refresher rebuild reindex search gauges",
         "fsck migrate status",
         "mod",

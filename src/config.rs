@@ -224,8 +224,40 @@ pub struct RawVikingfs {
     pub workers: RawWorkers,
     #[serde(default)]
     pub index: RawIndex,
+    #[serde(default)]
+    pub history: RawHistory,
     /// `ADDR:PORT` to serve Prometheus metrics on (the mount's `-o metrics=` wins).
     pub metrics: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHistory {
+    /// Keep what removals take (default true).
+    pub enabled: Option<bool>,
+    /// Days an entry is kept (default 30).
+    pub keep_days: Option<f64>,
+    /// Most bytes kept (default: a tenth of the filesystem).
+    pub max_bytes: Option<u64>,
+}
+
+/// What the history keeps ([`crate::journal::Entry`]) and for how long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryConfig {
+    pub enabled: bool,
+    pub keep: Duration,
+    /// `None`: a tenth of the filesystem holding the workspace.
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            enabled: true,
+            keep: Duration::from_secs(30 * 86400),
+            max_bytes: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -344,6 +376,7 @@ pub struct Config {
     pub vlm: Option<ChatConfig>,
     pub workers: WorkerConfig,
     pub index: IndexConfig,
+    pub history: HistoryConfig,
     /// Where the daemon serves Prometheus metrics (`vikingfs.metrics`); off when `None`.
     pub metrics: Option<std::net::SocketAddr>,
     /// The HTTP API (`server.*`).
@@ -365,6 +398,7 @@ impl Default for Config {
             vlm: None,
             workers: WorkerConfig::default(),
             index: IndexConfig::default(),
+            history: HistoryConfig::default(),
             metrics: None,
             server: ServerConfig::default(),
             origins: Default::default(),
@@ -430,6 +464,12 @@ impl Config {
                 "vikingfs.index.max_file_bytes",
                 json!(self.index.max_file_bytes),
             ),
+            ("vikingfs.history.enabled", json!(self.history.enabled)),
+            (
+                "vikingfs.history.keep_days",
+                json!(self.history.keep.as_secs_f64() / 86400.0),
+            ),
+            ("vikingfs.history.max_bytes", json!(self.history.max_bytes)),
             (
                 "vikingfs.metrics",
                 json!(self.metrics.map(|a| a.to_string())),
@@ -696,6 +736,21 @@ impl Config {
             }
             cfg.index.max_file_bytes = n;
             set(&mut cfg, "vikingfs.index.max_file_bytes");
+        }
+        if let Some(on) = raw.vikingfs.history.enabled {
+            cfg.history.enabled = on;
+            set(&mut cfg, "vikingfs.history.enabled");
+        }
+        if let Some(d) = raw.vikingfs.history.keep_days {
+            if !(d.is_finite() && d >= 0.0) {
+                return Err(bad("vikingfs.history.keep_days", "must be 0 or more days"));
+            }
+            cfg.history.keep = Duration::from_secs_f64(d * 86400.0);
+            set(&mut cfg, "vikingfs.history.keep_days");
+        }
+        if let Some(n) = raw.vikingfs.history.max_bytes {
+            cfg.history.max_bytes = Some(n);
+            set(&mut cfg, "vikingfs.history.max_bytes");
         }
         if let Some(a) = raw.vikingfs.metrics {
             cfg.metrics = Some(a.parse().map_err(|_| {

@@ -26,6 +26,9 @@ points! {
     "rm.intent" => "rm intent journalled; records and path still there",
     "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; records and intent still there",
     "rm.index_deleted" => "records under the path deleted (a batch's); intent still open",
+    // ops::undo (src/ops/undo.rs): lock → jobs queued → content copied back → entries.
+    "undo.queued" => "the restored paths' jobs queued under the lock; nothing copied yet",
+    "undo.restored" => "content copied back; no undo entry yet",
     // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.
     // A file without records takes no intent: locked → (embedding queued) → renamed.
     "mv.locked" => "both locks held, src and dst re-checked; nothing changed yet",

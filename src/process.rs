@@ -66,3 +66,22 @@ mod tests {
         assert_eq!(host_id().len(), 12);
     }
 }
+
+thread_local! {
+    /// The process a face is serving on this thread (a FUSE request's pid).
+    static REQUESTER: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` on behalf of process `pid` ([`requester`] says so meanwhile): who asked, for the
+/// history's entries.
+pub fn on_behalf_of<T>(pid: u32, f: impl FnOnce() -> T) -> T {
+    let before = REQUESTER.with(|r| r.replace(Some(pid)));
+    let out = f();
+    REQUESTER.with(|r| r.set(before));
+    out
+}
+
+/// The process this thread serves: a face's requester, else this process.
+pub fn requester() -> u32 {
+    REQUESTER.with(|r| r.get()).unwrap_or_else(std::process::id)
+}

@@ -46,8 +46,15 @@ pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Val<'a> {
     Int(i64),
+    OptInt(Option<i64>),
     Text(&'a str),
     OptText(Option<&'a str>),
+}
+
+impl<'a> From<Option<i64>> for Val<'a> {
+    fn from(v: Option<i64>) -> Val<'a> {
+        Val::OptInt(v)
+    }
 }
 
 impl<'a> From<i64> for Val<'a> {
@@ -241,11 +248,11 @@ pub(crate) fn age(now: i64, then: i64) -> std::time::Duration {
 impl rusqlite::ToSql for Val<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match *self {
-            Val::Int(v) => ToSqlOutput::from(v),
+            Val::Int(v) | Val::OptInt(Some(v)) => ToSqlOutput::from(v),
             Val::Text(s) | Val::OptText(Some(s)) => {
                 ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes()))
             }
-            Val::OptText(None) => ToSqlOutput::Borrowed(ValueRef::Null),
+            Val::OptText(None) | Val::OptInt(None) => ToSqlOutput::Borrowed(ValueRef::Null),
         })
     }
 }
@@ -306,13 +313,13 @@ impl ToSql for Val<'_> {
         out: &mut BytesMut,
     ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match *self {
-            Val::Int(v) => match *ty {
+            Val::Int(v) | Val::OptInt(Some(v)) => match *ty {
                 Type::INT2 => i16::try_from(v)?.to_sql(ty, out),
                 Type::INT4 => i32::try_from(v)?.to_sql(ty, out),
                 _ => v.to_sql(ty, out),
             },
             Val::Text(s) | Val::OptText(Some(s)) => s.to_sql(ty, out),
-            Val::OptText(None) => Ok(IsNull::Yes),
+            Val::OptText(None) | Val::OptInt(None) => Ok(IsNull::Yes),
         }
     }
 

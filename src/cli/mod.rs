@@ -11,6 +11,7 @@ pub mod discover;
 pub mod find;
 pub mod fsck;
 pub mod generate;
+pub mod history;
 pub mod key;
 pub mod mcp;
 pub mod migrate;
@@ -98,6 +99,11 @@ pub enum Command {
     Rm(rm::RmArgs),
     /// Move a file or directory (rename(2), then its index records; crash-safe).
     Mv(mv::MvArgs),
+    /// What removals kept (newest first): a file's or a tree's versions, restorable with undo.
+    History(history::HistoryArgs),
+    /// Put back a removed file or tree from the history, with its index (an ordinary locked
+    /// operation; undoable itself).
+    Undo(history::UndoArgs),
     /// Write a file's whole content from standard input (as the mount does on close).
     Write(write::WriteArgs),
     /// Add a local file or directory as a resource (or update an existing one).
@@ -149,6 +155,8 @@ impl Command {
             Command::Find(a) => a.under.iter().map(String::as_str).collect(),
             Command::Rm(a) => a.uris.iter().map(String::as_str).collect(),
             Command::Mv(a) => vec![a.src.as_str(), a.dst.as_str()],
+            Command::History(a) => a.uri.iter().map(String::as_str).collect(),
+            Command::Undo(a) => vec![a.uri.as_str()],
             Command::Write(a) => vec![a.uri.as_str()],
             Command::AddResource(a) => a.to.iter().map(String::as_str).collect(),
             Command::Reindex(a) => a.under.iter().map(String::as_str).collect(),
@@ -431,6 +439,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Find(args) => find::run(&ctx, args),
         Command::Rm(a) => rm::rm(&ctx, a),
         Command::Mv(a) => mv::mv(&ctx, a),
+        Command::History(a) => history::history(&ctx, a),
+        Command::Undo(a) => history::undo(&ctx, a),
         Command::Write(a) => write::write(&ctx, a),
         Command::AddResource(a) => add::add(&ctx, a),
         Command::Fsck(a) => fsck::fsck(&ctx, a),

@@ -224,6 +224,7 @@ impl VikingFs {
     fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
         let mut st = sys::fstat(inode.fd()?).map_err(|e| FsError::io("getattr", e))?;
         crate::dirtimes::shown(&mut st);
+        st.st_nlink = st.st_nlink.saturating_sub(inode.kept_links().into());
         if self.is_sidecar_inode(inode) {
             st.st_mode &= !0o222;
         }
@@ -380,7 +381,26 @@ impl VikingFs {
                 self.child(parent, n)?
             }
         };
+        // The file's inode, when the kernel knows it, and its links before.
+        let known = self.root.lstat(p.as_bytes()).ok().and_then(|st| {
+            let inode = self
+                .inodes
+                .find(st.key())
+                .and_then(|i| self.inodes.get(i).ok())?;
+            Some((inode, st.st_nlink))
+        });
         self.mutations.unlink(&p)?;
+        if let Some((inode, before)) = known {
+            // Kept in the history: moved, not unlinked, so its link count did not drop.
+            if inode
+                .fd()
+                .ok()
+                .and_then(|fd| sys::fstat(fd).ok())
+                .is_some_and(|st| st.st_nlink >= before)
+            {
+                inode.keep_link();
+            }
+        }
         self.entries_changed(parent);
         Ok(())
     }

@@ -134,7 +134,7 @@ impl FuseFs {
             let _span = call.enter();
             // What the operation left for after the reply runs when this drops.
             let _after = AfterReply::begin();
-            call.answer(&*s, reply, |r| f(&s, r))
+            crate::process::on_behalf_of(call.pid(), || call.answer(&*s, reply, |r| f(&s, r)))
         });
     }
 

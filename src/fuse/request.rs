@@ -54,6 +54,11 @@ impl Call {
         self.span.enter()
     }
 
+    /// The process that asked.
+    pub fn pid(&self) -> u32 {
+        self.who.2
+    }
+
     /// Run `f` and answer with what it returns, both timed.
     pub fn answer<T, R: Answer<T>>(
         &self,

@@ -18,6 +18,7 @@
 //! recovery finishes them as it would have), lifecycles their targets, kinds and keys; ages
 //! go as offsets, each engine having its own clock.
 
+mod history;
 pub mod postgres;
 mod rules;
 pub mod sqlite;
@@ -30,12 +31,20 @@ use serde::{Deserialize, Serialize};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
+pub use history::{Entry, Recorded};
+
 /// An operation in progress. Paths are namespace-relative (`VPath::as_str`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Intent {
-    /// Index records of `path` are being deleted, then the file or tree.
-    Rm { path: String, dir: bool },
+    /// The file or tree at `path` is being removed (into history blob `blob` when kept),
+    /// then its index records.
+    Rm {
+        path: String,
+        dir: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
     /// `src` is being renamed to `dst`, then its records.
     Mv { src: String, dst: String, dir: bool },
     /// The content staged in `temp` is being synced into `target` under lifecycle `handle`.
@@ -154,6 +163,15 @@ pub trait Engine: Send + Sync {
     fn claim(&self, id: i64, from: &str, me: &str) -> Result<bool>;
     /// Close the intents `ids` (one transaction for several).
     fn finish(&self, ids: &[i64]) -> Result<()>;
+    /// Close the intents `ids` and record `entries` in the history, in one transaction.
+    fn finish_recording(&self, ids: &[i64], entries: &[Entry]) -> Result<()>;
+    /// History entries of `under` and below (all for `None`), at or after `since_ms`,
+    /// newest first.
+    fn history(&self, under: Option<&str>, since_ms: i64) -> Result<Vec<Recorded>>;
+    /// Record `entries` on their own (an undo's).
+    fn record(&self, entries: &[Entry]) -> Result<()>;
+    /// Remove the history entries `ids` (pruned).
+    fn forget_history(&self, ids: &[i64]) -> Result<()>;
     /// Every intent, oldest first.
     fn intents(&self) -> Result<Vec<IntentData>>;
     /// Insert the lifecycle (kept if it exists) and its keys (kept if they exist).
@@ -239,6 +257,36 @@ impl Journal {
 
     pub fn finish(&self, id: i64) -> Result<()> {
         self.engine.finish(&[id])
+    }
+
+    /// Close the intents `ids` and record what their operations kept, in one transaction.
+    pub fn finish_recording(&self, ids: &[i64], entries: &[Entry]) -> Result<()> {
+        if entries.is_empty() {
+            return self.finish_all(ids);
+        }
+        self.engine.finish_recording(ids, entries)
+    }
+
+    /// History entries of `under` and below (every entry for `None`) recorded at or after
+    /// `since_ms` (ms since the epoch), newest first.
+    pub fn history(&self, under: Option<&VPath>, since_ms: i64) -> Result<Vec<Recorded>> {
+        self.engine.history(under.map(|p| p.as_str()), since_ms)
+    }
+
+    /// Record `entries` (an undo's) on their own.
+    pub fn record(&self, entries: &[Entry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.engine.record(entries)
+    }
+
+    /// Remove the history entries `ids`.
+    pub fn forget_history(&self, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.engine.forget_history(ids)
     }
 
     /// Close the intents `ids` together, in one transaction (a batch of removals).

@@ -15,6 +15,7 @@ static DIALECT: Dialect = Dialect::postgres(&[
     ("intents", "vj_intents"),
     ("lifecycles", "vj_lifecycles"),
     ("keys", "vj_lifecycle_keys"),
+    ("history", "vj_history"),
 ]);
 
 const SCHEMA_VERSION: i64 = 1;
@@ -39,6 +40,24 @@ CREATE TABLE vj_lifecycle_keys (
     PRIMARY KEY (handle, key)
 );";
 
+const HISTORY_SCHEMA: &str = "
+CREATE TABLE vj_history (
+    id      bigserial PRIMARY KEY,
+    created bigint NOT NULL,
+    op      text NOT NULL,
+    path    text NOT NULL,
+    kind    text NOT NULL,
+    size    bigint NOT NULL,
+    blob    text,
+    reason  text,
+    mode    bigint NOT NULL,
+    uid     bigint NOT NULL,
+    gid     bigint NOT NULL,
+    pid     bigint,
+    cmd     text
+);
+CREATE INDEX vj_history_path ON vj_history (path);";
+
 pub struct PgJournal {
     pg: Arc<Pg>,
 }
@@ -47,6 +66,8 @@ impl PgJournal {
     /// The journal's tables on `pg`, created when missing.
     pub fn open(pg: Arc<Pg>) -> Result<PgJournal> {
         pg.migrate("journal", SCHEMA_VERSION, SCHEMA)?;
+        // A store of its own in the schema table: a journal made before history had none.
+        pg.migrate("history", 1, HISTORY_SCHEMA)?;
         Ok(PgJournal { pg })
     }
 

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::history::{self, Entry, Recorded};
 use super::{Engine, IntentData, JournalError, JournalRows, LifecycleData, LifecycleRow, Result};
 use crate::sql::{ms, Row, Sql, Val};
 
@@ -130,6 +131,35 @@ impl<B: Backend> Engine for B {
             [_] => self.each(close),
             _ => self.write(close),
         }
+    }
+
+    fn finish_recording(&self, ids: &[i64], entries: &[Entry]) -> Result<()> {
+        self.write(|s| {
+            for id in ids {
+                s.exec("DELETE FROM {intents} WHERE id = ?1", &[(*id).into()])?;
+            }
+            for e in entries {
+                history::insert(s, e)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn history(&self, under: Option<&str>, since_ms: i64) -> Result<Vec<Recorded>> {
+        self.each(|s| history::list(s, under, since_ms))
+    }
+
+    fn record(&self, entries: &[Entry]) -> Result<()> {
+        self.write(|s| {
+            for e in entries {
+                history::insert(s, e)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn forget_history(&self, ids: &[i64]) -> Result<()> {
+        self.write(|s| history::forget(s, ids))
     }
 
     fn intents(&self) -> Result<Vec<IntentData>> {

@@ -16,6 +16,7 @@ static DIALECT: Dialect = Dialect::sqlite(&[
     ("intents", "intents"),
     ("lifecycles", "lifecycles"),
     ("keys", "lifecycle_keys"),
+    ("history", "history"),
 ]);
 
 pub struct SqliteJournal {
@@ -38,7 +39,13 @@ impl SqliteJournal {
                      created INTEGER NOT NULL);
                  CREATE TABLE IF NOT EXISTS lifecycle_keys (
                      handle TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (handle, key))
-                     WITHOUT ROWID;",
+                     WITHOUT ROWID;
+                 CREATE TABLE IF NOT EXISTS history (
+                     id INTEGER PRIMARY KEY, created INTEGER NOT NULL, op TEXT NOT NULL,
+                     path TEXT NOT NULL, kind TEXT NOT NULL, size INTEGER NOT NULL,
+                     blob TEXT, reason TEXT, mode INTEGER NOT NULL, uid INTEGER NOT NULL,
+                     gid INTEGER NOT NULL, pid INTEGER, cmd TEXT);
+                 CREATE INDEX IF NOT EXISTS history_path ON history (path);",
             )
         })?;
         Ok(SqliteJournal {

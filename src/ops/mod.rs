@@ -21,6 +21,7 @@ mod derivers;
 mod error;
 pub mod fsck;
 pub mod gauges;
+mod history;
 pub mod jobs;
 
 mod keys;
@@ -41,6 +42,7 @@ mod settle;
 mod source;
 pub mod status;
 pub mod stores;
+mod undo;
 mod write;
 
 pub use derivers::{Ops, WriteProbe};
@@ -68,6 +70,7 @@ pub use fsck::{FsckReport, Problem};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
 pub use stores::{check_backend, index_home, open_queue_of, Healed, IndexHome, Stores};
+pub use undo::{rfc3339, undo_time, UndoReport};
 
 /// Whether an open may re-derive what another configuration derived (see
 /// [`Ops::open_as_built`]).
@@ -252,6 +255,7 @@ impl Ops {
         } else if matches!(ops.index.opened(), Opened::VectorsDropped | Opened::Claimed) {
             ops.backfill_vectors()?;
         }
+        start_relief(&ops);
         if ops.sole {
             // A page found damaged while we serve: the queue starts anew at once, and its
             // jobs are derived again here, beside the serving (never in the failing call).
@@ -275,5 +279,27 @@ impl Ops {
             tracing::warn!("recovering interrupted operations: {}", Chain(&e));
         }
         Ok(ops)
+    }
+}
+
+/// Every second while the engine lives, give back history if the disk runs short
+/// ([`Stores::relieve`]): the writes that fill a disk under passthrough never reach the
+/// daemon, so the history must be pruned before they meet ENOSPC, not after.
+fn start_relief(ops: &Arc<Ops>) {
+    if !ops.history.enabled {
+        return;
+    }
+    let weak = Arc::downgrade(ops);
+    let spawned = std::thread::Builder::new()
+        .name("vikingfs-history-relief".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            let Some(ops) = weak.upgrade() else { return };
+            if let Err(e) = ops.relieve() {
+                tracing::warn!("pruning the history for space: {}", Chain(&e));
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no history relief thread: {e}");
     }
 }

@@ -59,7 +59,7 @@ impl Locked {
 
     fn recover_one(&self, id: i64, intent: &Intent) -> Result<()> {
         match intent {
-            Intent::Rm { path, dir } => {
+            Intent::Rm { path, dir, blob } => {
                 let p = VPath::from_rel(path)?;
                 let exists_dir = self.lstat(&p)?.map(|m| m.is_dir());
                 let kind = if exists_dir == Some(true) {
@@ -68,7 +68,9 @@ impl Locked {
                     LockKind::Exact
                 };
                 let guard = self.locks.acquire(&[(p.clone(), kind)], Duration::ZERO)?;
-                self.remove_locked(&p, exists_dir.unwrap_or(*dir), guard, id)?;
+                // A blob named but not made (the crash came before the rename) keeps
+                // nothing: the path is still there and is moved into it now.
+                self.remove_locked(&p, exists_dir.unwrap_or(*dir), guard, id, blob.clone())?;
             }
             Intent::Mv { src, dst, dir } => {
                 let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);

@@ -124,6 +124,10 @@ impl Stores {
     /// there is room now.
     pub(crate) fn freeing<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
         let mut r = op();
+        // History first: what it holds is given back before the reserve is.
+        if matches!(&r, Err(e) if e.is_disk_full()) && self.relieve().unwrap_or(0) > 0 {
+            r = op();
+        }
         while matches!(&r, Err(e) if e.is_disk_full()) && self.reserve.release() {
             r = op();
         }

@@ -104,7 +104,10 @@ impl Locked {
             return Err(OpsError::NotEmpty(p.uri()));
         }
         crate::crash_point!("rm.locked");
-        if !dir && !self.index.has_under(p)? {
+        // What is kept goes into the history (no kept blob without its intent: recovery
+        // must know whose it is).
+        let blob = self.new_blob();
+        if blob.is_none() && !dir && !self.index.has_under(p)? {
             // A file without records: nothing to keep in step with the file, so no intent —
             // a crash leaves the file there or gone, each consistent. No record can appear
             // meanwhile: a job writes one only under this EXACT lock (or under a lifecycle
@@ -117,6 +120,8 @@ impl Locked {
                 intent: None,
                 guard,
                 trash: None,
+                blob: None,
+                pid: None,
             };
             tail::after_reply("rm", move || ops.settle(removed).map(drop))?;
             return Ok(RmReport::default());
@@ -125,11 +130,12 @@ impl Locked {
             &Intent::Rm {
                 path: p.as_str().to_string(),
                 dir,
+                blob: blob.clone(),
             },
             guard.owner(),
         )?;
         crate::crash_point!("rm.intent");
-        let report = self.remove_locked(p, dir, guard, id)?;
+        let report = self.remove_locked(p, dir, guard, id, blob)?;
         Ok(report)
     }
 
@@ -141,11 +147,21 @@ impl Locked {
         dir: bool,
         guard: LockGuard,
         intent: i64,
+        blob: Option<String>,
     ) -> Result<RmReport> {
         let fs = self.backing(p);
         let mut trash: Option<PathBuf> = None;
         if self.lstat(p)?.is_some() {
-            if dir {
+            if let Some(b) = &blob {
+                // Kept: the file or the whole tree moves into the history in one rename(2).
+                if dir {
+                    // The tree's own lock file leaves with it: not a lock lost.
+                    guard.moving_out(&fs);
+                }
+                self.root
+                    .rename_out(p, &self.blob_path(b))
+                    .map_err(|e| OpsError::io(&fs, e))?;
+            } else if dir {
                 let t = self
                     .ws
                     .tmp_dir()
@@ -170,6 +186,11 @@ impl Locked {
             intent: Some(intent),
             guard,
             trash,
+            blob,
+            pid: Some({
+                let pid = crate::process::requester();
+                (pid, self.command_of(pid))
+            }),
         };
         tail::after_reply("rm", move || {
             counted.set(ops.settle(removed)?);

@@ -35,6 +35,10 @@ pub(crate) struct Removed {
     pub guard: LockGuard,
     /// A removed tree's scratch copy, deleted once the lock is released.
     pub trash: Option<PathBuf>,
+    /// Its content kept in the history as this blob: the entry goes with the intent's close.
+    pub blob: Option<String>,
+    /// Who removed it: pid and command line.
+    pub pid: Option<(u32, Option<String>)>,
 }
 
 /// The removals waiting, and whether a thread is settling a batch.
@@ -91,7 +95,15 @@ impl Locked {
         let records = self.index.delete_prefixes(&with_intent)?;
         crate::crash_point!("rm.index_deleted");
         let intents: Vec<i64> = batch.iter().filter_map(|r| r.intent).collect();
-        self.journal.finish_all(&intents)?;
+        let entries: Vec<_> = batch
+            .iter()
+            .filter_map(|r| {
+                let blob = r.blob.as_deref()?;
+                let (pid, cmd) = r.pid.clone().unzip();
+                self.removal_entry(r.path.as_str(), blob, pid, cmd.flatten())
+            })
+            .collect();
+        self.journal.finish_recording(&intents, &entries)?;
         let mut jobs = Vec::new();
         for r in batch {
             // A directory's own lock file left with it; the release reports that, and it is
@@ -106,6 +118,9 @@ impl Locked {
         }
         if !jobs.is_empty() {
             self.queue.submit(&jobs)?;
+        }
+        if !entries.is_empty() {
+            self.prune_history(false)?;
         }
         Ok(records)
     }

@@ -176,6 +176,12 @@ pub struct Stores {
     /// No other daemon of the workspace had the stores open: damage met later is this
     /// process's to heal.
     pub(super) sole: bool,
+    /// What the history keeps ([`super::history`]).
+    pub(super) history: crate::config::HistoryConfig,
+    /// When the history was last pruned.
+    pub(super) pruned: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// The last requester's command line ([`Stores::command_of`]).
+    pub(super) last_command: parking_lot::Mutex<Option<(u32, Option<String>)>>,
 }
 
 impl Stores {
@@ -254,6 +260,9 @@ impl Stores {
             waits,
             foreground: Default::default(),
             sole: holder.is_none(),
+            history: config.history.clone(),
+            pruned: Default::default(),
+            last_command: Default::default(),
         });
         if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =
             (rederives, stores.index.opened())

@@ -30,6 +30,8 @@ enum Op {
     Rederive,
     /// The index lost (deleted) after the baseline was indexed: its rebuild from the files.
     Rebuild,
+    /// A removed tree put back from the history.
+    Undo,
 }
 
 fn op_of(point: &str) -> Op {
@@ -38,6 +40,7 @@ fn op_of(point: &str) -> Op {
         "mv" => Op::Mv,
         "add" => Op::Add,
         "write" => Op::Write,
+        "undo" => Op::Undo,
         _ if point.contains("dense") || point.contains("set_vector") => Op::Dense,
         _ if point.contains("rederive") => Op::Rederive,
         "job" | "lifecycle" => Op::Jobs,
@@ -144,16 +147,47 @@ fn run_point(backend: Backend, point: &str) {
             env.drain();
             assert!(!env.data("resources/base/sub").exists());
             let kept: Vec<_> = files
-                .into_iter()
+                .iter()
                 .filter(|(u, _)| !u.contains("/sub/"))
+                .cloned()
                 .collect();
             env.check(&kept);
             assert!(env
                 .find(&token("charlie"), 5)
                 .iter()
                 .all(|(u, _)| !u.contains("/sub")));
+            // What the rm kept, recovered or not, puts the tree back whole.
+            let out = env.run(&["undo", "viking://resources/base/sub"]);
+            support::assert_ok(&out, &["undo after", point]);
+            env.drain();
+            env.check(&files);
+            assert!(env
+                .find(&token("charlie"), 5)
+                .iter()
+                .any(|(u, _)| u.ends_with("/sub/c.md")));
             // And one indexed file (an EXACT lock instead of a TREE, no scratch copy).
             rm_file(backend, point);
+        }
+        Op::Undo => {
+            let files = baseline(&env, true);
+            let out = env.run(&["rm", "-r", "viking://resources/base/sub"]);
+            support::assert_ok(&out, &["rm before undo"]);
+            env.drain();
+            crash(&env, point, &["undo", "viking://resources/base/sub"], None);
+            // Again: what the first one put back is there now (left alone, exit 1), the rest
+            // is put back.
+            let again = env.run(&["undo", "viking://resources/base/sub"]);
+            assert!(
+                matches!(again.status.code(), Some(0 | 1)),
+                "undo again: {}",
+                String::from_utf8_lossy(&again.stderr)
+            );
+            env.drain();
+            env.check(&files);
+            assert!(env
+                .find(&token("delta"), 5)
+                .iter()
+                .any(|(u, _)| u.ends_with("/sub/deep/d.md")));
         }
         Op::Mv => {
             let files = baseline(&env, true);
@@ -276,8 +310,9 @@ fn run_point(backend: Backend, point: &str) {
             // What the rule keeps is found; what it ignores is named by no search, and has
             // no summaries left.
             let kept: Vec<_> = files
-                .into_iter()
+                .iter()
                 .filter(|(u, _)| !u.contains("/sub/"))
+                .cloned()
                 .collect();
             env.check(&kept);
             for t in ["charlie", "delta"] {
@@ -382,4 +417,6 @@ matrix! {
     write_locked => "write.locked",
     write_enqueued => "write.enqueued",
     write_written => "write.written",
+    undo_queued => "undo.queued",
+    undo_restored => "undo.restored",
 }

@@ -106,6 +106,7 @@ fn two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent(backend
             &Intent::Rm {
                 path: "resources/x".into(),
                 dir: false,
+                blob: None,
             },
             "vfs-hostA-1",
         )

@@ -44,6 +44,9 @@ pub struct Inode {
     names: Mutex<Vec<(u64, Box<str>)>>,
     /// Reached as `.abstract.md`/`.overview.md`: read-only to users.
     sidecar: std::sync::atomic::AtomicBool,
+    /// Names of this file removed through the mount whose link the history keeps (moved
+    /// there rather than unlinked): not links users see, so its link count leaves them out.
+    kept: std::sync::atomic::AtomicU32,
 }
 
 /// How an inode reaches its backing file.
@@ -69,6 +72,7 @@ impl Inode {
             backing,
             names: Mutex::new(Vec::new()),
             sidecar: std::sync::atomic::AtomicBool::new(false),
+            kept: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -97,6 +101,16 @@ impl Inode {
     }
 
     /// Record that the kernel reached this inode as `name` in `parent` (most recent first).
+    /// One more of its links is the history's.
+    pub fn keep_link(&self) {
+        self.kept.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Links the history holds.
+    pub fn kept_links(&self) -> u32 {
+        self.kept.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn is_sidecar(&self) -> bool {
         self.sidecar.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -1,0 +1,127 @@
+//! `vikingfs history [URI]` and `vikingfs undo URI`: what removals kept, and putting it back.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::ops::{done, open_locked, outcome};
+use super::Ctx;
+use crate::ops::undo_time;
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// A viking:// URI (or a path under a mount): entries of it and everything under it;
+    /// all entries when left out.
+    #[arg(value_name = "URI")]
+    pub uri: Option<String>,
+    /// Only entries since T: an RFC 3339 time (2026-12-04T10:00:00Z) or a span ago (10m, 2h,
+    /// 3d).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// One JSON array of entries, newest first.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct UndoArgs {
+    /// The viking:// URI (or a path under a mount) to put back: a file or a tree.
+    #[arg(value_name = "URI")]
+    pub uri: String,
+    /// Restore it as it was at T (an RFC 3339 time, or a span ago: 10m, 2h); default: as it
+    /// was before the last command that changed it.
+    #[arg(long, value_name = "T")]
+    pub at: Option<String>,
+    /// Print what would be restored and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replace what exists now (it goes into the history first) instead of leaving it alone.
+    #[arg(long)]
+    pub force: bool,
+    /// What was restored and what was left alone, as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
+    let under = a
+        .uri
+        .as_deref()
+        .map(|u| ctx.target(u).with_context(|| format!("history {u}")))
+        .transpose()?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("history --since: {e}")))
+        .transpose()?
+        .unwrap_or(0);
+    let ops = open_locked(ctx)?;
+    let rows = ops.journal().history(under.as_ref(), since)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return done(ops, 0);
+    }
+    for r in &rows {
+        let e = &r.entry;
+        let kept = match (&e.blob, &e.reason) {
+            (Some(_), _) => crate::content::human_size(e.size),
+            (None, Some(why)) => why.clone(),
+            (None, None) => "not kept".into(),
+        };
+        let who = match (e.pid, &e.cmd) {
+            (Some(p), Some(c)) => format!("  pid {p} ({c})"),
+            (Some(p), None) => format!("  pid {p}"),
+            _ => String::new(),
+        };
+        println!(
+            "{}  {:<4} {:<7} viking://{}  {kept}{who}",
+            crate::ops::rfc3339(r.at_ms),
+            e.op,
+            e.kind,
+            e.path
+        );
+    }
+    done(ops, 0)
+}
+
+pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
+    let what = format!("undo {}", a.uri);
+    let p = ctx.target(&a.uri).with_context(|| what.clone())?;
+    let at =
+        a.at.as_deref()
+            .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("{what} --at: {e}")))
+            .transpose()?;
+    let ops = open_locked(ctx)?;
+    let mut report = None;
+    let code = outcome(
+        &what,
+        ops.undo(&p, at, a.dry_run, a.force).map(|r| {
+            report = Some(r);
+        }),
+    )?;
+    let Some(r) = report else {
+        return done(ops, code);
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        let verb = if a.dry_run {
+            "would restore"
+        } else {
+            "restored"
+        };
+        for (uri, _) in &r.restored {
+            println!("{verb} {uri}");
+        }
+        for (uri, why) in &r.conflicts {
+            println!("left alone {uri}: {why}");
+        }
+        println!(
+            "{} path(s) {verb} as at {}; {} left alone",
+            r.restored.len(),
+            crate::ops::rfc3339(r.at_ms),
+            r.conflicts.len()
+        );
+    }
+    // Something asked for and left alone: say so in the exit code too.
+    done(ops, if r.conflicts.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,129 @@
+//! The history's entries: what each removal or overwrite kept, in the journal's store (a
+//! `history` table in `ops.db`, or `vj_history` on the server), written by the same rules for
+//! every database. The kept content itself is a file or tree under
+//! `WORKSPACE/.vikingfs/history/blobs/` ([`crate::ops`] owns it); an entry names it.
+//!
+//! An entry is committed in the same transaction that closes the operation's intent
+//! ([`super::Engine::finish_recording`]): until then the intent is open, and recovery either
+//! records the entry or rolls the operation back, so a kept blob never lacks its entry once
+//! its operation is done.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sql::{Row, Sql};
+
+/// One version kept (or, with `blob` `None`, a removal or change whose content was not kept:
+/// `reason` says why).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// `rm` (a file or a tree removed), `undo` (what an undo replaced or created).
+    pub op: String,
+    /// Namespace-relative path (`VPath::as_str`).
+    pub path: String,
+    /// `file`, `dir` or `symlink`.
+    pub kind: String,
+    /// Bytes of content (a tree's files together).
+    pub size: u64,
+    /// The kept content's name under `history/blobs/`.
+    pub blob: Option<String>,
+    /// Why nothing was kept (a full disk).
+    pub reason: Option<String>,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// The process that asked, when known (a FUSE request's pid; the CLI's own).
+    pub pid: Option<u32>,
+    /// Its command line, as `/proc/PID/cmdline` said (arguments joined by spaces).
+    pub cmd: Option<String>,
+}
+
+/// An entry as stored: its id and when it was recorded (milliseconds since the epoch, the
+/// store's clock).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recorded {
+    pub id: i64,
+    pub at_ms: i64,
+    #[serde(flatten)]
+    pub entry: Entry,
+}
+
+/// The table's columns, in [`row`]'s order.
+const COLUMNS: &str = "id, created, op, path, kind, size, blob, reason, mode, uid, gid, pid, cmd";
+
+pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
+    s.insert(
+        "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
+                                pid, cmd)
+         VALUES ({now}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        &[
+            e.op.as_str().into(),
+            e.path.as_str().into(),
+            e.kind.as_str().into(),
+            (e.size as i64).into(),
+            e.blob.as_deref().into(),
+            e.reason.as_deref().into(),
+            i64::from(e.mode).into(),
+            i64::from(e.uid).into(),
+            i64::from(e.gid).into(),
+            e.pid.map(i64::from).into(),
+            e.cmd.as_deref().into(),
+        ],
+    )
+}
+
+fn row(r: Row) -> Recorded {
+    Recorded {
+        id: r.int(0),
+        at_ms: r.int(1),
+        entry: Entry {
+            op: r.text(2),
+            path: r.text(3),
+            kind: r.text(4),
+            size: r.int(5).max(0) as u64,
+            blob: r.opt_text(6),
+            reason: r.opt_text(7),
+            mode: r.int(8) as u32,
+            uid: r.int(9) as u32,
+            gid: r.int(10) as u32,
+            pid: r.opt_int(11).map(|p| p as u32),
+            cmd: r.opt_text(12),
+        },
+    }
+}
+
+/// Entries of `path` and everything below it (all of them for `None`), recorded at or after
+/// `since_ms`, newest first.
+pub(super) fn list(
+    s: &mut dyn Sql,
+    under: Option<&str>,
+    since_ms: i64,
+) -> crate::sql::Result<Vec<Recorded>> {
+    let rows = match under {
+        Some(p) => s.rows(
+            &format!(
+                "SELECT {COLUMNS} FROM {{history}}
+                 WHERE created >= ?1 AND (path = ?2 OR substr(path, 1, ?3) = ?4)
+                 ORDER BY id DESC"
+            ),
+            &[
+                since_ms.into(),
+                p.into(),
+                (p.len() as i64 + 1).into(),
+                format!("{p}/").as_str().into(),
+            ],
+        )?,
+        None => s.rows(
+            &format!("SELECT {COLUMNS} FROM {{history}} WHERE created >= ?1 ORDER BY id DESC"),
+            &[since_ms.into()],
+        )?,
+    };
+    Ok(rows.into_iter().map(row).collect())
+}
+
+/// Remove the entries `ids`.
+pub(super) fn forget(s: &mut dyn Sql, ids: &[i64]) -> crate::sql::Result<()> {
+    for id in ids {
+        s.exec("DELETE FROM {history} WHERE id = ?1", &[(*id).into()])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The history's content: what a removal kept, in `WORKSPACE/.vikingfs/history/blobs/ID` (a
+//! file, or a whole tree, moved there by one rename(2) — the same filesystem as the data
+//! root), and the pruning that gives it back: entries older than `history.keep`, the oldest
+//! beyond `history.max_bytes`, and under disk pressure as many as it takes, before any write
+//! is refused for space. The entries are the journal's ([`crate::journal::Entry`]).
+//!
+//! Invariants:
+//! - a blob is named by an open intent (`Intent::Rm { blob }`) until its entry is committed
+//!   with the intent's close, so recovery either records it or finds it never made;
+//! - pruning forgets an entry before it deletes its blob: a crash between leaves content
+//!   without an entry, which `fsck --repair` removes, never an entry without content;
+//! - short of space (under a tenth of the disk, or of its inodes, free) nothing new is kept:
+//!   a removal then frees its space, as without history, and what the history holds is
+//!   given back first (every second by the daemon, and at once by an operation that met
+//!   ENOSPC, before the reserve).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::{OpsError, Result, Stores};
+use crate::journal::{Entry, Recorded};
+
+/// How often a batch of removals also prunes what is past its time or over the cap.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Free space below which the history gives back what it holds, oldest first: a tenth of
+/// the filesystem, at most 256 MiB — well before a write could meet a full disk (writes
+/// under passthrough never reach the daemon, so their ENOSPC cannot be answered by a prune).
+fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
+    let dir = ws.internal_dir();
+    let bytes = super::reserve::room(&dir)
+        .is_some_and(|(free, total)| free < (256u64 << 20).min(total / 10));
+    // Inodes too: a removal kept frees none, and every lock file takes one.
+    let inodes = crate::sys::statvfs(&dir)
+        .is_ok_and(|st| st.f_files > 0 && st.f_favail < (st.f_files / 10).min(1 << 16));
+    bytes || inodes
+}
+
+impl Stores {
+    /// Where kept content lives.
+    pub(crate) fn blobs_dir(&self) -> PathBuf {
+        self.ws.internal_dir().join("history").join("blobs")
+    }
+
+    pub(crate) fn blob_path(&self, blob: &str) -> PathBuf {
+        self.blobs_dir().join(blob)
+    }
+
+    /// A new blob's name for a removal about to be kept, or `None` when nothing is kept
+    /// (history off, or the disk full even once history gave back what it could).
+    pub(crate) fn new_blob(&self) -> Option<String> {
+        if !self.history.enabled {
+            return None;
+        }
+        // Short of space, nothing new is kept: the removal frees what it removes, as
+        // without history (and what the history holds goes first).
+        if under_pressure(&self.ws) {
+            if let Err(e) = self.prune_history(true) {
+                tracing::warn!(
+                    "pruning the history on a full disk: {}",
+                    crate::error::Chain(&e)
+                );
+            }
+            if under_pressure(&self.ws) {
+                return None;
+            }
+        }
+        std::fs::create_dir_all(self.blobs_dir()).ok()?;
+        Some(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// The entry of a removal of `path` whose content is now blob `blob`, made from the blob
+    /// itself (so recovery makes the same one); `None` when the blob is not there.
+    pub(crate) fn removal_entry(
+        &self,
+        path: &str,
+        blob: &str,
+        pid: Option<u32>,
+        cmd: Option<String>,
+    ) -> Option<Entry> {
+        let at = self.blob_path(blob);
+        let md = std::fs::symlink_metadata(&at).ok()?;
+        use std::os::unix::fs::MetadataExt;
+        let kind = if md.is_dir() {
+            "dir"
+        } else if md.file_type().is_symlink() {
+            "symlink"
+        } else {
+            "file"
+        };
+        Some(Entry {
+            op: "rm".into(),
+            path: path.to_string(),
+            kind: kind.into(),
+            size: if md.is_dir() {
+                tree_bytes(&at)
+            } else {
+                md.len()
+            },
+            blob: Some(blob.to_string()),
+            reason: None,
+            mode: md.mode(),
+            uid: md.uid(),
+            gid: md.gid(),
+            pid,
+            cmd,
+        })
+    }
+
+    /// Prune the history once a minute at most (`pressure`: at once, and until the disk is
+    /// no longer full or nothing is left). Returns how many entries went.
+    pub(crate) fn prune_history(&self, pressure: bool) -> Result<usize> {
+        {
+            let mut last = self.pruned.lock();
+            if !pressure && last.is_some_and(|t| t.elapsed() < PRUNE_EVERY) {
+                return Ok(0);
+            }
+            *last = Some(Instant::now());
+        }
+        let mut all = self.journal.history(None, 0)?;
+        all.reverse(); // oldest first
+        let now_ms = crate::sql::now_ms();
+        let keep_ms = i64::try_from(self.history.keep.as_millis()).unwrap_or(i64::MAX);
+        let cap = self.history.max_bytes.unwrap_or_else(|| {
+            super::reserve::room(&self.ws.internal_dir()).map_or(u64::MAX, |(_, total)| total / 10)
+        });
+        let mut total: u64 = all
+            .iter()
+            .filter(|r| r.entry.blob.is_some())
+            .map(|r| r.entry.size)
+            .sum();
+        let mut gone = 0;
+        for r in &all {
+            let old = now_ms.saturating_sub(r.at_ms) > keep_ms;
+            let over = total > cap;
+            let full = pressure && under_pressure(&self.ws);
+            if !(old || over || full) {
+                break;
+            }
+            self.forget_entry(r)?;
+            if r.entry.blob.is_some() {
+                total = total.saturating_sub(r.entry.size);
+            }
+            gone += 1;
+        }
+        if gone > 0 {
+            tracing::info!(entries = gone, pressure, "history pruned");
+        }
+        Ok(gone)
+    }
+
+    /// Forget `r`, then delete its content.
+    fn forget_entry(&self, r: &Recorded) -> Result<()> {
+        self.journal.forget_history(&[r.id])?;
+        if let Some(b) = &r.entry.blob {
+            remove_any(&self.blob_path(b)).map_err(|e| OpsError::io(self.blob_path(b), e))?;
+        }
+        Ok(())
+    }
+
+    /// Give back history while the disk is short of space (the daemon asks every second, a
+    /// write that met a full disk at once); how many entries went.
+    pub(crate) fn relieve(&self) -> Result<usize> {
+        if !under_pressure(&self.ws) {
+            return Ok(0);
+        }
+        self.prune_history(true)
+    }
+
+    /// Bytes the history holds (its entries' sizes) and its oldest entry's time (ms).
+    pub fn history_size(&self) -> Result<(u64, Option<i64>, usize)> {
+        let all = self.journal.history(None, 0)?;
+        let bytes = all
+            .iter()
+            .filter(|r| r.entry.blob.is_some())
+            .map(|r| r.entry.size)
+            .sum();
+        Ok((bytes, all.last().map(|r| r.at_ms), all.len()))
+    }
+}
+
+/// Remove the file or tree at `p` (gone already is fine).
+pub(crate) fn remove_any(p: &Path) -> std::io::Result<()> {
+    let r = match std::fs::symlink_metadata(p) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) => Err(e),
+    };
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Bytes of the regular files under `dir`.
+fn tree_bytes(dir: &Path) -> u64 {
+    walkdir(dir)
+        .map(|(_, md)| if md.is_file() { md.len() } else { 0 })
+        .sum()
+}
+
+/// Every entry under `dir` (not `dir` itself), parents before children, with its metadata.
+pub(crate) fn walkdir(dir: &Path) -> impl Iterator<Item = (PathBuf, std::fs::Metadata)> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut out = Vec::new();
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                stack.push(e.path());
+            }
+            out.push((e.path(), md));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter()
+}
+
+impl Stores {
+    /// The command line of process `pid` (read once per process: an `rm -rf` asks for
+    /// each file it removes, and may have exited by the time its last entry is recorded).
+    pub(crate) fn command_of(&self, pid: u32) -> Option<String> {
+        let mut last = self.last_command.lock();
+        if let Some((p, c)) = &*last {
+            if *p == pid {
+                return c.clone();
+            }
+        }
+        let c = cmdline(pid);
+        *last = Some((pid, c.clone()));
+        c
+    }
+}
+
+/// The command line of process `pid`, its arguments joined by spaces.
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!args.is_empty()).then(|| args.join(" "))
+}

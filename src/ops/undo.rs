@@ -1,0 +1,288 @@
+//! undo: put back what the history kept, as an ordinary locked operation.
+//!
+//! `undo PATH` restores PATH (a file or a tree) as it was before the last command that
+//! changed it: the newest run of history entries under PATH made by one process (an
+//! `rm -rf` through the mount is one entry per file and directory, all of one pid); `--at T`
+//! restores it as it was at T instead. For each path the earliest entry after that point
+//! holds its content then; a path that exists now is a conflict, left alone (reported)
+//! unless `force`, when what is there goes into the history first.
+//!
+//! Order: a TREE lock on PATH's nearest existing ancestor (so nothing under it changes
+//! meanwhile) → each kept version copied back (directories first, the blob kept, so the undo
+//! can be undone and the entry still shows it) → an `undo` entry per path → the jobs a write
+//! of each restored file queues (its record, its directory's summary). Only source names are
+//! restored: a kept tree's summaries and lock files are derived or transient.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use super::history::walkdir;
+use super::{Locked, OpsError, Result};
+use crate::journal::{Entry, Recorded};
+use crate::lock::LockKind;
+use crate::uri::VPath;
+
+/// How far back a run of one process's entries reaches between two of them.
+const RUN_GAP_MS: i64 = 10 * 60 * 1000;
+
+/// What an undo did (or, dry, would do).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct UndoReport {
+    /// Paths put back, with the entry each came from.
+    pub restored: Vec<(String, i64)>,
+    /// Paths left alone: they exist now (without `force`), or their content was not kept.
+    pub conflicts: Vec<(String, String)>,
+    /// The point restored to (ms since the epoch): just before the run undone, or `--at`.
+    pub at_ms: i64,
+}
+
+impl Locked {
+    /// Restore `p` as it was at `at_ms`, or before the last command that changed it.
+    pub fn undo(
+        &self,
+        p: &VPath,
+        at_ms: Option<i64>,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<UndoReport> {
+        super::rm::check_user_path(p)?;
+        let anchor = self.existing_ancestor(p)?;
+        let _guard = self.lock(&[(anchor, LockKind::Tree)])?;
+        let all = self.journal.history(Some(p), at_ms.unwrap_or(0))?;
+        let point = match at_ms {
+            Some(t) => t,
+            None => last_run_start(&all).ok_or_else(|| OpsError::NotFound(p.uri()))? - 1,
+        };
+        // The earliest entry after the point, per path: the content the path had then.
+        let mut first: BTreeMap<String, &Recorded> = BTreeMap::new();
+        for r in all
+            .iter()
+            .rev()
+            .filter(|r| r.at_ms > point && r.entry.op == "rm")
+        {
+            first.entry(r.entry.path.clone()).or_insert(r);
+        }
+        let mut report = UndoReport {
+            at_ms: point,
+            ..UndoReport::default()
+        };
+        // The plan: (target, blob, merge into an existing directory, replace what is there).
+        let mut plan = Vec::new();
+        // Parents before children: BTreeMap order puts "a" before "a/b".
+        for (path, r) in &first {
+            let target = VPath::from_rel(path)?;
+            let Some(blob) = r.entry.blob.clone() else {
+                let why = r.entry.reason.clone().unwrap_or_else(|| "not kept".into());
+                report.conflicts.push((target.uri(), why));
+                continue;
+            };
+            let here = self.lstat(&target)?;
+            let merge = r.entry.kind == "dir" && here.as_ref().is_some_and(|m| m.is_dir());
+            let replace = here.is_some() && !merge;
+            if replace && !force {
+                report.conflicts.push((target.uri(), "exists now".into()));
+                continue;
+            }
+            report.restored.push((target.uri(), r.id));
+            plan.push((target, blob, merge, replace));
+        }
+        if dry_run || plan.is_empty() {
+            return Ok(report);
+        }
+        // The jobs first, under the lock: a crash while copying leaves every restored file
+        // with its job queued (a job for a path not restored finds nothing and is dropped),
+        // and no job runs before the lock is released.
+        let mut jobs = Vec::new();
+        for (t, blob, _, _) in &plan {
+            jobs.extend(self.derive.jobs_for_change(t));
+            for (f, md) in walkdir(&self.blob_path(blob)) {
+                let rel = f
+                    .strip_prefix(self.blob_path(blob))
+                    .unwrap_or(&f)
+                    .to_string_lossy()
+                    .into_owned();
+                if md.is_dir() || !rel.split('/').all(super::is_source_name) {
+                    continue;
+                }
+                if let Ok(c) = t.join_rel(&rel) {
+                    jobs.extend(self.derive.jobs_for_change(&c));
+                }
+            }
+        }
+        self.queue.submit(&jobs)?;
+        crate::crash_point!("undo.queued");
+        for (target, blob, merge, replace) in &plan {
+            if *replace {
+                // Forced: what is there now goes into the history first.
+                self.set_aside_for_undo(target)?;
+            }
+            let dest = self.backing(target);
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| OpsError::io(parent, e))?;
+            }
+            copy_back(&self.blob_path(blob), &dest, *merge)?;
+        }
+        // A directory's times as kept, once everything restored into it is in (children
+        // restored after it moved them on).
+        for (target, blob, _, _) in plan.iter().rev() {
+            if let Ok(md) = std::fs::symlink_metadata(self.blob_path(blob)) {
+                if md.is_dir() {
+                    let dest = self.backing(target);
+                    keep_meta(&dest, &md).map_err(|e| OpsError::io(&dest, e))?;
+                }
+            }
+        }
+        crate::crash_point!("undo.restored");
+        let entries: Vec<Entry> = plan
+            .iter()
+            .map(|(t, _, _, _)| Entry {
+                op: "undo".into(),
+                path: t.as_str().to_string(),
+                kind: "restored".into(),
+                size: 0,
+                blob: None,
+                reason: Some(format!("restored as at {}", rfc3339(point))),
+                mode: 0,
+                uid: 0,
+                gid: 0,
+                pid: Some(crate::process::requester()),
+                cmd: self.command_of(crate::process::requester()),
+            })
+            .collect();
+        self.journal.record(&entries)?;
+        Ok(report)
+    }
+
+    /// The nearest ancestor of `p` (itself included) that exists: what the undo locks (a
+    /// TREE lock on a missing path would create it).
+    fn existing_ancestor(&self, p: &VPath) -> Result<VPath> {
+        let mut at = p.clone();
+        loop {
+            if at.depth() <= 1 || self.lstat(&at)?.is_some() {
+                return Ok(at);
+            }
+            at = at.parent().unwrap_or_else(VPath::root);
+        }
+    }
+
+    /// Move what is at `p` now into the history (an entry of its own), under the undo's lock.
+    fn set_aside_for_undo(&self, p: &VPath) -> Result<()> {
+        let Some(blob) = self.new_blob() else {
+            // The disk is full (or history off): what is there could not be kept.
+            let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+            return Err(OpsError::io(self.backing(p), full));
+        };
+        self.index.delete_prefix(p)?;
+        self.root
+            .rename_out(p, &self.blob_path(&blob))
+            .map_err(|e| OpsError::io(self.backing(p), e))?;
+        let pid = crate::process::requester();
+        if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
+        {
+            e.op = "rm".into();
+            self.journal.record(&[e])?;
+        }
+        Ok(())
+    }
+}
+
+/// When the newest run of one process's entries began (ms): entries newest first.
+fn last_run_start(all: &[Recorded]) -> Option<i64> {
+    let newest = all.first()?;
+    let mut start = newest.at_ms;
+    for r in all {
+        if r.entry.pid != newest.entry.pid || start - r.at_ms > RUN_GAP_MS {
+            break;
+        }
+        start = r.at_ms;
+    }
+    Some(start)
+}
+
+/// Copy the kept `blob` (a file, symlink or tree) to `dest`, keeping modes, owners and
+/// times; into an existing directory when `merge`. Only source names of a tree are copied.
+fn copy_back(blob: &Path, dest: &Path, merge: bool) -> Result<()> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| OpsError::io(&p, e)
+    };
+    let md = std::fs::symlink_metadata(blob).map_err(io(blob))?;
+    if md.is_dir() {
+        if !merge {
+            std::fs::create_dir(dest).map_err(io(dest))?;
+        }
+        for (from, m) in walkdir(blob) {
+            let rel = from.strip_prefix(blob).unwrap_or(&from);
+            if !rel
+                .iter()
+                .all(|c| super::is_source_name(&c.to_string_lossy()))
+            {
+                continue;
+            }
+            let to = dest.join(rel);
+            if m.is_dir() {
+                match std::fs::create_dir(&to) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(OpsError::io(&to, e))
+                    }
+                    _ => {}
+                }
+            } else {
+                copy_one(&from, &to, &m)?;
+            }
+        }
+        keep_meta(dest, &md).map_err(io(dest))?;
+        return Ok(());
+    }
+    copy_one(blob, dest, &md)
+}
+
+fn copy_one(from: &Path, to: &Path, md: &std::fs::Metadata) -> Result<()> {
+    let err = |e| OpsError::io(to, e);
+    if md.file_type().is_symlink() {
+        let target = std::fs::read_link(from).map_err(err)?;
+        std::os::unix::fs::symlink(target, to).map_err(err)?;
+        return Ok(());
+    }
+    // copy_file_range: a reflink where the filesystem has them.
+    std::fs::copy(from, to).map_err(err)?;
+    keep_meta(to, md).map_err(err)
+}
+
+/// Mode, owner and times as they were.
+fn keep_meta(p: &Path, md: &std::fs::Metadata) -> std::io::Result<()> {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
+    std::os::unix::fs::lchown(p, Some(md.uid()), Some(md.gid()))?;
+    let f = std::fs::File::open(p)?;
+    f.set_times(
+        std::fs::FileTimes::new()
+            .set_accessed(md.accessed()?)
+            .set_modified(md.modified()?),
+    )
+}
+
+/// A point in time as `--at` and `--since` take it: an RFC 3339 time, or a span ago
+/// (`10m`, `2h`, `3d`, `1h 30m`); milliseconds since the epoch.
+pub fn undo_time(t: &str) -> Result<i64, String> {
+    if let Ok(ts) = t.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_millisecond());
+    }
+    let span: jiff::Span = t.parse().map_err(|_| {
+        format!("{t:?} is neither an RFC 3339 time (2026-12-04T10:00:00Z) nor a span (10m, 2h)")
+    })?;
+    let ago = jiff::Timestamp::now()
+        .checked_sub(
+            span.to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+                .map_err(|e| format!("{t:?}: {e}"))?,
+        )
+        .map_err(|e| format!("{t:?}: {e}"))?;
+    Ok(ago.as_millisecond())
+}
+
+/// `ms` since the epoch as RFC 3339.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
