@@ -155,6 +155,14 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
         Some(n) => out += &format!("queues: {n}\n"),
         None => out += &queues_text(&v["queues"]),
     }
+    let h = &v["history"];
+    if let Some(n) = h["entries"].as_u64() {
+        let bytes = crate::content::human_size(h["bytes"].as_u64().unwrap_or(0));
+        match h["oldest"].as_str() {
+            Some(t) => out += &format!("history: {n} entries, {bytes} kept, oldest {t}\n"),
+            None => out += "history: empty\n",
+        }
+    }
     let locks = &v["locks"];
     out += &format!("locks: {} held, {} stale\n", locks["held"], locks["stale"]);
     for l in locks["list"].as_array().into_iter().flatten() {

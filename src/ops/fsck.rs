@@ -42,6 +42,10 @@ pub enum Problem {
         key: Option<String>,
         error: String,
     },
+    /// A history entry whose kept content is gone.
+    HistoryWithoutContent { uri: String, blob: String },
+    /// Kept content no entry or open intent names (a prune cut short).
+    ContentWithoutHistory { blob: String },
     /// Jobs whose worker stopped renewing its lease (handed on to the next worker): `alive`,
     /// the claimant's pid when it is a live process of this host.
     ExpiredJobs {
@@ -115,6 +119,12 @@ impl std::fmt::Display for Problem {
                 "{count} {queue} job(s) whose lease expired (their worker exited, or runs \
                  on another host and stopped renewing; the next claim takes them)"
             ),
+            Problem::HistoryWithoutContent { uri, blob } => {
+                write!(f, "history entry of {uri} has lost its content ({blob})")
+            }
+            Problem::ContentWithoutHistory { blob } => {
+                write!(f, "kept content {blob} has no history entry")
+            }
             Problem::StaleLock { uri, owner, reason } => {
                 write!(f, "stale lock on {uri} by {owner}: {reason}")
             }
@@ -178,6 +188,7 @@ impl Ops {
             rep.repaired += self.locks.clear_corrupt()?.len();
         }
         check.jobs(repair, &mut rep)?;
+        check.history(repair, &mut rep)?;
         if repair {
             rep.repaired += self.sweep_lifecycles()?;
         } else {
@@ -447,6 +458,58 @@ impl Check<'_> {
         }
         if repair {
             rep.repaired += self.locks.clear_stale()?;
+        }
+        Ok(())
+    }
+
+    /// Entries against the content kept: an entry whose blob is gone is forgotten, a blob
+    /// no entry and no open intent names is removed (a prune cut short between the two).
+    fn history(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
+        let entries = self.journal.history(None, 0)?;
+        let named: HashSet<String> = entries
+            .iter()
+            .filter_map(|r| r.entry.blob.clone())
+            .chain(
+                self.journal
+                    .intents()?
+                    .into_iter()
+                    .filter_map(|(_, i, _)| match i {
+                        crate::journal::Intent::Rm { blob, .. } => blob,
+                        _ => None,
+                    }),
+            )
+            .collect();
+        let mut lost = Vec::new();
+        for r in &entries {
+            let Some(b) = &r.entry.blob else { continue };
+            if std::fs::symlink_metadata(self.blob_path(b)).is_err() {
+                rep.problems.push(Problem::HistoryWithoutContent {
+                    uri: format!("viking://{}", r.entry.path),
+                    blob: b.clone(),
+                });
+                lost.push(r.id);
+            }
+        }
+        let mut orphans = Vec::new();
+        for e in std::fs::read_dir(self.blobs_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !named.contains(&name) {
+                rep.problems
+                    .push(Problem::ContentWithoutHistory { blob: name });
+                orphans.push(e.path());
+            }
+        }
+        if repair {
+            self.journal.forget_history(&lost)?;
+            rep.repaired += lost.len();
+            for p in orphans {
+                super::history::remove_any(&p).map_err(|e| super::OpsError::io(&p, e))?;
+                rep.repaired += 1;
+            }
         }
         Ok(())
     }

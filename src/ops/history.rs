@@ -9,7 +9,8 @@
 //!   with the intent's close, so recovery either records it or finds it never made;
 //! - pruning forgets an entry before it deletes its blob: a crash between leaves content
 //!   without an entry, which `fsck --repair` removes, never an entry without content;
-//! - short of space (under a tenth of the disk, or of its inodes, free) nothing new is kept:
+//! - short of space (under a quarter of the disk or 1 GiB, or a tenth of its inodes, free)
+//!   nothing new is kept:
 //!   a removal then frees its space, as without history, and what the history holds is
 //!   given back first (every second by the daemon, and at once by an operation that met
 //!   ENOSPC, before the reserve).
@@ -18,18 +19,20 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{OpsError, Result, Stores};
+use crate::errno::ToErrno;
 use crate::journal::{Entry, Recorded};
 
 /// How often a batch of removals also prunes what is past its time or over the cap.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// Free space below which the history gives back what it holds, oldest first: a tenth of
-/// the filesystem, at most 256 MiB — well before a write could meet a full disk (writes
-/// under passthrough never reach the daemon, so their ENOSPC cannot be answered by a prune).
+/// Free space below which nothing new is kept and the history gives back what it holds,
+/// oldest first: a quarter of the filesystem, at most 1 GiB — well before a write could meet
+/// a full disk. Writes under passthrough never reach the daemon, so their ENOSPC cannot wait
+/// for a prune: the margin is what a writer may fill within the second between two prunes.
 fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
     let dir = ws.internal_dir();
-    let bytes = super::reserve::room(&dir)
-        .is_some_and(|(free, total)| free < (256u64 << 20).min(total / 10));
+    let bytes =
+        super::reserve::room(&dir).is_some_and(|(free, total)| free < (1u64 << 30).min(total / 4));
     // Inodes too: a removal kept frees none, and every lock file takes one.
     let inodes = crate::sys::statvfs(&dir)
         .is_ok_and(|st| st.f_files > 0 && st.f_favail < (st.f_files / 10).min(1 << 16));
@@ -164,18 +167,13 @@ impl Stores {
         if !under_pressure(&self.ws) {
             return Ok(0);
         }
-        self.prune_history(true)
-    }
-
-    /// Bytes the history holds (its entries' sizes) and its oldest entry's time (ms).
-    pub fn history_size(&self) -> Result<(u64, Option<i64>, usize)> {
-        let all = self.journal.history(None, 0)?;
-        let bytes = all
-            .iter()
-            .filter(|r| r.entry.blob.is_some())
-            .map(|r| r.entry.size)
-            .sum();
-        Ok((bytes, all.last().map(|r| r.at_ms), all.len()))
+        // Forgetting an entry is a journal write, which a full disk may refuse: the reserve
+        // makes the room (never the other way round: this runs before the reserve is asked).
+        let mut r = self.prune_history(true);
+        while matches!(&r, Err(e) if e.is_disk_full()) && self.reserve.release() {
+            r = self.prune_history(true);
+        }
+        r
     }
 }
 

@@ -26,7 +26,7 @@ pub enum Source<'a> {
 }
 
 /// The report: `{"workspace", "daemons", "queues", "queue_error", "queue_healed", "disk",
-/// "locks", "index"}`.
+/// "locks", "index", "history"}`.
 pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
     let healed = match from {
         Source::Open { stores, .. } => stores.queue().last_heal().map(|h| {
@@ -90,6 +90,7 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
             v
         })
         .collect();
+    let history = history_section(ws, from);
     Ok(json!({
         "workspace": ws.root(),
         "daemons": daemons,
@@ -99,7 +100,38 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
         "disk": disk,
         "locks": {"held": locks.len() - stale, "stale": stale, "list": locks},
         "index": index,
+        "history": history,
     }))
+}
+
+/// `{"entries", "bytes", "oldest"}` of the history (`null` where it cannot be read: a
+/// server's, from a one-shot status).
+fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
+    let rows = match from {
+        Source::Open { stores, .. } => stores.journal().history(None, 0),
+        Source::Config(config) if matches!(config.backend, Backend::Sqlite) => {
+            match crate::journal::Journal::open(&ws.internal_dir().join("ops.db")) {
+                Ok(j) => j.history(None, 0),
+                Err(e) => Err(e),
+            }
+        }
+        Source::Config(_) => return Value::Null,
+    };
+    match rows {
+        Ok(rows) => {
+            let bytes: u64 = rows
+                .iter()
+                .filter(|r| r.entry.blob.is_some())
+                .map(|r| r.entry.size)
+                .sum();
+            json!({
+                "entries": rows.len(),
+                "bytes": bytes,
+                "oldest": rows.last().map(|r| super::rfc3339(r.at_ms)),
+            })
+        }
+        Err(e) => json!({"error": Chain(&e).to_string()}),
+    }
 }
 
 /// What a daemon's metrics endpoint says, in a few numbers (or why it could not be read).

@@ -242,3 +242,53 @@ fn running_out_of_inodes_is_named() {
     m.check_index_agrees();
     m.unmount();
 }
+
+/// A disk filling up with history present: what the history holds is given back before
+/// space runs out (at the latest a second later, when a writer outran it: a write that met
+/// ENOSPC then succeeds when tried again), and nothing written is lost.
+#[test]
+fn history_is_given_back_before_writes_fail() {
+    let Some(fs) = LoopFs::new(96) else {
+        return;
+    };
+    let m = fs.mount_workspace();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir old && for i in $(seq 1 40); do head -c 1048576 /dev/urandom > old/f$i; done",
+    );
+    m.check_index_agrees();
+    ok(&r, "rm -rf old");
+    let kept = m.cli(&["history", "--json"]).output().unwrap();
+    let kept: serde_json::Value = serde_json::from_slice(&kept.stdout).unwrap();
+    let blobs = |v: &serde_json::Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["blob"].is_string())
+            .count()
+    };
+    assert!(blobs(&kept) >= 40, "the rm was not kept: {kept}");
+    // 60 MiB more: more than is free unless the history gives back its 40.
+    let mut retried = 0;
+    for i in 0..60 {
+        let chunk = format!("head -c 1048576 /dev/urandom > new{i} && sync new{i}");
+        if !sh(&r, &chunk).status.success() {
+            retried += 1;
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            ok(&r, &chunk);
+        }
+    }
+    assert!(retried <= 2, "{retried} writes met a full disk");
+    let left = m.cli(&["history", "--json"]).output().unwrap();
+    let left: serde_json::Value = serde_json::from_slice(&left.stdout).unwrap();
+    assert!(blobs(&left) < 40, "nothing was pruned: {left}");
+    for i in 0..60 {
+        assert_eq!(
+            std::fs::metadata(r.join(format!("new{i}"))).unwrap().len(),
+            1 << 20
+        );
+    }
+    m.check_index_agrees();
+    m.unmount();
+}

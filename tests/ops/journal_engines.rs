@@ -46,7 +46,72 @@ impl JournalTest {
 backends!(
     the_journal_rules_hold,
     two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent,
+    history_entries_go_with_their_intents_close_and_list_by_prefix,
 );
+
+/// The history's rows, the same on every backend: an entry is committed with its intent's
+/// close (one transaction), listed newest first for a path and everything under it (not a
+/// sibling sharing its prefix), with every field as written, and forgotten by id.
+fn history_entries_go_with_their_intents_close_and_list_by_prefix(backend: Backend) {
+    let t = JournalTest::new(backend);
+    let j = t.handle();
+    let entry = |path: &str, blob: Option<&str>| vikingfs::journal::Entry {
+        op: "rm".into(),
+        path: path.into(),
+        kind: "file".into(),
+        size: 42,
+        blob: blob.map(String::from),
+        reason: blob.is_none().then(|| "disk full".to_string()),
+        mode: 0o100644,
+        uid: 1000,
+        gid: 100,
+        pid: Some(4242),
+        cmd: Some("rm -rf d".into()),
+    };
+    let rm = |path: &str| Intent::Rm {
+        path: path.into(),
+        dir: false,
+        blob: Some("b".into()),
+    };
+    let a = j.begin(&rm("resources/d/a.md"), "vfs-h-1").unwrap();
+    let b = j.begin(&rm("resources/d/b.md"), "vfs-h-1").unwrap();
+    let written = [
+        entry("resources/d/a.md", Some("blob-a")),
+        entry("resources/d/b.md", None),
+    ];
+    j.finish_recording(&[a, b], &written).unwrap();
+    assert!(
+        j.intents().unwrap().is_empty(),
+        "the intents closed with it"
+    );
+    j.record(&[entry("resources/dd/c.md", Some("blob-c"))])
+        .unwrap();
+    let d = VPath::from_rel("resources/d").unwrap();
+    let under = j.history(Some(&d), 0).unwrap();
+    let paths: Vec<&str> = under.iter().map(|r| r.entry.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["resources/d/b.md", "resources/d/a.md"],
+        "newest first, no sibling"
+    );
+    assert_eq!(under[1].entry, written[0]);
+    assert_eq!(under[0].entry, written[1]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        (under[0].at_ms - now).abs() < 60_000,
+        "times are ms since the epoch"
+    );
+    assert!(j.history(Some(&d), now + 60_000).unwrap().is_empty());
+    let all = j.history(None, 0).unwrap();
+    assert_eq!(all.len(), 3);
+    j.forget_history(&[all[0].id, all[2].id]).unwrap();
+    let left = j.history(None, 0).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].entry.path, "resources/d/b.md");
+}
 
 fn the_journal_rules_hold(backend: Backend) {
     let t = JournalTest::new(backend);

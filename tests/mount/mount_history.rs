@@ -1,0 +1,210 @@
+//! The history through a real mount: what plain `rm -rf` removes is kept, listed by
+//! `vikingfs history` and put back by `vikingfs undo`, byte for byte and findable as before.
+
+use crate::support::{self, daemon};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use daemon::{ok, Mount};
+
+/// Up to `n` Python files of this machine's standard library (real code nobody here
+/// wrote), by their path under it.
+fn stdlib_files(n: usize) -> Vec<(String, PathBuf)> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .unwrap();
+    let root = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let mut all = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !name.starts_with('_') && name != "test" && name != "site-packages" {
+                stack.push(p);
+            } else if name.ends_with(".py") && p.is_file() {
+                let rel = p
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                all.push((rel, p));
+            }
+        }
+    }
+    all.sort();
+    all.truncate(n);
+    all
+}
+
+/// Every file under `dir` by its relative path, with its SHA-256 (sha256sum's hex).
+fn hashes(dir: &Path) -> BTreeMap<String, String> {
+    let out = ok(dir, "find . -type f -print0 | sort -z | xargs -0 sha256sum");
+    out.lines()
+        .map(|l| {
+            let (h, p) = l.split_once("  ").unwrap();
+            (p.to_string(), h.to_string())
+        })
+        .collect()
+}
+
+fn answers(m: &Mount, queries: &[&str]) -> Vec<Vec<String>> {
+    queries
+        .iter()
+        .map(|q| {
+            let out = m
+                .cli(&["find", "--json", "--limit", "10", q])
+                .output()
+                .unwrap();
+            support::hits(&out)
+                .into_iter()
+                .map(|(u, level, _)| format!("{u} {level}"))
+                .collect()
+        })
+        .collect()
+}
+
+/// `rm -rf` of a 1,000-file tree of real code, then `undo`: every file back byte for byte
+/// (and its mode), and `find` answers as it did before the rm.
+#[test]
+fn rm_rf_of_a_1000_file_tree_then_undo_gives_it_back_with_its_answers() {
+    let files = stdlib_files(1000);
+    assert!(files.len() >= 500, "only {} stdlib files", files.len());
+    let m = Mount::new();
+    let tree = m.res().join("py");
+    for (rel, from) in &files {
+        let to = tree.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap();
+    }
+    m.check_index_agrees();
+    let before = hashes(&tree);
+    assert_eq!(before.len(), files.len());
+    let queries = [
+        "OrderedDict",
+        "urlsplit",
+        "JSONDecoder",
+        "TextWrapper",
+        "heappush",
+        "Fraction",
+    ];
+    let found = answers(&m, &queries);
+    assert!(
+        found.iter().filter(|a| !a.is_empty()).count() >= 3,
+        "{found:?}"
+    );
+    ok(&m.res(), "rm -rf py");
+    assert!(!tree.exists());
+    m.check_index_agrees();
+    assert!(answers(&m, &queries)
+        .iter()
+        .flatten()
+        .all(|h| !h.contains("/py/")));
+    let listed = m
+        .cli(&["history", "--json", "viking://resources/py"])
+        .output()
+        .unwrap();
+    support::assert_ok(&listed, &["history"]);
+    let entries: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let kept = entries.as_array().unwrap();
+    assert!(kept.len() >= files.len(), "{} entries", kept.len());
+    assert!(kept
+        .iter()
+        .all(|e| e["blob"].is_string() && e["cmd"].as_str().is_some_and(|c| c.contains("rm"))));
+    let out = m.cli(&["undo", "viking://resources/py"]).output().unwrap();
+    support::assert_ok(&out, &["undo"]);
+    assert_eq!(hashes(&tree), before);
+    m.check_index_agrees();
+    assert_eq!(answers(&m, &queries), found);
+}
+
+/// A file removed, then a new one at its name: undo leaves the new one alone (a conflict,
+/// exit 1) unless --force, which keeps the new one in the history before putting the old
+/// one back; and the forced undo is itself undoable.
+#[test]
+fn undo_leaves_a_newer_file_alone_unless_forced() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "echo old > note.md && rm note.md && echo new > note.md");
+    let out = m
+        .cli(&["undo", "viking://resources/note.md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("exists now"));
+    assert_eq!(
+        std::fs::read_to_string(m.backing().join("note.md")).unwrap(),
+        "new\n"
+    );
+    // The newest change of note.md is the rm of "old" (the create is not an entry).
+    let out = m
+        .cli(&["undo", "--force", "viking://resources/note.md"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["undo --force"]);
+    // In the workspace at once; through the mount once the kernel's cached name expires
+    // (like every command that changes the workspace beside the mount).
+    let backing = m.backing().join("note.md");
+    assert_eq!(std::fs::read_to_string(&backing).unwrap(), "old\n");
+    let listed = m
+        .cli(&["history", "viking://resources/note.md"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        text.lines().filter(|l| l.contains(" rm ")).count() >= 2,
+        "{text}"
+    );
+}
+
+/// fsck checks the history against its content: an entry whose content is gone and content
+/// that no entry names are both reported, `--repair` forgets the one and removes the other;
+/// `status` counts what is kept.
+#[test]
+fn fsck_checks_the_history_and_status_counts_it() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "echo one > a.md && echo two > b.md && rm a.md b.md");
+    m.check_index_agrees();
+    let status = m.cli(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("history: 2 entries, 8 B kept"), "{text}");
+    let blobs = m.ws.join(".vikingfs/history/blobs");
+    let listed = m
+        .cli(&["history", "--json", "viking://resources/a.md"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let blob = v[0]["blob"].as_str().unwrap().to_string();
+    std::fs::remove_file(blobs.join(&blob)).unwrap();
+    std::fs::write(blobs.join("stray"), "left by a cut-short prune").unwrap();
+    let out = m.cli(&["fsck", "--json"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        found.contains("history_without_content") && found.contains(&blob),
+        "{found}"
+    );
+    assert!(
+        found.contains("content_without_history") && found.contains("stray"),
+        "{found}"
+    );
+    let repaired = m.cli(&["fsck", "--repair"]).output().unwrap();
+    // 1: problems found and repaired.
+    assert_eq!(repaired.status.code(), Some(1), "{repaired:?}");
+    assert!(!blobs.join("stray").exists());
+    let out = m.cli(&["fsck", "--json"]).output().unwrap();
+    support::assert_fsck_clean(&out);
+    let listed = m.cli(&["history", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+}
