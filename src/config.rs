@@ -239,6 +239,8 @@ pub struct RawHistory {
     pub keep_days: Option<f64>,
     /// Most bytes kept (default: a tenth of the filesystem).
     pub max_bytes: Option<u64>,
+    /// Largest file whose content an overwrite copies into the history (default 64 MiB).
+    pub max_file_bytes: Option<u64>,
 }
 
 /// What the history keeps ([`crate::journal::Entry`]) and for how long.
@@ -248,6 +250,9 @@ pub struct HistoryConfig {
     pub keep: Duration,
     /// `None`: a tenth of the filesystem holding the workspace.
     pub max_bytes: Option<u64>,
+    /// Largest file an overwrite in place (a truncation) copies into the history; a bigger
+    /// one gets an entry saying it was not kept. A reflink costs nothing, a copy its size.
+    pub max_file_bytes: u64,
 }
 
 impl Default for HistoryConfig {
@@ -256,6 +261,7 @@ impl Default for HistoryConfig {
             enabled: true,
             keep: Duration::from_secs(30 * 86400),
             max_bytes: None,
+            max_file_bytes: 64 << 20,
         }
     }
 }
@@ -470,6 +476,10 @@ impl Config {
                 json!(self.history.keep.as_secs_f64() / 86400.0),
             ),
             ("vikingfs.history.max_bytes", json!(self.history.max_bytes)),
+            (
+                "vikingfs.history.max_file_bytes",
+                json!(self.history.max_file_bytes),
+            ),
             (
                 "vikingfs.metrics",
                 json!(self.metrics.map(|a| a.to_string())),
@@ -751,6 +761,10 @@ impl Config {
         if let Some(n) = raw.vikingfs.history.max_bytes {
             cfg.history.max_bytes = Some(n);
             set(&mut cfg, "vikingfs.history.max_bytes");
+        }
+        if let Some(n) = raw.vikingfs.history.max_file_bytes {
+            cfg.history.max_file_bytes = n;
+            set(&mut cfg, "vikingfs.history.max_file_bytes");
         }
         if let Some(a) = raw.vikingfs.metrics {
             cfg.metrics = Some(a.parse().map_err(|_| {

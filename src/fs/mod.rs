@@ -381,26 +381,9 @@ impl VikingFs {
                 self.child(parent, n)?
             }
         };
-        // The file's inode, when the kernel knows it, and its links before.
-        let known = self.root.lstat(p.as_bytes()).ok().and_then(|st| {
-            let inode = self
-                .inodes
-                .find(st.key())
-                .and_then(|i| self.inodes.get(i).ok())?;
-            Some((inode, st.st_nlink))
-        });
+        let known = self.links_of(&p);
         self.mutations.unlink(&p)?;
-        if let Some((inode, before)) = known {
-            // Kept in the history: moved, not unlinked, so its link count did not drop.
-            if inode
-                .fd()
-                .ok()
-                .and_then(|fd| sys::fstat(fd).ok())
-                .is_some_and(|st| st.st_nlink >= before)
-            {
-                inode.keep_link();
-            }
-        }
+        Self::kept_if_links_stayed(known);
         self.entries_changed(parent);
         Ok(())
     }
@@ -462,6 +445,31 @@ impl VikingFs {
         }
     }
 
+    /// The inode of the non-directory at `p`, when the kernel knows it, and its links now:
+    /// for [`Self::kept_if_links_stayed`] after a removal or replacement of `p`.
+    fn links_of(&self, p: &VPath) -> Option<(Arc<Inode>, u64)> {
+        let st = self
+            .root
+            .lstat(p.as_bytes())
+            .ok()
+            .filter(|st| !st.is_dir())?;
+        let inode = self
+            .inodes
+            .find(st.key())
+            .and_then(|i| self.inodes.get(i).ok())?;
+        Some((inode, st.st_nlink))
+    }
+
+    /// After a name of `known` went: if its link count did not drop, the history holds the
+    /// link (the file was kept, not unlinked), which its users must not count.
+    fn kept_if_links_stayed(known: Option<(Arc<Inode>, u64)>) {
+        let Some((inode, before)) = known else { return };
+        let after = inode.fd().ok().and_then(|fd| sys::fstat(fd).ok());
+        if after.is_some_and(|st| st.st_nlink >= before) {
+            inode.keep_link();
+        }
+    }
+
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn rename(
         &self,
@@ -482,7 +490,12 @@ impl VikingFs {
             Some(dir) if parent == newparent => dir.join(nn)?,
             _ => self.child(newparent, nn)?,
         };
+        let replaced = match mode {
+            RenameMode::Exchange => None,
+            _ => self.links_of(&dst),
+        };
         self.mutations.rename(&src, &dst, mode)?;
+        Self::kept_if_links_stayed(replaced);
         self.entries_changed(parent);
         self.entries_changed(newparent);
         // The moved inode's new name: what its path is found by when its descriptor's name

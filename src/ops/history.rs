@@ -177,6 +177,84 @@ impl Stores {
     }
 }
 
+/// How an overwrite keeps the version it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// A hard link to the file about to be replaced by a rename (its inode outlives the
+    /// rename: nothing is copied).
+    Link,
+    /// A copy (a reflink where the filesystem has them) of a file about to be cut or
+    /// rewritten in place.
+    Copy,
+}
+
+impl Stores {
+    /// Keep the version of regular file `p` an overwrite (`op`: `overwrite`, `truncate`,
+    /// `mv-over`) is about to replace, under the caller's lock, and record its entry. Never
+    /// fails the overwrite: what cannot be kept is said in the log (or, over
+    /// `history.max_file_bytes`, in an entry without content). A crash between the content
+    /// and its entry leaves content without an entry, which `fsck --repair` removes.
+    pub(crate) fn keep_version(&self, p: &crate::uri::VPath, op: &str, how: Keep) {
+        let from = self.ws.fs_path(p);
+        let Ok(md) = std::fs::symlink_metadata(&from) else {
+            return; // nothing there: nothing replaced
+        };
+        if !md.is_file() || (how == Keep::Copy && md.len() == 0) {
+            return;
+        }
+        let pid = crate::process::requester();
+        let not_kept = |why: String| {
+            use std::os::unix::fs::MetadataExt;
+            Entry {
+                op: op.into(),
+                path: p.as_str().to_string(),
+                kind: "file".into(),
+                size: md.len(),
+                blob: None,
+                reason: Some(why),
+                mode: md.mode(),
+                uid: md.uid(),
+                gid: md.gid(),
+                pid: Some(pid),
+                cmd: self.command_of(pid),
+            }
+        };
+        let entry = if how == Keep::Copy && md.len() > self.history.max_file_bytes {
+            Some(not_kept(format!(
+                "over history.max_file_bytes ({})",
+                crate::content::human_size(self.history.max_file_bytes)
+            )))
+        } else {
+            let Some(blob) = self.new_blob() else {
+                return; // history off, or the disk short of space
+            };
+            let to = self.blob_path(&blob);
+            let kept = match how {
+                Keep::Link => std::fs::hard_link(&from, &to).map(|_| false),
+                Keep::Copy => crate::sys::clone_or_copy(&from, &to),
+            };
+            match kept {
+                Ok(_) => self
+                    .removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
+                    .map(|mut e| {
+                        e.op = op.into();
+                        e
+                    }),
+                Err(e) => {
+                    let _ = remove_any(&to);
+                    tracing::warn!(path = %p, "keeping the version an {op} replaces: {e}");
+                    None
+                }
+            }
+        };
+        if let Some(e) = entry {
+            if let Err(err) = self.journal.record(&[e]) {
+                tracing::warn!(path = %p, "recording the version an {op} replaced: {}", crate::error::Chain(&err));
+            }
+        }
+    }
+}
+
 /// Remove the file or tree at `p` (gone already is fine).
 pub(crate) fn remove_any(p: &Path) -> std::io::Result<()> {
     let r = match std::fs::symlink_metadata(p) {

@@ -14,6 +14,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::sync::{Arc, Weak};
 
+use super::history::Keep;
 use super::{Frees, OpsError, Release, Stores};
 use crate::errno::ToErrno;
 use crate::error::Chain;
@@ -145,6 +146,10 @@ impl Mutations for LockedMutations {
     fn create(&self, path: &VPath, mode: u32, flags: i32, owner: Owner) -> MResult<File> {
         self.exact("create", path, || {
             self.queue_first("create", path, Frees::Nothing)?;
+            if flags & libc::O_TRUNC != 0 {
+                // An existing file opened with O_CREAT|O_TRUNC: the version it cuts is kept.
+                self.ops.keep_version(path, "overwrite", Keep::Copy);
+            }
             self.direct.create(path, mode, flags, owner)
         })
     }
@@ -156,6 +161,10 @@ impl Mutations for LockedMutations {
     fn open_write(&self, path: &VPath, flags: i32) -> MResult<File> {
         self.exact_with("open", path, Release::AfterReply, Frees::Space, || {
             self.queue_first("open", path, Frees::Space)?;
+            if flags & libc::O_TRUNC != 0 {
+                // `> file`: the version it cuts is kept.
+                self.ops.keep_version(path, "overwrite", Keep::Copy);
+            }
             self.direct.open_write(path, flags)
         })
     }
@@ -246,8 +255,18 @@ impl Mutations for LockedMutations {
             Frees::Nothing
         };
         self.exact_with("setattr", path, Release::Now, frees, || {
-            if change.size.is_some() {
+            if let Some(size) = change.size {
                 self.queue_first("setattr", path, Frees::Space)?;
+                // A cut loses what lies past `size`: the whole version is kept.
+                if self
+                    .ops
+                    .lstat(path)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|m| m.st_size as u64 > size)
+                {
+                    self.ops.keep_version(path, "truncate", Keep::Copy);
+                }
             }
             self.direct.setattr(path, change)
         })?;

@@ -84,6 +84,10 @@ impl Locked {
             Some(_) => true,
         };
         crate::crash_point!("mv.locked");
+        if replaced && !src_dir {
+            // The file replaced stays in the history (a link: rename(2) stays atomic).
+            self.keep_version(dst, "mv-over", super::history::Keep::Link);
+        }
         if !src_dir && !self.index.has_under(src)? {
             return self.move_unindexed_file(src, dst, replaced, guard);
         }

@@ -1,11 +1,11 @@
 //! undo: put back what the history kept, as an ordinary locked operation.
 //!
 //! `undo PATH` restores PATH (a file or a tree) as it was before the last command that
-//! changed it: the newest run of history entries under PATH made by one process (an
+//! changed it (removed it, cut it, overwrote it or renamed another file over it): the newest run of history entries under PATH made by one process (an
 //! `rm -rf` through the mount is one entry per file and directory, all of one pid); `--at T`
 //! restores it as it was at T instead. For each path the earliest entry after that point
-//! holds its content then; a path that exists now is a conflict, left alone (reported)
-//! unless `force`, when what is there goes into the history first.
+//! holds its content then. A removed path that exists again is a conflict, left alone
+//! (reported) unless `force`; whatever is replaced goes into the history first.
 //!
 //! Order: a TREE lock on PATH's nearest existing ancestor (so nothing under it changes
 //! meanwhile) → each kept version copied back (directories first, the blob kept, so the undo
@@ -59,7 +59,7 @@ impl Locked {
         for r in all
             .iter()
             .rev()
-            .filter(|r| r.at_ms > point && r.entry.op == "rm")
+            .filter(|r| r.at_ms > point && r.entry.op != "undo")
         {
             first.entry(r.entry.path.clone()).or_insert(r);
         }
@@ -80,7 +80,9 @@ impl Locked {
             let here = self.lstat(&target)?;
             let merge = r.entry.kind == "dir" && here.as_ref().is_some_and(|m| m.is_dir());
             let replace = here.is_some() && !merge;
-            if replace && !force {
+            // A removed path that exists again was made anew by someone: left alone unless
+            // forced. An overwritten one is expected there: its current version is kept.
+            if replace && !force && r.entry.op == "rm" {
                 report.conflicts.push((target.uri(), "exists now".into()));
                 continue;
             }

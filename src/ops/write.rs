@@ -65,6 +65,8 @@ impl Locked {
         self.index.delete(p)?;
         self.queue.enqueue_many(&self.derive.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
+        // The version replaced stays in the history (its inode outlives the atomic rename).
+        self.keep_version(p, "overwrite", super::history::Keep::Link);
         self.root
             .write_atomic(p, &bytes, crate::fsx::new_file_mode())
             .map_err(|e| OpsError::io(&fs, e))?;

@@ -103,3 +103,21 @@ pub fn setxattr(fd: impl AsFd, name: &OsStr, value: &[u8], flags: i32) -> io::Re
 pub fn removexattr(fd: impl AsFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::removexattr(&*proc_path(fd), name)?)
 }
+
+/// Make `to` (created, exclusive) a copy of the file `from`: a reflink (`FICLONE`) where the
+/// filesystem shares blocks (XFS, btrfs), else copied (`copy_file_range`). Returns whether it
+/// was a reflink.
+pub fn clone_or_copy(from: &Path, to: &Path) -> io::Result<bool> {
+    let src = std::fs::File::open(from)?;
+    let dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
+    if rustix::fs::ioctl_ficlone(&dst, &src).is_ok() {
+        return Ok(true);
+    }
+    drop(dst);
+    std::fs::remove_file(to)?;
+    std::fs::copy(from, to)?;
+    Ok(false)
+}

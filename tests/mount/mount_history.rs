@@ -208,3 +208,55 @@ fn fsck_checks_the_history_and_status_counts_it() {
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
 }
+
+/// What `> file`, truncate(1), a rename over a file and the CLI's whole-file write replace
+/// is kept too, and `undo` brings each version back (the one replacing it kept in turn).
+#[test]
+fn overwrites_are_kept_and_undone() {
+    let m = Mount::new();
+    let r = m.res();
+    let undo = |uri: &str| {
+        let out = m.cli(&["undo", uri]).output().unwrap();
+        support::assert_ok(&out, &["undo", uri]);
+    };
+    // The backing file: the mount shows it once the kernel's cached name expires.
+    let backing = |name: &str| std::fs::read_to_string(m.backing().join(name)).unwrap();
+    ok(&r, "echo first > note.md && echo second > note.md");
+    undo("viking://resources/note.md");
+    assert_eq!(backing("note.md"), "first\n");
+    ok(&r, "echo 0123456789 > cut.md && truncate -s 3 cut.md");
+    undo("viking://resources/cut.md");
+    assert_eq!(backing("cut.md"), "0123456789\n");
+    ok(&r, "echo A > a.md && echo B > b.md && mv a.md b.md");
+    assert_eq!(backing("b.md"), "A\n");
+    undo("viking://resources/b.md");
+    assert_eq!(backing("b.md"), "B\n");
+    let from = m.dir.path().join("new.txt");
+    std::fs::write(&from, "written by the CLI\n").unwrap();
+    ok(&r, "echo before > w.md");
+    let out = m
+        .cli(&[
+            "write",
+            "viking://resources/w.md",
+            "--from",
+            from.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["write"]);
+    undo("viking://resources/w.md");
+    assert_eq!(backing("w.md"), "before\n");
+    // Each undo kept what it replaced: the history names every version.
+    let listed = m.cli(&["history", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ops: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["op"].as_str())
+        .collect();
+    for op in ["overwrite", "truncate", "mv-over", "undo"] {
+        assert!(ops.contains(&op), "{op} in {ops:?}");
+    }
+    m.check_index_agrees();
+}
