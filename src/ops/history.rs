@@ -219,32 +219,35 @@ impl Stores {
                 cmd: self.command_of(pid),
             }
         };
-        let entry = if how == Keep::Copy && md.len() > self.history.max_file_bytes {
-            Some(not_kept(format!(
-                "over history.max_file_bytes ({})",
+        let Some(blob) = self.new_blob() else {
+            return; // history off, or the disk short of space
+        };
+        let to = self.blob_path(&blob);
+        // A reflink costs nothing whatever the size; a copy costs the file's size, so only
+        // up to history.max_file_bytes.
+        let kept = match how {
+            Keep::Link => std::fs::hard_link(&from, &to).map(|_| true),
+            Keep::Copy => match crate::sys::reflink(&from, &to) {
+                Ok(()) => Ok(true),
+                Err(_) if md.len() > self.history.max_file_bytes => Ok(false),
+                Err(_) => std::fs::copy(&from, &to).map(|_| true),
+            },
+        };
+        let entry = match kept {
+            Ok(true) => self
+                .removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
+                .map(|mut e| {
+                    e.op = op.into();
+                    e
+                }),
+            Ok(false) => Some(not_kept(format!(
+                "over history.max_file_bytes ({}) on a filesystem without reflinks",
                 crate::content::human_size(self.history.max_file_bytes)
-            )))
-        } else {
-            let Some(blob) = self.new_blob() else {
-                return; // history off, or the disk short of space
-            };
-            let to = self.blob_path(&blob);
-            let kept = match how {
-                Keep::Link => std::fs::hard_link(&from, &to).map(|_| false),
-                Keep::Copy => crate::sys::clone_or_copy(&from, &to),
-            };
-            match kept {
-                Ok(_) => self
-                    .removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
-                    .map(|mut e| {
-                        e.op = op.into();
-                        e
-                    }),
-                Err(e) => {
-                    let _ = remove_any(&to);
-                    tracing::warn!(path = %p, "keeping the version an {op} replaces: {e}");
-                    None
-                }
+            ))),
+            Err(e) => {
+                let _ = remove_any(&to);
+                tracing::warn!(path = %p, "keeping the version an {op} replaces: {e}");
+                None
             }
         };
         if let Some(e) = entry {

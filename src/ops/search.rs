@@ -37,7 +37,10 @@ pub trait PendingSummaries {
 
 impl PendingSummaries for Queue {
     fn refresh_pending(&self, key: &str) -> bool {
+        // A daemon's refresh queued a moment ago may still be in its spool (moved into the
+        // database within milliseconds): a summary about to change is hidden either way.
         self.has_pending(queue::SEMANTIC, key).unwrap_or(false)
+            || self.spooled_has(queue::SEMANTIC, key)
     }
 }
 

@@ -310,10 +310,34 @@ pub(super) fn replay_orphans(
 /// Jobs in live processes' spool files not moved into the database yet, for `wait` and
 /// `status` (orphans are replayed by [`replay_orphans`], not counted).
 pub(super) fn pending_lines(db: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir_of(db)) else {
-        return 0;
-    };
     let mut n = 0;
+    for_live_lines(db, |b| {
+        n += b.iter().filter(|&&c| c == b'\n').count() as u64
+    });
+    n
+}
+
+/// Is a job of `queue` and `key` in a live process's spool, not moved into the database yet
+/// (a summary's refresh queued a moment ago by a daemon: `find` hides the old summary)?
+pub(super) fn has_key(db: &Path, queue: &str, key: &str) -> bool {
+    let mut found = false;
+    for_live_lines(db, |b| {
+        found = found
+            || b.split(|&c| c == b'\n').any(|line| {
+                serde_json::from_slice::<Vec<NewJob>>(line).is_ok_and(|jobs| {
+                    jobs.iter()
+                        .any(|j| j.queue == queue && j.key.as_deref() == Some(key))
+                })
+            })
+    });
+    found
+}
+
+/// Call `f` with the content of each live process's non-empty spool file.
+fn for_live_lines(db: &Path, mut f: impl FnMut(&[u8])) {
+    let Ok(entries) = std::fs::read_dir(dir_of(db)) else {
+        return;
+    };
     for e in entries.flatten() {
         if e.path().extension() != Some("spool".as_ref()) {
             continue;
@@ -329,10 +353,9 @@ pub(super) fn pending_lines(db: &Path) -> u64 {
             continue;
         }
         if let Ok(b) = std::fs::read(e.path()) {
-            n += b.iter().filter(|&&c| c == b'\n').count() as u64;
+            f(&b);
         }
     }
-    n
 }
 
 #[cfg(test)]
@@ -395,5 +418,30 @@ mod tests {
         assert_eq!(s.state.lock().take().0, 0);
         s.append(std::slice::from_ref(&summary)).unwrap();
         assert_eq!(written(&path).len(), 2);
+    }
+
+    /// A job appended by a live spool is found by its key until it is in the database; a
+    /// dead process's spool (no lock held) is an orphan, not work in flight.
+    #[test]
+    fn a_spooled_key_is_found_while_its_owner_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("queue.db");
+        std::fs::create_dir_all(dir_of(&db)).unwrap();
+        let s = Spool::create(dir_of(&db).join("1-1.spool")).unwrap();
+        // Held as `start` holds it while its process lives.
+        sys::flock(
+            &s.state.lock().file,
+            FlockOperation::NonBlockingLockExclusive,
+        )
+        .unwrap();
+        s.append(&[job("semantic", Some("semantic:d"), 0)]).unwrap();
+        assert!(has_key(&db, "semantic", "semantic:d"));
+        assert!(!has_key(&db, "semantic", "semantic:e"));
+        assert!(!has_key(&db, "embedding", "semantic:d"));
+        drop(s);
+        assert!(
+            !has_key(&db, "semantic", "semantic:d"),
+            "an orphan is not in flight"
+        );
     }
 }

@@ -242,6 +242,11 @@ impl Queue {
         super::spool::pending_lines(&self.shared.spool_at)
     }
 
+    /// Is a job of `queue` and `key` spooled by a live process, not in the database yet?
+    pub fn spooled_has(&self, queue: &str, key: &str) -> bool {
+        super::spool::has_key(&self.shared.spool_at, queue, key)
+    }
+
     pub fn options(&self) -> &QueueOptions {
         &self.shared.opts
     }

@@ -104,20 +104,17 @@ pub fn removexattr(fd: impl AsFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::removexattr(&*proc_path(fd), name)?)
 }
 
-/// Make `to` (created, exclusive) a copy of the file `from`: a reflink (`FICLONE`) where the
-/// filesystem shares blocks (XFS, btrfs), else copied (`copy_file_range`). Returns whether it
-/// was a reflink.
-pub fn clone_or_copy(from: &Path, to: &Path) -> io::Result<bool> {
+/// Make `to` (created, exclusive) share the blocks of the file `from` (`FICLONE`: XFS,
+/// btrfs); on a filesystem without reflinks the error, and `to` is not left behind.
+pub fn reflink(from: &Path, to: &Path) -> io::Result<()> {
     let src = std::fs::File::open(from)?;
     let dst = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(to)?;
-    if rustix::fs::ioctl_ficlone(&dst, &src).is_ok() {
-        return Ok(true);
-    }
-    drop(dst);
-    std::fs::remove_file(to)?;
-    std::fs::copy(from, to)?;
-    Ok(false)
+    rustix::fs::ioctl_ficlone(&dst, &src).map_err(|e| {
+        drop(dst);
+        let _ = std::fs::remove_file(to);
+        io::Error::from(e)
+    })
 }
