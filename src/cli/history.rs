@@ -54,13 +54,26 @@ pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
         .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("history --since: {e}")))
         .transpose()?
         .unwrap_or(0);
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        let body = serde_json::json!({ "uri": under.as_ref().map(|p| p.uri()), "since_ms": since });
+        let v = d.call("POST", "/vikingfs/v1/history", Some(&body))?;
+        let rows: Vec<crate::journal::Recorded> = serde_json::from_value(v)?;
+        print_history(&rows, a.json)?;
+        return Ok(0);
+    }
     let ops = open_locked(ctx)?;
     let rows = ops.journal().history(under.as_ref(), since)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return done(ops, 0);
+    print_history(&rows, a.json)?;
+    done(ops, 0)
+}
+
+/// The entries as `history` prints them (the same whether the daemon read them or not).
+fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+        return Ok(());
     }
-    for r in &rows {
+    for r in rows {
         let e = &r.entry;
         let kept = match (&e.blob, &e.reason) {
             (Some(_), _) => crate::content::human_size(e.size),
@@ -80,7 +93,7 @@ pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
             e.path
         );
     }
-    done(ops, 0)
+    Ok(())
 }
 
 pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
@@ -90,6 +103,21 @@ pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
         a.at.as_deref()
             .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("{what} --at: {e}")))
             .transpose()?;
+    if let Some(d) = super::client::Daemon::find(ctx)? {
+        let body = serde_json::json!({
+            "uri": p.uri(), "at_ms": at, "dry_run": a.dry_run, "force": a.force,
+        });
+        let v = match d.call("POST", "/vikingfs/v1/undo", Some(&body)) {
+            Ok(v) => v,
+            Err(e) if super::client::is_busy(&e) => {
+                eprintln!("vikingfs: {what}: {e}");
+                return Ok(super::EXIT_BUSY);
+            }
+            Err(e) => return Err(e.context(what)),
+        };
+        let r: crate::ops::UndoReport = serde_json::from_value(v)?;
+        return print_undo(&r, a);
+    }
     let ops = open_locked(ctx)?;
     let mut report = None;
     let code = outcome(
@@ -101,6 +129,12 @@ pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
     let Some(r) = report else {
         return done(ops, code);
     };
+    let code = print_undo(&r, a)?;
+    done(ops, code)
+}
+
+/// What an undo did, as `undo` prints it; its exit code (1 when something was left alone).
+fn print_undo(r: &crate::ops::UndoReport, a: &UndoArgs) -> anyhow::Result<i32> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -123,5 +157,5 @@ pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
         );
     }
     // Something asked for and left alone: say so in the exit code too.
-    done(ops, if r.conflicts.is_empty() { 0 } else { 1 })
+    Ok(if r.conflicts.is_empty() { 0 } else { 1 })
 }

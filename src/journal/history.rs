@@ -39,7 +39,7 @@ pub struct Entry {
 
 /// An entry as stored: its id and when it was recorded (milliseconds since the epoch, the
 /// store's clock).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recorded {
     pub id: i64,
     pub at_ms: i64,

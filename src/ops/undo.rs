@@ -27,7 +27,7 @@ use crate::uri::VPath;
 const RUN_GAP_MS: i64 = 10 * 60 * 1000;
 
 /// What an undo did (or, dry, would do).
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct UndoReport {
     /// Paths put back, with the entry each came from.
     pub restored: Vec<(String, i64)>,

@@ -44,6 +44,8 @@ pub fn routes() -> Routes {
         .route("/vikingfs/v1/wait", post(wait))
         .route("/vikingfs/v1/rm", post(rm))
         .route("/vikingfs/v1/mv", post(mv))
+        .route("/vikingfs/v1/history", post(history))
+        .route("/vikingfs/v1/undo", post(undo))
         // A file's whole content: as large as the command's own write takes.
         .route(
             "/vikingfs/v1/write",
@@ -257,6 +259,54 @@ async fn rm(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<RmBody>) -
     blocking(move || {
         api.ops.rm(&p, b.recursive).map_err(|e| op_err(&b.uri, e))?;
         ok(json!({}))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct HistoryBody {
+    uri: Option<String>,
+    #[serde(default)]
+    since_ms: i64,
+}
+
+/// `vikingfs history`: the entries, newest first, as the journal keeps them.
+async fn history(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Body(b): Body<HistoryBody>,
+) -> ApiResult {
+    let under = b.uri.as_deref().map(|u| path(&who, u)).transpose()?;
+    blocking(move || {
+        let rows = api
+            .ops
+            .journal()
+            .history(under.as_ref(), b.since_ms)
+            .map_err(|e| ApiError::internal(Chain(&e).to_string()))?;
+        ok(json!(rows))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct UndoBody {
+    uri: String,
+    at_ms: Option<i64>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    force: bool,
+}
+
+/// `vikingfs undo`: the same locked operation the command runs without a daemon.
+async fn undo(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<UndoBody>) -> ApiResult {
+    let p = path(&who, &b.uri)?;
+    blocking(move || {
+        let report = api
+            .ops
+            .undo(&p, b.at_ms, b.dry_run, b.force)
+            .map_err(|e| op_err(&b.uri, e))?;
+        ok(json!(report))
     })
     .await
 }
