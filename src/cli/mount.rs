@@ -416,6 +416,9 @@ pub fn run_daemon(
             })?),
             _ => None,
         };
+        if let Some(m) = &mounted {
+            ops.locked().on_changed_behind(Box::new(m.forgetter()));
+        }
         if let Some(p) = pid_file {
             std::fs::write(p, format!("{pid}\n"))
                 .with_context(|| format!("pid file {}", p.display()))?;

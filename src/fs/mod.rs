@@ -589,6 +589,16 @@ impl VikingFs {
             .is_some_and(|ino| self.handles.writable_open(ino))
     }
 
+    /// The kernel's inode number of `p` when the kernel knows it (looked it up and not yet
+    /// forgotten), for invalidations of what it cached.
+    pub fn known_ino(&self, p: &VPath) -> Option<u64> {
+        if p.is_root() {
+            return Some(ROOT_INO);
+        }
+        let st = self.root.lstat(p.as_bytes()).ok()?;
+        self.inodes.find(st.key())
+    }
+
     /// Is inode `ino` open through a writable handle of this mount?
     pub fn writable_open(&self, ino: u64) -> bool {
         self.handles.writable_open(ino)

@@ -376,6 +376,8 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
 pub struct Mounted {
     pub mountpoint: PathBuf,
     thread: JoinHandle<io::Result<()>>,
+    core: Arc<VikingFs>,
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 impl Mounted {
@@ -396,7 +398,7 @@ impl Mounted {
         config.n_threads = Some(SESSION_THREADS);
         config.clone_fd = true;
         let fs = FuseFs::new(
-            core,
+            core.clone(),
             FuseOptions {
                 passthrough: opts.passthrough,
                 ttl: opts.cache_timeout,
@@ -422,7 +424,26 @@ impl Mounted {
         Ok(Mounted {
             mountpoint: mountpoint.to_path_buf(),
             thread,
+            core,
+            notifier,
         })
+    }
+
+    /// What drops the kernel's cached entry and attributes of a path changed behind the
+    /// mount (not through it). Never to be called while a request through the mount may wait
+    /// for something the caller holds: the kernel takes the directory's lock to invalidate.
+    pub fn forgetter(&self) -> impl Fn(&crate::uri::VPath) + Send + Sync + 'static {
+        let (core, notifier) = (self.core.clone(), self.notifier.clone());
+        move |p| {
+            let Some(n) = notifier.get() else { return };
+            if let Some(ino) = core.known_ino(p) {
+                let _ = n.inval_inode(fuser::INodeNo(ino), 0, 0);
+            }
+            let parent = p.parent().unwrap_or_else(crate::uri::VPath::root);
+            if let Some(dir) = core.known_ino(&parent) {
+                let _ = n.inval_entry(fuser::INodeNo(dir), std::ffi::OsStr::new(p.name()));
+            }
+        }
     }
 
     /// Unmount (lazily when files are still open: in-flight requests finish and the session

@@ -35,7 +35,13 @@ pub struct Locked {
     me: Weak<Locked>,
     /// Removals done in the files, settled in batches after their replies.
     pub(super) settling: super::settle::Settling,
+    /// Told of each path an operation that did not come through the mount changed (an
+    /// undo), so that a mount of this process drops what its kernel cached of it.
+    changed_behind: std::sync::OnceLock<ChangedBehind>,
 }
+
+/// See [`Locked::on_changed_behind`].
+pub type ChangedBehind = Box<dyn Fn(&VPath) + Send + Sync>;
 
 impl Locked {
     /// The locked operations over `stores`.
@@ -44,7 +50,21 @@ impl Locked {
             stores,
             me: me.clone(),
             settling: Default::default(),
+            changed_behind: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Call `f` with each path an operation that did not come through the mount changes
+    /// (the daemon sets it: its mount invalidates the kernel's entries). Never called while
+    /// the operation holds its locks.
+    pub fn on_changed_behind(&self, f: ChangedBehind) {
+        let _ = self.changed_behind.set(f);
+    }
+
+    pub(super) fn changed_behind(&self, p: &VPath) {
+        if let Some(f) = self.changed_behind.get() {
+            f(p);
+        }
     }
 
     /// The `Arc` this layer lives in (every `Locked` is made by [`Locked::new`]).

@@ -46,6 +46,23 @@ impl Locked {
         dry_run: bool,
         force: bool,
     ) -> Result<UndoReport> {
+        let (report, changed) = self.undo_locked(p, at_ms, dry_run, force)?;
+        // Once the lock is released (a request through the mount may be waiting for it
+        // while the kernel holds its directory): what a mount of this process cached of
+        // the restored paths goes, so that it shows them at once.
+        for t in &changed {
+            self.changed_behind(t);
+        }
+        Ok(report)
+    }
+
+    fn undo_locked(
+        &self,
+        p: &VPath,
+        at_ms: Option<i64>,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<(UndoReport, Vec<VPath>)> {
         super::rm::check_user_path(p)?;
         let anchor = self.existing_ancestor(p)?;
         let _guard = self.lock(&[(anchor, LockKind::Tree)])?;
@@ -90,7 +107,7 @@ impl Locked {
             plan.push((target, blob, merge, replace));
         }
         if dry_run || plan.is_empty() {
-            return Ok(report);
+            return Ok((report, Vec::new()));
         }
         // The jobs first, under the lock: a crash while copying leaves every restored file
         // with its job queued (a job for a path not restored finds nothing and is dropped),
@@ -153,7 +170,7 @@ impl Locked {
             })
             .collect();
         self.journal.record(&entries)?;
-        Ok(report)
+        Ok((report, plan.into_iter().map(|(t, ..)| t).collect()))
     }
 
     /// The nearest ancestor of `p` (itself included) that exists: what the undo locks (a

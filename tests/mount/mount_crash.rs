@@ -255,8 +255,19 @@ fn a_queue_with_damaged_pages_heals_under_a_live_mount_and_at_rest() {
         let found = String::from_utf8_lossy(&out.stdout);
         assert!(found.contains(file), "{word}: {found}");
     }
-    // At rest: the daemon stopped cleanly (its WAL checkpointed), then the damage.
+    // At rest: the daemon stopped, its WAL checkpointed into the file (so that the damage
+    // lands on pages in use, not on frames SQLite would then ignore), then the damage.
     m.unmount();
+    let checkpoint = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('pragma wal_checkpoint(truncate)')",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    support::assert_ok(&checkpoint, &["checkpoint"]);
+    assert!(size("queue.db") > 4096, "a queue of one page");
     damage();
     m.mount();
     std::fs::write(r.join("c.md"), "# c\n\nobsidian appears here.\n").unwrap();
