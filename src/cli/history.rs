@@ -6,6 +6,7 @@ use clap::Args;
 use super::ops::{done, open_locked, outcome};
 use super::Ctx;
 use crate::ops::undo_time;
+use crate::uri::VPath;
 
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
@@ -23,10 +24,16 @@ pub struct HistoryArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["uri", "since"]).multiple(true)))]
 pub struct UndoArgs {
-    /// The viking:// URI (or a path under a mount) to put back: a file or a tree.
+    /// The viking:// URI (or a path under a mount) to put back: a file or a tree; with
+    /// --since, what to rewind (default: every scope).
     #[arg(value_name = "URI")]
-    pub uri: String,
+    pub uri: Option<String>,
+    /// Rewind everything under URI to T: what was removed or overwritten since comes back,
+    /// what was created since goes into the history (an RFC 3339 time, or a span ago).
+    #[arg(long, value_name = "T", conflicts_with_all = ["at", "force"])]
+    pub since: Option<String>,
     /// Restore it as it was at T (an RFC 3339 time, or a span ago: 10m, 2h); default: as it
     /// was before the last command that changed it.
     #[arg(long, value_name = "T")]
@@ -97,15 +104,47 @@ fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Resul
 }
 
 pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
-    let what = format!("undo {}", a.uri);
-    let p = ctx.target(&a.uri).with_context(|| what.clone())?;
-    let at =
-        a.at.as_deref()
-            .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("{what} --at: {e}")))
-            .transpose()?;
+    let what = match &a.uri {
+        Some(u) => format!("undo {u}"),
+        None => "undo --since".to_string(),
+    };
+    let time = |flag: &str, t: &Option<String>| {
+        t.as_deref()
+            .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("{what} --{flag}: {e}")))
+            .transpose()
+    };
+    let (at, since) = (time("at", &a.at)?, time("since", &a.since)?);
+    // What to put back: the URI, or for a rewind without one every scope.
+    let targets: Vec<VPath> = match &a.uri {
+        Some(u) => vec![ctx.target(u).with_context(|| what.clone())?],
+        None => crate::uri::SCOPES
+            .iter()
+            .map(|s| VPath::root().join(s))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut code = 0;
+    for p in &targets {
+        code = code.max(undo_one(ctx, a, &what, p, at, since)?);
+        if code == super::EXIT_BUSY {
+            break;
+        }
+    }
+    Ok(code)
+}
+
+/// One undo or rewind of `p`, through the daemon when one serves the workspace.
+fn undo_one(
+    ctx: &Ctx,
+    a: &UndoArgs,
+    what: &str,
+    p: &VPath,
+    at: Option<i64>,
+    since: Option<i64>,
+) -> anyhow::Result<i32> {
     if let Some(d) = super::client::Daemon::find(ctx)? {
         let body = serde_json::json!({
-            "uri": p.uri(), "at_ms": at, "dry_run": a.dry_run, "force": a.force,
+            "uri": p.uri(), "at_ms": at, "since_ms": since, "dry_run": a.dry_run,
+            "force": a.force,
         });
         let v = match d.call("POST", "/vikingfs/v1/undo", Some(&body)) {
             Ok(v) => v,
@@ -113,16 +152,20 @@ pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
                 eprintln!("vikingfs: {what}: {e}");
                 return Ok(super::EXIT_BUSY);
             }
-            Err(e) => return Err(e.context(what)),
+            Err(e) => return Err(e.context(what.to_string())),
         };
         let r: crate::ops::UndoReport = serde_json::from_value(v)?;
         return print_undo(&r, a);
     }
     let ops = open_locked(ctx)?;
     let mut report = None;
+    let run = match since {
+        Some(t) => ops.rewind(p, t, a.dry_run),
+        None => ops.undo(p, at, a.dry_run, a.force),
+    };
     let code = outcome(
-        &what,
-        ops.undo(&p, at, a.dry_run, a.force).map(|r| {
+        what,
+        run.map(|r| {
             report = Some(r);
         }),
     )?;
@@ -145,6 +188,14 @@ fn print_undo(r: &crate::ops::UndoReport, a: &UndoArgs) -> anyhow::Result<i32> {
         };
         for (uri, _) in &r.restored {
             println!("{verb} {uri}");
+        }
+        for uri in &r.removed {
+            let verb = if a.dry_run {
+                "would take out"
+            } else {
+                "took out"
+            };
+            println!("{verb} {uri} (made since; kept in the history)");
         }
         for (uri, why) in &r.conflicts {
             println!("left alone {uri}: {why}");

@@ -156,7 +156,7 @@ impl Command {
             Command::Rm(a) => a.uris.iter().map(String::as_str).collect(),
             Command::Mv(a) => vec![a.src.as_str(), a.dst.as_str()],
             Command::History(a) => a.uri.iter().map(String::as_str).collect(),
-            Command::Undo(a) => vec![a.uri.as_str()],
+            Command::Undo(a) => a.uri.iter().map(String::as_str).collect(),
             Command::Write(a) => vec![a.uri.as_str()],
             Command::AddResource(a) => a.to.iter().map(String::as_str).collect(),
             Command::Reindex(a) => a.under.iter().map(String::as_str).collect(),

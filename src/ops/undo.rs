@@ -33,6 +33,9 @@ pub struct UndoReport {
     pub restored: Vec<(String, i64)>,
     /// Paths left alone: they exist now (without `force`), or their content was not kept.
     pub conflicts: Vec<(String, String)>,
+    /// Paths a rewind took out (made since the point), kept in the history.
+    #[serde(default)]
+    pub removed: Vec<String>,
     /// The point restored to (ms since the epoch): just before the run undone, or `--at`.
     pub at_ms: i64,
 }
@@ -46,7 +49,25 @@ impl Locked {
         dry_run: bool,
         force: bool,
     ) -> Result<UndoReport> {
-        let (report, changed) = self.undo_locked(p, at_ms, dry_run, force)?;
+        self.undo_as(p, at_ms, dry_run, force, false)
+    }
+
+    /// Rewind everything under `p` (a scope, or any directory) to `since`: what was removed,
+    /// cut or overwritten since comes back, and what was created since (its birth time is
+    /// later) goes into the history; what it replaces is kept, so the rewind is undoable.
+    pub fn rewind(&self, p: &VPath, since_ms: i64, dry_run: bool) -> Result<UndoReport> {
+        self.undo_as(p, Some(since_ms), dry_run, true, true)
+    }
+
+    fn undo_as(
+        &self,
+        p: &VPath,
+        at_ms: Option<i64>,
+        dry_run: bool,
+        force: bool,
+        rewind: bool,
+    ) -> Result<UndoReport> {
+        let (report, changed) = self.undo_locked(p, at_ms, dry_run, force, rewind)?;
         // Once the lock is released (a request through the mount may be waiting for it
         // while the kernel holds its directory): what a mount of this process cached of
         // the restored paths goes, so that it shows them at once.
@@ -62,8 +83,11 @@ impl Locked {
         at_ms: Option<i64>,
         dry_run: bool,
         force: bool,
+        rewind: bool,
     ) -> Result<(UndoReport, Vec<VPath>)> {
-        super::rm::check_user_path(p)?;
+        if !(rewind && p.depth() == 1) {
+            super::rm::check_user_path(p)?;
+        }
         let anchor = self.existing_ancestor(p)?;
         let _guard = self.lock(&[(anchor, LockKind::Tree)])?;
         let all = self.journal.history(Some(p), at_ms.unwrap_or(0))?;
@@ -106,7 +130,14 @@ impl Locked {
             report.restored.push((target.uri(), r.id));
             plan.push((target, blob, merge, replace));
         }
-        if dry_run || plan.is_empty() {
+        // A rewind also takes out what was made since the point (no entry: it did not
+        // exist then), deepest first, into the history.
+        let mut created = Vec::new();
+        if rewind {
+            created = self.created_since(p, point, &first)?;
+            report.removed = created.iter().map(|c| c.uri()).collect();
+        }
+        if dry_run || (plan.is_empty() && created.is_empty()) {
             return Ok((report, Vec::new()));
         }
         // The jobs first, under the lock: a crash while copying leaves every restored file
@@ -129,8 +160,17 @@ impl Locked {
                 }
             }
         }
+        for c in &created {
+            jobs.extend(self.derive.jobs_for_change(c));
+        }
         self.queue.submit(&jobs)?;
         crate::crash_point!("undo.queued");
+        for c in &created {
+            if self.lstat(c)?.is_some_and(|m| m.is_dir()) && self.has_sources(c)? {
+                continue; // something older is still in it
+            }
+            self.set_aside_for_undo(c)?;
+        }
         for (target, blob, merge, replace) in &plan {
             if *replace {
                 // Forced: what is there now goes into the history first.
@@ -170,7 +210,47 @@ impl Locked {
             })
             .collect();
         self.journal.record(&entries)?;
-        Ok((report, plan.into_iter().map(|(t, ..)| t).collect()))
+        let mut changed: Vec<VPath> = plan.into_iter().map(|(t, ..)| t).collect();
+        changed.extend(created);
+        Ok((report, changed))
+    }
+
+    /// What under `p` was made after `point` (its birth time is later) and has no entry in
+    /// `kept` (an entry means it existed and is restored instead): files first, then the
+    /// directories, deepest first. Internal and derived names are not the user's.
+    fn created_since(
+        &self,
+        p: &VPath,
+        point: i64,
+        kept: &BTreeMap<String, &Recorded>,
+    ) -> Result<Vec<VPath>> {
+        let root = self.backing(p);
+        let born_after = |f: &Path| crate::sys::birth_ms(f).is_some_and(|b| b > point);
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        for (f, md) in walkdir(&root) {
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .into_owned();
+            if !rel.split('/').all(super::is_source_name) || !born_after(&f) {
+                continue;
+            }
+            let c = p.join_rel(&rel)?;
+            if kept.contains_key(c.as_str()) {
+                continue;
+            }
+            if md.is_dir() {
+                dirs.push(c);
+            } else {
+                files.push(c);
+            }
+        }
+        // Deepest directories first: each goes once what was made in it went (one holding
+        // something older, moved in since, stays).
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.depth()));
+        files.extend(dirs);
+        Ok(files)
     }
 
     /// The nearest ancestor of `p` (itself included) that exists: what the undo locks (a

@@ -292,6 +292,7 @@ async fn history(
 struct UndoBody {
     uri: String,
     at_ms: Option<i64>,
+    since_ms: Option<i64>,
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
@@ -302,10 +303,11 @@ struct UndoBody {
 async fn undo(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<UndoBody>) -> ApiResult {
     let p = path(&who, &b.uri)?;
     blocking(move || {
-        let report = api
-            .ops
-            .undo(&p, b.at_ms, b.dry_run, b.force)
-            .map_err(|e| op_err(&b.uri, e))?;
+        let report = match b.since_ms {
+            Some(t) => api.ops.rewind(&p, t, b.dry_run),
+            None => api.ops.undo(&p, b.at_ms, b.dry_run, b.force),
+        }
+        .map_err(|e| op_err(&b.uri, e))?;
         ok(json!(report))
     })
     .await

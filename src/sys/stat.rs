@@ -102,3 +102,20 @@ pub(super) fn timestamps(atime: Option<TimeSpec>, mtime: Option<TimeSpec>) -> Ti
         last_modification: conv(mtime),
     }
 }
+
+/// When the file at `p` was created (statx's birth time, milliseconds since the epoch);
+/// `None` where the filesystem does not record it.
+pub fn birth_ms(p: &std::path::Path) -> Option<i64> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        p,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BTIME,
+    )
+    .ok()?;
+    if st.stx_mask & StatxFlags::BTIME.bits() == 0 {
+        return None;
+    }
+    Some(st.stx_btime.tv_sec * 1000 + i64::from(st.stx_btime.tv_nsec / 1_000_000))
+}
