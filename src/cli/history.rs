@@ -92,8 +92,14 @@ fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Resul
             (Some(p), None) => format!("  pid {p}"),
             _ => String::new(),
         };
+        let to = e
+            .new_path
+            .as_deref()
+            .map(|n| format!(" -> viking://{n}"))
+            .unwrap_or_default();
+        let kept = if e.op == "mv" { String::new() } else { kept };
         println!(
-            "{}  {:<4} {:<7} viking://{}  {kept}{who}",
+            "{}  {:<4} {:<7} viking://{}{to}  {kept}{who}",
             crate::ops::rfc3339(r.at_ms),
             e.op,
             e.kind,
@@ -188,6 +194,14 @@ fn print_undo(r: &crate::ops::UndoReport, a: &UndoArgs) -> anyhow::Result<i32> {
         };
         for (uri, _) in &r.restored {
             println!("{verb} {uri}");
+        }
+        for (from, to) in &r.moved {
+            let verb = if a.dry_run {
+                "would move back"
+            } else {
+                "moved back"
+            };
+            println!("{verb} {from} to {to}");
         }
         for uri in &r.removed {
             let verb = if a.dry_run {

@@ -132,9 +132,12 @@ impl FuseFs {
         let s = self.shared.clone();
         self.pool.spawn(move || {
             let _span = call.enter();
-            // What the operation left for after the reply runs when this drops.
-            let _after = AfterReply::begin();
-            crate::process::on_behalf_of(call.pid(), || call.answer(&*s, reply, |r| f(&s, r)))
+            // On behalf of the requester, its tail too (what the history records of it).
+            crate::process::on_behalf_of(call.pid(), || {
+                // What the operation left for after the reply runs when this drops.
+                let _after = AfterReply::begin();
+                call.answer(&*s, reply, |r| f(&s, r))
+            })
         });
     }
 

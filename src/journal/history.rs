@@ -16,10 +16,18 @@ use crate::sql::{Row, Sql};
 /// `reason` says why).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// `rm` (a file or a tree removed), `undo` (what an undo replaced or created).
+    /// `rm` (a file or a tree removed), `overwrite`, `truncate`, `mv-over` (a version replaced),
+    /// `mv` (a rename: no content), `undo` (what an undo restored).
     pub op: String,
     /// Namespace-relative path (`VPath::as_str`).
     pub path: String,
+    /// For a rename (`mv`): where `path` went.
+    #[serde(default)]
+    pub new_path: Option<String>,
+    /// When the file whose version is kept was created (ms since the epoch, its birth time):
+    /// a rewind to a point before it knows the path did not hold it then.
+    #[serde(default)]
+    pub born_ms: Option<i64>,
     /// `file`, `dir` or `symlink`.
     pub kind: String,
     /// Bytes of content (a tree's files together).
@@ -48,13 +56,14 @@ pub struct Recorded {
 }
 
 /// The table's columns, in [`row`]'s order.
-const COLUMNS: &str = "id, created, op, path, kind, size, blob, reason, mode, uid, gid, pid, cmd";
+const COLUMNS: &str =
+    "id, created, op, path, kind, size, blob, reason, mode, uid, gid, pid, cmd, new_path, born";
 
 pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
     s.insert(
         "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
-                                pid, cmd)
-         VALUES ({now}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                                pid, cmd, new_path, born)
+         VALUES ({now}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         &[
             e.op.as_str().into(),
             e.path.as_str().into(),
@@ -67,6 +76,8 @@ pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
             i64::from(e.gid).into(),
             e.pid.map(i64::from).into(),
             e.cmd.as_deref().into(),
+            e.new_path.as_deref().into(),
+            e.born_ms.into(),
         ],
     )
 }
@@ -87,12 +98,14 @@ fn row(r: Row) -> Recorded {
             gid: r.int(10) as u32,
             pid: r.opt_int(11).map(|p| p as u32),
             cmd: r.opt_text(12),
+            new_path: r.opt_text(13),
+            born_ms: r.opt_int(14),
         },
     }
 }
 
-/// Entries of `path` and everything below it (all of them for `None`), recorded at or after
-/// `since_ms`, newest first.
+/// Entries of `path` and everything below it — a rename's by where it came from or where it
+/// went — (all of them for `None`), recorded at or after `since_ms`, newest first.
 pub(super) fn list(
     s: &mut dyn Sql,
     under: Option<&str>,
@@ -102,7 +115,8 @@ pub(super) fn list(
         Some(p) => s.rows(
             &format!(
                 "SELECT {COLUMNS} FROM {{history}}
-                 WHERE created >= ?1 AND (path = ?2 OR substr(path, 1, ?3) = ?4)
+                 WHERE created >= ?1 AND (path = ?2 OR substr(path, 1, ?3) = ?4
+                                          OR new_path = ?2 OR substr(new_path, 1, ?3) = ?4)
                  ORDER BY id DESC"
             ),
             &[

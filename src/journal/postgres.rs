@@ -54,7 +54,9 @@ CREATE TABLE vj_history (
     uid     bigint NOT NULL,
     gid     bigint NOT NULL,
     pid     bigint,
-    cmd     text
+    cmd     text,
+    new_path text,
+    born    bigint
 );
 CREATE INDEX vj_history_path ON vj_history (path);";
 

@@ -44,7 +44,8 @@ impl SqliteJournal {
                      id INTEGER PRIMARY KEY, created INTEGER NOT NULL, op TEXT NOT NULL,
                      path TEXT NOT NULL, kind TEXT NOT NULL, size INTEGER NOT NULL,
                      blob TEXT, reason TEXT, mode INTEGER NOT NULL, uid INTEGER NOT NULL,
-                     gid INTEGER NOT NULL, pid INTEGER, cmd TEXT);
+                     gid INTEGER NOT NULL, pid INTEGER, cmd TEXT, new_path TEXT,
+                     born INTEGER);
                  CREATE INDEX IF NOT EXISTS history_path ON history (path);",
             )
         })?;

@@ -94,6 +94,8 @@ impl Stores {
         Some(Entry {
             op: "rm".into(),
             path: path.to_string(),
+            new_path: None,
+            born_ms: None,
             kind: kind.into(),
             size: if md.is_dir() {
                 tree_bytes(&at)
@@ -208,6 +210,8 @@ impl Stores {
             Entry {
                 op: op.into(),
                 path: p.as_str().to_string(),
+                new_path: None,
+                born_ms: crate::sys::birth_ms(&from),
                 kind: "file".into(),
                 size: md.len(),
                 blob: None,
@@ -238,6 +242,8 @@ impl Stores {
                 .removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
                 .map(|mut e| {
                     e.op = op.into();
+                    // A copy is born now: the version kept is of the file it was made from.
+                    e.born_ms = crate::sys::birth_ms(&from).or(e.born_ms);
                     e
                 }),
             Ok(false) => Some(not_kept(format!(

@@ -161,9 +161,37 @@ impl Locked {
         let ops = self.arc();
         let (src, dst) = (src.clone(), dst.clone());
         tail::after_reply("mv", move || {
+            ops.journal.record(&ops.move_entry(&src, &dst))?;
             drop(guard);
             ops.enqueue_parent_summaries(&src, &dst)
         })
+    }
+
+    /// The history's entry of a rename (no content: `undo` moves it back), when history is on.
+    fn move_entry(&self, src: &VPath, dst: &VPath) -> Vec<crate::journal::Entry> {
+        if !self.history.enabled {
+            return Vec::new();
+        }
+        use std::os::unix::fs::MetadataExt;
+        let Ok(md) = std::fs::symlink_metadata(self.backing(dst)) else {
+            return Vec::new();
+        };
+        let pid = crate::process::requester();
+        vec![crate::journal::Entry {
+            op: "mv".into(),
+            path: src.as_str().to_string(),
+            new_path: Some(dst.as_str().to_string()),
+            born_ms: crate::sys::birth_ms(&self.backing(dst)),
+            kind: if md.is_dir() { "dir" } else { "file" }.into(),
+            size: 0,
+            blob: None,
+            reason: None,
+            mode: md.mode(),
+            uid: md.uid(),
+            gid: md.gid(),
+            pid: Some(pid),
+            cmd: self.command_of(pid),
+        }]
     }
 
     fn enqueue_parent_summaries(&self, src: &VPath, dst: &VPath) -> Result<()> {
@@ -198,7 +226,8 @@ impl Locked {
         if src_dir {
             self.locks.release_owned(dst, guard.owner())?;
         }
-        self.journal.finish(intent)?;
+        self.journal
+            .finish_recording(&[intent], &self.move_entry(src, dst))?;
         // The source's lock file moved away with the tree: the release reports it, harmlessly.
         let _ = guard.release();
         self.enqueue_parent_summaries(src, dst)?;

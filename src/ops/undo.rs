@@ -36,6 +36,9 @@ pub struct UndoReport {
     /// Paths a rewind took out (made since the point), kept in the history.
     #[serde(default)]
     pub removed: Vec<String>,
+    /// Renames undone: (where it was, where it is back).
+    #[serde(default)]
+    pub moved: Vec<(String, String)>,
     /// The point restored to (ms since the epoch): just before the run undone, or `--at`.
     pub at_ms: i64,
 }
@@ -100,10 +103,20 @@ impl Locked {
         for r in all
             .iter()
             .rev()
-            .filter(|r| r.at_ms > point && r.entry.op != "undo")
+            .filter(|r| r.at_ms > point && r.entry.op != "undo" && r.entry.op != "mv")
         {
             first.entry(r.entry.path.clone()).or_insert(r);
         }
+        // Renames since the point, newest first: each is moved back before anything is
+        // restored (what `mv a b` replaced at b comes back once b is a again).
+        let moves: Vec<(VPath, VPath)> = all
+            .iter()
+            .filter(|r| r.at_ms > point && r.entry.op == "mv")
+            .filter_map(|r| {
+                let to = VPath::from_rel(r.entry.new_path.as_deref()?).ok()?;
+                Some((VPath::from_rel(&r.entry.path).ok()?, to))
+            })
+            .collect();
         let mut report = UndoReport {
             at_ms: point,
             ..UndoReport::default()
@@ -134,10 +147,28 @@ impl Locked {
         // exist then), deepest first, into the history.
         let mut created = Vec::new();
         if rewind {
+            // A path whose first version kept since the point was born after it did not
+            // exist then: none of its versions comes back (and what is there now was made
+            // since too, taken out below).
+            let made: std::collections::HashSet<String> = first
+                .iter()
+                .filter(|(_, r)| r.entry.born_ms.is_some_and(|b| b > point))
+                .map(|(path, _)| path.clone())
+                .collect();
+            plan.retain(|(t, ..)| !made.contains(t.as_str()));
+            report.restored.retain(|(u, _)| {
+                !made
+                    .iter()
+                    .any(|m| VPath::from_rel(m).is_ok_and(|m| m.uri() == *u))
+            });
+            first.retain(|path, _| !made.contains(path));
             created = self.created_since(p, point, &first)?;
             report.removed = created.iter().map(|c| c.uri()).collect();
         }
-        if dry_run || (plan.is_empty() && created.is_empty()) {
+        report
+            .moved
+            .extend(moves.iter().map(|(from, to)| (to.uri(), from.uri())));
+        if dry_run || (plan.is_empty() && created.is_empty() && moves.is_empty()) {
             return Ok((report, Vec::new()));
         }
         // The jobs first, under the lock: a crash while copying leaves every restored file
@@ -160,20 +191,57 @@ impl Locked {
                 }
             }
         }
-        for c in &created {
-            jobs.extend(self.derive.jobs_for_change(c));
+        for (from, to) in &moves {
+            jobs.extend(self.derive.jobs_for_change(from));
+            jobs.extend(self.derive.jobs_for_change(to));
         }
         self.queue.submit(&jobs)?;
         crate::crash_point!("undo.queued");
+        // What was made since goes first (a name it took may be a rename's old name), then
+        // the renames go back, then the versions are restored.
+        let jobs: Vec<_> = created
+            .iter()
+            .flat_map(|c| self.derive.jobs_for_change(c))
+            .collect();
+        self.queue.submit(&jobs)?;
         for c in &created {
-            if self.lstat(c)?.is_some_and(|m| m.is_dir()) && self.has_sources(c)? {
-                continue; // something older is still in it
+            match self.lstat(c)? {
+                None => continue,
+                Some(m) if m.is_dir() && self.has_sources(c)? => continue, // older things in it
+                Some(_) => self.set_aside_for_undo(c)?,
             }
-            self.set_aside_for_undo(c)?;
+        }
+        let mut back = Vec::new();
+        for (from, to) in &moves {
+            if created.contains(to) {
+                continue; // made since: gone with the rest of what was made
+            }
+            // A rewind first takes out what was made since at the old name (it did not
+            // exist at the point), keeping it in the history.
+            let born_since =
+                |q: &VPath| crate::sys::birth_ms(&self.backing(q)).is_some_and(|b| b > point);
+            if rewind && self.lstat(from)?.is_some() && born_since(from) {
+                self.set_aside_for_undo(from)?;
+                report.removed.push(from.uri());
+            }
+            // Only where it is still the rename's result and its old name is free.
+            if self.lstat(to)?.is_none() || self.lstat(from)?.is_some() {
+                report
+                    .conflicts
+                    .push((to.uri(), format!("not moved back to {}", from.uri())));
+                continue;
+            }
+            self.root
+                .rename(to, from)
+                .map_err(|e| OpsError::io(self.backing(to), e))?;
+            self.index.rename_prefix(to, from)?;
+            back.push(from.clone());
+            back.push(to.clone());
         }
         for (target, blob, merge, replace) in &plan {
-            if *replace {
-                // Forced: what is there now goes into the history first.
+            if *replace && self.lstat(target)?.is_some() {
+                // What is there now goes into the history first (a rename undone above may
+                // have taken it away already).
                 self.set_aside_for_undo(target)?;
             }
             let dest = self.backing(target);
@@ -198,6 +266,8 @@ impl Locked {
             .map(|(t, _, _, _)| Entry {
                 op: "undo".into(),
                 path: t.as_str().to_string(),
+                new_path: None,
+                born_ms: None,
                 kind: "restored".into(),
                 size: 0,
                 blob: None,
@@ -212,6 +282,7 @@ impl Locked {
         self.journal.record(&entries)?;
         let mut changed: Vec<VPath> = plan.into_iter().map(|(t, ..)| t).collect();
         changed.extend(created);
+        changed.extend(back);
         Ok((report, changed))
     }
 

@@ -66,7 +66,7 @@ impl Locked {
         self.queue.enqueue_many(&self.derive.jobs_for_change(p))?;
         crate::crash_point!("write.enqueued");
         // The version replaced stays in the history (its inode outlives the atomic rename).
-        self.keep_version(p, "overwrite", super::history::Keep::Link);
+        self.keep_version(p, "write", super::history::Keep::Link);
         self.root
             .write_atomic(p, &bytes, crate::fsx::new_file_mode())
             .map_err(|e| OpsError::io(&fs, e))?;

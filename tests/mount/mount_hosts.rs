@@ -129,6 +129,30 @@ impl Host {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The daemon records itself just after its mount goes live (the foreground mount's
+        // ready point, which this wait does not see): wait for the record too.
+        let records = self.ws.join(".vikingfs/daemons");
+        let mp = self.mp.to_str().unwrap().to_string();
+        let recorded = || {
+            std::fs::read_dir(&records)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| {
+                    std::fs::read(e.path())
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                        .is_some_and(|r| r["mountpoint"] == mp.as_str())
+                })
+        };
+        while !recorded() {
+            assert!(
+                Instant::now() < until,
+                "host {}'s daemon never recorded itself",
+                self.name()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let children = std::fs::read_to_string(format!("/proc/{uid}/task/{uid}/children")).unwrap();
         self.pid = Some(children.split_whitespace().next().unwrap().parse().unwrap());
         self.unshare = Some(child);

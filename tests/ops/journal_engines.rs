@@ -58,6 +58,8 @@ fn history_entries_go_with_their_intents_close_and_list_by_prefix(backend: Backe
     let entry = |path: &str, blob: Option<&str>| vikingfs::journal::Entry {
         op: "rm".into(),
         path: path.into(),
+        new_path: None,
+        born_ms: None,
         kind: "file".into(),
         size: 42,
         blob: blob.map(String::from),
