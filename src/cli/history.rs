@@ -69,7 +69,7 @@ pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let ops = open_locked(ctx)?;
-    let rows = ops.journal().history(under.as_ref(), since)?;
+    let rows = ops.stores().history(under.as_ref(), since)?;
     print_history(&rows, a.json)?;
     done(ops, 0)
 }

@@ -465,7 +465,7 @@ impl Check<'_> {
     /// Entries against the content kept: an entry whose blob is gone is forgotten, a blob
     /// no entry and no open intent names is removed (a prune cut short between the two).
     fn history(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
-        let entries = self.journal.history(None, 0)?;
+        let entries = self.stores().history(None, 0)?;
         let named: HashSet<String> = entries
             .iter()
             .filter_map(|r| r.entry.blob.clone())

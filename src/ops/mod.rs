@@ -282,8 +282,8 @@ impl Ops {
     }
 }
 
-/// Every second while the engine lives, give back history if the disk runs short
-/// ([`Stores::relieve`]): the writes that fill a disk under passthrough never reach the
+/// Every [`history::ENTRIES_EVERY`] while the engine lives, record the history entries
+/// waiting, and give back history if the disk runs short ([`Stores::relieve`]): the writes that fill a disk under passthrough never reach the
 /// daemon, so the history must be pruned before they meet ENOSPC, not after.
 fn start_relief(ops: &Arc<Ops>) {
     if !ops.history.enabled {
@@ -293,8 +293,9 @@ fn start_relief(ops: &Arc<Ops>) {
     let spawned = std::thread::Builder::new()
         .name("vikingfs-history-relief".into())
         .spawn(move || loop {
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            std::thread::sleep(history::ENTRIES_EVERY);
             let Some(ops) = weak.upgrade() else { return };
+            ops.flush_entries();
             if let Err(e) = ops.relieve() {
                 tracing::warn!("pruning the history for space: {}", Chain(&e));
             }

@@ -161,7 +161,7 @@ impl Locked {
         let ops = self.arc();
         let (src, dst) = (src.clone(), dst.clone());
         tail::after_reply("mv", move || {
-            ops.journal.record(&ops.move_entry(&src, &dst))?;
+            ops.record_soon(ops.move_entry(&src, &dst));
             drop(guard);
             ops.enqueue_parent_summaries(&src, &dst)
         })

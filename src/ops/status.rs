@@ -108,12 +108,11 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
 /// server's, from a one-shot status).
 fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
     let rows = match from {
-        Source::Open { stores, .. } => stores.journal().history(None, 0),
+        Source::Open { stores, .. } => stores.history(None, 0).map_err(|e| Chain(&e).to_string()),
         Source::Config(config) if matches!(config.backend, Backend::Sqlite) => {
-            match crate::journal::Journal::open(&ws.internal_dir().join("ops.db")) {
-                Ok(j) => j.history(None, 0),
-                Err(e) => Err(e),
-            }
+            crate::journal::Journal::open(&ws.internal_dir().join("ops.db"))
+                .and_then(|j| j.history(None, 0))
+                .map_err(|e| Chain(&e).to_string())
         }
         Source::Config(_) => return Value::Null,
     };
@@ -130,7 +129,7 @@ fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
                 "oldest": rows.last().map(|r| super::rfc3339(r.at_ms)),
             })
         }
-        Err(e) => json!({"error": Chain(&e).to_string()}),
+        Err(e) => json!({ "error": e }),
     }
 }
 

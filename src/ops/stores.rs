@@ -180,6 +180,8 @@ pub struct Stores {
     pub(super) history: crate::config::HistoryConfig,
     /// When the history was last pruned.
     pub(super) pruned: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// History entries waiting to be recorded ([`Stores::record_soon`]).
+    pub(super) waiting_entries: parking_lot::Mutex<Vec<crate::journal::Entry>>,
     /// The last requester's command line ([`Stores::command_of`]).
     pub(super) last_command: parking_lot::Mutex<Option<(u32, Option<String>)>>,
 }
@@ -263,6 +265,7 @@ impl Stores {
             history: config.history.clone(),
             pruned: Default::default(),
             last_command: Default::default(),
+            waiting_entries: Default::default(),
         });
         if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =
             (rederives, stores.index.opened())

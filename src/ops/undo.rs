@@ -93,7 +93,7 @@ impl Locked {
         }
         let anchor = self.existing_ancestor(p)?;
         let _guard = self.lock(&[(anchor, LockKind::Tree)])?;
-        let all = self.journal.history(Some(p), at_ms.unwrap_or(0))?;
+        let all = self.history(Some(p), at_ms.unwrap_or(0))?;
         let point = match at_ms {
             Some(t) => t,
             None => last_run_start(&all).ok_or_else(|| OpsError::NotFound(p.uri()))? - 1,

@@ -280,7 +280,6 @@ async fn history(
     blocking(move || {
         let rows = api
             .ops
-            .journal()
             .history(under.as_ref(), b.since_ms)
             .map_err(|e| ApiError::internal(Chain(&e).to_string()))?;
         ok(json!(rows))
