@@ -462,8 +462,9 @@ impl Check<'_> {
         Ok(())
     }
 
-    /// Entries against the content kept: an entry whose blob is gone is forgotten, a blob
-    /// no entry and no open intent names is removed (a prune cut short between the two).
+    /// Entries against the content kept: an entry whose blob is gone is forgotten; a blob
+    /// no entry and no open intent names is adopted when it names its path (a removal a crash
+    /// cut short before its entry), else removed (a prune cut short).
     fn history(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let entries = self.stores().history(None, 0)?;
         let named: HashSet<String> = entries
@@ -507,7 +508,19 @@ impl Check<'_> {
             self.journal.forget_history(&lost)?;
             rep.repaired += lost.len();
             for p in orphans {
-                super::history::remove_any(&p).map_err(|e| super::OpsError::io(&p, e))?;
+                // A removal's blob names its path (a crash came before its entry): adopted.
+                let named = crate::sys::path_xattr(&p, super::rm::BLOB_PATH_XATTR)
+                    .and_then(|v| String::from_utf8(v).ok());
+                let blob = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let entry = named
+                    .zip(blob)
+                    .and_then(|(path, b)| self.removal_entry(&path, &b, None, None));
+                match entry {
+                    Some(e) => self.journal.record(&[e])?,
+                    None => {
+                        super::history::remove_any(&p).map_err(|e| super::OpsError::io(&p, e))?
+                    }
+                }
                 rep.repaired += 1;
             }
         }

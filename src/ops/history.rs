@@ -6,7 +6,9 @@
 //!
 //! Invariants:
 //! - a blob is named by an open intent (`Intent::Rm { blob }`) until its entry is committed
-//!   with the intent's close, so recovery either records it or finds it never made;
+//!   with the intent's close, so recovery either records it or finds it never made — or, for
+//!   a file without records (removed without an intent, the cheap path), by the extended
+//!   attribute `user.vikingfs.path` on the blob, from which `fsck --repair` adopts it;
 //! - pruning forgets an entry before it deletes its blob: a crash between leaves content
 //!   without an entry, which `fsck --repair` removes, never an entry without content;
 //! - short of space (under a quarter of the disk or 1 GiB, or a tenth of its inodes, free)

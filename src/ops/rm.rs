@@ -19,6 +19,10 @@ use crate::lock::{LockGuard, LockKind};
 use crate::tail;
 use crate::uri::VPath;
 
+/// The extended attribute on a kept file naming the path it was removed from (what an
+/// `fsck --repair` adopts an entry-less blob by).
+pub(crate) const BLOB_PATH_XATTR: &str = "user.vikingfs.path";
+
 /// What an rm did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RmReport {
@@ -104,24 +108,35 @@ impl Locked {
             return Err(OpsError::NotEmpty(p.uri()));
         }
         crate::crash_point!("rm.locked");
-        // What is kept goes into the history (no kept blob without its intent: recovery
-        // must know whose it is).
         let blob = self.new_blob();
-        if blob.is_none() && !dir && !self.index.has_under(p)? {
+        if !dir && !self.index.has_under(p)? {
             // A file without records: nothing to keep in step with the file, so no intent —
             // a crash leaves the file there or gone, each consistent. No record can appear
             // meanwhile: a job writes one only under this EXACT lock (or under a lifecycle
-            // TREE covering the file, which this lock conflicts with).
-            self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
+            // TREE covering the file, which this lock conflicts with). Kept, it goes into
+            // the history by one rename(2), and its blob names its path in an extended
+            // attribute: a crash before its entry is recorded (with the batch, after the
+            // reply) leaves content that `fsck --repair` adopts from it.
+            match &blob {
+                Some(b) => {
+                    let to = self.blob_path(b);
+                    self.root
+                        .rename_out(p, &to)
+                        .map_err(|e| OpsError::io(&fs, e))?;
+                    let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
+                }
+                None => self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?,
+            }
             crate::crash_point!("rm.removed");
             let ops = self.arc();
+            let pid = crate::process::requester();
             let removed = Removed {
                 path: p.clone(),
                 intent: None,
                 guard,
                 trash: None,
-                blob: None,
-                pid: None,
+                pid: blob.is_some().then(|| (pid, self.command_of(pid))),
+                blob,
             };
             tail::after_reply("rm", move || ops.settle(removed).map(drop))?;
             return Ok(RmReport::default());

@@ -104,6 +104,18 @@ pub fn removexattr(fd: impl AsFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::removexattr(&*proc_path(fd), name)?)
 }
 
+/// `lsetxattr` and `lgetxattr` of the path `p` (a symlink itself, not its target).
+pub fn set_path_xattr(p: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    Ok(rustix::fs::lsetxattr(p, name, value, XattrFlags::empty())?)
+}
+
+pub fn path_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    let n = rustix::fs::lgetxattr(p, name, &mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
 /// Make `to` (created, exclusive) share the blocks of the file `from` (`FICLONE`: XFS,
 /// btrfs); on a filesystem without reflinks the error, and `to` is not left behind.
 pub fn reflink(from: &Path, to: &Path) -> io::Result<()> {

@@ -5,6 +5,7 @@ use crate::support::{self, daemon};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use daemon::{ok, Mount};
 
@@ -209,6 +210,17 @@ fn fsck_checks_the_history_and_status_counts_it() {
     let blob = v[0]["blob"].as_str().unwrap().to_string();
     std::fs::remove_file(blobs.join(&blob)).unwrap();
     std::fs::write(blobs.join("stray"), "left by a cut-short prune").unwrap();
+    // A removal a crash cut short before its entry: its blob names its path.
+    std::fs::write(blobs.join("orphan"), "removed, then the daemon died").unwrap();
+    let named = Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; os.setxattr(sys.argv[1], 'user.vikingfs.path', b'resources/adopted.md')",
+        ])
+        .arg(blobs.join("orphan"))
+        .output()
+        .unwrap();
+    support::assert_ok(&named, &["setxattr"]);
     let out = m.cli(&["fsck", "--json"]).output().unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -223,11 +235,18 @@ fn fsck_checks_the_history_and_status_counts_it() {
     // 1: problems found and repaired.
     assert_eq!(repaired.status.code(), Some(1), "{repaired:?}");
     assert!(!blobs.join("stray").exists());
+    assert!(blobs.join("orphan").exists(), "adopted, not removed");
     let out = m.cli(&["fsck", "--json"]).output().unwrap();
     support::assert_fsck_clean(&out);
     let listed = m.cli(&["history", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    let paths: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["resources/adopted.md", "resources/b.md"], "{v}");
 }
 
 /// What `> file`, truncate(1), a rename over a file and the CLI's whole-file write replace
