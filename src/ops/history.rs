@@ -69,12 +69,21 @@ impl Stores {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = self.journal.record(&batch) {
+        let mut r = self.journal.record(&batch);
+        // A full disk: the reserve makes the journal's room, as for any store.
+        while matches!(&r, Err(e) if e.is_disk_full()) && self.reserve.release() {
+            r = self.journal.record(&batch);
+        }
+        if let Err(e) = r {
             tracing::warn!(
                 entries = batch.len(),
-                "recording history entries: {}",
+                "recording history entries (kept for the next try): {}",
                 crate::error::Chain(&e)
             );
+            // Kept for the next flush, ahead of what came since: their blobs exist already.
+            let mut w = self.waiting_entries.lock();
+            let later = std::mem::replace(&mut *w, batch);
+            w.extend(later);
         }
     }
 

@@ -103,7 +103,13 @@ impl Locked {
                 self.removal_entry(r.path.as_str(), blob, pid, cmd.flatten())
             })
             .collect();
-        self.journal.finish_recording(&intents, &entries)?;
+        if intents.is_empty() {
+            // Removals without an intent (their blobs name their paths): their entries wait
+            // with the others for one commit.
+            self.record_soon(entries.clone());
+        } else {
+            self.journal.finish_recording(&intents, &entries)?;
+        }
         let mut jobs = Vec::new();
         for r in batch {
             // A directory's own lock file left with it; the release reports that, and it is
