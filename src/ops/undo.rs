@@ -43,6 +43,18 @@ pub struct UndoReport {
     pub at_ms: i64,
 }
 
+/// What an undo is asked to do.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    /// The point to restore to; `None`: before the last command that changed the path.
+    at_ms: Option<i64>,
+    dry_run: bool,
+    /// Replace a removed path that exists again.
+    force: bool,
+    /// A rewind: also take out what was made since, and move renames back first.
+    rewind: bool,
+}
+
 impl Locked {
     /// Restore `p` as it was at `at_ms`, or before the last command that changed it.
     pub fn undo(
@@ -52,25 +64,30 @@ impl Locked {
         dry_run: bool,
         force: bool,
     ) -> Result<UndoReport> {
-        self.undo_as(p, at_ms, dry_run, force, false)
+        let how = How {
+            at_ms,
+            dry_run,
+            force,
+            rewind: false,
+        };
+        self.undo_as(p, how)
     }
 
     /// Rewind everything under `p` (a scope, or any directory) to `since`: what was removed,
     /// cut or overwritten since comes back, and what was created since (its birth time is
     /// later) goes into the history; what it replaces is kept, so the rewind is undoable.
     pub fn rewind(&self, p: &VPath, since_ms: i64, dry_run: bool) -> Result<UndoReport> {
-        self.undo_as(p, Some(since_ms), dry_run, true, true)
+        let how = How {
+            at_ms: Some(since_ms),
+            dry_run,
+            force: true,
+            rewind: true,
+        };
+        self.undo_as(p, how)
     }
 
-    fn undo_as(
-        &self,
-        p: &VPath,
-        at_ms: Option<i64>,
-        dry_run: bool,
-        force: bool,
-        rewind: bool,
-    ) -> Result<UndoReport> {
-        let (report, changed) = self.undo_locked(p, at_ms, dry_run, force, rewind)?;
+    fn undo_as(&self, p: &VPath, how: How) -> Result<UndoReport> {
+        let (report, changed) = self.undo_locked(p, how)?;
         // Once the lock is released (a request through the mount may be waiting for it
         // while the kernel holds its directory): what a mount of this process cached of
         // the restored paths goes, so that it shows them at once.
@@ -80,14 +97,13 @@ impl Locked {
         Ok(report)
     }
 
-    fn undo_locked(
-        &self,
-        p: &VPath,
-        at_ms: Option<i64>,
-        dry_run: bool,
-        force: bool,
-        rewind: bool,
-    ) -> Result<(UndoReport, Vec<VPath>)> {
+    fn undo_locked(&self, p: &VPath, how: How) -> Result<(UndoReport, Vec<VPath>)> {
+        let How {
+            at_ms,
+            dry_run,
+            force,
+            rewind,
+        } = how;
         if !(rewind && p.depth() == 1) {
             super::rm::check_user_path(p)?;
         }
