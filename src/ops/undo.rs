@@ -123,6 +123,12 @@ impl Locked {
         {
             first.entry(r.entry.path.clone()).or_insert(r);
         }
+        if rewind {
+            // A path whose first version kept since the point was born after it did not
+            // exist then: none of its versions comes back (and what is there now was made
+            // since too: `created_since` takes it out).
+            first.retain(|_, r| r.entry.born_ms.is_none_or(|b| b <= point));
+        }
         // Renames since the point, newest first: each is moved back before anything is
         // restored (what `mv a b` replaced at b comes back once b is a again).
         let moves: Vec<(VPath, VPath)> = all
@@ -161,26 +167,12 @@ impl Locked {
         }
         // A rewind also takes out what was made since the point (no entry: it did not
         // exist then), deepest first, into the history.
-        let mut created = Vec::new();
-        if rewind {
-            // A path whose first version kept since the point was born after it did not
-            // exist then: none of its versions comes back (and what is there now was made
-            // since too, taken out below).
-            let made: std::collections::HashSet<String> = first
-                .iter()
-                .filter(|(_, r)| r.entry.born_ms.is_some_and(|b| b > point))
-                .map(|(path, _)| path.clone())
-                .collect();
-            plan.retain(|(t, ..)| !made.contains(t.as_str()));
-            report.restored.retain(|(u, _)| {
-                !made
-                    .iter()
-                    .any(|m| VPath::from_rel(m).is_ok_and(|m| m.uri() == *u))
-            });
-            first.retain(|path, _| !made.contains(path));
-            created = self.created_since(p, point, &first)?;
-            report.removed = created.iter().map(|c| c.uri()).collect();
-        }
+        let created = if rewind {
+            self.created_since(p, point, &first)?
+        } else {
+            Vec::new()
+        };
+        report.removed = created.iter().map(|c| c.uri()).collect();
         report
             .moved
             .extend(moves.iter().map(|(from, to)| (to.uri(), from.uri())));
@@ -364,9 +356,7 @@ impl Locked {
             .rename_out(p, &self.blob_path(&blob))
             .map_err(|e| OpsError::io(self.backing(p), e))?;
         let pid = crate::process::requester();
-        if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
-        {
-            e.op = "rm".into();
+        if let Some(e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid)) {
             self.journal.record(&[e])?;
         }
         Ok(())
