@@ -99,10 +99,11 @@ pub enum Command {
     Rm(rm::RmArgs),
     /// Move a file or directory (rename(2), then its index records; crash-safe).
     Mv(mv::MvArgs),
-    /// What removals kept (newest first): a file's or a tree's versions, restorable with undo.
+    /// What removals, overwrites and renames kept (newest first), restorable with undo.
     History(history::HistoryArgs),
-    /// Put back a removed file or tree from the history, with its index (an ordinary locked
-    /// operation; undoable itself).
+    /// Put back a file or tree as it was before its last change (removed, overwritten,
+    /// renamed), or rewind everything --since T, with its index (a locked operation;
+    /// undoable itself).
     Undo(history::UndoArgs),
     /// Write a file's whole content from standard input (as the mount does on close).
     Write(write::WriteArgs),
