@@ -40,13 +40,25 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// a full disk. Writes under passthrough never reach the daemon, so their ENOSPC cannot wait
 /// for a prune: the margin is what a writer may fill within the second between two prunes.
 fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
+    shortfall(ws).is_some()
+}
+
+/// How far the disk is below the pressure line: bytes and inodes to give back, or `None`
+/// when it is above it.
+fn shortfall(ws: &crate::workspace::Workspace) -> Option<(u64, u64)> {
     let dir = ws.internal_dir();
-    let bytes =
-        super::reserve::room(&dir).is_some_and(|(free, total)| free < (1u64 << 30).min(total / 4));
+    let bytes = super::reserve::room(&dir).map_or(0, |(free, total)| {
+        (1u64 << 30).min(total / 4).saturating_sub(free)
+    });
     // Inodes too: a removal kept frees none, and every lock file takes one.
-    let inodes = crate::sys::statvfs(&dir)
-        .is_ok_and(|st| st.f_files > 0 && st.f_favail < (st.f_files / 10).min(1 << 16));
-    bytes || inodes
+    let inodes = crate::sys::statvfs(&dir).map_or(0, |st| {
+        if st.f_files == 0 {
+            0
+        } else {
+            (st.f_files / 10).min(1 << 16).saturating_sub(st.f_favail)
+        }
+    });
+    (bytes > 0 || inodes > 0).then_some((bytes, inodes))
 }
 
 impl Stores {
@@ -187,24 +199,13 @@ impl Stores {
         let cap = self.history.max_bytes.unwrap_or_else(|| {
             super::reserve::room(&self.ws.internal_dir()).map_or(u64::MAX, |(_, total)| total / 10)
         });
-        let mut total: u64 = all
-            .iter()
-            .filter(|r| r.entry.blob.is_some())
-            .map(|r| r.entry.size)
-            .sum();
-        let mut gone = 0;
-        for r in &all {
-            let old = now_ms.saturating_sub(r.at_ms) > keep_ms;
-            let over = total > cap;
-            let full = pressure && under_pressure(&self.ws);
-            if !(old || over || full) {
-                break;
-            }
+        let short = match pressure {
+            true => shortfall(&self.ws).unwrap_or((0, 0)),
+            false => (0, 0),
+        };
+        let gone = to_prune(&all, now_ms, keep_ms, cap, short);
+        for r in &all[..gone] {
             self.forget_entry(r)?;
-            if r.entry.blob.is_some() {
-                total = total.saturating_sub(r.entry.size);
-            }
-            gone += 1;
         }
         if gone > 0 {
             tracing::info!(entries = gone, pressure, "history pruned");
@@ -235,6 +236,36 @@ impl Stores {
         }
         r
     }
+}
+
+/// How many of `all` (oldest first) a prune gives back: those older than `keep_ms`, the
+/// oldest while the kept content is over `cap`, and the oldest until their content covers
+/// `short` (bytes, inodes) — measured once and counted down by each entry's size, not
+/// measured again after each: filesystems free a deleted file's blocks later (XFS in a
+/// background worker), so free space read at once would call for the whole history.
+fn to_prune(all: &[Recorded], now_ms: i64, keep_ms: i64, cap: u64, short: (u64, u64)) -> usize {
+    let mut total: u64 = all
+        .iter()
+        .filter(|r| r.entry.blob.is_some())
+        .map(|r| r.entry.size)
+        .sum();
+    let (mut short_bytes, mut short_inodes) = short;
+    let mut gone = 0;
+    for r in all {
+        let old = now_ms.saturating_sub(r.at_ms) > keep_ms;
+        let over = total > cap;
+        let full = short_bytes > 0 || short_inodes > 0;
+        if !(old || over || full) {
+            break;
+        }
+        if r.entry.blob.is_some() {
+            total = total.saturating_sub(r.entry.size);
+            short_bytes = short_bytes.saturating_sub(r.entry.size);
+            short_inodes = short_inodes.saturating_sub(1);
+        }
+        gone += 1;
+    }
+    gone
 }
 
 /// How an overwrite keeps the version it replaces.
@@ -395,4 +426,51 @@ fn cmdline(pid: u32) -> Option<String> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     (!args.is_empty()).then(|| args.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_prune;
+    use crate::journal::{Entry, Recorded};
+
+    fn kept(at_ms: i64, size: u64) -> Recorded {
+        Recorded {
+            id: at_ms,
+            at_ms,
+            entry: Entry {
+                op: "rm".into(),
+                path: format!("resources/f{at_ms}"),
+                new_path: None,
+                born_ms: None,
+                kind: "file".into(),
+                size,
+                blob: Some(format!("b{at_ms}")),
+                reason: None,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                pid: None,
+                cmd: None,
+            },
+        }
+    }
+
+    #[test]
+    fn pressure_gives_back_what_is_short_and_no_more() {
+        let all: Vec<_> = (1..=8).map(|i| kept(i, 100)).collect();
+        // Nothing old, nothing over the cap: only the shortfall decides.
+        assert_eq!(to_prune(&all, 10, i64::MAX, u64::MAX, (0, 0)), 0);
+        assert_eq!(to_prune(&all, 10, i64::MAX, u64::MAX, (250, 0)), 3);
+        assert_eq!(to_prune(&all, 10, i64::MAX, u64::MAX, (0, 2)), 2);
+        assert_eq!(to_prune(&all, 10, i64::MAX, u64::MAX, (10_000, 0)), 8);
+    }
+
+    #[test]
+    fn age_and_cap_prune_the_oldest() {
+        let all: Vec<_> = (1..=8).map(|i| kept(i, 100)).collect();
+        // At 10 with keep 6: entries recorded before 4 are past their time.
+        assert_eq!(to_prune(&all, 10, 6, u64::MAX, (0, 0)), 3);
+        // 800 bytes kept, cap 500: the three oldest go.
+        assert_eq!(to_prune(&all, 10, i64::MAX, 500, (0, 0)), 3);
+    }
 }
