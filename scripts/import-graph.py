@@ -86,7 +86,7 @@ LAYERS = {
     "ops": [
         "keys at source error",
         "stores derive reserve lifecycle history",
-        "locked rm mv add write recover light settle undo",
+        "locked rm mv add write recover light settle undo past",
         "derivers jobs rederive refresher rebuild reindex search gauges",
         "fsck migrate status",
         "mod",

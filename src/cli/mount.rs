@@ -369,10 +369,14 @@ pub fn run_daemon(
         let core = match mp {
             Some(_) => {
                 let seam = LockedMutations::new(ops.locked().clone());
+                let past = crate::ops::PastView::new(ops.locked().clone());
                 let core = VikingFs::new(&ws, Arc::new(seam)).context("open the namespace")?;
-                let core = Arc::new(core.with_config(FsConfig {
-                    show_summaries: opts.show_summaries,
-                }));
+                let core = Arc::new(
+                    core.with_config(FsConfig {
+                        show_summaries: opts.show_summaries,
+                    })
+                    .with_past(Arc::new(past)),
+                );
                 let weak = Arc::downgrade(&core);
                 ops.set_write_probe(Box::new(move |p| {
                     weak.upgrade().is_some_and(|c| c.is_open_for_write(p))

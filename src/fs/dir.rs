@@ -16,6 +16,9 @@ impl VikingFs {
     /// xfstests generic/471); later reads continue that listing.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        if super::past::is_past(ino) {
+            return self.past_opendir(ino);
+        }
         let inode = self.inodes.get(ino)?;
         let st = sys::fstat(&inode.fd()?).map_err(|e| FsError::io("opendir", e))?;
         if !st.is_dir() {
@@ -29,6 +32,9 @@ impl VikingFs {
 
     /// The visible entries of directory `ino`, `.` and `..` first.
     fn listing(&self, ino: u64) -> FsResult<Listing> {
+        if super::past::is_past(ino) {
+            return self.past_listing(ino);
+        }
         let inode = self.inodes.get(ino)?;
         let fd = inode.fd()?;
         // Its device names the entries' inodes.
@@ -108,7 +114,7 @@ impl VikingFs {
 }
 
 /// The `d_type` a listing reply gives for a file type.
-fn dtype(t: FileType) -> u8 {
+pub(super) fn dtype(t: FileType) -> u8 {
     match t {
         FileType::Directory => libc::DT_DIR,
         FileType::RegularFile => libc::DT_REG,

@@ -46,6 +46,8 @@ pub enum FsError {
     InternalName(String),
     #[error("{0:?} is a derived summary and cannot be changed by users")]
     ReadOnlySidecar(String),
+    #[error("the past under .history/ is read-only: `vikingfs undo PATH --at T` restores it")]
+    ReadOnlyPast,
     #[error("only the scopes resources, user and agent live at the root")]
     RootIsFixed,
     #[error("inode {0} is not a directory")]
@@ -85,6 +87,7 @@ impl ToErrno for FsError {
             FsError::Hidden(_) | FsError::Unlinked(_) => libc::ENOENT,
             FsError::InternalName(_) | FsError::RootIsFixed => libc::EPERM,
             FsError::ReadOnlySidecar(_) => libc::EACCES,
+            FsError::ReadOnlyPast => libc::EROFS,
             FsError::NotADirectory(_) => libc::ENOTDIR,
             FsError::Invalid(_) => libc::EINVAL,
             FsError::Name(e) => e.errno(),

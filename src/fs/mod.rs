@@ -15,6 +15,7 @@ pub mod fdcache;
 pub mod handles;
 pub mod inode;
 pub mod mutations;
+pub mod past;
 
 mod xattr;
 
@@ -38,6 +39,7 @@ pub use error::{FsError, FsResult};
 pub use handles::DirEntry;
 pub use inode::ROOT_INO;
 pub use mutations::{AttrChange, DirectMutations, Mutations, Owner, RenameMode};
+pub use past::{PastSource, HISTORY_DIR};
 
 use handles::{FileHandle, Handles};
 use inode::{Inode, InodeTable};
@@ -75,6 +77,9 @@ pub struct VikingFs {
     handles: Handles,
     mutations: Arc<dyn Mutations>,
     config: FsConfig,
+    /// What `.history/` shows; without one there is no `.history/`.
+    past: Option<Arc<dyn PastSource>>,
+    past_nodes: past::PastNodes,
 }
 
 /// A name a program asked for, checked against what the namespace allows.
@@ -106,6 +111,8 @@ impl VikingFs {
             handles: Handles::default(),
             mutations,
             config: FsConfig::default(),
+            past: None,
+            past_nodes: past::PastNodes::default(),
         })
     }
 
@@ -114,6 +121,12 @@ impl VikingFs {
         self.config = config;
         // Listed summaries are entries like any other: their replacement is not quiet.
         crate::dirtimes::set_summaries_listed(config.show_summaries);
+        self
+    }
+
+    /// The core showing the past at `.history/` as `src` tells it ([`past`]).
+    pub fn with_past(mut self, src: Arc<dyn PastSource>) -> Self {
+        self.past = Some(src);
         self
     }
 
@@ -253,6 +266,9 @@ impl VikingFs {
     /// Look `name` up under `parent`; the kernel now holds one more reference to the result.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        if self.is_past_lookup(parent, name) {
+            return self.past_lookup(parent, name);
+        }
         let n = match self.name(parent, name)? {
             Name::Plain(s) | Name::Sidecar(s) => s,
         };
@@ -267,17 +283,24 @@ impl VikingFs {
 
     /// The kernel dropped `n` references to `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
+        if past::is_past(ino) {
+            return self.past_forget(ino, n);
+        }
         self.inodes.forget(ino, n);
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        if past::is_past(ino) {
+            return self.past_getattr(ino);
+        }
         let inode = self.inodes.get(ino)?;
         self.attr_of(&inode)
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn setattr(&self, ino: u64, change: &AttrChange) -> FsResult<Attr> {
+        self.not_past(ino)?;
         let inode = self.inodes.get(ino)?;
         if self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
@@ -295,6 +318,9 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        if past::is_past(ino) {
+            return self.past_readlink(ino);
+        }
         let inode = self.inodes.get(ino)?;
         sys::readlink(inode.fd()?).map_err(|e| FsError::io("readlink", e))
     }
@@ -305,6 +331,13 @@ impl VikingFs {
 
     /// access(2) for the FUSE `access` call (default_permissions does the real checks).
     pub fn access(&self, ino: u64, mask: i32) -> FsResult<()> {
+        if past::is_past(ino) {
+            // The kernel checked the mode (default_permissions); nothing there is writable.
+            return match mask & libc::W_OK {
+                0 => self.past_getattr(ino).map(drop),
+                _ => Err(FsError::ReadOnlyPast),
+            };
+        }
         let inode = self.inodes.get(ino)?;
         if mask & libc::W_OK != 0 && self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
@@ -316,6 +349,7 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, owner: Owner) -> FsResult<Attr> {
+        self.not_past(parent)?;
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.mkdir(&p, mode, owner)?;
@@ -332,6 +366,7 @@ impl VikingFs {
         rdev: u64,
         owner: Owner,
     ) -> FsResult<Attr> {
+        self.not_past(parent)?;
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.mknod(&p, mode, rdev, owner)?;
@@ -347,6 +382,7 @@ impl VikingFs {
         target: &Path,
         owner: Owner,
     ) -> FsResult<Attr> {
+        self.not_past(parent)?;
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         self.mutations.symlink(target.as_os_str(), &p, owner)?;
@@ -356,6 +392,8 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn link(&self, ino: u64, newparent: u64, newname: &OsStr) -> FsResult<Attr> {
+        self.not_past(ino)?;
+        self.not_past(newparent)?;
         let inode = self.inodes.get(ino)?;
         if self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
@@ -370,6 +408,7 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        self.not_past(parent)?;
         let p = match self.name(parent, name)? {
             Name::Sidecar(s) => {
                 let p = self.child(parent, s)?;
@@ -408,6 +447,7 @@ impl VikingFs {
 
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        self.not_past(parent)?;
         let n = self.existing_name(parent, name)?;
         if parent == ROOT_INO {
             return Err(FsError::RootIsFixed);
@@ -479,6 +519,8 @@ impl VikingFs {
         newname: &OsStr,
         mode: RenameMode,
     ) -> FsResult<()> {
+        self.not_past(parent)?;
+        self.not_past(newparent)?;
         let n = self.existing_name(parent, name)?;
         let nn = match mode {
             RenameMode::Exchange => self.existing_name(newparent, newname)?,
@@ -541,6 +583,7 @@ impl VikingFs {
         flags: i32,
         owner: Owner,
     ) -> FsResult<(Attr, u64)> {
+        self.not_past(parent)?;
         let n = self.new_name(parent, name)?;
         let p = self.child(parent, n)?;
         let file = self.mutations.create(&p, mode, flags, owner)?;
@@ -553,6 +596,9 @@ impl VikingFs {
     /// Open a file; writing goes through the mutation seam.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<u64> {
+        if past::is_past(ino) {
+            return self.past_open(ino, flags);
+        }
         let inode = self.inodes.get(ino)?;
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW);

@@ -23,11 +23,19 @@ fn sized(
 impl VikingFs {
     /// getxattr; `size` 0 asks for the length only.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<Vec<u8>> {
+        if super::past::is_past(ino) {
+            // The past keeps content, owner and mode; no extended attributes.
+            let none = std::io::Error::from_raw_os_error(libc::ENODATA);
+            return Err(FsError::io("getxattr", none));
+        }
         let fd = self.inodes.get(ino)?.fd()?;
         sized(size, |buf| sys::getxattr(&fd, name, buf)).map_err(|e| FsError::io("getxattr", e))
     }
 
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<Vec<u8>> {
+        if super::past::is_past(ino) {
+            return Ok(Vec::new());
+        }
         let fd = self.inodes.get(ino)?.fd()?;
         sized(size, |buf| sys::listxattr(&fd, buf)).map_err(|e| FsError::io("listxattr", e))
     }
@@ -35,6 +43,7 @@ impl VikingFs {
     /// Extended attributes are metadata of the file, not content: set directly (sidecars
     /// excepted), like chmod's times they carry no namespace change.
     pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> FsResult<()> {
+        self.not_past(ino)?;
         let inode = self.inodes.get(ino)?;
         if self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));
@@ -43,6 +52,7 @@ impl VikingFs {
     }
 
     pub fn removexattr(&self, ino: u64, name: &OsStr) -> FsResult<()> {
+        self.not_past(ino)?;
         let inode = self.inodes.get(ino)?;
         if self.is_sidecar_inode(&inode) {
             return Err(FsError::ReadOnlySidecar(ino.to_string()));

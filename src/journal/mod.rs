@@ -203,6 +203,8 @@ pub trait Engine: Send + Sync {
 /// The journal of one workspace.
 pub struct Journal {
     engine: Box<dyn Engine>,
+    /// Counts this process's changes of the history (what reads of it may cache on).
+    history_changes: std::sync::atomic::AtomicU64,
 }
 
 impl Journal {
@@ -214,7 +216,10 @@ impl Journal {
     }
 
     pub fn with_engine(engine: Box<dyn Engine>) -> Journal {
-        Journal { engine }
+        Journal {
+            engine,
+            history_changes: Default::default(),
+        }
     }
 
     /// Where its rows live, for messages.
@@ -264,6 +269,7 @@ impl Journal {
         if entries.is_empty() {
             return self.finish_all(ids);
         }
+        self.history_changed();
         self.engine.finish_recording(ids, entries)
     }
 
@@ -278,6 +284,7 @@ impl Journal {
         if entries.is_empty() {
             return Ok(());
         }
+        self.history_changed();
         self.engine.record(entries)
     }
 
@@ -286,7 +293,20 @@ impl Journal {
         if ids.is_empty() {
             return Ok(());
         }
+        self.history_changed();
         self.engine.forget_history(ids)
+    }
+
+    /// How many times this process changed the history (recorded or forgot entries): a
+    /// read of it cached at one count is current while the count stays.
+    pub fn history_changes(&self) -> u64 {
+        self.history_changes
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn history_changed(&self) {
+        self.history_changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Close the intents `ids` together, in one transaction (a batch of removals).

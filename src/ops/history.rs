@@ -110,6 +110,12 @@ impl Stores {
         Ok(self.journal.history(under, since_ms)?)
     }
 
+    /// Changes of the history by this process so far, entries waiting to be recorded
+    /// included: what the past view (`past.rs`) caches its reads on.
+    pub(crate) fn history_generation(&self) -> u64 {
+        self.journal.history_changes() + self.waiting_entries.lock().len() as u64
+    }
+
     /// Where kept content lives.
     pub(crate) fn blobs_dir(&self) -> PathBuf {
         self.ws.internal_dir().join("history").join("blobs")
@@ -430,8 +436,7 @@ fn cmdline(pid: u32) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::to_prune;
-    use crate::journal::{Entry, Recorded};
+    use super::*;
 
     fn kept(at_ms: i64, size: u64) -> Recorded {
         Recorded {

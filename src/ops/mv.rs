@@ -226,6 +226,9 @@ impl Locked {
         if src_dir {
             self.locks.release_owned(dst, guard.owner())?;
         }
+        // A version of `dst` this rename replaced waits to be recorded: recorded first, it
+        // is before the rename in the history's order too (what the past view reads).
+        self.flush_entries();
         self.journal
             .finish_recording(&[intent], &self.move_entry(src, dst))?;
         // The source's lock file moved away with the tree: the release reports it, harmlessly.

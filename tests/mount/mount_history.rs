@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use daemon::{ok, Mount};
+use daemon::{fails, ok, sh, Mount};
 
 /// Up to `n` Python files of this machine's standard library (real code nobody here
 /// wrote), by their path under it.
@@ -382,5 +382,90 @@ fn undo_of_a_rename_over_a_file_gives_both_back() {
         (read("a.md"), read("b.md")),
         ("A\n".to_string(), "B\n".to_string())
     );
+    m.check_index_agrees();
+}
+
+/// The past through the mount: after a mixed script, `MNT/.history/@T/` shows the tree as
+/// it was at T, byte for byte, while the live tree shows the script's result; `ls .history/`
+/// lists the points; nothing under it can be changed (EROFS), and it is listed nowhere.
+#[test]
+fn the_past_is_a_read_only_tree_at_history_at_t() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir -p w/d/e && echo alpha > w/a.md && echo bravo > w/b.md && echo charlie > w/c.md \
+         && echo delta > w/d/e/d.md && echo echo > w/d/x.md && echo secret > w/s.md \
+         && chmod 600 w/s.md",
+    );
+    m.check_index_agrees();
+    let start = hashes(&m.backing().join("w"));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let t = jiff::Timestamp::now();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(
+        &r,
+        "echo new > w/new.md && mkdir w/made && echo inside > w/made/in.md \
+         && echo changed > w/a.md && rm w/b.md && truncate -s 2 w/c.md && rm -r w/d \
+         && mv w/new.md w/moved.md && mv w/a.md w/a2.md && echo fresh > w/a.md \
+         && echo B2 > w/b2.md && mv w/b2.md w/c.md",
+    );
+    let past = m.mp.join(".history").join(format!("@{t}"));
+    let then = past.join("resources/w");
+    assert_eq!(
+        hashes(&then),
+        start,
+        "the tree at T, read through .history/@T"
+    );
+    assert_ne!(hashes(&m.backing().join("w")), start);
+    // Plain tools read it: diff against the live file, cp out of it.
+    let d = sh(&r, &format!("diff {} w/c.md", then.join("c.md").display()));
+    assert_eq!(d.status.code(), Some(1), "diff sees the change");
+    ok(
+        &r,
+        &format!("cp {} back.md", then.join("d/e/d.md").display()),
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.join("back.md")).unwrap(),
+        "delta\n"
+    );
+    // Owner and mode as kept: the secret stays the owner's.
+    let md = std::fs::metadata(then.join("s.md")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    let denied = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+        .arg(then.join("s.md"))
+        .output()
+        .unwrap();
+    assert!(
+        !denied.status.success(),
+        "nobody reads the owner's old version"
+    );
+    // The points: one before the script at least, each a directory of the past.
+    let points = ok(&m.mp, "ls .history");
+    assert!(points.lines().count() >= 1, "{points}");
+    assert!(points.lines().all(|l| l.starts_with('@')), "{points}");
+    let first = points.lines().next().unwrap();
+    ok(
+        &m.mp,
+        &format!("ls '.history/{first}/resources' >/dev/null"),
+    );
+    // Read-only, and hidden.
+    for change in [
+        "echo x > {P}/a.md",
+        "rm {P}/a.md",
+        "mkdir {P}/new",
+        "touch {P}/a.md",
+        "mv {P}/a.md {P}/z.md",
+        "chmod 777 {P}/a.md",
+    ] {
+        let cmd = change.replace("{P}", &then.display().to_string());
+        let err = fails(&r, &cmd);
+        assert!(err.contains("Read-only file system"), "{cmd}: {err}");
+    }
+    assert_eq!(hashes(&then), start, "nothing changed the past");
+    let listed = ok(&m.mp, "ls -a");
+    assert!(!listed.contains(".history"), "{listed}");
     m.check_index_agrees();
 }
