@@ -191,6 +191,12 @@ impl Timeline {
     }
 }
 
+/// `entries` (in the order recorded) cut into changes: the runs of one process's entries
+/// less than [`POINT_GAP_MS`] apart (an `rm -rf` is an entry per file, one change).
+pub fn changes(entries: &[Recorded]) -> impl Iterator<Item = &[Recorded]> {
+    entries.chunk_by(|a, b| a.entry.pid == b.entry.pid && b.at_ms - a.at_ms <= POINT_GAP_MS)
+}
+
 impl PastView {
     /// Where `q`'s content at the timeline's point is, and the (path, entry index) pairs
     /// its renames led through.
@@ -221,16 +227,7 @@ impl crate::fs::PastSource for PastView {
         let mut all = self.ops.history(None, 0).map_err(io::Error::other)?;
         all.retain(|r| r.entry.op != "undo");
         all.sort_by_key(|r| r.id);
-        let mut points: Vec<i64> = Vec::new();
-        let mut last: Option<&Recorded> = None;
-        for r in &all {
-            let new =
-                last.is_none_or(|l| l.entry.pid != r.entry.pid || r.at_ms - l.at_ms > POINT_GAP_MS);
-            if new {
-                points.push(r.at_ms - 1);
-            }
-            last = Some(r);
-        }
+        let mut points: Vec<i64> = changes(&all).map(|c| c[0].at_ms - 1).collect();
         points.dedup();
         points.reverse();
         points.truncate(MAX_POINTS);

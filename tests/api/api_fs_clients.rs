@@ -100,3 +100,18 @@ fn openvikings_ov_command_works_the_files_end_to_end() {
     assert_passed(&out, "ov_fs.py", &s);
     finish(holder, &s);
 }
+
+/// OpenViking's snapshot namespace (`client.snapshot`) over the history: log, show, diff,
+/// restore and commit through the real SDK, and a user key refused without paths.
+#[test]
+fn openvikings_python_sdk_reads_and_restores_snapshots_over_the_history() {
+    let Some(clients) = clients() else { return };
+    let (s, user_key, holder) = served_with_held_lock(1);
+    let out = python(
+        &clients,
+        "sdk_snapshot.py",
+        &[&s.url(), "--key", "root-secret", "--user-key", &user_key],
+    );
+    assert_passed(&out, "sdk_snapshot.py", &s);
+    finish(holder, &s);
+}

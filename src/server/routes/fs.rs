@@ -65,7 +65,7 @@ fn parse_flag(s: &str) -> Option<bool> {
 
 /// The values of a repeated query key (`extra_fields=a&extra_fields=b`), which the struct
 /// extractors do not read.
-fn repeated(raw: &Option<String>, key: &str) -> Vec<String> {
+pub(super) fn repeated(raw: &Option<String>, key: &str) -> Vec<String> {
     let Some(q) = raw else { return Vec::new() };
     q.split('&')
         .filter_map(|kv| {

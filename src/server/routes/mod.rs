@@ -11,6 +11,7 @@ pub mod observer;
 pub mod resources;
 pub mod search;
 pub mod sessions;
+pub mod snapshot;
 pub mod system;
 pub mod tasks;
 
@@ -44,6 +45,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .merge(super::mcp::routes(&api))
         .merge(search::routes())
         .merge(sessions::routes())
+        .merge(snapshot::routes())
         .merge(tasks::routes())
         .merge(observer::routes())
         .merge(super::local::routes())

@@ -1,0 +1,105 @@
+"""OpenViking's own Python client (openviking_sdk) against `vikingfs serve`: its snapshot
+namespace over the history. Write files, overwrite one and remove another through the API;
+then `snapshot.log` lists the changes newest first, `snapshot.show` reads a file as it was
+before them, `snapshot.diff` compares the two versions, and `snapshot.restore` (dry run, then
+for real) brings the directory back; a user key without paths is refused.
+
+    python sdk_snapshot.py URL --key API_KEY [--user-key USER_KEY]
+
+Exits non-zero naming the first check that failed.
+"""
+
+import argparse
+import sys
+import time
+
+from openviking_sdk import SyncHTTPClient
+from openviking_sdk.errors import NotFoundError, OpenVikingError, PermissionDeniedError
+
+
+def check(what, cond, got=None):
+    if not cond:
+        print(f"FAILED: {what}: got {got!r}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def raises(what, exc, f):
+    try:
+        r = f()
+    except exc as e:
+        print(f"ok: {what} ({type(e).__name__}: {e})")
+        return e
+    except Exception as e:  # noqa: BLE001 - named in the failure
+        print(f"FAILED: {what}: raised {type(e).__name__}: {e}")
+        sys.exit(1)
+    print(f"FAILED: {what}: returned {r!r}")
+    sys.exit(1)
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("url")
+ap.add_argument("--key")
+ap.add_argument("--user-key")
+a = ap.parse_args()
+c = SyncHTTPClient(url=a.url, api_key=a.key)
+c.initialize()
+snap = c.snapshot
+
+d = "viking://resources/snap"
+c.mkdir(d)
+c.write(f"{d}/a.md", "alpha one\nalpha two\n", mode="create", wait=True)
+c.write(f"{d}/b.md", "bravo\n", mode="create", wait=True)
+# Apart from what follows: another change, another commit.
+time.sleep(1.5)
+c.write(f"{d}/a.md", "alpha one\nalpha 2\n", mode="replace", wait=True)
+c.rm(f"{d}/b.md")
+time.sleep(0.3)
+
+log = snap.log(paths=[d])
+check("log: commits newest first", isinstance(log, list) and len(log) >= 1, log)
+newest = log[0]
+check("log: a commit's fields", all(k in newest for k in ("oid", "parents", "message", "author")), newest)
+check("log: oid is 40 hex digits", len(newest["oid"]) == 40, newest["oid"])
+before = newest["parents"][0] if newest["parents"] else None
+check("log: the newest has a parent", before is not None, newest)
+
+blob = snap.show(before, path=f"{d}/b.md")
+check("show: b.md before its rm", blob["bytes"] == b"bravo\n", blob)
+check("show: size header", blob["size"] == 6, blob)
+blob = snap.show(before, path=f"{d}/a.md")
+check("show: a.md before its overwrite", blob["bytes"] == b"alpha one\nalpha two\n", blob)
+raises("show: a path that never was", NotFoundError, lambda: snap.show(before, path=f"{d}/zz.md"))
+raises("show: an unknown ref", NotFoundError, lambda: snap.show("not-a-ref", path=f"{d}/a.md"))
+
+df = snap.diff(f"{d}/a.md", from_ref=before, to_ref="main")
+check("diff: modified", df.get("change_type") == "modified", df)
+check("diff: unified text", "-alpha two" in df["diff_text"] and "+alpha 2" in df["diff_text"], df)
+df = snap.diff(f"{d}/b.md", from_ref=before, to_ref="main")
+check("diff: deleted", df.get("change_type") == "deleted", df)
+
+plan = snap.restore(project_dir=d, source_commit=before, dry_run=True)
+check("restore dry run: a plan", plan.get("result") == "dry_run", plan)
+check("restore dry run: b.md would come back", f"{d}/b.md" in plan.get("to_write", []), plan)
+check("restore dry run: nothing changed", c.read(f"{d}/a.md") == "alpha one\nalpha 2\n")
+r = snap.restore(project_dir=d, source_commit=before)
+check("restore: applied", r.get("result") == "applied", r)
+check("restore: a.md as it was", c.read(f"{d}/a.md") == "alpha one\nalpha two\n")
+check("restore: b.md back", c.read(f"{d}/b.md") == "bravo\n")
+# The restore is itself a change: what it replaced is kept, and the log shows it.
+after = snap.log(paths=[d])
+check("log after restore: a newer commit", after[0]["oid"] != newest["oid"], after[0])
+
+head = snap.commit(message="checkpoint", paths=[d])
+check("commit: answers the newest commit", head.get("oid") == after[0]["oid"], head)
+
+if a.user_key:
+    u = SyncHTTPClient(url=a.url, api_key=a.user_key)
+    u.initialize()
+    raises("user log without paths", PermissionDeniedError, lambda: u.snapshot.log())
+    raises("user restore without project_dir", OpenVikingError,
+           lambda: u.snapshot.restore(source_commit=before, dry_run=True))
+    mine = u.snapshot.log(paths=["viking://user/bob"])
+    check("user log of their own space: nothing of others'", all("resources/snap" not in m["message"] for m in mine) or mine == [], mine)
+
+print("all checks passed")
