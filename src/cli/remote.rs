@@ -305,6 +305,17 @@ pub fn session(
                 };
                 super::session::print_commit(&report, outcome.as_ref(), a, drained_in_time)
             }
+            SessionCmd::Rollback {
+                session,
+                archive,
+                json,
+            } => {
+                let body = json!({ "session": daemon_arg(ctx, session)?, "archive": archive });
+                match session_call(d, "/vikingfs/v1/session/rollback", &body)? {
+                    Ok(v) => super::session::print_rollback(&v, *json),
+                    Err(code) => Ok(code),
+                }
+            }
             SessionCmd::Recover(_) => unreachable!("answered here"),
         }
     };

@@ -42,6 +42,17 @@ pub enum SessionCmd {
     Commit(CommitArgs),
     /// Finish commits a crash interrupted (phase 1 from .meta.json, phase 2 from the queue).
     Recover(RecoverArgs),
+    /// Take out exactly the memory facts the session's commits wrote (all of them, or
+    /// archive N's): each changed memory file's previous version stays in the history
+    /// (`vikingfs undo` puts it back), a file left without facts is removed.
+    Rollback {
+        session: String,
+        /// Only this commit (its archive number, as `session show` lists them).
+        #[arg(long, value_name = "N")]
+        archive: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -116,7 +127,9 @@ fn is_path(arg: &str) -> bool {
 /// ([`super::Ctx::new`]).
 pub fn targets(a: &SessionArgs) -> Vec<&str> {
     let arg = match &a.cmd {
-        SessionCmd::Add { session, .. } | SessionCmd::Show { session, .. } => Some(session),
+        SessionCmd::Add { session, .. }
+        | SessionCmd::Show { session, .. }
+        | SessionCmd::Rollback { session, .. } => Some(session),
         SessionCmd::Commit(c) => Some(&c.session),
         SessionCmd::Recover(r) => r.session.as_ref(),
         SessionCmd::List { .. } => None,
@@ -170,6 +183,11 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
         SessionCmd::Show { session, json } => show(ctx, session, *json),
         SessionCmd::Commit(a) => commit(ctx, a),
         SessionCmd::Recover(a) => recover(ctx, a),
+        SessionCmd::Rollback {
+            session,
+            archive,
+            json,
+        } => rollback(ctx, session, *archive, *json),
     };
     match res {
         Err(e)
@@ -181,6 +199,50 @@ pub fn run(ctx: &Ctx, args: &SessionArgs) -> anyhow::Result<i32> {
         }
         other => other,
     }
+}
+
+fn rollback(ctx: &Ctx, session: &str, archive: Option<u32>, json: bool) -> anyhow::Result<i32> {
+    let (_ops, sessions) = open_ops(ctx)?;
+    let s = session_of(ctx, &sessions.ws, session)?;
+    let report = serde_json::to_value(sessions.rollback(&s, archive)?)?;
+    print_rollback(&report, json)
+}
+
+/// What `session rollback` prints: its report ([`session::rollback::RollbackReport`]).
+pub(super) fn print_rollback(r: &serde_json::Value, json: bool) -> anyhow::Result<i32> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(0);
+    }
+    let list = |k: &str| -> Vec<String> {
+        r[k].as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect()
+    };
+    for u in list("changed") {
+        println!("took facts out of {u}");
+    }
+    for u in list("removed") {
+        println!("removed {u} (no fact left; kept in the history)");
+    }
+    let done = list("archives");
+    let already = list("already");
+    println!(
+        "rolled back {} commit(s) ({} fact line(s)){}",
+        done.len(),
+        r["lines"].as_u64().unwrap_or(0),
+        if already.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; archive(s) {} were rolled back before",
+                already.join(", ")
+            )
+        }
+    );
+    Ok(0)
 }
 
 fn add(ctx: &Ctx, session: &str, role: &str, text: &str) -> anyhow::Result<i32> {

@@ -292,6 +292,18 @@ impl Stores {
     /// `history.max_file_bytes`, in an entry without content). A crash between the content
     /// and its entry leaves content without an entry, which `fsck --repair` removes.
     pub(crate) fn keep_version(&self, p: &crate::uri::VPath, op: &str, how: Keep) {
+        self.keep_version_by(p, op, how, None);
+    }
+
+    /// Keep the version of memory file `p` a session commit (`by`: which one, what its
+    /// entry names as the command) is about to replace by a rename, under the caller's
+    /// lock: a hard link, as for any rename over a file. The op is `rewrite`.
+    pub fn keep_rewritten(&self, p: &crate::uri::VPath, by: &str) {
+        self.keep_version_by(p, "rewrite", Keep::Link, Some(by.to_string()));
+    }
+
+    /// [`Self::keep_version`], its entry naming `by` as the command when given.
+    fn keep_version_by(&self, p: &crate::uri::VPath, op: &str, how: Keep, by: Option<String>) {
         let from = self.ws.fs_path(p);
         let Ok(md) = std::fs::symlink_metadata(&from) else {
             return; // nothing there: nothing replaced
@@ -300,6 +312,7 @@ impl Stores {
             return;
         }
         let pid = crate::process::requester();
+        let cmd = by.or_else(|| self.command_of(pid));
         let not_kept = |why: String| {
             use std::os::unix::fs::MetadataExt;
             Entry {
@@ -315,7 +328,7 @@ impl Stores {
                 uid: md.uid(),
                 gid: md.gid(),
                 pid: Some(pid),
-                cmd: self.command_of(pid),
+                cmd: cmd.clone(),
             }
         };
         let Some(blob) = self.new_blob() else {
@@ -334,7 +347,7 @@ impl Stores {
         };
         let entry = match kept {
             Ok(true) => self
-                .removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
+                .removal_entry(p.as_str(), &blob, Some(pid), cmd.clone())
                 .map(|mut e| {
                     e.op = op.into();
                     // A copy is born now: the version kept is of the file it was made from.

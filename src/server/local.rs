@@ -59,6 +59,7 @@ pub fn routes() -> Routes {
         .route("/vikingfs/v1/session/show", post(session_show))
         .route("/vikingfs/v1/session/commit", post(session_commit))
         .route("/vikingfs/v1/session/archive", post(session_archive))
+        .route("/vikingfs/v1/session/rollback", post(session_rollback))
         .route_layer(middleware::from_fn(local_only))
 }
 
@@ -92,6 +93,7 @@ fn session_err(e: SessionError) -> ApiError {
             "INVALID_ARGUMENT"
         }
         SessionError::NoSuchSession(_) => "NOT_FOUND",
+        SessionError::Rollback(_) => "FAILED_PRECONDITION",
         _ => "INTERNAL",
     };
     ApiError::new(code, message)
@@ -419,8 +421,14 @@ struct SessionBody {
     text: String,
     #[serde(default)]
     keep: usize,
-    #[serde(default)]
+    /// An archive's number (0 or none: every archive, for a rollback).
+    #[serde(default, deserialize_with = "archive_number")]
     archive: u32,
+}
+
+/// An archive number, `null` being none (0).
+fn archive_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(Option::<u32>::deserialize(d)?.unwrap_or(0))
 }
 
 fn session_of(who: &Identity, arg: &str) -> Result<SessionPath, ApiError> {
@@ -472,6 +480,17 @@ async fn session_commit(
             .map_err(session_err)?)
     })
     .await
+}
+
+/// `vikingfs session rollback`: the same call the command makes without a daemon.
+async fn session_rollback(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Body(b): Body<SessionBody>,
+) -> ApiResult {
+    let s = session_of(&who, &b.session)?;
+    let archive = (b.archive > 0).then_some(b.archive);
+    blocking(move || ok(api.sessions.rollback(&s, archive).map_err(session_err)?)).await
 }
 
 /// What became of an archive's phase 2.

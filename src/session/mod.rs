@@ -9,7 +9,8 @@
 //!   cut exactly those bytes from the live file in place ([`trim`]), mark the archive ready —
 //!   and the recovery that finishes a phase 1 a crash interrupted;
 //! - [`phase2`]: the `session_commit` job handler (summary, memories, `memory_diff.json`,
-//!   `.done` last), resumable at every step.
+//!   `.done` last), resumable at every step;
+//! - [`rollback`]: taking exactly one commit's memory facts out again.
 //!
 //! Invariant: every byte appended to the live file is, at every moment, either still in the
 //! live file or in exactly one archive — or named by a pending commit in `.meta.json` that
@@ -22,6 +23,7 @@ pub mod meta;
 pub mod phase1;
 pub mod phase2;
 pub mod report;
+pub mod rollback;
 pub mod trim;
 
 use std::io;
@@ -79,6 +81,9 @@ pub enum SessionError {
     /// person can look (no byte is ever dropped on a guess).
     #[error("{path}: {reason}; left untouched, inspect .meta.json's pending_commit")]
     Diverged { path: PathBuf, reason: String },
+    /// A rollback that cannot be done as asked (the reason says what to do).
+    #[error("{0}")]
+    Rollback(String),
 }
 
 impl SessionError {

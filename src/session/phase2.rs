@@ -29,7 +29,7 @@ use crate::lock::{LockError, LockKind};
 use crate::ops::{source_version, Ops, OpsError};
 use crate::queue::{Cause, Job, JobError, JobHandler};
 use crate::semantic::memory::{
-    apply_diff_entry, parse_messages, plan_memory_writes, Date, ExtractContext, MemoryDiff,
+    apply_diff_entry, fields, parse_messages, plan_memory_writes, Date, ExtractContext, MemoryDiff,
 };
 use crate::semantic::summary::{Child, DirInput};
 use crate::semantic::{MemoryExtractor, SemanticError, Summarizer};
@@ -170,6 +170,17 @@ impl SessionCommitHandler {
         };
         crate::crash_point!("session.job.diff_written");
 
+        // Each memory file records which commit its facts came from (its provenance, what
+        // `session rollback` reads), and the version a commit replaces is kept in the history.
+        let id_of = |m: Option<&crate::semantic::memory::Message>| {
+            m.and_then(|m| m.id.clone()).unwrap_or_default()
+        };
+        let source = json!({
+            "session": s.sid,
+            "archive": n,
+            "messages": [id_of(parsed.messages.first()), id_of(parsed.messages.last())],
+        });
+        let by = format!("session commit {} archive_{n:03}", s.sid);
         for entry in diff.adds.iter().chain(&diff.updates) {
             let p = s
                 .memories()
@@ -182,6 +193,10 @@ impl SessionCommitHandler {
             let path = ws.fs_path(&p);
             let existing = fsx::read_opt(&path)?.map(|b| String::from_utf8_lossy(&b).into_owned());
             if let Some(content) = apply_diff_entry(existing.as_deref(), entry) {
+                let content = fields::add_source(&content, source.clone());
+                if existing.is_some() {
+                    self.ops.keep_rewritten(&p, &by);
+                }
                 fsx::atomic_write(&path, content.as_bytes())?;
             }
             // Queued after the write and under the lock, so the embedding job reads the new
@@ -198,9 +213,6 @@ impl SessionCommitHandler {
         crate::crash_point!("session.job.indexed");
 
         // OpenViking's `.done` names the first and last message archived.
-        let id_of = |m: Option<&crate::semantic::memory::Message>| {
-            m.and_then(|m| m.id.clone()).unwrap_or_default()
-        };
         let done = json!({
             "starting_message_id": id_of(parsed.messages.first()),
             "ending_message_id": id_of(parsed.messages.last()),
@@ -296,6 +308,9 @@ impl SessionCommitHandler {
                 .map(|c| (c.to_string(), 0))
                 .collect();
         for a in super::layout::archives_on_disk(ws, s)? {
+            if super::rollback::rolled_back(ws, s, a) {
+                continue; // its memories were taken out again
+            }
             if let Some(d) = self.load_diff(s, a)? {
                 for e in d.adds.iter().chain(&d.updates) {
                     let c = serde_json::to_value(e.category)

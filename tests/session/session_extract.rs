@@ -409,3 +409,121 @@ fn commit_wait_times_out_like_wait() {
     );
     assert_eq!(ws.archives("s").len(), 1, "the commit is kept");
 }
+
+/// Every memory file names the commits its facts came from (OpenViking's MEMORY_FIELDS
+/// block), and `session rollback` takes out exactly one session's facts: a file it made is
+/// removed, a file it added to loses only its lines, both versions stay in the history, and
+/// `find` no longer names what was taken out. A second rollback does nothing.
+#[test]
+fn rollback_takes_out_exactly_one_sessions_memories() {
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "a", "user", "Hi! My name is Ana Souza."]);
+    ws.ok(&[
+        "session",
+        "add",
+        "a",
+        "user",
+        "I prefer dark mode in every editor.",
+    ]);
+    ws.ok(&["session", "commit", "a", "--wait"]);
+    ws.ok(&["session", "add", "b", "user", "I prefer tabs over spaces."]);
+    ws.ok(&[
+        "session",
+        "add",
+        "b",
+        "user",
+        "My name is Ana Souza and I live in Lisbon.",
+    ]);
+    ws.ok(&["session", "commit", "b", "--wait"]);
+    let before = ws.memories();
+    let profile = &before["profile.md"];
+    assert!(
+        profile.contains("Lisbon") && profile.contains("Name: Ana"),
+        "{profile}"
+    );
+    assert!(profile.contains("<!-- MEMORY_FIELDS"), "{profile}");
+    assert!(
+        profile.contains("\"session\": \"a\"") && profile.contains("\"session\": \"b\""),
+        "provenance of both commits: {profile}"
+    );
+    let tabs = before
+        .keys()
+        .find(|k| k.contains("tabs"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no memory of tabs in {:?}", before.keys()));
+    assert!(!find(&ws, "tabs over spaces", "viking://user/default/memories").is_empty());
+
+    let out = ws.ok(&["session", "rollback", "b"]);
+    assert!(out.contains("rolled back 1 commit(s)"), "{out}");
+    let after = ws.memories();
+    assert!(
+        !after.contains_key(&tabs),
+        "{tabs} made by b is gone: {after:?}"
+    );
+    let profile = &after["profile.md"];
+    assert!(!profile.contains("Lisbon"), "b's line is out: {profile}");
+    assert!(profile.contains("Name: Ana"), "a's line stays: {profile}");
+    assert!(!profile.contains("\"session\": \"b\""), "{profile}");
+    assert_eq!(
+        after.get("preferences/default/dark_mode.md"),
+        before.get("preferences/default/dark_mode.md"),
+        "a's own file is untouched"
+    );
+    assert!(
+        find(&ws, "tabs over spaces", "viking://user/default/memories").is_empty(),
+        "search no longer names what was taken out"
+    );
+    // Both replaced versions are in the history, each naming who replaced it.
+    let h = ws.ok(&["history", "--json", "viking://user/default/memories"]);
+    let h: Value = serde_json::from_str(&h).unwrap();
+    let ops: Vec<(String, String)> = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["op"].as_str().unwrap_or_default().to_string(),
+                e["path"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        ops.contains(&("rm".into(), format!("user/default/memories/{tabs}"))),
+        "{ops:?}"
+    );
+    assert!(
+        ops.iter()
+            .any(|(op, p)| op == "rewrite" && p.ends_with("profile.md")),
+        "{ops:?}"
+    );
+    // Undone: the rollback's own change comes back.
+    ws.ok(&["undo", &format!("viking://user/default/memories/{tabs}")]);
+    assert_eq!(ws.memories().get(&tabs), before.get(&tabs));
+    // Again: nothing to do.
+    let again = ws.ok(&["session", "rollback", "b"]);
+    assert!(again.contains("rolled back before"), "{again}");
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(ws.session_dir("b").join(".meta.json")).unwrap())
+            .unwrap();
+    assert!(
+        meta["memories_extracted"]["total"].as_u64().is_some(),
+        "{meta}"
+    );
+    // A session that does not exist, an archive it does not have: one line, exit 1.
+    let bad = ws
+        .cmd()
+        .args(["session", "rollback", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim().lines().count(),
+        1
+    );
+    let bad = ws
+        .cmd()
+        .args(["session", "rollback", "a", "--archive", "9"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no archive 9"));
+}

@@ -7,9 +7,10 @@
 //! extractors live in `rules` (local) and `chat`. Everything here is pure: the session job reads
 //! and writes the files.
 //!
-//! A memory file is a markdown title line followed by one `- fact` line per fact. Merging only
-//! ever appends fact lines that are not already present, which makes applying the same memories
-//! twice a no-op: a resumed commit job writes every memory exactly once.
+//! A memory file is a markdown title line followed by one `- fact` line per fact, and maybe
+//! its fields last ([`fields`]: the commits its facts came from). Merging only ever appends
+//! fact lines that are not already present (before the fields), which makes applying the same
+//! memories twice a no-op: a resumed commit job writes every memory exactly once.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::uri::check_component;
 
 mod date;
+pub mod fields;
 mod message;
 
 pub use date::Date;
@@ -183,6 +185,8 @@ pub fn merge_memory(existing: Option<&str>, new: &Memory) -> Merge {
     let Some(old) = existing else {
         return Merge::Create(new.content.clone());
     };
+    // Facts go after the facts, before the fields block (which stays last).
+    let (old, kept) = fields::split(old);
     let present: Vec<&str> = old.lines().map(str::trim_end).collect();
     let added: Vec<String> = new
         .facts()
@@ -199,6 +203,9 @@ pub fn merge_memory(existing: Option<&str>, new: &Memory) -> Merge {
     for l in &added {
         content.push_str(l);
         content.push('\n');
+    }
+    if let Some(f) = kept {
+        content = fields::join(&content, &f);
     }
     Merge::Append { content, added }
 }
