@@ -274,6 +274,27 @@ fn to_prune(all: &[Recorded], now_ms: i64, keep_ms: i64, cap: u64, short: (u64, 
     gone
 }
 
+/// How many files' last copies [`Stores::keep_version`] remembers (then it starts again).
+const COPIES_REMEMBERED: usize = 16_384;
+
+/// What tells a file's version apart without reading it: (dev, ino, size, mtime, ctime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp(u64, u64, u64, i64, i64);
+
+impl Stamp {
+    fn of(md: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Stamp(
+            md.dev(),
+            md.ino(),
+            md.len(),
+            ns(md.mtime(), md.mtime_nsec()),
+            ns(md.ctime(), md.ctime_nsec()),
+        )
+    }
+}
+
 /// How an overwrite keeps the version it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Keep {
@@ -309,6 +330,13 @@ impl Stores {
             return; // nothing there: nothing replaced
         };
         if !md.is_file() || (how == Keep::Copy && md.len() == 0) {
+            return;
+        }
+        // A copy of a file unchanged since the last copy kept of it would keep the same
+        // version twice (a program that opens a file for writing again and again, a database,
+        // writes nothing most times).
+        let stamp = Stamp::of(&md);
+        if how == Keep::Copy && self.copied_from.lock().get(p.as_str()) == Some(&stamp) {
             return;
         }
         let pid = crate::process::requester();
@@ -364,6 +392,13 @@ impl Stores {
                 None
             }
         };
+        if how == Keep::Copy && entry.as_ref().is_some_and(|e| e.blob.is_some()) {
+            let mut seen = self.copied_from.lock();
+            if seen.len() >= COPIES_REMEMBERED {
+                seen.clear();
+            }
+            seen.insert(p.as_str().to_string(), stamp);
+        }
         // At once (with any waiting): its content is kept already, and content without an
         // entry is what a crash should leave only in the moment between the two.
         if let Some(e) = entry {

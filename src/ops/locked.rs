@@ -184,6 +184,12 @@ impl Mutations for LockedMutations {
             if flags & libc::O_TRUNC != 0 {
                 // `> file`: the version it cuts is kept.
                 self.ops.keep_version(path, "overwrite", Keep::Copy);
+            } else if flags & libc::O_APPEND == 0 {
+                // Written in place (`dd conv=notrunc`, an editor or a database writing into
+                // the file): the writes may bypass the daemon (passthrough), so the version
+                // they may change is kept now, at the open (once while the file stays as it
+                // is). An append changes nothing that was there.
+                self.ops.keep_version(path, "edit", Keep::Copy);
             }
             self.direct.open_write(path, flags)
         })

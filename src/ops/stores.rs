@@ -184,6 +184,10 @@ pub struct Stores {
     pub(super) waiting_entries: parking_lot::Mutex<Vec<crate::journal::Entry>>,
     /// The last requester's command line ([`Stores::command_of`]).
     pub(super) last_command: parking_lot::Mutex<Option<(u32, Option<String>)>>,
+    /// The file each copy kept lately was made from, by path: (dev, ino, size, mtime,
+    /// ctime). A file that still is that one is kept already ([`Stores::keep_version`]).
+    pub(super) copied_from:
+        parking_lot::Mutex<std::collections::HashMap<String, super::history::Stamp>>,
 }
 
 impl Stores {
@@ -265,6 +269,7 @@ impl Stores {
             history: config.history.clone(),
             pruned: Default::default(),
             last_command: Default::default(),
+            copied_from: Default::default(),
             waiting_entries: Default::default(),
         });
         if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =

@@ -287,7 +287,13 @@ fn overwrites_are_kept_and_undone() {
     support::assert_ok(&out, &["write"]);
     undo("viking://resources/w.md");
     assert_eq!(backing("w.md"), "before\n");
-    // Each undo kept what it replaced: the history names every version.
+    // truncate(2) by path, without an open: a cut of its own.
+    ok(
+        &r,
+        "echo 0123456789 > t2.md && python3 -c \"import os; os.truncate('t2.md', 1)\"",
+    );
+    undo("viking://resources/t2.md");
+    assert_eq!(backing("t2.md"), "0123456789\n");
     let listed = m.cli(&["history", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     let ops: Vec<&str> = v
@@ -296,7 +302,10 @@ fn overwrites_are_kept_and_undone() {
         .iter()
         .filter_map(|e| e["op"].as_str())
         .collect();
-    for op in ["truncate", "mv-over", "write", "undo"] {
+    // Each undo kept what it replaced: the history names every version. truncate(1) opens
+    // the file for writing (an `edit`: its version kept at the open), then cuts it (the same
+    // version: not kept twice).
+    for op in ["edit", "truncate", "mv-over", "write", "undo"] {
         assert!(ops.contains(&op), "{op} in {ops:?}");
     }
     m.check_index_agrees();
@@ -467,5 +476,62 @@ fn the_past_is_a_read_only_tree_at_history_at_t() {
     assert_eq!(hashes(&then), start, "nothing changed the past");
     let listed = ok(&m.mp, "ls -a");
     assert!(!listed.contains(".history"), "{listed}");
+    m.check_index_agrees();
+}
+
+/// Writes in place, without a truncation (`dd conv=notrunc`, a program that opens a file for
+/// reading and writing): the version they change is kept at the open, once while the file
+/// stays as it is, and `undo` and `.history/@T/` give it back.
+#[test]
+fn in_place_writes_are_kept_once_and_undone() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "printf 'hello world\\n' > f.md");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let t = jiff::Timestamp::now();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(&r, "printf 'HELLO' | dd of=f.md conv=notrunc status=none");
+    assert_eq!(
+        std::fs::read_to_string(r.join("f.md")).unwrap(),
+        "HELLO world\n"
+    );
+    let then =
+        m.mp.join(".history")
+            .join(format!("@{t}"))
+            .join("resources/f.md");
+    assert_eq!(std::fs::read_to_string(&then).unwrap(), "hello world\n");
+    // Opened for writing three times, written none: one version kept, not three.
+    let count = || {
+        let out = m
+            .cli(&["history", "--json", "viking://resources/f.md"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["op"] == "edit")
+            .count()
+    };
+    let before = count();
+    assert_eq!(before, 1, "the dd's open kept one version");
+    ok(
+        &r,
+        "for i in 1 2 3; do python3 -c \"open('f.md', 'r+').close()\"; done",
+    );
+    assert_eq!(
+        count(),
+        before + 1,
+        "the version dd made kept once, not three times"
+    );
+    let out = m
+        .cli(&["undo", "--at", &t.to_string(), "viking://resources/f.md"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["undo --at"]);
+    assert_eq!(
+        std::fs::read_to_string(m.backing().join("f.md")).unwrap(),
+        "hello world\n"
+    );
     m.check_index_agrees();
 }
