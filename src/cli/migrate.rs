@@ -99,7 +99,7 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> anyhow::Result<i32> {
     let records = ops.index().count().context("migrate: index")?;
     println!(
         "migrated to {}: {} pending and {} dead job(s), {} key version(s), {} intent(s), {} \
-         lifecycle(s){}; index rebuilt from the files ({records} records; summaries and \
+         lifecycle(s), {} history entr(ies){}; index rebuilt from the files ({records} records; summaries and \
          vectors queued: `vikingfs wait` or the daemon finishes them)",
         copied.location,
         copied.pending,
@@ -107,6 +107,7 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> anyhow::Result<i32> {
         copied.keys,
         copied.intents,
         copied.lifecycles,
+        copied.history,
         if copied.emptied {
             " (the target's old rows emptied first)"
         } else {

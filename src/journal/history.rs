@@ -82,6 +82,32 @@ pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
     )
 }
 
+/// Insert `r` as it was recorded elsewhere: its time kept (a new id, in the order given).
+pub(super) fn insert_recorded(s: &mut dyn Sql, r: &Recorded) -> crate::sql::Result<i64> {
+    let e = &r.entry;
+    s.insert(
+        "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
+                                pid, cmd, new_path, born)
+         VALUES (?14, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        &[
+            e.op.as_str().into(),
+            e.path.as_str().into(),
+            e.kind.as_str().into(),
+            (e.size as i64).into(),
+            e.blob.as_deref().into(),
+            e.reason.as_deref().into(),
+            i64::from(e.mode).into(),
+            i64::from(e.uid).into(),
+            i64::from(e.gid).into(),
+            e.pid.map(i64::from).into(),
+            e.cmd.as_deref().into(),
+            e.new_path.as_deref().into(),
+            e.born_ms.into(),
+            r.at_ms.into(),
+        ],
+    )
+}
+
 fn row(r: Row) -> Recorded {
     Recorded {
         id: r.int(0),

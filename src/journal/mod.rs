@@ -136,11 +136,14 @@ pub struct JournalRows {
     pub intents: Vec<IntentData>,
     /// Oldest first.
     pub lifecycles: Vec<LifecycleRow>,
+    /// The history's entries, in the order recorded, each with when (an import keeps the
+    /// times: the past is where it was).
+    pub history: Vec<Recorded>,
 }
 
 impl JournalRows {
     pub fn is_empty(&self) -> bool {
-        self.intents.is_empty() && self.lifecycles.is_empty()
+        self.intents.is_empty() && self.lifecycles.is_empty() && self.history.is_empty()
     }
 }
 

@@ -281,9 +281,12 @@ impl<B: Backend> Engine for B {
                     .map(|r| r.text(0))
                     .collect();
             }
+            let mut history = history::list(s, None, i64::MIN)?;
+            history.reverse(); // oldest first
             Ok(JournalRows {
                 intents,
                 lifecycles,
+                history,
             })
         })
     }
@@ -305,13 +308,16 @@ impl<B: Backend> Engine for B {
                 )?;
                 add_keys(s, &l.handle, &l.keys)?;
             }
+            for r in &rows.history {
+                history::insert_recorded(s, r)?;
+            }
             Ok(())
         })
     }
 
     fn clear(&self) -> Result<()> {
         self.write(|s| {
-            for t in ["{intents}", "{lifecycles}", "{keys}"] {
+            for t in ["{intents}", "{lifecycles}", "{keys}", "{history}"] {
                 s.exec(&format!("DELETE FROM {t}"), &[])?;
             }
             Ok(())

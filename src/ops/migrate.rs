@@ -98,6 +98,8 @@ pub struct Copied {
     pub keys: u64,
     pub intents: u64,
     pub lifecycles: u64,
+    /// History entries moved (their kept content stays where it is, in the workspace).
+    pub history: u64,
     /// Where the stores are now.
     pub location: String,
     /// The target had data that was emptied first (`--force`, or an unfinished copy).
@@ -202,7 +204,7 @@ pub fn copy(
     }
 
     let total = (queue.jobs.len() + queue.keys.len() + journal.intents.len()) as u64
-        + journal.lifecycles.len() as u64;
+        + (journal.lifecycles.len() + journal.history.len()) as u64;
     let mut done = queue.keys.len() as u64;
     // Key versions first, so that every job lands beside the version it is fenced by.
     target.queue.import(&[], &queue.keys)?;
@@ -225,6 +227,7 @@ pub fn copy(
         keys: queue.keys.len() as u64,
         intents: journal.intents.len() as u64,
         lifecycles: journal.lifecycles.len() as u64,
+        history: journal.history.len() as u64,
         location: target.location,
         emptied,
     })
@@ -240,9 +243,10 @@ fn held(target: &Stores) -> Result<Vec<String>> {
     let j = target.journal.export()?;
     if !j.is_empty() {
         held.push(format!(
-            "journal ({} intents, {} lifecycles)",
+            "journal ({} intents, {} lifecycles, {} history entries)",
             j.intents.len(),
-            j.lifecycles.len()
+            j.lifecycles.len(),
+            j.history.len()
         ));
     }
     let n = target.index.count()?;
@@ -306,6 +310,16 @@ fn verify(target: &Stores, queue: &QueueRows, journal: &JournalRows) -> Result<(
     };
     if bodies(&got) != bodies(journal) || handles(&got) != handles(journal) {
         return Err(mismatch("journal"));
+    }
+    // The history as it was, in its order and with its times (the ids are the target's).
+    let entries = |r: &JournalRows| {
+        r.history
+            .iter()
+            .map(|h| (h.at_ms, h.entry.clone()))
+            .collect::<Vec<_>>()
+    };
+    if entries(&got) != entries(journal) {
+        return Err(mismatch("history"));
     }
     Ok(())
 }

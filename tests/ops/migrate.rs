@@ -145,6 +145,7 @@ fn journal_shape(r: &JournalRows) -> Value {
         "intents": r.intents.iter().map(|i| json!([i.body, i.owner])).collect::<Vec<_>>(),
         "lifecycles": r.lifecycles.iter()
             .map(|l| json!([l.handle, l.target, l.kind, l.keys])).collect::<Vec<_>>(),
+        "history": r.history.iter().map(|h| json!([h.at_ms, h.entry])).collect::<Vec<_>>(),
     })
 }
 
@@ -177,8 +178,32 @@ fn journal_rows_move_to_postgres_and_back() {
             &["k1".into(), "k2".into()],
         )
         .unwrap();
+    // Two history entries, an older one first: they move with their times and order.
+    let entry = |op: &str, path: &str| vikingfs::journal::Entry {
+        op: op.into(),
+        path: path.into(),
+        new_path: None,
+        born_ms: Some(5),
+        kind: "file".into(),
+        size: 3,
+        blob: Some(format!("blob-{path}")),
+        reason: None,
+        mode: 0o640,
+        uid: 1000,
+        gid: 1000,
+        pid: Some(42),
+        cmd: Some("rm x".into()),
+    };
+    sqlite.record(&[entry("rm", "resources/x")]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    sqlite.record(&[entry("overwrite", "resources/y")]).unwrap();
     let rows = sqlite.engine().export().unwrap();
     assert_eq!((rows.intents.len(), rows.lifecycles.len()), (2, 1));
+    assert_eq!(rows.history.len(), 2);
+    assert!(
+        rows.history[0].at_ms < rows.history[1].at_ms,
+        "oldest first"
+    );
 
     let pg = PgJournal::open(Arc::new(Pg::connect(&server.dsn()).unwrap())).unwrap();
     journal::Engine::import(&pg, &rows).unwrap();
@@ -352,6 +377,19 @@ fn workspace_moves_to_postgres_and_back() {
     assert_eq!(backend_in_config(&env).as_deref(), Some("sqlite"));
     env.ok(&["migrate", "--to", "postgres", "--dsn", &dsn, "--force"]);
     assert_eq!(answers(&env, &tokens), before);
+
+    // The history moves too: what was removed on one backend is undone on the other.
+    env.ok(&["rm", "viking://resources/base/alpha.md"]);
+    let out = env.ok(&["migrate", "--to", "sqlite"]);
+    assert!(out.contains("1 history entr(ies)"), "{out}");
+    let listed = env.ok(&["history", "--json", "viking://resources/base/alpha.md"]);
+    let v: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
+    env.ok(&["undo", "viking://resources/base/alpha.md"]);
+    assert!(env
+        .ws()
+        .join("viking/default/resources/base/alpha.md")
+        .is_file());
 }
 
 #[cfg(feature = "failpoints")]
