@@ -290,6 +290,7 @@ impl Locked {
             let fs = self.backing(target);
             if !same_content(staged, &fs).map_err(|e| OpsError::io(&fs, e))? {
                 self.index.delete(target)?;
+                self.keep_version(target, "add", super::history::Keep::Link);
                 link_replace(staged, &fs)?;
                 out.changed.push(target.clone());
             }
@@ -342,12 +343,15 @@ impl Locked {
             }
             let child = dst.join(&name)?;
             self.index.delete_prefix(&child)?;
-            let r = if is_dir {
-                std::fs::remove_dir_all(e.path())
-            } else {
-                std::fs::remove_file(e.path())
-            };
-            r.map_err(|x| OpsError::io(e.path(), x))?;
+            // What the new version drops is kept in the history (`undo` gives it back).
+            if !self.keep_removed(&child, "add") {
+                let r = if is_dir {
+                    std::fs::remove_dir_all(e.path())
+                } else {
+                    std::fs::remove_file(e.path())
+                };
+                r.map_err(|x| OpsError::io(e.path(), x))?;
+            }
             out.removed += 1;
             out.dirty.insert(dst.clone());
         }
@@ -362,8 +366,9 @@ impl Locked {
                     continue;
                 }
                 // A changed file loses its old record first: missed until re-indexed,
-                // never found for words it no longer holds.
+                // never found for words it no longer holds. The version it replaces is kept.
                 self.index.delete(&child)?;
+                self.keep_version(&child, "add", super::history::Keep::Link);
                 link_replace(&s, &fs)?;
                 out.changed.push(child);
                 out.dirty.insert(dst.clone());

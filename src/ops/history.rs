@@ -188,6 +188,31 @@ impl Stores {
         })
     }
 
+    /// Move the file or tree at `p`, which `op` is about to remove, into the history with
+    /// its entry, under the caller's lock. False when nothing was kept (history off, the
+    /// disk short of space, a failed rename): the caller removes it as without history. A
+    /// file is named by its path in an extended attribute first, so a crash before the
+    /// entry leaves content `fsck --repair` adopts.
+    pub(crate) fn keep_removed(&self, p: &crate::uri::VPath, op: &str) -> bool {
+        let Some(blob) = self.new_blob() else {
+            return false;
+        };
+        let to = self.blob_path(&blob);
+        if let Err(e) = self.root.rename_out(p, &to) {
+            tracing::warn!(path = %p, "keeping what an {op} removes: {e}");
+            return false;
+        }
+        let _ = crate::sys::set_path_xattr(&to, super::rm::BLOB_PATH_XATTR, p.as_str().as_bytes());
+        let pid = crate::process::requester();
+        if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
+        {
+            e.op = op.into();
+            self.record_soon(vec![e]);
+            self.flush_entries();
+        }
+        true
+    }
+
     /// Prune the history once a minute at most (`pressure`: at once, and until the disk is
     /// no longer full or nothing is left). Returns how many entries went.
     pub(crate) fn prune_history(&self, pressure: bool) -> Result<usize> {

@@ -145,3 +145,55 @@ fn add_resource_goes_into_the_parent_named() {
         Err(OpsError::NotFound(_))
     ));
 }
+
+/// An add-resource update keeps what it replaces and what it drops: each in the history
+/// (op `add`), and `undo` of the target gives the old version back, file for file.
+#[test]
+fn an_add_resource_update_keeps_what_it_replaces_and_drops() {
+    let env = crate::support::ops::Env::new();
+    let v1 = [
+        ("a.md", "alpha v1\n".to_string()),
+        ("b.md", "bravo\n".to_string()),
+        ("sub/c.md", "charlie\n".to_string()),
+    ];
+    let src = env.local("docs", &v1);
+    env.add_waited(&src, "viking://resources/docs");
+    // The new version: a.md changed, b.md and sub/ gone, d.md new.
+    std::fs::write(src.join("a.md"), "alpha v2\n").unwrap();
+    std::fs::remove_file(src.join("b.md")).unwrap();
+    std::fs::remove_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("d.md"), "delta\n").unwrap();
+    env.add_waited(&src, "viking://resources/docs");
+    let backing = env.ws().join("viking/default/resources/docs");
+    let read = |rel: &str| std::fs::read_to_string(backing.join(rel)).ok();
+    assert_eq!(read("a.md").as_deref(), Some("alpha v2\n"));
+    assert_eq!(read("b.md"), None);
+    let listed = env.ok(&["history", "--json", "viking://resources/docs"]);
+    let v: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let kept: BTreeSet<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["blob"].is_string())
+        .map(|e| {
+            (
+                e["op"].as_str().unwrap().into(),
+                e["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for path in [
+        "resources/docs/a.md",
+        "resources/docs/b.md",
+        "resources/docs/sub",
+    ] {
+        assert!(
+            kept.contains(&("add".to_string(), path.to_string())),
+            "{path} kept: {kept:?}"
+        );
+    }
+    env.ok(&["undo", "--force", "viking://resources/docs"]);
+    assert_eq!(read("a.md").as_deref(), Some("alpha v1\n"));
+    assert_eq!(read("b.md").as_deref(), Some("bravo\n"));
+    assert_eq!(read("sub/c.md").as_deref(), Some("charlie\n"));
+}
