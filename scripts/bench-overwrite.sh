@@ -3,7 +3,9 @@
 # (`cat NEW > FILE`: open with O_TRUNC, then 100 MiB written) through vikingfs with history
 # on and off, on loop images of XFS and btrfs (reflinks: the old version shares its blocks)
 # and ext4 (none: the old version is copied, up to history.max_file_bytes — raised here to
-# 256 MiB so that the copy is measured), beside the filesystem itself.
+# 256 MiB so that the copy is measured), beside the filesystem itself, plainly and keeping
+# each replaced version as vikingfs does (`cp --reflink=auto`, then the overwrite). Images
+# are 8 GiB (sparse): on a small one the versions kept fill it, and allocation slows.
 #
 #   scripts/bench-overwrite.sh [WORKDIR]
 #
@@ -42,12 +44,12 @@ median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
 overwrite() { cat "$1" >"$2" && sync "$2"; }
 
 head -c $((100 << 20)) /dev/urandom >"$WORK/new"
-printf '%-7s %10s %12s %12s\n' fs native "history off" "history on"
+printf '%-7s %10s %14s %12s %12s\n' fs native "native+reflink" "history off" "history on"
 for fs in xfs btrfs ext4; do
     command -v "mkfs.$fs" >/dev/null || { echo "$fs: no mkfs.$fs, skipped"; continue; }
     d="$WORK/$fs"
     mkdir -p "$d/disk"
-    truncate -s 1536M "$d/img"
+    truncate -s 8G "$d/img"
     case $fs in
     ext4) mkfs.ext4 -q -F "$d/img" ;;
     *) "mkfs.$fs" -q -f "$d/img" >/dev/null ;;
@@ -57,6 +59,11 @@ for fs in xfs btrfs ext4; do
     # The filesystem itself.
     head -c $((100 << 20)) /dev/urandom >"$d/disk/native"
     row+=("$(for _ in $(seq $ROUNDS); do secs overwrite "$WORK/new" "$d/disk/native"; done | median)")
+    # The filesystem itself keeping each replaced version as vikingfs does (a reflink where
+    # it has them, before the truncation): what keeping costs without vikingfs.
+    keep() { cp --reflink=auto "$2" "$2.kept.$RANDOM$RANDOM" && overwrite "$1" "$2"; }
+    row+=("$(for _ in $(seq $ROUNDS); do secs keep "$WORK/new" "$d/disk/native"; done | median)")
+    rm -f "$d/disk/native".kept.*
     for h in false true; do
         home="$d/home-$h"
         mkdir -p "$home/.vikingfs" "$d/mnt-$h"
@@ -68,6 +75,6 @@ for fs in xfs btrfs ext4; do
         row+=("$(for _ in $(seq $ROUNDS); do secs overwrite "$WORK/new" "$f"; done | median)")
         HOME="$home" timeout 120 "$BIN" umount "$d/mnt-$h"
     done
-    printf '%-7s %10s %12s %12s\n' "$fs" "${row[@]}"
+    printf '%-7s %10s %14s %12s %12s\n' "$fs" "${row[@]}"
     umount "$d/disk"
 done
