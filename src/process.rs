@@ -85,3 +85,22 @@ pub fn on_behalf_of<T>(pid: u32, f: impl FnOnce() -> T) -> T {
 pub fn requester() -> u32 {
     REQUESTER.with(|r| r.get()).unwrap_or_else(std::process::id)
 }
+
+thread_local! {
+    /// Who a remote request on this thread is for (an HTTP API caller), as the history names
+    /// it in place of a command line.
+    static CALLER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` for the remote `caller` ([`caller`] says so meanwhile).
+pub fn for_caller<T>(caller: Option<String>, f: impl FnOnce() -> T) -> T {
+    let before = CALLER.with(|c| c.replace(caller));
+    let out = f();
+    CALLER.with(|c| *c.borrow_mut() = before);
+    out
+}
+
+/// The remote caller this thread serves, if any.
+pub fn caller() -> Option<String> {
+    CALLER.with(|c| c.borrow().clone())
+}

@@ -484,6 +484,10 @@ impl Stores {
     /// The command line of process `pid` (read once per process: an `rm -rf` asks for
     /// each file it removes, and may have exited by the time its last entry is recorded).
     pub(crate) fn command_of(&self, pid: u32) -> Option<String> {
+        // An API request: who it is for, not the daemon's command line.
+        if let Some(c) = crate::process::caller() {
+            return Some(c);
+        }
         let mut last = self.last_command.lock();
         if let Some((p, c)) = &*last {
             if *p == pid {

@@ -14,6 +14,7 @@
 //!   served at once (more wait in the kernel's backlog).
 
 pub mod auth;
+pub mod caller;
 pub mod extract;
 pub mod local;
 pub mod mcp;
@@ -70,7 +71,9 @@ impl Api {
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
+    // As the request's caller: the history names it (`caller`).
+    let caller = caller::current();
+    tokio::task::spawn_blocking(move || caller::run_as(caller, f))
         .await
         .unwrap_or_else(|e| Err(ApiError::internal(format!("request task: {e}"))))
 }
@@ -295,7 +298,14 @@ async fn accept_loop(
         };
         match accepted {
             Ok(Io::Tcp(io)) => serve_connection(io, &app, header_timeout, &graceful, permit),
-            Ok(Io::Unix(io)) => serve_connection(io, &app, header_timeout, &graceful, permit),
+            Ok(Io::Unix(io, peer)) => {
+                // Each connection's requests are done on behalf of its peer process.
+                let app = match peer {
+                    Some(pid) => app.clone().layer(axum::Extension(caller::Peer(pid))),
+                    None => app.clone(),
+                };
+                serve_connection(io, &app, header_timeout, &graceful, permit)
+            }
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning.
                 tracing::warn!("accept: {e}");
@@ -329,7 +339,7 @@ fn serve_connection<I>(
 
 enum Io {
     Tcp(TokioIo<tokio::net::TcpStream>),
-    Unix(TokioIo<tokio::net::UnixStream>),
+    Unix(TokioIo<tokio::net::UnixStream>, Option<u32>),
 }
 
 async fn accept(l: &Listener) -> std::io::Result<Io> {
@@ -339,7 +349,15 @@ async fn accept(l: &Listener) -> std::io::Result<Io> {
             let _ = s.set_nodelay(true);
             Io::Tcp(TokioIo::new(s))
         }
-        Listener::Unix(l) => Io::Unix(TokioIo::new(l.accept().await?.0)),
+        Listener::Unix(l) => {
+            let s = l.accept().await?.0;
+            let peer = s
+                .peer_cred()
+                .ok()
+                .and_then(|c| c.pid())
+                .and_then(|p| u32::try_from(p).ok());
+            Io::Unix(TokioIo::new(s), peer)
+        }
     })
 }
 
@@ -358,6 +376,8 @@ impl axum::extract::FromRequestParts<Arc<Api>> for Identity {
         parts: &mut axum::http::request::Parts,
         api: &Arc<Api>,
     ) -> Result<Identity, ApiError> {
-        Identity::of(api, parts)
+        let who = Identity::of(api, parts)?;
+        caller::note_user(&who.user, who.role.name());
+        Ok(who)
     }
 }

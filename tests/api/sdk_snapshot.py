@@ -61,6 +61,7 @@ check("log: commits newest first", isinstance(log, list) and len(log) >= 1, log)
 newest = log[0]
 check("log: a commit's fields", all(k in newest for k in ("oid", "parents", "message", "author")), newest)
 check("log: oid is 40 hex digits", len(newest["oid"]) == 40, newest["oid"])
+check("log: a change names its API caller", newest["author"]["name"].startswith("api: user "), newest["author"])
 before = newest["parents"][0] if newest["parents"] else None
 check("log: the newest has a parent", before is not None, newest)
 

@@ -535,3 +535,29 @@ fn in_place_writes_are_kept_once_and_undone() {
     );
     m.check_index_agrees();
 }
+
+/// A change the CLI asks the daemon for is recorded as the CLI's (its pid and command line,
+/// from the socket's peer), not as the daemon's.
+#[test]
+fn a_change_through_the_daemon_names_the_command_that_asked() {
+    let m = Mount::new();
+    ok(&m.res(), "echo x > asked.md");
+    let out = m
+        .cli(&["rm", "viking://resources/asked.md"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["rm through the daemon"]);
+    let listed = m
+        .cli(&["history", "--json", "viking://resources/asked.md"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let e = &v[0];
+    let cmd = e["cmd"].as_str().unwrap_or_default();
+    assert!(cmd.contains("rm viking://resources/asked.md"), "{e}");
+    assert_ne!(
+        e["pid"].as_i64(),
+        Some(i64::from(m.pid())),
+        "not the daemon's pid: {e}"
+    );
+}

@@ -60,6 +60,8 @@ pub fn router(api: Arc<Api>) -> Router {
         .layer(middleware::from_fn(framework_errors))
         .layer(cors)
         .layer(middleware::from_fn(process_time))
+        // Outermost: who each request is for, for the history's entries.
+        .layer(middleware::from_fn(super::caller::scope))
         .with_state(api)
 }
 
