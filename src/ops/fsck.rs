@@ -509,7 +509,7 @@ impl Check<'_> {
             rep.repaired += lost.len();
             for p in orphans {
                 // A removal's blob names its path (a crash came before its entry): adopted.
-                let named = crate::sys::path_xattr(&p, super::rm::BLOB_PATH_XATTR)
+                let named = crate::sys::path_xattr(&p, super::history::BLOB_PATH_XATTR)
                     .and_then(|v| String::from_utf8(v).ok());
                 let blob = p.file_name().map(|n| n.to_string_lossy().into_owned());
                 let entry = named

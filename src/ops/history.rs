@@ -32,6 +32,10 @@ use crate::journal::{Entry, Recorded};
 pub(crate) const ENTRIES_EVERY: Duration = Duration::from_millis(200);
 const ENTRIES_AT_ONCE: usize = 512;
 
+/// The extended attribute on a kept file naming the path it was removed from (what an
+/// `fsck --repair` adopts an entry-less blob by).
+pub(crate) const BLOB_PATH_XATTR: &str = "user.vikingfs.path";
+
 /// How often a batch of removals also prunes what is past its time or over the cap.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -202,7 +206,7 @@ impl Stores {
             tracing::warn!(path = %p, "keeping what an {op} removes: {e}");
             return false;
         }
-        let _ = crate::sys::set_path_xattr(&to, super::rm::BLOB_PATH_XATTR, p.as_str().as_bytes());
+        let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
         let pid = crate::process::requester();
         if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
         {

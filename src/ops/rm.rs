@@ -19,10 +19,6 @@ use crate::lock::{LockGuard, LockKind};
 use crate::tail;
 use crate::uri::VPath;
 
-/// The extended attribute on a kept file naming the path it was removed from (what an
-/// `fsck --repair` adopts an entry-less blob by).
-pub(crate) const BLOB_PATH_XATTR: &str = "user.vikingfs.path";
-
 /// What an rm did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RmReport {
@@ -123,7 +119,11 @@ impl Locked {
                     self.root
                         .rename_out(p, &to)
                         .map_err(|e| OpsError::io(&fs, e))?;
-                    let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
+                    let _ = crate::sys::set_path_xattr(
+                        &to,
+                        super::history::BLOB_PATH_XATTR,
+                        p.as_str().as_bytes(),
+                    );
                 }
                 None => self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?,
             }
