@@ -26,6 +26,11 @@ points! {
     "rm.intent" => "rm intent journalled; records and path still there",
     "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; records and intent still there",
     "rm.index_deleted" => "records under the path deleted (a batch's); intent still open",
+    // ops::history (src/ops/history.rs): a replaced version kept (link, reflink or copy) →
+    // its entry recorded → the overwrite goes on.
+    "history.kept" => "the version an overwrite replaces kept; no entry yet, nothing replaced",
+    // session::rollback (src/session/rollback.rs): per memory file, lines out → the archive marked.
+    "rollback.rewritten" => "a memory file's lines of the commit taken out; the archive not marked",
     // ops::undo (src/ops/undo.rs): lock → jobs queued → content copied back → entries.
     "undo.queued" => "the restored paths' jobs queued under the lock; nothing copied yet",
     "undo.restored" => "content copied back; no undo entry yet",

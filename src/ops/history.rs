@@ -421,6 +421,7 @@ impl Stores {
                 None
             }
         };
+        crate::crash_point!("history.kept");
         if how == Keep::Copy && entry.as_ref().is_some_and(|e| e.blob.is_some()) {
             let mut seen = self.copied_from.lock();
             if seen.len() >= COPIES_REMEMBERED {

@@ -119,6 +119,7 @@ impl Sessions {
                 fsx::atomic_write(&path, out.as_bytes())?;
                 self.notify_written(std::slice::from_ref(&p))?;
                 drop(guard);
+                crate::crash_point!("rollback.rewritten");
                 report.changed.push(p.uri());
             }
             let marker = json!({

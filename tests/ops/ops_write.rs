@@ -197,3 +197,59 @@ fn an_add_resource_update_keeps_what_it_replaces_and_drops() {
     assert_eq!(read("b.md").as_deref(), Some("bravo\n"));
     assert_eq!(read("sub/c.md").as_deref(), Some("charlie\n"));
 }
+
+/// A crash after a replaced version was kept and before its entry (`history.kept`) leaves
+/// the file as it was and content without an entry, which `fsck` names and `--repair`
+/// clears; the write then goes through and is kept as any other.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_crash_between_a_kept_version_and_its_entry_loses_nothing() {
+    let env = crate::support::ops::Env::new();
+    let from = env
+        .local("src", &[("new.md", "new\n".to_string())])
+        .join("new.md");
+    let from = from.to_str().unwrap();
+    env.ok(&["write", "viking://resources/w.md", "--from", from]);
+    let old = env
+        .local("src2", &[("old.md", "old\n".to_string())])
+        .join("old.md");
+    env.ok(&[
+        "write",
+        "viking://resources/w.md",
+        "--from",
+        old.to_str().unwrap(),
+    ]);
+    let args = ["write", "viking://resources/w.md", "--from", from];
+    let out = env
+        .cmd(&args)
+        .env("VIKINGFS_CRASH_AT", "history.kept")
+        .output()
+        .unwrap();
+    crate::support::assert_crashed_at(&out, "history.kept", &args);
+    assert_eq!(
+        std::fs::read_to_string(env.data("resources/w.md")).unwrap(),
+        "old\n"
+    );
+    let fsck = env.run(&["fsck", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&fsck.stdout).unwrap();
+    assert!(
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"].as_str().unwrap_or_default().contains("history")),
+        "fsck names the content without an entry: {v}"
+    );
+    env.check_repair();
+    env.ok(&args);
+    assert_eq!(
+        std::fs::read_to_string(env.data("resources/w.md")).unwrap(),
+        "new\n"
+    );
+    let listed = env.ok(&["history", "--json", "viking://resources/w.md"]);
+    let h: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert!(
+        h.as_array().unwrap().iter().any(|e| e["blob"].is_string()),
+        "{h}"
+    );
+}

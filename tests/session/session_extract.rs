@@ -527,3 +527,42 @@ fn rollback_takes_out_exactly_one_sessions_memories() {
         .unwrap();
     assert!(String::from_utf8_lossy(&bad.stderr).contains("has no archive 9"));
 }
+
+/// A rollback a crash cut short (`rollback.rewritten`: a file's lines out, the archive not
+/// marked) is finished by running it again: each line out once, the archive marked.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rollback_cut_short_is_finished_by_running_it_again() {
+    let ws = Ws::new();
+    ws.ok(&["session", "add", "a", "user", "My name is Ana Souza."]);
+    ws.ok(&["session", "commit", "a", "--wait"]);
+    ws.ok(&["session", "add", "b", "user", "I prefer tabs over spaces."]);
+    ws.ok(&[
+        "session",
+        "add",
+        "b",
+        "user",
+        "My name is Ana Souza and I live in Lisbon.",
+    ]);
+    ws.ok(&["session", "commit", "b", "--wait"]);
+    let out = ws
+        .cmd()
+        .env("VIKINGFS_CRASH_AT", "rollback.rewritten")
+        .args(["session", "rollback", "b"])
+        .output()
+        .unwrap();
+    crate::support::assert_crashed_at(&out, "rollback.rewritten", &["session", "rollback", "b"]);
+    let marker = ws.session_dir("b").join("history/archive_001/.rolled_back");
+    assert!(!marker.exists(), "not marked before the crash");
+    let out = ws.ok(&["session", "rollback", "b"]);
+    assert!(out.contains("rolled back 1 commit(s)"), "{out}");
+    assert!(marker.is_file());
+    let mems = ws.memories();
+    let profile = &mems["profile.md"];
+    assert!(
+        !profile.contains("Lisbon") && profile.contains("Name: Ana"),
+        "{profile}"
+    );
+    assert!(!mems.keys().any(|k| k.contains("tabs")), "{mems:?}");
+    assert_eq!(profile.matches("Name: Ana").count(), 1, "{profile}");
+}
