@@ -25,6 +25,7 @@ pub(crate) mod analyze;
 mod engine;
 mod hybrid;
 pub mod postgres;
+pub mod query;
 pub mod sqlite;
 pub mod text;
 

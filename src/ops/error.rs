@@ -24,6 +24,9 @@ pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 pub enum OpsError {
     #[error("{0}: no such file or directory")]
     NotFound(String),
+    /// A `find` query whose syntax says something impossible (a `path:` that is no glob).
+    #[error("{0}")]
+    BadQuery(String),
     #[error("{0}: already exists")]
     Exists(String),
     #[error("{0} is a directory (use -r to remove a directory)")]
@@ -146,7 +149,9 @@ impl ToErrno for OpsError {
             OpsError::IsADirectory(_) => libc::EISDIR,
             OpsError::NotADirectory(_) => libc::ENOTDIR,
             OpsError::NotEmpty(_) => libc::ENOTEMPTY,
-            OpsError::IntoItself { .. } | OpsError::Exchange(_) => libc::EINVAL,
+            OpsError::IntoItself { .. } | OpsError::Exchange(_) | OpsError::BadQuery(_) => {
+                libc::EINVAL
+            }
             OpsError::ScopeRoot(_) | OpsError::Derived(_) => libc::EPERM,
             OpsError::Busy(e) | OpsError::Lock(e) => e.errno(),
             OpsError::Queue(e) => e.errno(),

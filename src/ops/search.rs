@@ -1,4 +1,5 @@
-//! `find` for every face: the query's vector from the configured model, the relevance floor,
+//! `find` for every face: the query's syntax (`"phrase"`, `-word`, `path:`, `ext:`:
+//! `index::query`), the query's vector from the configured model, the relevance floor,
 //! and the verdict on each candidate — gone (its source is missing: dropped and deleted from
 //! the index) or hidden (a summary whose refresh is queued, so it may describe what is no
 //! longer there) — over [`Index::find`].
@@ -10,7 +11,8 @@ use crate::uri::VPath;
 use crate::workspace::Workspace;
 
 use super::keys::semantic_key;
-use super::Result;
+use super::{OpsError, Result};
+use crate::index::query::Parsed;
 
 /// The least cosine similarity a result without lexical evidence needs. Measured for
 /// all-MiniLM-L6-v2 on the search benchmark (`docs/search-bench.md`, 1,200 queries on each
@@ -53,26 +55,32 @@ pub fn find(
     embedder: Option<&dyn Embedder>,
     q: &Query,
 ) -> Result<Found> {
+    // The words rank; the rest of the syntax filters (`index::query`).
+    let parsed = Parsed::parse(q.text).map_err(OpsError::BadQuery)?;
+    let text = parsed.text.as_str();
     let vector = match embedder {
-        Some(e) if q.mode != Mode::Lexical && index.has_dense() => {
+        Some(e) if q.mode != Mode::Lexical && index.has_dense() && !text.is_empty() => {
             let started = std::time::Instant::now();
-            let mut v = e.embed(&[q.text])?;
+            let mut v = e.embed(&[text])?;
             tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "query embedded");
             v.pop().filter(|v| v.len() == index.dim())
         }
         _ => None,
     };
     let req = SearchRequest {
-        text: q.text,
+        text,
         vector: vector.as_deref(),
         mode: q.mode,
         limit: q.limit,
         under: q.under,
         floor: SEMANTIC_FLOOR,
     };
-    let mut found = index.find(&req, |h| verdict(ws, queue, h))?;
+    let mut found = index.find(&req, |h| match verdict(ws, queue, h) {
+        Verdict::Show if !admitted(ws, &parsed, h) => Verdict::Hide,
+        v => v,
+    })?;
     // A file's stored snippet is its head; the passage holding the query's words says more.
-    let terms = crate::index::text::query_terms(q.text);
+    let terms = crate::index::text::query_terms(text);
     for h in &mut found.hits {
         if h.level == Level::Content && h.evidence.lexical_rank.is_some() {
             if let Some(s) = matching_snippet(&ws.fs_path(&h.uri), &terms) {
@@ -130,6 +138,29 @@ fn matching_snippet(path: &std::path::Path, terms: &[String]) -> Option<String> 
         }
     }
     best.map(|(_, p)| p.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// How much of a file a phrase or an exclusion is judged on.
+const FILTER_SCAN_BYTES: u64 = 4 << 20;
+
+/// Does `h` pass the query's filters? Its path always can be judged; a phrase or an
+/// exclusion only on a file's text (a summary is not shown unjudged).
+fn admitted(ws: &Workspace, parsed: &Parsed, h: &Hit) -> bool {
+    if !parsed.filters() {
+        return true;
+    }
+    let is_file = h.level == Level::Content;
+    if !parsed.admits_path(h.uri.as_str(), is_file) {
+        return false;
+    }
+    if !parsed.judges_text() {
+        return true;
+    }
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let read = std::fs::File::open(ws.fs_path(&h.uri))
+        .and_then(|f| f.take(FILTER_SCAN_BYTES).read_to_end(&mut buf));
+    is_file && read.is_ok() && parsed.admits_text(&String::from_utf8_lossy(&buf))
 }
 
 fn verdict(ws: &Workspace, queue: Option<&dyn PendingSummaries>, h: &Hit) -> Verdict {

@@ -152,7 +152,7 @@ impl ApiError {
                 ApiError::denied(message).with_details(json!({ "resource": uri }))
             }
             OpsError::Uri(_) => ApiError::invalid_uri(uri, &e),
-            OpsError::BadSource { .. } => ApiError::invalid(message),
+            OpsError::BadSource { .. } | OpsError::BadQuery(_) => ApiError::invalid(message),
             _ => match e.errno() {
                 libc::ENOSPC | libc::EDQUOT => ApiError::new("RESOURCE_EXHAUSTED", message),
                 libc::ENOENT => ApiError::not_found(uri),

@@ -330,3 +330,54 @@ fn an_index_from_another_model_is_reported_not_mixed() {
     assert!(hits[0]["evidence"].get("cosine").is_none(), "{v}");
     assert_eq!(f.index().count().unwrap(), 1);
 }
+
+/// The query syntax: `"phrase"` (in order), `-word` (absent as a word), `path:GLOB` and
+/// `ext:EXT` filter what the words rank, on every mode; a `path:` that is no glob is one line.
+#[test]
+fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
+    let env = crate::support::ops::Env::new();
+    let src = env.local(
+        "repo",
+        &[
+            (
+                "src/lock.rs",
+                "/// Takes the lock guard.\nfn lock_guard() {}\n".to_string(),
+            ),
+            (
+                "tools/guard.py",
+                "# lock guard with tokio\nimport os\n".to_string(),
+            ),
+            (
+                "docs/notes.md",
+                "# Notes\n\nThe guard keeps the lock.\n".to_string(),
+            ),
+        ],
+    );
+    env.add_waited(&src, "viking://resources/repo");
+    let files = |q: &str| -> Vec<String> {
+        let mut v: Vec<String> = env
+            .find(q, 10)
+            .into_iter()
+            .filter(|(_, level)| *level == 2)
+            .map(|(u, _)| u.rsplit('/').next().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(files("lock guard"), ["guard.py", "lock.rs", "notes.md"]);
+    assert_eq!(files("\"lock guard\""), ["guard.py", "lock.rs"]);
+    assert_eq!(files("\"lock guard\" -tokio"), ["lock.rs"]);
+    assert_eq!(files("lock ext:py"), ["guard.py"]);
+    assert_eq!(files("lock ext:.RS ext:md"), ["lock.rs", "notes.md"]);
+    assert_eq!(files("lock path:docs/*"), ["notes.md"]);
+    assert_eq!(files("lock path:/resources/repo/src/**"), ["lock.rs"]);
+    assert_eq!(files("lock path:*.py"), ["guard.py"]);
+    // Summaries are not judged on a phrase: none is shown for one.
+    let all = env.find("\"lock guard\"", 10);
+    assert!(all.iter().all(|(_, level)| *level == 2), "{all:?}");
+    let out = env.run(&["find", "lock path:["]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("path:[ is not a glob"), "{err}");
+}
