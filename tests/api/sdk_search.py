@@ -39,6 +39,13 @@ uris = [h["uri"] for h in under["resources"] + under["memories"] + under["skills
 check(uris and all(u.startswith("viking://resources/docs/sub") for u in uris),
       "find under a target", uris)
 
+# The query syntax holds through the API: a path filter and an exclusion.
+only = c.find("authentication tokens path:*.md -nonexistentword", limit=5)
+ouris = [h["uri"] for h in only["resources"] if h["level"] == 2]
+check(ouris and all(u.endswith(".md") for u in ouris), "find with path:*.md", only)
+none = c.find('"tokens authentication alpha"', limit=5)
+check(none["total"] == 0, "a phrase no file holds finds nothing", none)
+
 # search: list mode as find, then the context block.
 s = c.search("authentication tokens", limit=5)
 check([h["uri"] for h in s["resources"]] == [h["uri"] for h in r["resources"]],
