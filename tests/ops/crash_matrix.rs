@@ -366,13 +366,17 @@ macro_rules! matrix {
             // `session.*` points have their own matrix (tests/session/session_crash.rs),
             // `spool.*` points (the mount daemon's) theirs (tests/queue/queue_spool.rs,
             // tests/mount/mount_crash.rs), `migrate.*` points theirs (tests/ops/migrate.rs:
-            // the operation is the move of every store, not one on a workspace's files).
+            // the operation is the move of every store, not one on a workspace's files),
+            // `history.kept` and `rollback.*` theirs (tests/ops/ops_write.rs,
+            // tests/session/session_extract.rs: an overwrite's kept version, a rollback).
             let mut listed: Vec<&str> = listed
                 .lines()
                 .filter(|p| {
                     !p.starts_with("session.")
                         && !p.starts_with("spool.")
                         && !p.starts_with("migrate.")
+                        && !p.starts_with("history.")
+                        && !p.starts_with("rollback.")
                 })
                 .collect();
             listed.sort();
