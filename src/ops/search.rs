@@ -67,11 +67,16 @@ pub fn find(
         }
         _ => None,
     };
+    // An identifier's definition outranks its uses: looked for among more than are shown.
+    let id = identifier(text);
     let req = SearchRequest {
         text,
         vector: vector.as_deref(),
         mode: q.mode,
-        limit: q.limit,
+        limit: match id {
+            Some(_) if q.limit > 0 => q.limit.max(DEFINITION_DEPTH),
+            _ => q.limit,
+        },
         under: q.under,
         floor: SEMANTIC_FLOOR,
     };
@@ -79,6 +84,10 @@ pub fn find(
         Verdict::Show if !admitted(ws, &parsed, h) => Verdict::Hide,
         v => v,
     })?;
+    if let Some(id) = id {
+        definitions_first(ws, id, &mut found.hits);
+        found.hits.truncate(q.limit);
+    }
     // A file's stored snippet is its head; the passage holding the query's words says more.
     let terms = crate::index::text::query_terms(text);
     for h in &mut found.hits {
@@ -138,6 +147,99 @@ fn matching_snippet(path: &std::path::Path, terms: &[String]) -> Option<String> 
         }
     }
     best.map(|(_, p)| p.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// The identifier a query is, if it is one: a single word of letters, digits and `_` that
+/// reads as code (`fg_wait`, `LockGuard`, `HTTPServer2`: a `_`, or a capital after a small
+/// letter), not as a word of prose.
+fn identifier(text: &str) -> Option<&str> {
+    let t = text.trim();
+    let word = !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let first_ok = t
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let b = t.as_bytes();
+    let camel = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    let snake = t.trim_matches('_').contains('_');
+    (word && first_ok && (camel || snake)).then_some(t)
+}
+
+/// How many results an identifier's definition is looked for among.
+const DEFINITION_DEPTH: usize = 50;
+
+/// How much of a file is read for a definition.
+const DEFINITION_SCAN_BYTES: u64 = 1 << 20;
+
+/// Move the files that define `id` (a line `fn id`, `struct id`, `class id`, `def id`, ...)
+/// ahead of the rest, keeping each group's order.
+fn definitions_first(ws: &Workspace, id: &str, hits: &mut [Hit]) {
+    use std::io::Read;
+    let keywords = [
+        "fn",
+        "struct",
+        "enum",
+        "trait",
+        "type",
+        "union",
+        "mod",
+        "impl",
+        "class",
+        "def",
+        "func",
+        "function",
+        "interface",
+        "const",
+        "static",
+        "macro_rules!",
+        "#define",
+        "module",
+        "object",
+        "record",
+        "typedef",
+    ]
+    .join("|");
+    let prefixes = [
+        r"pub(?:\([^)]*\))?",
+        "export",
+        "default",
+        "async",
+        "unsafe",
+        "extern",
+        "public",
+        "private",
+        "protected",
+        "abstract",
+        "final",
+        "sealed",
+        "data",
+        "inline",
+        "virtual",
+    ]
+    .join("|");
+    let Ok(re) = regex::Regex::new(&format!(
+        r"(?m)^\s*(?:(?:{prefixes})\s+)*(?:{keywords})\s+{}\b",
+        regex::escape(id)
+    )) else {
+        return;
+    };
+    let defines = |h: &Hit| {
+        if h.level != Level::Content {
+            return false;
+        }
+        let mut buf = Vec::new();
+        std::fs::File::open(ws.fs_path(&h.uri))
+            .and_then(|f| f.take(DEFINITION_SCAN_BYTES).read_to_end(&mut buf))
+            .is_ok_and(|_| re.is_match(&String::from_utf8_lossy(&buf)))
+    };
+    let marks: Vec<bool> = hits.iter().map(defines).collect();
+    let mut order: Vec<usize> = (0..hits.len()).collect();
+    // Stable: definitions first, each group as ranked.
+    order.sort_by_key(|&i| !marks[i]);
+    let sorted: Vec<Hit> = order.iter().map(|&i| hits[i].clone()).collect();
+    hits.clone_from_slice(&sorted);
 }
 
 /// How much of a file a phrase or an exclusion is judged on.

@@ -381,3 +381,102 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("path:[ is not a glob"), "{err}");
 }
+
+/// An identifier query (`OrderedDict`, `fg_wait`: camel or snake case) ranks the file that
+/// defines it first, measured on real code nobody here wrote: 400 files of this machine's
+/// Python standard library, with each identifier defined (`class` or `def`) in exactly one of
+/// them and used in at least two others.
+#[test]
+fn an_identifier_query_ranks_its_definition_first() {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .unwrap();
+    let root = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "py") && p.is_file())
+        .collect();
+    files.sort();
+    files.truncate(400);
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .filter_map(|p| {
+            let t = std::fs::read_to_string(p).ok()?;
+            Some((p.file_name()?.to_string_lossy().into_owned(), t))
+        })
+        .collect();
+    // Identifiers defined once and used elsewhere, camel or snake case.
+    let def = regex::Regex::new(r"(?m)^\s*(?:class|def)\s+([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let shaped = |id: &str| {
+        let b = id.as_bytes();
+        b.windows(2)
+            .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+            || id.trim_matches('_').contains('_')
+    };
+    let mut defined: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    for (i, (_, t)) in texts.iter().enumerate() {
+        for c in def.captures_iter(t) {
+            let v = defined.entry(c[1].to_string()).or_default();
+            if !v.contains(&i) {
+                v.push(i);
+            }
+        }
+    }
+    let word = |id: &str| regex::Regex::new(&format!(r"\b{}\b", regex::escape(id))).unwrap();
+    let mut cases: Vec<(String, String)> = defined
+        .iter()
+        .filter(|(id, at)| at.len() == 1 && shaped(id) && !id.starts_with('_'))
+        .filter(|(id, at)| {
+            let w = word(id);
+            texts
+                .iter()
+                .enumerate()
+                .filter(|(i, (_, t))| *i != at[0] && w.is_match(t))
+                .count()
+                >= 2
+        })
+        .map(|(id, at)| (id.clone(), texts[at[0]].0.clone()))
+        .collect();
+    cases.truncate(40);
+    assert!(
+        cases.len() >= 15,
+        "only {} identifiers: {cases:?}",
+        cases.len()
+    );
+
+    let env = crate::support::ops::Env::new();
+    let refs: Vec<(&str, String)> = texts.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let local = env.local("stdlib", &refs);
+    env.add_waited(&local, "viking://resources/stdlib");
+    let mut first = 0;
+    let mut missed = Vec::new();
+    for (id, file) in &cases {
+        let top = env
+            .find(id, 5)
+            .into_iter()
+            .find(|(_, level)| *level == 2)
+            .map(|(u, _)| u);
+        if top
+            .as_deref()
+            .is_some_and(|u| u.ends_with(&format!("/{file}")))
+        {
+            first += 1;
+        } else {
+            missed.push((id, file, top));
+        }
+    }
+    // The definition first nearly always (one outside the first 50 candidates cannot be
+    // found); BM25 alone put it first for 18 of these 40.
+    eprintln!("definition first: {first}/{}", cases.len());
+    assert!(
+        first * 100 >= cases.len() * 95,
+        "{first}/{}: {missed:?}",
+        cases.len()
+    );
+}
