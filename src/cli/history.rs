@@ -97,7 +97,12 @@ fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Resul
             .as_deref()
             .map(|n| format!(" -> viking://{n}"))
             .unwrap_or_default();
-        let kept = if e.op == "mv" { String::new() } else { kept };
+        let kept = match (&r.sha256, e.op.as_str()) {
+            (_, "mv") => String::new(),
+            // The first 12 hex digits tell versions apart at a glance (`--json` has all 64).
+            (Some(h), _) => format!("{kept} sha256:{}", &h[..h.len().min(12)]),
+            (None, _) => kept,
+        };
         println!(
             "{}  {:<4} {:<7} viking://{}{to}  {kept}{who}",
             crate::ops::rfc3339(r.at_ms),

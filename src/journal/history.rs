@@ -51,13 +51,19 @@ pub struct Entry {
 pub struct Recorded {
     pub id: i64,
     pub at_ms: i64,
+    /// The kept content's SHA-256 (hex; a tree's over its files' paths, kinds and hashes),
+    /// filled in after the entry by the `history_hash` job: `None` until then, and for an
+    /// entry without content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     #[serde(flatten)]
     pub entry: Entry,
 }
 
 /// The table's columns, in [`row`]'s order.
 const COLUMNS: &str =
-    "id, created, op, path, kind, size, blob, reason, mode, uid, gid, pid, cmd, new_path, born";
+    "id, created, op, path, kind, size, blob, reason, mode, uid, gid, pid, cmd, new_path, born, \
+     sha256";
 
 pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
     s.insert(
@@ -87,8 +93,8 @@ pub(super) fn insert_recorded(s: &mut dyn Sql, r: &Recorded) -> crate::sql::Resu
     let e = &r.entry;
     s.insert(
         "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
-                                pid, cmd, new_path, born)
-         VALUES (?14, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                pid, cmd, new_path, born, sha256)
+         VALUES (?14, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?15)",
         &[
             e.op.as_str().into(),
             e.path.as_str().into(),
@@ -104,6 +110,7 @@ pub(super) fn insert_recorded(s: &mut dyn Sql, r: &Recorded) -> crate::sql::Resu
             e.new_path.as_deref().into(),
             e.born_ms.into(),
             r.at_ms.into(),
+            r.sha256.as_deref().into(),
         ],
     )
 }
@@ -112,6 +119,7 @@ fn row(r: Row) -> Recorded {
     Recorded {
         id: r.int(0),
         at_ms: r.int(1),
+        sha256: r.opt_text(15),
         entry: Entry {
             op: r.text(2),
             path: r.text(3),
@@ -161,6 +169,27 @@ pub(super) fn list(
 }
 
 /// Remove the entries `ids`.
+/// Up to `limit` entries with content and no hash yet, oldest first: (id, blob).
+pub(super) fn unhashed(s: &mut dyn Sql, limit: usize) -> crate::sql::Result<Vec<(i64, String)>> {
+    let rows = s.rows(
+        "SELECT id, blob FROM {history} WHERE sha256 IS NULL AND blob IS NOT NULL
+         ORDER BY id LIMIT ?1",
+        &[(limit as i64).into()],
+    )?;
+    Ok(rows.into_iter().map(|r| (r.int(0), r.text(1))).collect())
+}
+
+/// Set the hashes of entries (by id; one gone since is no matter).
+pub(super) fn set_hashes(s: &mut dyn Sql, hashes: &[(i64, String)]) -> crate::sql::Result<()> {
+    for (id, h) in hashes {
+        s.exec(
+            "UPDATE {history} SET sha256 = ?2 WHERE id = ?1",
+            &[(*id).into(), h.as_str().into()],
+        )?;
+    }
+    Ok(())
+}
+
 pub(super) fn forget(s: &mut dyn Sql, ids: &[i64]) -> crate::sql::Result<()> {
     for id in ids {
         s.exec("DELETE FROM {history} WHERE id = ?1", &[(*id).into()])?;

@@ -175,6 +175,10 @@ pub trait Engine: Send + Sync {
     fn record(&self, entries: &[Entry]) -> Result<()>;
     /// Remove the history entries `ids` (pruned).
     fn forget_history(&self, ids: &[i64]) -> Result<()>;
+    /// Up to `limit` entries with content and no hash yet, oldest first: (id, blob).
+    fn unhashed(&self, limit: usize) -> Result<Vec<(i64, String)>>;
+    /// Set the content hashes of entries.
+    fn set_hashes(&self, hashes: &[(i64, String)]) -> Result<()>;
     /// Every intent, oldest first.
     fn intents(&self) -> Result<Vec<IntentData>>;
     /// Insert the lifecycle (kept if it exists) and its keys (kept if they exist).
@@ -298,6 +302,19 @@ impl Journal {
         }
         self.history_changed();
         self.engine.forget_history(ids)
+    }
+
+    /// Up to `limit` entries whose content has no hash yet, oldest first: (id, blob).
+    pub fn unhashed(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        self.engine.unhashed(limit)
+    }
+
+    /// Record the content hashes of entries.
+    pub fn set_hashes(&self, hashes: &[(i64, String)]) -> Result<()> {
+        if hashes.is_empty() {
+            return Ok(());
+        }
+        self.engine.set_hashes(hashes)
     }
 
     /// How many times this process changed the history (recorded or forgot entries): a

@@ -56,7 +56,8 @@ CREATE TABLE vj_history (
     pid     bigint,
     cmd     text,
     new_path text,
-    born    bigint
+    born    bigint,
+    sha256  text
 );
 CREATE INDEX vj_history_path ON vj_history (path);";
 
@@ -70,6 +71,10 @@ impl PgJournal {
         pg.migrate("journal", SCHEMA_VERSION, SCHEMA)?;
         // A store of its own in the schema table: a journal made before history had none.
         pg.migrate("history", 1, HISTORY_SCHEMA)?;
+        // A history made before entries had hashes gets the column (idempotent).
+        pg.get()?
+            .batch_execute("ALTER TABLE vj_history ADD COLUMN IF NOT EXISTS sha256 text")
+            .map_err(|e| pg.err(e))?;
         Ok(PgJournal { pg })
     }
 

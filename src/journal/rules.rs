@@ -162,6 +162,14 @@ impl<B: Backend> Engine for B {
         self.write(|s| history::forget(s, ids))
     }
 
+    fn unhashed(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        self.each(|s| history::unhashed(s, limit))
+    }
+
+    fn set_hashes(&self, hashes: &[(i64, String)]) -> Result<()> {
+        self.write(|s| history::set_hashes(s, hashes))
+    }
+
     fn intents(&self) -> Result<Vec<IntentData>> {
         self.each(intents)
     }

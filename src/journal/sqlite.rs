@@ -45,9 +45,14 @@ impl SqliteJournal {
                      path TEXT NOT NULL, kind TEXT NOT NULL, size INTEGER NOT NULL,
                      blob TEXT, reason TEXT, mode INTEGER NOT NULL, uid INTEGER NOT NULL,
                      gid INTEGER NOT NULL, pid INTEGER, cmd TEXT, new_path TEXT,
-                     born INTEGER);
+                     born INTEGER, sha256 TEXT);
                  CREATE INDEX IF NOT EXISTS history_path ON history (path);",
-            )
+            )?;
+            // A history made before entries had hashes gets the column.
+            if conn.prepare("SELECT sha256 FROM history LIMIT 0").is_err() {
+                conn.execute_batch("ALTER TABLE history ADD COLUMN sha256 TEXT")?;
+            }
+            Ok(())
         })?;
         Ok(SqliteJournal {
             path: path.to_path_buf(),

@@ -485,7 +485,51 @@ pub(crate) fn walkdir(dir: &Path) -> impl Iterator<Item = (PathBuf, std::fs::Met
     out.into_iter()
 }
 
+/// Entries hashed per run of the `history_hash` job, and per journal write.
+const HASH_BATCH: usize = 256;
+
 impl Stores {
+    /// The `history_hash` job: the SHA-256 of every kept content without one yet, oldest
+    /// first, a batch per journal write, until none is left. Idempotent: a run that died
+    /// leaves the rest for the next, and content pruned meanwhile is passed over. Returns
+    /// how many entries got their hash.
+    pub(crate) fn hash_history(&self) -> Result<usize> {
+        let mut done = 0;
+        loop {
+            let todo = self.journal.unhashed(HASH_BATCH)?;
+            if todo.is_empty() {
+                return Ok(done);
+            }
+            let mut hashes = Vec::new();
+            let mut gone = 0;
+            for (id, blob) in &todo {
+                match content_hash(&self.blob_path(blob)) {
+                    Ok(h) => hashes.push((*id, h)),
+                    // Pruned since: its entry goes with it (or fsck names it).
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => gone += 1,
+                    Err(e) => return Err(OpsError::io(self.blob_path(blob), e)),
+                }
+            }
+            done += hashes.len();
+            self.journal.set_hashes(&hashes)?;
+            if gone == todo.len() {
+                return Ok(done); // only content pruned meanwhile: nothing more to do now
+            }
+        }
+    }
+
+    /// Queue the `history_hash` job (one pending at a time: it coalesces).
+    pub(crate) fn hash_history_soon(&self) {
+        let job = crate::queue::NewJob::new(
+            crate::queue::HISTORY_HASH,
+            Some(crate::queue::HISTORY_HASH.to_string()),
+            serde_json::json!({}),
+        );
+        if let Err(e) = self.queue.enqueue_many(&[job]) {
+            tracing::debug!("history_hash job not queued: {e}");
+        }
+    }
+
     /// The command line of process `pid` (read once per process: an `rm -rf` asks for
     /// each file it removes, and may have exited by the time its last entry is recorded).
     pub(crate) fn command_of(&self, pid: u32) -> Option<String> {
@@ -503,6 +547,53 @@ impl Stores {
         *last = Some((pid, c.clone()));
         c
     }
+}
+
+/// The SHA-256 (hex) of kept content at `p`: a file's bytes; a symlink's target; a tree's
+/// lines `kind path hash` of everything in it, sorted by path (so a tree kept twice with the
+/// same files, modes aside, hashes the same).
+pub(crate) fn content_hash(p: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let md = std::fs::symlink_metadata(p)?;
+    let one = |f: &Path, md: &std::fs::Metadata| -> std::io::Result<(&'static str, String)> {
+        if md.file_type().is_symlink() {
+            use std::os::unix::ffi::OsStrExt;
+            let t = std::fs::read_link(f)?;
+            return Ok((
+                "symlink",
+                hex::encode(Sha256::digest(t.as_os_str().as_bytes())),
+            ));
+        }
+        if md.is_dir() {
+            return Ok(("dir", String::new()));
+        }
+        let mut h = Sha256::new();
+        let mut file = std::fs::File::open(f)?;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = std::io::Read::read(&mut file, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+        Ok(("file", hex::encode(h.finalize())))
+    };
+    if !md.is_dir() {
+        return Ok(one(p, &md)?.1);
+    }
+    let mut lines = Vec::new();
+    for (f, m) in walkdir(p) {
+        let rel = f
+            .strip_prefix(p)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .into_owned();
+        let (kind, h) = one(&f, &m)?;
+        lines.push(format!("{kind} {rel} {h}\n"));
+    }
+    lines.sort();
+    Ok(hex::encode(Sha256::digest(lines.concat().as_bytes())))
 }
 
 /// The command line of process `pid`, its arguments joined by spaces.
@@ -524,6 +615,7 @@ mod tests {
         Recorded {
             id: at_ms,
             at_ms,
+            sha256: None,
             entry: Entry {
                 op: "rm".into(),
                 path: format!("resources/f{at_ms}"),

@@ -745,6 +745,21 @@ impl JobHandler for EmbeddingHandler {
     }
 }
 
+/// The `history_hash` queue's handler ([`Stores::hash_history`](super::Stores)).
+struct HashHandler(Arc<Ops>);
+
+impl JobHandler for HashHandler {
+    fn handle(&self, _job: &Job) -> Result<(), JobError> {
+        match self.0.hash_history() {
+            Ok(n) => {
+                tracing::debug!(entries = n, "history hashed");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl JobHandler for SemanticHandler {
     fn handle(&self, job: &Job) -> Result<(), JobError> {
         self.0.run_semantic(job)
@@ -776,6 +791,8 @@ pub fn handlers(ops: &Arc<Ops>, workers: &WorkerConfig) -> Vec<HandlerSpec> {
             Arc::new(super::rederive::RederiveHandler(ops.clone())),
             1,
         ),
+        // Hashing kept content is background work: one worker, whatever the backlog.
+        HandlerSpec::new(queue::HISTORY_HASH, Arc::new(HashHandler(ops.clone())), 1),
     ]
 }
 

@@ -294,12 +294,21 @@ fn start_relief(ops: &Arc<Ops>) {
     let weak = Arc::downgrade(ops);
     let spawned = std::thread::Builder::new()
         .name("vikingfs-history-relief".into())
-        .spawn(move || loop {
-            std::thread::sleep(history::ENTRIES_EVERY);
-            let Some(ops) = weak.upgrade() else { return };
-            ops.flush_entries();
-            if let Err(e) = ops.relieve() {
-                tracing::warn!("pruning the history for space: {}", Chain(&e));
+        .spawn(move || {
+            let mut hashed_at = None;
+            loop {
+                std::thread::sleep(history::ENTRIES_EVERY);
+                let Some(ops) = weak.upgrade() else { return };
+                ops.flush_entries();
+                // New entries get their content hashes from a job, off this thread.
+                let now = ops.history_generation();
+                if hashed_at != Some(now) {
+                    hashed_at = Some(now);
+                    ops.hash_history_soon();
+                }
+                if let Err(e) = ops.relieve() {
+                    tracing::warn!("pruning the history for space: {}", Chain(&e));
+                }
             }
         });
     if let Err(e) = spawned {

@@ -79,8 +79,17 @@ pub const DENSE: &str = "dense";
 pub const REDERIVE: &str = "rederive";
 /// Phase 2 of a session commit.
 pub const SESSION_COMMIT: &str = "session_commit";
+/// The content hashes of the history's entries (filled in after they are recorded).
+pub const HISTORY_HASH: &str = "history_hash";
 /// The queues this project uses; `status` always lists them, even when empty.
-pub const KNOWN_QUEUES: &[&str] = &[SEMANTIC, EMBEDDING, DENSE, REDERIVE, SESSION_COMMIT];
+pub const KNOWN_QUEUES: &[&str] = &[
+    SEMANTIC,
+    EMBEDDING,
+    DENSE,
+    REDERIVE,
+    SESSION_COMMIT,
+    HISTORY_HASH,
+];
 
 /// Work done for one job. Must be idempotent: a job may run again after its worker died.
 pub trait JobHandler: Send + Sync {

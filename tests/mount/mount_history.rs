@@ -561,3 +561,57 @@ fn a_change_through_the_daemon_names_the_command_that_asked() {
         "not the daemon's pid: {e}"
     );
 }
+
+/// Every kept version gets its content's SHA-256 from the `history_hash` job, soon after
+/// its entry: the hash of the bytes that were there (a tree's over its files), so two
+/// versions are told apart, or found the same, without reading them.
+#[test]
+fn kept_versions_get_their_content_hash() {
+    use sha2::Digest;
+    let m = Mount::new();
+    let r = m.res();
+    ok(
+        &r,
+        "printf one > h.md && printf two > h.md && mkdir -p t && printf x > t/a && rm -r t",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let rows = loop {
+        let out = m.cli(&["history", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v.as_array().unwrap().clone();
+        let kept: Vec<_> = rows
+            .iter()
+            .filter(|e| e["blob"].is_string())
+            .cloned()
+            .collect();
+        if !kept.is_empty() && kept.iter().all(|e| e["sha256"].is_string()) {
+            break kept;
+        }
+        assert!(std::time::Instant::now() < deadline, "no hashes: {rows:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let of = |path: &str| {
+        rows.iter()
+            .find(|e| e["path"] == path)
+            .and_then(|e| e["sha256"].as_str())
+            .unwrap_or_else(|| panic!("{path} in {rows:?}"))
+            .to_string()
+    };
+    let one: String = sha2::Sha256::digest(b"one")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        of("resources/h.md"),
+        one,
+        "the version `printf two >` replaced"
+    );
+    let tree = of("resources/t");
+    assert_eq!(tree.len(), 64);
+    assert_ne!(tree, one);
+    let listed = String::from_utf8(m.cli(&["history"]).output().unwrap().stdout).unwrap();
+    assert!(
+        listed.contains(&format!("sha256:{}", &one[..12])),
+        "{listed}"
+    );
+}

@@ -189,3 +189,35 @@ fn two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent(backend
     b.finish(id).unwrap();
     assert!(a.intents().unwrap().is_empty());
 }
+
+/// A journal made before entries had content hashes opens with the column added, its
+/// entries kept, and takes hashes from then on.
+#[test]
+fn a_journal_from_before_hashes_gets_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ops.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE history (
+                 id INTEGER PRIMARY KEY, created INTEGER NOT NULL, op TEXT NOT NULL,
+                 path TEXT NOT NULL, kind TEXT NOT NULL, size INTEGER NOT NULL,
+                 blob TEXT, reason TEXT, mode INTEGER NOT NULL, uid INTEGER NOT NULL,
+                 gid INTEGER NOT NULL, pid INTEGER, cmd TEXT, new_path TEXT, born INTEGER);
+             INSERT INTO history (created, op, path, kind, size, blob, mode, uid, gid)
+                 VALUES (5, 'rm', 'resources/old', 'file', 3, 'b1', 420, 0, 0);",
+        )
+        .unwrap();
+    }
+    let j = vikingfs::journal::Journal::open(&path).unwrap();
+    let h = j.history(None, 0).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].sha256, None);
+    assert_eq!(j.unhashed(10).unwrap(), vec![(h[0].id, "b1".to_string())]);
+    j.set_hashes(&[(h[0].id, "ab".repeat(32))]).unwrap();
+    assert_eq!(
+        j.history(None, 0).unwrap()[0].sha256.as_deref(),
+        Some(&*"ab".repeat(32))
+    );
+    assert!(j.unhashed(10).unwrap().is_empty());
+}
