@@ -485,6 +485,14 @@ pub(crate) fn walkdir(dir: &Path) -> impl Iterator<Item = (PathBuf, std::fs::Met
     out.into_iter()
 }
 
+/// How long the history must not have changed before its new entries are hashed: the
+/// hashing reads every byte kept, and the user's foreground work (an `rm -rf` recording an
+/// entry per file) comes first.
+pub(crate) const HASH_WHEN_QUIET: Duration = Duration::from_secs(2);
+
+/// How long the `history_hash` job waits for other work before it hands its turn on.
+const HASH_YIELD_AFTER: Duration = Duration::from_secs(10);
+
 /// Entries hashed per run of the `history_hash` job, and per journal write.
 const HASH_BATCH: usize = 256;
 
@@ -495,7 +503,19 @@ impl Stores {
     /// how many entries got their hash.
     pub(crate) fn hash_history(&self) -> Result<usize> {
         let mut done = 0;
+        let started = Instant::now();
         loop {
+            // The user's work comes first: while other jobs wait (the files an undo put back
+            // being indexed, summaries), hashing waits too, then hands its turn on (queued
+            // again) rather than hold a lease for long.
+            if self.others_waiting() {
+                if started.elapsed() >= HASH_YIELD_AFTER {
+                    self.hash_history_soon();
+                    return Ok(done);
+                }
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
+            }
             let todo = self.journal.unhashed(HASH_BATCH)?;
             if todo.is_empty() {
                 return Ok(done);
@@ -516,6 +536,14 @@ impl Stores {
                 return Ok(done); // only content pruned meanwhile: nothing more to do now
             }
         }
+    }
+
+    /// Do jobs of other queues wait to be claimed?
+    fn others_waiting(&self) -> bool {
+        self.queue.stats().is_ok_and(|all| {
+            all.iter()
+                .any(|q| q.queue != crate::queue::HISTORY_HASH && q.pending > q.retrying)
+        })
     }
 
     /// Queue the `history_hash` job (one pending at a time: it coalesces).

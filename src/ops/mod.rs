@@ -295,15 +295,20 @@ fn start_relief(ops: &Arc<Ops>) {
     let spawned = std::thread::Builder::new()
         .name("vikingfs-history-relief".into())
         .spawn(move || {
-            let mut hashed_at = None;
+            // The history's generation last seen, since when, and the one last hashed.
+            let (mut seen, mut since, mut hashed) = (None, std::time::Instant::now(), None);
             loop {
                 std::thread::sleep(history::ENTRIES_EVERY);
                 let Some(ops) = weak.upgrade() else { return };
                 ops.flush_entries();
-                // New entries get their content hashes from a job, off this thread.
+                // New entries get their content hashes from a job, off this thread, once
+                // the history is quiet: an `rm -rf` in progress comes first.
                 let now = ops.history_generation();
-                if hashed_at != Some(now) {
-                    hashed_at = Some(now);
+                if seen != Some(now) {
+                    (seen, since) = (Some(now), std::time::Instant::now());
+                }
+                if hashed != seen && since.elapsed() >= history::HASH_WHEN_QUIET {
+                    hashed = seen;
                     ops.hash_history_soon();
                 }
                 if let Err(e) = ops.relieve() {
