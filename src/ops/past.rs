@@ -192,7 +192,7 @@ impl Timeline {
 }
 
 /// `entries` (in the order recorded) cut into changes: the runs of one process's entries
-/// less than [`POINT_GAP_MS`] apart (an `rm -rf` is an entry per file, one change).
+/// less than a second apart (an `rm -rf` is an entry per file, one change).
 pub fn changes(entries: &[Recorded]) -> impl Iterator<Item = &[Recorded]> {
     entries.chunk_by(|a, b| a.entry.pid == b.entry.pid && b.at_ms - a.at_ms <= POINT_GAP_MS)
 }
