@@ -54,6 +54,20 @@ fn retry_io(path: PathBuf, e: std::io::Error) -> JobError {
 
 /// The verdict and the log level the error carries: a busy lock is retried quietly, a full
 /// disk is waited out, a damaged index is an error.
+/// A memory file's text without its fields block (`semantic::memory::fields`: the commits
+/// its facts came from), which is bookkeeping, not what the memory says: not searched.
+fn without_memory_fields(p: &VPath, text: String) -> String {
+    let mut c = p.components();
+    let memory = c.next() == Some("user") && c.next().is_some() && c.next() == Some("memories");
+    if !memory {
+        return text;
+    }
+    match crate::semantic::memory::fields::split(&text) {
+        (body, Some(_)) => body.to_string(),
+        _ => text,
+    }
+}
+
 impl From<OpsError> for JobError {
     fn from(e: OpsError) -> Self {
         let level = e.level();
@@ -183,7 +197,7 @@ impl Ops {
         }
         Ok(match crate::content::sniff(buf) {
             Content::Text(text) => Head::Text {
-                text,
+                text: without_memory_fields(p, text),
                 version: source_version(&meta),
                 partial,
             },

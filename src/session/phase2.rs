@@ -149,7 +149,7 @@ impl SessionCommitHandler {
         self.summarize(s, n, &text)?;
         crate::crash_point!("session.job.summarized");
 
-        let diff = match self.load_diff(s, n)? {
+        let diff = match self.sessions.load_diff(s, n)? {
             Some(d) => d,
             None => {
                 let ctx = ExtractContext {
@@ -209,7 +209,7 @@ impl SessionCommitHandler {
         }
 
         self.index_archive(s, n)?;
-        self.count_memories(s)?;
+        self.sessions.count_memories(s)?;
         crate::crash_point!("session.job.indexed");
 
         // OpenViking's `.done` names the first and last message archived.
@@ -296,52 +296,6 @@ impl SessionCommitHandler {
         // `history/` summarises its archives: queue its regeneration.
         self.sessions.notify_dirs(&[s.history()])?;
         Ok(())
-    }
-
-    /// Recount `memories_extracted` in `.meta.json` from every archive's `memory_diff.json`
-    /// (idempotent, unlike adding this archive's counts), under `.meta.json`'s EXACT lock.
-    fn count_memories(&self, s: &SessionPath) -> Result<(), Phase2Error> {
-        let ws = &self.sessions.ws;
-        let mut counts: std::collections::BTreeMap<String, u64> =
-            ["profile", "preferences", "entities", "events"]
-                .iter()
-                .map(|c| (c.to_string(), 0))
-                .collect();
-        for a in super::layout::archives_on_disk(ws, s)? {
-            if super::rollback::rolled_back(ws, s, a) {
-                continue; // its memories were taken out again
-            }
-            if let Some(d) = self.load_diff(s, a)? {
-                for e in d.adds.iter().chain(&d.updates) {
-                    let c = serde_json::to_value(e.category)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    *counts.entry(c).or_default() += 1;
-                }
-            }
-        }
-        let total = counts.values().sum();
-        counts.insert("total".into(), total);
-        let _guard = self.sessions.lock(&[(s.meta(), LockKind::Exact)])?;
-        let mut meta = Meta::load(ws, s)?;
-        if meta.memories_extracted.as_ref() != Some(&counts) {
-            meta.memories_extracted = Some(counts);
-            // Queued first (the file exists): its job re-reads it once our lock is gone.
-            self.sessions.notify_written(&[s.meta()])?;
-            meta.store_counts(ws, s)?;
-        }
-        Ok(())
-    }
-
-    fn load_diff(&self, s: &SessionPath, n: u32) -> Result<Option<MemoryDiff>, Phase2Error> {
-        let path = self.sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF));
-        match fsx::read_opt(&path)? {
-            None => Ok(None),
-            // A diff that does not parse was not written by us (ours are renamed in whole):
-            // extracting again and replacing it is the only way forward.
-            Some(b) => Ok(serde_json::from_slice(&b).ok()),
-        }
     }
 
     /// Queue the embeddings of the archive's files (jobs are keyed, so repeats coalesce, and
@@ -480,4 +434,56 @@ pub fn handler_spec(
         Arc::new(h),
         config.workers.session_commit.max(1),
     ))
+}
+
+impl Sessions {
+    /// Recount `memories_extracted` in `.meta.json` from every archive's `memory_diff.json`
+    /// (idempotent, unlike adding this archive's counts), under `.meta.json`'s EXACT lock.
+    pub(crate) fn count_memories(&self, s: &SessionPath) -> Result<(), SessionError> {
+        let ws = &self.ws;
+        let mut counts: std::collections::BTreeMap<String, u64> =
+            ["profile", "preferences", "entities", "events"]
+                .iter()
+                .map(|c| (c.to_string(), 0))
+                .collect();
+        for a in super::layout::archives_on_disk(ws, s)? {
+            if super::rollback::rolled_back(ws, s, a) {
+                continue; // its memories were taken out again
+            }
+            if let Some(d) = self.load_diff(s, a)? {
+                for e in d.adds.iter().chain(&d.updates) {
+                    let c = serde_json::to_value(e.category)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    *counts.entry(c).or_default() += 1;
+                }
+            }
+        }
+        let total = counts.values().sum();
+        counts.insert("total".into(), total);
+        let _guard = self.lock(&[(s.meta(), LockKind::Exact)])?;
+        let mut meta = Meta::load(ws, s)?;
+        if meta.memories_extracted.as_ref() != Some(&counts) {
+            meta.memories_extracted = Some(counts);
+            // Queued first (the file exists): its job re-reads it once our lock is gone.
+            self.notify_written(&[s.meta()])?;
+            meta.store_counts(ws, s)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn load_diff(
+        &self,
+        s: &SessionPath,
+        n: u32,
+    ) -> Result<Option<MemoryDiff>, SessionError> {
+        let path = self.ws.fs_path(&s.archive_file(n, MEMORY_DIFF));
+        match fsx::read_opt(&path)? {
+            None => Ok(None),
+            // A diff that does not parse was not written by us (ours are renamed in whole):
+            // extracting again and replacing it is the only way forward.
+            Some(b) => Ok(serde_json::from_slice(&b).ok()),
+        }
+    }
 }

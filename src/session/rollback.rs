@@ -132,6 +132,10 @@ impl Sessions {
             )?;
             report.archives.push(n);
         }
+        if !report.archives.is_empty() {
+            // The session's memory counts leave the rolled-back commits out.
+            self.count_memories(s)?;
+        }
         Ok(report)
     }
 }

@@ -446,6 +446,11 @@ fn rollback_takes_out_exactly_one_sessions_memories() {
         profile.contains("\"session\": \"a\"") && profile.contains("\"session\": \"b\""),
         "provenance of both commits: {profile}"
     );
+    // The fields block is bookkeeping: not searched.
+    assert!(
+        find(&ws, "sources", "viking://user/default/memories").is_empty(),
+        "the MEMORY_FIELDS block is not indexed"
+    );
     let tabs = before
         .keys()
         .find(|k| k.contains("tabs"))
@@ -505,9 +510,9 @@ fn rollback_takes_out_exactly_one_sessions_memories() {
     let meta: Value =
         serde_json::from_slice(&std::fs::read(ws.session_dir("b").join(".meta.json")).unwrap())
             .unwrap();
-    assert!(
-        meta["memories_extracted"]["total"].as_u64().is_some(),
-        "{meta}"
+    assert_eq!(
+        meta["memories_extracted"]["total"], 0,
+        "b's one commit rolled back: {meta}"
     );
     // A session that does not exist, an archive it does not have: one line, exit 1.
     let bad = ws
