@@ -551,3 +551,46 @@ fn a_workspace_copied_whole_opens_as_it_was() {
     // The original is untouched by the copy's adoption.
     env.check_fsck_clean();
 }
+
+/// The first results of a hybrid search do not depend on `--limit`: the first 10 of
+/// `--limit 50` are `--limit 10`'s, in order (and `--limit 3`'s are their first 3), on the
+/// 122 paragraphs of the GPL (real text nobody here wrote), with the local model.
+#[test]
+fn the_first_results_do_not_depend_on_the_limit() {
+    let gpl = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").unwrap();
+    let paras: Vec<String> = gpl
+        .split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| p.len() > 80)
+        .collect();
+    assert!(paras.len() >= 60, "{}", paras.len());
+    let env = Env::new();
+    env.use_dense_model();
+    let files: Vec<(String, String)> = paras
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("p{i:03}.md"), p.clone()))
+        .collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let local = env.local("gpl", &refs);
+    add(&env, &local, "gpl");
+    // Queries: six words from every fifth paragraph's middle, as someone half remembering it.
+    let queries: Vec<String> = paras
+        .iter()
+        .step_by(5)
+        .map(|p| {
+            let w: Vec<&str> = p.split_whitespace().collect();
+            let mid = w.len() / 2;
+            w[mid.saturating_sub(3)..(mid + 3).min(w.len())].join(" ")
+        })
+        .collect();
+    for q in &queries {
+        let q = q.as_str();
+        let at = |limit: &str| uris(&hits(&env, &["--mode", "hybrid", "--limit", limit, q]));
+        let (three, ten, fifty) = (at("3"), at("10"), at("50"));
+        // Fewer than asked when few pass the model's floor; the same ones, in order.
+        assert!(ten.len() >= three.len() && fifty.len() >= ten.len(), "{q}");
+        assert_eq!(&fifty[..ten.len()], &ten[..], "{q}: the first 10 of 50");
+        assert_eq!(&ten[..three.len()], &three[..], "{q}: the first 3 of 10");
+    }
+}
