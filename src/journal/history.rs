@@ -66,52 +66,53 @@ const COLUMNS: &str =
      sha256";
 
 pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
-    s.insert(
-        "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
-                                pid, cmd, new_path, born)
-         VALUES ({now}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        &[
-            e.op.as_str().into(),
-            e.path.as_str().into(),
-            e.kind.as_str().into(),
-            (e.size as i64).into(),
-            e.blob.as_deref().into(),
-            e.reason.as_deref().into(),
-            i64::from(e.mode).into(),
-            i64::from(e.uid).into(),
-            i64::from(e.gid).into(),
-            e.pid.map(i64::from).into(),
-            e.cmd.as_deref().into(),
-            e.new_path.as_deref().into(),
-            e.born_ms.into(),
-        ],
-    )
+    insert_row(s, e, None, None)
 }
 
-/// Insert `r` as it was recorded elsewhere: its time kept (a new id, in the order given).
+/// Insert `r` as it was recorded elsewhere: its time and hash kept (a new id, in the order
+/// given).
 pub(super) fn insert_recorded(s: &mut dyn Sql, r: &Recorded) -> crate::sql::Result<i64> {
-    let e = &r.entry;
+    insert_row(s, &r.entry, Some(r.at_ms), r.sha256.as_deref())
+}
+
+/// One row of `e`, recorded at `at_ms` (`None`: now, by the store's clock).
+fn insert_row(
+    s: &mut dyn Sql,
+    e: &Entry,
+    at_ms: Option<i64>,
+    sha256: Option<&str>,
+) -> crate::sql::Result<i64> {
+    let created = if at_ms.is_some() { "?14" } else { "{now}" };
+    let mut p = vec![
+        e.op.as_str().into(),
+        e.path.as_str().into(),
+        e.kind.as_str().into(),
+        (e.size as i64).into(),
+        e.blob.as_deref().into(),
+        e.reason.as_deref().into(),
+        i64::from(e.mode).into(),
+        i64::from(e.uid).into(),
+        i64::from(e.gid).into(),
+        e.pid.map(i64::from).into(),
+        e.cmd.as_deref().into(),
+        e.new_path.as_deref().into(),
+        e.born_ms.into(),
+    ];
+    let hash = match at_ms {
+        Some(t) => {
+            p.push(t.into());
+            p.push(sha256.into());
+            "?15"
+        }
+        None => "NULL",
+    };
     s.insert(
-        "INSERT INTO {history} (created, op, path, kind, size, blob, reason, mode, uid, gid,
-                                pid, cmd, new_path, born, sha256)
-         VALUES (?14, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?15)",
-        &[
-            e.op.as_str().into(),
-            e.path.as_str().into(),
-            e.kind.as_str().into(),
-            (e.size as i64).into(),
-            e.blob.as_deref().into(),
-            e.reason.as_deref().into(),
-            i64::from(e.mode).into(),
-            i64::from(e.uid).into(),
-            i64::from(e.gid).into(),
-            e.pid.map(i64::from).into(),
-            e.cmd.as_deref().into(),
-            e.new_path.as_deref().into(),
-            e.born_ms.into(),
-            r.at_ms.into(),
-            r.sha256.as_deref().into(),
-        ],
+        &format!(
+            "INSERT INTO {{history}} (created, op, path, kind, size, blob, reason, mode, uid,
+                                     gid, pid, cmd, new_path, born, sha256)
+             VALUES ({created}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, {hash})"
+        ),
+        &p,
     )
 }
 

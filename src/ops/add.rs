@@ -344,7 +344,7 @@ impl Locked {
             let child = dst.join(&name)?;
             self.index.delete_prefix(&child)?;
             // What the new version drops is kept in the history (`undo` gives it back).
-            if !self.keep_removed(&child, "add") {
+            if !self.keep_removed(&child, "add")? {
                 let r = if is_dir {
                     std::fs::remove_dir_all(e.path())
                 } else {

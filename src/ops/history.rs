@@ -193,19 +193,18 @@ impl Stores {
     }
 
     /// Move the file or tree at `p`, which `op` is about to remove, into the history with
-    /// its entry, under the caller's lock. False when nothing was kept (history off, the
-    /// disk short of space, a failed rename): the caller removes it as without history. A
-    /// file is named by its path in an extended attribute first, so a crash before the
-    /// entry leaves content `fsck --repair` adopts.
-    pub(crate) fn keep_removed(&self, p: &crate::uri::VPath, op: &str) -> bool {
+    /// its entry, under the caller's lock. `Ok(false)` when nothing is kept (history off,
+    /// the disk short of space): the caller removes it as without history. A file is named
+    /// by its path in an extended attribute first, so a crash before the entry leaves
+    /// content `fsck --repair` adopts.
+    pub(crate) fn keep_removed(&self, p: &crate::uri::VPath, op: &str) -> Result<bool> {
         let Some(blob) = self.new_blob() else {
-            return false;
+            return Ok(false);
         };
         let to = self.blob_path(&blob);
-        if let Err(e) = self.root.rename_out(p, &to) {
-            tracing::warn!(path = %p, "keeping what an {op} removes: {e}");
-            return false;
-        }
+        self.root
+            .rename_out(p, &to)
+            .map_err(|e| OpsError::io(self.backing(p), e))?;
         let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
         let pid = crate::process::requester();
         if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
@@ -214,7 +213,7 @@ impl Stores {
             self.record_soon(vec![e]);
             self.flush_entries();
         }
-        true
+        Ok(true)
     }
 
     /// Prune the history once a minute at most (`pressure`: at once, and until the disk is
@@ -306,24 +305,6 @@ fn to_prune(all: &[Recorded], now_ms: i64, keep_ms: i64, cap: u64, short: (u64, 
 /// How many files' last copies [`Stores::keep_version`] remembers (then it starts again).
 const COPIES_REMEMBERED: usize = 16_384;
 
-/// What tells a file's version apart without reading it: (dev, ino, size, mtime, ctime).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp(u64, u64, u64, i64, i64);
-
-impl Stamp {
-    fn of(md: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-        Stamp(
-            md.dev(),
-            md.ino(),
-            md.len(),
-            ns(md.mtime(), md.mtime_nsec()),
-            ns(md.ctime(), md.ctime_nsec()),
-        )
-    }
-}
-
 /// How an overwrite keeps the version it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Keep {
@@ -364,7 +345,9 @@ impl Stores {
         // A copy of a file unchanged since the last copy kept of it would keep the same
         // version twice (a program that opens a file for writing again and again, a database,
         // writes nothing most times).
-        let stamp = Stamp::of(&md);
+        // The file's source version (inode, size, mtime) tells its versions apart, as it
+        // does for the index.
+        let stamp = super::source_version(&md);
         if how == Keep::Copy && self.copied_from.lock().get(p.as_str()) == Some(&stamp) {
             return;
         }

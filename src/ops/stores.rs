@@ -184,10 +184,9 @@ pub struct Stores {
     pub(super) waiting_entries: parking_lot::Mutex<Vec<crate::journal::Entry>>,
     /// The last requester's command line ([`Stores::command_of`]).
     pub(super) last_command: parking_lot::Mutex<Option<(u32, Option<String>)>>,
-    /// The file each copy kept lately was made from, by path: (dev, ino, size, mtime,
-    /// ctime). A file that still is that one is kept already ([`Stores::keep_version`]).
-    pub(super) copied_from:
-        parking_lot::Mutex<std::collections::HashMap<String, super::history::Stamp>>,
+    /// The source version of the file each copy kept lately was made from, by path: a
+    /// file that still is that version is kept already ([`Stores::keep_version`]).
+    pub(super) copied_from: parking_lot::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Stores {

@@ -346,19 +346,13 @@ impl Locked {
 
     /// Move what is at `p` now into the history (an entry of its own), under the undo's lock.
     fn set_aside_for_undo(&self, p: &VPath) -> Result<()> {
-        let Some(blob) = self.new_blob() else {
+        if !self.keep_removed(p, "rm")? {
             // The disk is full (or history off): what is there could not be kept.
             let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
             return Err(OpsError::io(self.backing(p), full));
-        };
-        self.index.delete_prefix(p)?;
-        self.root
-            .rename_out(p, &self.blob_path(&blob))
-            .map_err(|e| OpsError::io(self.backing(p), e))?;
-        let pid = crate::process::requester();
-        if let Some(e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid)) {
-            self.journal.record(&[e])?;
         }
+        // Under the undo's lock; a search meanwhile drops a hit whose file is gone.
+        self.index.delete_prefix(p)?;
         Ok(())
     }
 }

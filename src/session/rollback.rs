@@ -173,10 +173,9 @@ mod tests {
 
     #[test]
     fn only_that_commits_lines_and_source_go() {
-        let t = "# Prefs\n\n- likes tea\n- likes rust\n";
+        // Session a wrote the first two facts, b the third.
+        let t = "# Prefs\n\n- likes tea\n- likes rust\n- likes jazz\n";
         let t = fields::add_source(t, json!({"session": "a", "archive": 1}));
-        let t = format!("{}- likes jazz\n", fields::split(&t).0.to_string() + "\n");
-        let t = fields::add_source(&t, json!({"session": "a", "archive": 1}));
         let t = fields::add_source(&t, json!({"session": "b", "archive": 1}));
         let (out, n) = take_out(&t, &["- likes jazz".into()], "b", 1);
         assert_eq!(n, 1);

@@ -17,8 +17,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
+from checks import check
 
 ap = argparse.ArgumentParser()
 ap.add_argument("url")
@@ -42,13 +42,6 @@ env = dict(os.environ, HOME=home, OPENVIKING_CLI_CONFIG_FILE=conf, NO_COLOR="1")
 def run(*args):
     p = subprocess.run([ov, *args], env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
-
-
-def check(what, cond, got=None):
-    if not cond:
-        print(f"FAILED: {what}: got {got!r}")
-        sys.exit(1)
-    print(f"ok: {what}")
 
 
 def ok(*args):

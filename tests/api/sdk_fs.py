@@ -12,7 +12,6 @@ import argparse
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 
 from openviking_sdk import SyncHTTPClient
@@ -23,26 +22,7 @@ from openviking_sdk.errors import (
     NotFoundError,
     OpenVikingError,
 )
-
-
-def check(what, cond, got=None):
-    if not cond:
-        print(f"FAILED: {what}: got {got!r}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def raises(what, exc, f):
-    try:
-        r = f()
-    except exc as e:
-        print(f"ok: {what} ({type(e).__name__}: {e})")
-        return e
-    except Exception as e:  # noqa: BLE001 - named in the failure
-        print(f"FAILED: {what}: raised {type(e).__name__}: {e}")
-        sys.exit(1)
-    print(f"FAILED: {what}: returned {r!r}")
-    sys.exit(1)
+from checks import check, raises
 
 
 ap = argparse.ArgumentParser()

@@ -10,31 +10,11 @@ Exits non-zero naming the first check that failed.
 """
 
 import argparse
-import sys
 import time
 
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import NotFoundError, OpenVikingError, PermissionDeniedError
-
-
-def check(what, cond, got=None):
-    if not cond:
-        print(f"FAILED: {what}: got {got!r}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def raises(what, exc, f):
-    try:
-        r = f()
-    except exc as e:
-        print(f"ok: {what} ({type(e).__name__}: {e})")
-        return e
-    except Exception as e:  # noqa: BLE001 - named in the failure
-        print(f"FAILED: {what}: raised {type(e).__name__}: {e}")
-        sys.exit(1)
-    print(f"FAILED: {what}: returned {r!r}")
-    sys.exit(1)
+from checks import check, raises
 
 
 ap = argparse.ArgumentParser()
@@ -100,7 +80,9 @@ if a.user_key:
     raises("user log without paths", PermissionDeniedError, lambda: u.snapshot.log())
     raises("user restore without project_dir", OpenVikingError,
            lambda: u.snapshot.restore(source_commit=before, dry_run=True))
-    mine = u.snapshot.log(paths=["viking://user/bob"])
-    check("user log of their own space: nothing of others'", all("resources/snap" not in m["message"] for m in mine) or mine == [], mine)
+    raises("user log of another user's tree", PermissionDeniedError,
+           lambda: u.snapshot.log(paths=["viking://user/default"]))
+    shared = u.snapshot.log(paths=[d])
+    check("user log of the shared resources", shared and shared[0]["oid"] == head["oid"], shared)
 
 print("all checks passed")

@@ -12,14 +12,7 @@ use daemon::{fails, ok, sh, Mount};
 /// Up to `n` Python files of this machine's standard library (real code nobody here
 /// wrote), by their path under it.
 fn stdlib_files(n: usize) -> Vec<(String, PathBuf)> {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
-        ])
-        .output()
-        .unwrap();
-    let root = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let root = support::python_stdlib();
     let mut all = Vec::new();
     let mut stack = vec![root.clone()];
     while let Some(d) = stack.pop() {

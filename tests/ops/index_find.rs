@@ -388,14 +388,7 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
 /// them and used in at least two others.
 #[test]
 fn an_identifier_query_ranks_its_definition_first() {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
-        ])
-        .output()
-        .unwrap();
-    let root = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let root = crate::support::python_stdlib();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .flatten()

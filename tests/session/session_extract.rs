@@ -410,31 +410,31 @@ fn commit_wait_times_out_like_wait() {
     assert_eq!(ws.archives("s").len(), 1, "the commit is kept");
 }
 
+/// Two committed sessions of one user: `a` says her name and a preference (its own file),
+/// `b` another preference (a file of its own) and where she lives (into `a`'s profile).
+fn two_sessions() -> Ws {
+    let ws = Ws::new();
+    for (sid, text) in [
+        ("a", "Hi! My name is Ana Souza."),
+        ("a", "I prefer dark mode in every editor."),
+        ("b", "I prefer tabs over spaces."),
+        ("b", "My name is Ana Souza and I live in Lisbon."),
+    ] {
+        ws.ok(&["session", "add", sid, "user", text]);
+    }
+    for sid in ["a", "b"] {
+        ws.ok(&["session", "commit", sid, "--wait"]);
+    }
+    ws
+}
+
 /// Every memory file names the commits its facts came from (OpenViking's MEMORY_FIELDS
 /// block), and `session rollback` takes out exactly one session's facts: a file it made is
 /// removed, a file it added to loses only its lines, both versions stay in the history, and
 /// `find` no longer names what was taken out. A second rollback does nothing.
 #[test]
 fn rollback_takes_out_exactly_one_sessions_memories() {
-    let ws = Ws::new();
-    ws.ok(&["session", "add", "a", "user", "Hi! My name is Ana Souza."]);
-    ws.ok(&[
-        "session",
-        "add",
-        "a",
-        "user",
-        "I prefer dark mode in every editor.",
-    ]);
-    ws.ok(&["session", "commit", "a", "--wait"]);
-    ws.ok(&["session", "add", "b", "user", "I prefer tabs over spaces."]);
-    ws.ok(&[
-        "session",
-        "add",
-        "b",
-        "user",
-        "My name is Ana Souza and I live in Lisbon.",
-    ]);
-    ws.ok(&["session", "commit", "b", "--wait"]);
+    let ws = two_sessions();
     let before = ws.memories();
     let profile = &before["profile.md"];
     assert!(
@@ -538,18 +538,7 @@ fn rollback_takes_out_exactly_one_sessions_memories() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_rollback_cut_short_is_finished_by_running_it_again() {
-    let ws = Ws::new();
-    ws.ok(&["session", "add", "a", "user", "My name is Ana Souza."]);
-    ws.ok(&["session", "commit", "a", "--wait"]);
-    ws.ok(&["session", "add", "b", "user", "I prefer tabs over spaces."]);
-    ws.ok(&[
-        "session",
-        "add",
-        "b",
-        "user",
-        "My name is Ana Souza and I live in Lisbon.",
-    ]);
-    ws.ok(&["session", "commit", "b", "--wait"]);
+    let ws = two_sessions();
     let out = ws
         .cmd()
         .env("VIKINGFS_CRASH_AT", "rollback.rewritten")

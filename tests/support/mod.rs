@@ -164,6 +164,19 @@ pub fn model_path() -> PathBuf {
         })
 }
 
+/// This machine's Python standard library (real code nobody here wrote, for search and
+/// history tests).
+pub fn python_stdlib() -> PathBuf {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .expect("python3");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// [`model_path`], insisting the model is there (with the remedy when it is not).
 pub fn model_dir() -> PathBuf {
     let dir = model_path();
