@@ -114,4 +114,20 @@ fn openvikings_python_sdk_reads_and_restores_snapshots_over_the_history() {
     );
     assert_passed(&out, "sdk_snapshot.py", &s);
     finish(holder, &s);
+    // A symlink made in the workspace (through a mount, by a local user) is not followed for
+    // a remote caller, now or in the past.
+    // A directory on the way is one too: `snap/etc` -> /etc.
+    let evil = s.ws.join("viking/default/resources/snap/etc");
+    std::os::unix::fs::symlink("/etc", &evil).unwrap();
+    let auth = "Authorization: Bearer root-secret";
+    for r in ["main", "2999-01-01T00:00:00Z"] {
+        let path =
+            format!("/api/v1/snapshot/show?target_ref={r}&path=viking://resources/snap/etc/passwd");
+        let (status, bytes) = s.call_raw("GET", &path, &[auth], None);
+        let text = String::from_utf8_lossy(&bytes);
+        // Not there for the caller (a symlink on the way is no directory), as the content
+        // routes answer it.
+        assert_eq!(status, 404, "{r}: {text}");
+        assert!(!text.contains("root:"), "{r}: {text}");
+    }
 }

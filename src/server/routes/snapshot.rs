@@ -184,11 +184,11 @@ struct CommitBody {
     message: String,
     #[serde(default)]
     paths: Vec<String>,
-    #[serde(default = "main")]
+    #[serde(default = "main_branch")]
     branch: String,
 }
 
-fn main() -> String {
+fn main_branch() -> String {
     "main".into()
 }
 
@@ -211,7 +211,7 @@ async fn commit(
 
 #[derive(Deserialize)]
 struct LogQuery {
-    #[serde(default = "main")]
+    #[serde(default = "main_branch")]
     branch: String,
     #[serde(default = "twenty")]
     limit: usize,
@@ -250,31 +250,48 @@ async fn log(
     .await
 }
 
-/// The bytes `p` held at `at` (`None`: now), or `None` when it was no file then.
+/// The bytes `p` held at `at` (`None`: now), or `None` when it was no file then. Read as
+/// every route reads for a remote caller: no symlink followed anywhere on the way (one made
+/// through the mount, or kept in a tree, must not hand the caller the host's files).
 fn read_at(api: &Api, at: Option<i64>, p: &VPath, limit: u64) -> Result<Option<Vec<u8>>, ApiError> {
+    let ws = api.ops.workspace();
     let file = match at {
         Some(t) => PastView::new(api.ops.locked().clone())
             .then(t, p)
             .map_err(|e| ApiError::internal(format!("history: {e}")))?,
-        None => Some(api.ops.workspace().fs_path(p)),
+        None => Some(ws.fs_path(p)),
     };
-    let Some(file) = file else { return Ok(None) };
-    let Ok(md) = std::fs::symlink_metadata(&file) else {
+    // The live tree and the kept content both lie below the workspace's root.
+    let Some(rel) = file.as_deref().and_then(|f| f.strip_prefix(ws.root()).ok()) else {
         return Ok(None);
     };
-    if !md.is_file() {
+    let io = |e: std::io::Error| ApiError::internal(format!("read {}: {e}", p.uri()));
+    let root = crate::sys::DataRoot::open(ws.root()).map_err(io)?;
+    let fd = match root.open_nofollow(
+        rel.as_os_str().as_encoded_bytes(),
+        crate::sys::OFlags::RDONLY | crate::sys::OFlags::NONBLOCK,
+    ) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(super::fs::symlink(p)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let st = crate::sys::fstat(&fd).map_err(io)?;
+    if !st.is_file() {
         return Ok(None);
     }
-    if md.len() > limit {
+    if st.st_size as u64 > limit {
         return Err(ApiError::new(
             "RESOURCE_EXHAUSTED",
             format!("snapshot file size limit exceeded ({limit} bytes)"),
         )
         .with_details(json!({ "limit_bytes": limit, "path": p.uri() })));
     }
-    std::fs::read(&file)
-        .map(Some)
-        .map_err(|e| ApiError::internal(format!("read {}: {e}", p.uri())))
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes).map_err(io)?;
+    Ok(Some(bytes))
 }
 
 fn blob_not_found(uri: &str) -> ApiError {
@@ -387,7 +404,7 @@ struct RestoreBody {
     restore_version: Option<String>,
     #[allow(dead_code)]
     current_version: Option<String>,
-    #[serde(default = "main")]
+    #[serde(default = "main_branch")]
     branch: String,
     #[serde(default)]
     dry_run: bool,
