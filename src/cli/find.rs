@@ -27,7 +27,9 @@ const SNIPPET_CHARS: usize = 120;
 
 #[derive(Args, Debug)]
 pub struct FindArgs {
-    /// What to look for (omit with --queries).
+    /// What to look for (omit with --queries). Its words rank; `"exact phrase"`, `-word`,
+    /// `path:GLOB` (`path:*.md`, `path:docs/*`, `path:/resources/x/**`) and `ext:rs` filter.
+    /// One identifier (`LockGuard`, `fg_wait`) puts the files that define it first.
     #[arg(required_unless_present = "queries")]
     pub query: Option<String>,
     /// How many results to print (1-10000).

@@ -99,7 +99,8 @@ pub enum Command {
     Rm(rm::RmArgs),
     /// Move a file or directory (rename(2), then its index records; crash-safe).
     Mv(mv::MvArgs),
-    /// What removals, overwrites and renames kept (newest first), restorable with undo.
+    /// What removals, overwrites, in-place writes and renames kept (newest first, with each
+    /// version's SHA-256), restorable with undo; browse them read-only at MNT/.history/@T/.
     History(history::HistoryArgs),
     /// Put back a file or tree as it was before its last change (removed, overwritten,
     /// renamed), or rewind everything --since T, with its index (a locked operation;
