@@ -167,11 +167,15 @@ impl VikingFs {
         let src = self.past_source()?;
         let s = name.to_str().ok_or(FsError::Invalid("name is not UTF-8"))?;
         let hidden = || FsError::Hidden(s.to_string());
-        let node = if !is_past(parent) {
-            Node::Top
+        // The node, and the file that shows it (resolved once).
+        let (node, path) = if !is_past(parent) {
+            (Node::Top, self.root.path().to_path_buf())
         } else {
             match self.past_nodes.get(parent)? {
-                Node::Top => Node::At(parse_point(s).ok_or_else(hidden)?, VPath::root()),
+                Node::Top => {
+                    let at = parse_point(s).ok_or_else(hidden)?;
+                    (Node::At(at, VPath::root()), self.root.path().to_path_buf())
+                }
                 Node::At(at, dir) => {
                     if is_internal_name(s) || is_sidecar_name(s) {
                         return Err(hidden());
@@ -180,16 +184,17 @@ impl VikingFs {
                         return Err(hidden());
                     }
                     let p = dir.join(s)?;
-                    src.then(at, &p)
+                    let path = src
+                        .then(at, &p)
                         .map_err(|e| FsError::io("lookup", e))?
                         .ok_or_else(hidden)?;
-                    Node::At(at, p)
+                    (Node::At(at, p), path)
                 }
             }
         };
-        let attr = self.node_attr(&node, 0)?;
-        let ino = self.past_nodes.number(node, 1);
-        Ok(Attr { ino, ..attr })
+        let ino = self.past_nodes.number(node.clone(), 1);
+        self.attr_at(&node, ino, &path)
+            .inspect_err(|_| self.past_nodes.forget(ino, 1))
     }
 
     pub(super) fn past_forget(&self, ino: u64, n: u64) {
@@ -216,8 +221,12 @@ impl VikingFs {
     /// What a stat of `node` says: the attributes of what it shows (the directories above
     /// the scopes: the data root's, read-only).
     fn node_attr(&self, node: &Node, ino: u64) -> FsResult<Attr> {
-        let mut st = sys::lstatat(sys::CWD, self.backing(node)?.as_path())
-            .map_err(|e| FsError::io("getattr", e))?;
+        self.attr_at(node, ino, &self.backing(node)?)
+    }
+
+    /// [`Self::node_attr`] of `node` shown by the file at `path`.
+    fn attr_at(&self, node: &Node, ino: u64, path: &std::path::Path) -> FsResult<Attr> {
+        let mut st = sys::lstatat(sys::CWD, path).map_err(|e| FsError::io("getattr", e))?;
         if matches!(node, Node::Top) || matches!(node, Node::At(_, p) if p.is_root()) {
             st.0.st_mode = libc::S_IFDIR | 0o555;
         }

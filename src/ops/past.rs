@@ -192,9 +192,14 @@ impl Timeline {
 }
 
 /// `entries` (in the order recorded) cut into changes: the runs of one process's entries
-/// less than a second apart (an `rm -rf` is an entry per file, one change).
+/// for one command (an API request names its route) less than a second apart (an `rm -rf`
+/// is an entry per file, one change).
 pub fn changes(entries: &[Recorded]) -> impl Iterator<Item = &[Recorded]> {
-    entries.chunk_by(|a, b| a.entry.pid == b.entry.pid && b.at_ms - a.at_ms <= POINT_GAP_MS)
+    entries.chunk_by(|a, b| {
+        a.entry.pid == b.entry.pid
+            && a.entry.cmd == b.entry.cmd
+            && b.at_ms - a.at_ms <= POINT_GAP_MS
+    })
 }
 
 impl PastView {

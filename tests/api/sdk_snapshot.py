@@ -10,7 +10,6 @@ Exits non-zero naming the first check that failed.
 """
 
 import argparse
-import time
 
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import NotFoundError, OpenVikingError, PermissionDeniedError
@@ -30,20 +29,21 @@ d = "viking://resources/snap"
 c.mkdir(d)
 c.write(f"{d}/a.md", "alpha one\nalpha two\n", mode="create", wait=True)
 c.write(f"{d}/b.md", "bravo\n", mode="create", wait=True)
-# Apart from what follows: another change, another commit.
-time.sleep(1.5)
+# Creating files keeps nothing (nothing was there): the replace and the rm below are the
+# history's changes, and the state before them the files as written here.
 c.write(f"{d}/a.md", "alpha one\nalpha 2\n", mode="replace", wait=True)
 c.rm(f"{d}/b.md")
-time.sleep(0.3)
 
 log = snap.log(paths=[d])
-check("log: commits newest first", isinstance(log, list) and len(log) >= 1, log)
-newest = log[0]
+# Two requests, two commits: the rm (newest), the replace before it.
+check("log: commits newest first", isinstance(log, list) and len(log) == 2, log)
+newest, replaced = log
 check("log: a commit's fields", all(k in newest for k in ("oid", "parents", "message", "author")), newest)
 check("log: oid is 40 hex digits", len(newest["oid"]) == 40, newest["oid"])
 check("log: a change names its API caller", newest["author"]["name"].startswith("api: user "), newest["author"])
-before = newest["parents"][0] if newest["parents"] else None
-check("log: the newest has a parent", before is not None, newest)
+check("log: each commit's parent is the one before", newest["parents"] == [replaced["oid"]], log)
+check("log: one commit per request", "rm" in newest["message"] and "write" in replaced["message"], log)
+before = replaced["parents"][0]
 
 blob = snap.show(before, path=f"{d}/b.md")
 check("show: b.md before its rm", blob["bytes"] == b"bravo\n", blob)
@@ -69,7 +69,8 @@ check("restore: a.md as it was", c.read(f"{d}/a.md") == "alpha one\nalpha two\n"
 check("restore: b.md back", c.read(f"{d}/b.md") == "bravo\n")
 # The restore is itself a change: what it replaced is kept, and the log shows it.
 after = snap.log(paths=[d])
-check("log after restore: a newer commit", after[0]["oid"] != newest["oid"], after[0])
+check("log after restore: a commit of its own, after the change it undid",
+      after[0]["parents"] == [newest["oid"]] and after[1]["oid"] == newest["oid"], after[:2])
 
 head = snap.commit(message="checkpoint", paths=[d])
 check("commit: answers the newest commit", head.get("oid") == after[0]["oid"], head)
