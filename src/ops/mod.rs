@@ -307,7 +307,7 @@ fn start_relief(ops: &Arc<Ops>) {
                 if seen != Some(now) {
                     (seen, since) = (Some(now), std::time::Instant::now());
                 }
-                if hashed != seen && since.elapsed() >= history::HASH_WHEN_QUIET {
+                if hashed != seen && since.elapsed() >= history::hash_when_quiet() {
                     hashed = seen;
                     ops.hash_history_soon();
                 }

@@ -561,7 +561,8 @@ fn a_change_through_the_daemon_names_the_command_that_asked() {
 #[test]
 fn kept_versions_get_their_content_hash() {
     use sha2::Digest;
-    let m = Mount::new();
+    // The hashing waits for a quiet history: 30 s by default, 300 ms here.
+    let m = Mount::with_env(&[("VIKINGFS_HISTORY_HASH_QUIET_MS", "300")]);
     let r = m.res();
     ok(
         &r,
