@@ -187,7 +187,8 @@ fn undo_leaves_a_newer_file_alone_unless_forced() {
 /// `status` counts what is kept.
 #[test]
 fn fsck_checks_the_history_and_status_counts_it() {
-    let m = Mount::new();
+    // Content kept moments ago is in flight (its entry on its way): here none is.
+    let m = Mount::with_env(&[("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")]);
     let r = m.res();
     ok(&r, "echo one > a.md && echo two > b.md && rm a.md b.md");
     m.check_index_agrees();
@@ -214,7 +215,11 @@ fn fsck_checks_the_history_and_status_counts_it() {
         .output()
         .unwrap();
     support::assert_ok(&named, &["setxattr"]);
-    let out = m.cli(&["fsck", "--json"]).output().unwrap();
+    let out = m
+        .cli(&["fsck", "--json"])
+        .env("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")
+        .output()
+        .unwrap();
     let found = String::from_utf8_lossy(&out.stdout);
     assert!(
         found.contains("history_without_content") && found.contains(&blob),
@@ -224,12 +229,20 @@ fn fsck_checks_the_history_and_status_counts_it() {
         found.contains("content_without_history") && found.contains("stray"),
         "{found}"
     );
-    let repaired = m.cli(&["fsck", "--repair"]).output().unwrap();
+    let repaired = m
+        .cli(&["fsck", "--repair"])
+        .env("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")
+        .output()
+        .unwrap();
     // 1: problems found and repaired.
     assert_eq!(repaired.status.code(), Some(1), "{repaired:?}");
     assert!(!blobs.join("stray").exists());
     assert!(blobs.join("orphan").exists(), "adopted, not removed");
-    let out = m.cli(&["fsck", "--json"]).output().unwrap();
+    let out = m
+        .cli(&["fsck", "--json"])
+        .env("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")
+        .output()
+        .unwrap();
     support::assert_fsck_clean(&out);
     let listed = m.cli(&["history", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();

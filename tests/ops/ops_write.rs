@@ -230,7 +230,12 @@ fn a_crash_between_a_kept_version_and_its_entry_loses_nothing() {
         std::fs::read_to_string(env.data("resources/w.md")).unwrap(),
         "old\n"
     );
-    let fsck = env.run(&["fsck", "--json"]);
+    // Content kept moments ago counts as in flight: here it is not (the writer died).
+    let fsck = env
+        .cmd(&["fsck", "--json"])
+        .env("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&fsck.stdout).unwrap();
     assert!(
         v["problems"]
