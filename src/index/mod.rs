@@ -24,6 +24,7 @@
 pub(crate) mod analyze;
 mod engine;
 mod hybrid;
+pub mod passages;
 pub mod postgres;
 pub mod query;
 pub mod sqlite;
