@@ -401,8 +401,12 @@ mod tests {
         assert!(ts.len() >= 3, "{ts:#?}");
         assert!(ts.iter().any(|t| t.starts_with("@decorator\ndef second")));
         // The imports are too small to be a passage of their own: they go with `first`.
-        assert!(ts.iter().any(|t| t.starts_with("import os") && t.contains("def first")));
-        assert!(ts.iter().all(|t| !(t.contains("x29") && t.contains("def second("))));
+        assert!(ts
+            .iter()
+            .any(|t| t.starts_with("import os") && t.contains("def first")));
+        assert!(ts
+            .iter()
+            .all(|t| !(t.contains("x29") && t.contains("def second("))));
         // The first function's line numbers: it starts on line 5.
         let first = ps
             .iter()
