@@ -289,9 +289,11 @@ impl Pg {
     }
 
     /// Check and record the version of one store's schema in the shared `vikingfs_schema`
-    /// table, running `create` (in the same transaction, under an advisory lock so that
-    /// several hosts opening a fresh database at once do not race) when the store is new.
-    pub fn migrate(&self, what: &'static str, version: i64, create: &str) -> Result<(), PgError> {
+    /// table. `steps[0]` creates the store (version 1) and `steps[k]` takes version `k` to
+    /// `k + 1`: the steps the stored version lacks run in one transaction, under an advisory
+    /// lock so that several hosts opening the database at once do not race.
+    pub fn migrate(&self, what: &'static str, steps: &[&str]) -> Result<(), PgError> {
+        let version = steps.len() as i64;
         let mut c = self.get()?;
         let mut tx = c.transaction().map_err(|e| self.err(e))?;
         tx.batch_execute(
@@ -318,11 +320,14 @@ impl Pg {
                     supported: version,
                 })
             }
-            Some(_) => {}
-            None => {
-                tx.batch_execute(create).map_err(|e| self.err(e))?;
+            Some(found) if found == version => {}
+            found => {
+                for step in &steps[found.unwrap_or(0) as usize..] {
+                    tx.batch_execute(step).map_err(|e| self.err(e))?;
+                }
                 tx.execute(
-                    "INSERT INTO vikingfs_schema (store, version) VALUES ($1, $2)",
+                    "INSERT INTO vikingfs_schema (store, version) VALUES ($1, $2)
+                     ON CONFLICT (store) DO UPDATE SET version = excluded.version",
                     &[&what, &version],
                 )
                 .map_err(|e| self.err(e))?;

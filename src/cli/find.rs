@@ -41,8 +41,10 @@ pub struct FindArgs {
     pub under: Option<String>,
     /// lexical (BM25), semantic (the model's vectors) or hybrid (both, fused; lexical when
     /// no model is configured). Scores compare within a mode only: lexical, the BM25 score
-    /// (0 and up); semantic, the cosine similarity (up to 1); hybrid, reciprocal-rank fusion
-    /// (1/(60+rank) per list, so at most about 0.033); summaries weighted below files.
+    /// (0 and up); semantic, the cosine similarity of a file's best passage (up to 1);
+    /// hybrid, 0 to 1: BM25 as a share of the query's best plus the cosine's rise from the
+    /// floor towards the query's best, weighted; summaries weighted below files. Each result
+    /// shows its best passage, with its lines (L12-40).
     #[arg(long, default_value = "hybrid", value_parser = ["lexical", "semantic", "hybrid"])]
     pub mode: String,
     /// Print a JSON array of {uri, path, score, level, snippet, evidence}, best first (`path`:
@@ -309,7 +311,7 @@ pub(super) fn print_hits(
         writeln!(out)?;
     } else {
         for h in hits {
-            let snippet: String = h
+            let text: String = h
                 .snippet
                 .split_whitespace()
                 .collect::<Vec<_>>()
@@ -317,6 +319,12 @@ pub(super) fn print_hits(
                 .chars()
                 .take(SNIPPET_CHARS)
                 .collect();
+            // The lines of the passage shown, as `grep -n` would point at them.
+            let snippet = match h.evidence.lines {
+                Some([a, b]) if a == b => format!("L{a}: {text}"),
+                Some([a, b]) => format!("L{a}-{b}: {text}"),
+                None => text,
+            };
             match naming.mount.filter(|_| naming.paths) {
                 Some(m) => writeln!(
                     out,

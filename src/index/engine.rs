@@ -8,7 +8,7 @@
 //! owns the rules of its store: every write is one transaction that keeps a record, its
 //! terms and its vector in step; every read sees one snapshot.
 
-use super::{Hit, IndexError, IndexStats, Level, Record};
+use super::{Hit, IndexError, IndexStats, Level, PassageVector, Record};
 use crate::uri::VPath;
 
 pub(crate) type Result<T> = std::result::Result<T, IndexError>;
@@ -80,9 +80,16 @@ pub(crate) trait Engine: Send + Sync {
 
     /// Insert or replace each record (vectors already checked against the dimension).
     fn upsert_many(&self, recs: &[Record]) -> Result<()>;
-    /// The record's vector, if it is still at `version`; whether it was set (the vector
-    /// already checked against the dimension, as every vector an engine is given).
-    fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool>;
+    /// The record's vectors, one per passage (at least one), if it is still at `version`;
+    /// whether they were set (each checked against the dimension, as every vector an engine
+    /// is given). They replace every vector the record had.
+    fn set_vectors(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        parts: &[PassageVector],
+    ) -> Result<bool>;
     /// Every level of `uri`.
     fn delete(&self, uri: &VPath) -> Result<usize>;
     /// Each of `prefixes` and everything below it, in one transaction.
@@ -93,7 +100,8 @@ pub(crate) trait Engine: Send + Sync {
     /// replacing records at the new names.
     fn rename_prefix(&self, from: &VPath, to: &VPath) -> Result<usize>;
 
-    /// The `k` records most similar to the unit vector `unit` (cosine), best first.
+    /// The `k` records most similar to the unit vector `unit` (cosine of their best passage,
+    /// named in the evidence), best first.
     fn search_dense(&self, unit: &[f32], k: usize, under: Option<&VPath>) -> Result<Vec<Hit>>;
     /// The `k` best records by FTS5's BM25 (name weight [`NAME_WEIGHT`]) for the OR of
     /// `terms` ([`super::text::query_terms`]), best first; `score` is the BM25 value.

@@ -43,8 +43,9 @@ use engine::{Engine, Meta, Reinit, Which};
 pub use hybrid::{Evidence, Found, Mode, SearchRequest, Verdict, SUMMARY_WEIGHT};
 pub use sqlite::CHUNK_SLOTS;
 
-/// The format of the records and their terms; another is rebuilt from the files.
-const SCHEMA_VERSION: &str = "3";
+/// The format of the records and their terms; another is rebuilt from the files. (4: a
+/// record has a vector per passage.)
+const SCHEMA_VERSION: &str = "4";
 
 #[derive(Debug, Error)]
 pub enum IndexError {
@@ -146,6 +147,14 @@ pub struct Record {
     pub source_version: String,
     /// The text is only the head of a source longer than the indexing limit.
     pub partial: bool,
+}
+
+/// One passage's vector: the lines of the source it covers (1-based, inclusive; `[0, 0]`
+/// when unknown: a vector given for a record as a whole) and the model's vector of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassageVector {
+    pub lines: [u32; 2],
+    pub vector: Vec<f32>,
 }
 
 /// One search result. `score` orders results: the cosine similarity for a dense search, the
@@ -551,8 +560,32 @@ impl Index {
         version: &str,
         v: &[f32],
     ) -> Result<bool, IndexError> {
-        self.check_dim(v.len())?;
-        self.engine.set_vector(uri, level, version, v)
+        let whole = PassageVector {
+            lines: [0, 0],
+            vector: v.to_vec(),
+        };
+        self.set_vectors(uri, level, version, std::slice::from_ref(&whole))
+    }
+
+    /// [`Index::set_vector`] with a vector for each passage of the source (at least one): a
+    /// dense search scores the record by its best passage and names it.
+    pub fn set_vectors(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        parts: &[PassageVector],
+    ) -> Result<bool, IndexError> {
+        if parts.is_empty() {
+            return Err(IndexError::Dimension {
+                expected: self.dim,
+                got: 0,
+            });
+        }
+        for p in parts {
+            self.check_dim(p.vector.len())?;
+        }
+        self.engine.set_vectors(uri, level, version, parts)
     }
 
     /// Delete every level of `uri` (not what lies below it). Returns the records removed.

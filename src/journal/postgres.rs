@@ -18,8 +18,6 @@ static DIALECT: Dialect = Dialect::postgres(&[
     ("history", "vj_history"),
 ]);
 
-const SCHEMA_VERSION: i64 = 1;
-
 const SCHEMA: &str = "
 CREATE TABLE vj_intents (
     id      bigserial PRIMARY KEY,
@@ -68,9 +66,9 @@ pub struct PgJournal {
 impl PgJournal {
     /// The journal's tables on `pg`, created when missing.
     pub fn open(pg: Arc<Pg>) -> Result<PgJournal> {
-        pg.migrate("journal", SCHEMA_VERSION, SCHEMA)?;
+        pg.migrate("journal", &[SCHEMA])?;
         // A store of its own in the schema table: a journal made before history had none.
-        pg.migrate("history", 1, HISTORY_SCHEMA)?;
+        pg.migrate("history", &[HISTORY_SCHEMA])?;
         // A history made before entries had hashes gets the column (idempotent).
         pg.get()?
             .batch_execute("ALTER TABLE vj_history ADD COLUMN IF NOT EXISTS sha256 text")

@@ -2,15 +2,16 @@
 //! [`JobHandler`] values for the worker pool: `embedding` (one file's content record: its
 //! text, searchable lexically at once), `semantic` (a directory's `.abstract.md` /
 //! `.overview.md` and their records) and, when a model is configured, `dense` (one record's
-//! vector, computed after its text is indexed).
+//! vectors, one per passage of its source up to `vikingfs.index.max_file_bytes`
+//! ([`crate::index::passages`]), computed after its text is indexed).
 //!
 //! Every job reads its source and computes outside any lock, then takes the EXACT lock of what
 //! it writes and checks, under it, that the job is still the current version of its key
 //! (`Queue::is_current`: coalescing) and that the source still has the version it read
 //! ([`super::source_version`]). So a job never writes a record for a file that rm removed or a
 //! name that mv left, and an old result never overwrites a newer one. A `dense` job takes no
-//! lock: it only sets the vector of a record that still has the version it embedded
-//! ([`crate::index::Index::set_vector`]), and never creates one. Every job is idempotent.
+//! lock: it only sets the vectors of a record that still has the version it embedded
+//! ([`crate::index::Index::set_vectors`]), and never creates one. Every job is idempotent.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -23,14 +24,14 @@ use super::{is_source_name, source_version, Ops, OpsError};
 use crate::config::WorkerConfig;
 use crate::content::Content;
 use crate::errno::ToErrno;
-use crate::index::{Level, Record};
+use crate::index::{Level, PassageVector, Record};
 use crate::queue::{self, Cause, HandlerSpec, Job, JobError, JobHandler, PoolOptions, Progress};
 use crate::semantic::summary::{Child, DirInput, TermWeights};
 use crate::uri::VPath;
 
-/// How much of a source is read for its vector (the model keeps the head it can take); its
-/// terms are read up to `vikingfs.index.max_file_bytes`.
-const DENSE_BYTES: u64 = 64 * 1024;
+/// Passages embedded in one call of the model (it batches them by length itself); between
+/// calls the job checks that its record was not rewritten meanwhile.
+const DENSE_BATCH: usize = 64;
 const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
@@ -433,7 +434,7 @@ impl Ops {
         let Head::Text {
             text, version: v, ..
         } = self
-            .read_head(&src, DENSE_BYTES)
+            .read_head(&src, self.derive.max_file_bytes)
             .map_err(|e| retry_io(self.backing(&src), e))?
         else {
             return Ok(());
@@ -443,14 +444,39 @@ impl Ops {
             // `semantic`) job rewrites the record and queues a new vector.
             return Ok(());
         }
-        let vector = embedder
-            .embed(&[&text])
-            .map_err(retry)?
-            .pop()
-            .ok_or_else(|| JobError::Retry("embedder returned no vector".into()))?;
+        // What the record's terms are made of, passage by passage (a memory's fields block
+        // is bookkeeping: not embedded, as it is not indexed).
+        let text = match level {
+            Level::Content => without_memory_fields(&t.path, text),
+            _ => text,
+        };
+        let passages = crate::index::passages::split(src.name(), &text);
+        let mut parts = Vec::with_capacity(passages.len());
+        for (i, batch) in passages.chunks(DENSE_BATCH).enumerate() {
+            // A long file takes a while: stop when a newer version made this one moot.
+            if i > 0 && self.index.version_of(&t.path, level).map_err(retry)? != Some(v.clone()) {
+                return Ok(());
+            }
+            let texts: Vec<&str> = batch.iter().map(|p| &text[p.start..p.end]).collect();
+            let vectors = embedder.embed(&texts).map_err(retry)?;
+            if vectors.len() != texts.len() {
+                return Err(JobError::Retry(
+                    format!(
+                        "embedder returned {} vectors for {}",
+                        vectors.len(),
+                        texts.len()
+                    )
+                    .into(),
+                ));
+            }
+            parts.extend(batch.iter().zip(vectors).map(|(p, vector)| PassageVector {
+                lines: p.lines,
+                vector,
+            }));
+        }
         crate::crash_point!("job.dense.computed");
         self.index
-            .set_vector(&t.path, level, &v, &vector)
+            .set_vectors(&t.path, level, &v, &parts)
             .map_err(retry)?;
         Ok(())
     }

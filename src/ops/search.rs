@@ -88,65 +88,93 @@ pub fn find(
         definitions_first(ws, id, &mut found.hits);
         found.hits.truncate(q.limit);
     }
-    // A file's stored snippet is its head; the passage holding the query's words says more.
+    // A file's stored snippet is its head; its best passage says more: the one holding the
+    // most of the query's words, else the one the model matched.
     let terms = crate::index::text::query_terms(text);
     for h in &mut found.hits {
-        if h.level == Level::Content && h.evidence.lexical_rank.is_some() {
-            if let Some(s) = matching_snippet(&ws.fs_path(&h.uri), &terms) {
-                h.snippet = s;
-            }
+        if h.level != Level::Content {
+            continue;
+        }
+        if let Some(best) = best_passage(&ws.fs_path(&h.uri), h.uri.name(), &terms, &h.evidence) {
+            h.evidence.passage = Some(best.passage);
+            h.evidence.lines = Some(best.lines);
+            h.snippet = best.snippet;
         }
     }
     Ok(found)
 }
 
-/// How much of a file is searched for the passage to show.
-const SNIPPET_SCAN_BYTES: u64 = 64 * 1024;
+/// How much of a file is read for its best passage: as much as its passages were cut from
+/// (`vikingfs.index.max_file_bytes`' default).
+const SNIPPET_SCAN_BYTES: u64 = 1 << 20;
 /// A shown passage's length, in characters.
 const SNIPPET_CHARS: usize = 200;
 
-/// The passage of the file at `path` (a line, or a window of a long line) holding the most
-/// of `terms`, on one line; `None` when none holds any (or the file cannot be read).
-fn matching_snippet(path: &std::path::Path, terms: &[String]) -> Option<String> {
+/// The passage a result shows.
+struct Shown {
+    passage: u32,
+    lines: [u32; 2],
+    snippet: String,
+}
+
+/// The passage of the file at `path` (named `name`) holding the most of `terms` (ties: the
+/// one the model matched, else the first), else the one the model matched (`evidence`);
+/// its snippet starts at its line holding the most of them. `None` when the file cannot be
+/// read as text the passages were cut from, or there is nothing to show.
+fn best_passage(
+    path: &std::path::Path,
+    name: &str,
+    terms: &[String],
+    evidence: &crate::index::Evidence,
+) -> Option<Shown> {
     use std::io::Read;
-    if terms.is_empty() {
-        return None;
-    }
     let mut buf = Vec::new();
     std::fs::File::open(path)
         .ok()?
         .take(SNIPPET_SCAN_BYTES)
         .read_to_end(&mut buf)
         .ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    let mut best: Option<(usize, String)> = None;
-    for line in text.lines() {
-        // Cheap first: a line holding none of the terms as text cannot hold them as terms.
-        let lower = line.to_lowercase();
-        if !terms.iter().any(|t| lower.contains(t.as_str())) {
-            continue;
+    // Compressed or not text: the index cut other text; keep what it says.
+    let text = std::str::from_utf8(&buf).ok()?;
+    let passages = crate::index::passages::split(name, text);
+    let matched = evidence.passage.map(|p| p as usize);
+    let counts: Vec<usize> = passages
+        .iter()
+        .map(|p| crate::index::text::matches_in(&text[p.start..p.end], terms))
+        .collect();
+    let most = counts.iter().copied().max().unwrap_or(0);
+    let pick = if most > 0 {
+        match matched {
+            Some(m) if counts.get(m) == Some(&most) => m,
+            _ => counts.iter().position(|&c| c == most)?,
         }
-        let chars: Vec<char> = line.chars().collect();
-        // Long lines (minified text, paragraphs without breaks) in overlapping windows.
-        let step = SNIPPET_CHARS / 2;
-        let mut start = 0;
-        loop {
-            let end = (start + SNIPPET_CHARS).min(chars.len());
-            let passage: String = chars[start..end].iter().collect();
-            let n = crate::index::text::matches_in(&passage, terms);
-            if n > 0 && best.as_ref().is_none_or(|(b, _)| n > *b) {
-                best = Some((n, passage));
-            }
-            if end == chars.len() {
-                break;
-            }
-            start += step;
+    } else {
+        matched.filter(|&m| m < passages.len())?
+    };
+    let p = passages[pick];
+    let body = &text[p.start..p.end];
+    // From the line holding the most of the terms (the first line when none does).
+    let (mut from, mut best) = (0, 0);
+    let mut offset = 0;
+    for line in body.split_inclusive('\n') {
+        let n = crate::index::text::matches_in(line, terms);
+        if n > best {
+            (from, best) = (offset, n);
         }
-        if best.as_ref().is_some_and(|(b, _)| *b == terms.len()) {
-            break; // Every term in one passage: nothing beats it.
-        }
+        offset += line.len();
     }
-    best.map(|(_, p)| p.split_whitespace().collect::<Vec<_>>().join(" "))
+    let snippet: String = body[from..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(SNIPPET_CHARS)
+        .collect();
+    (!snippet.is_empty()).then_some(Shown {
+        passage: pick as u32,
+        lines: p.lines,
+        snippet,
+    })
 }
 
 /// The identifier a query is, if it is one: a single word of letters, digits and `_` that

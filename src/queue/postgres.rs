@@ -22,9 +22,6 @@ use crate::sql::{Dialect, Remote, Sql};
 /// The queue's spelling on PostgreSQL.
 static DIALECT: Dialect = Dialect::postgres(&[("jobs", "vq_jobs"), ("keys", "vq_key_versions")]);
 
-/// This store's schema version in `vikingfs_schema`.
-const SCHEMA_VERSION: i64 = 1;
-
 const SCHEMA: &str = "
 CREATE TABLE vq_jobs (
     id         bigserial PRIMARY KEY,
@@ -59,7 +56,7 @@ impl PgEngine {
     /// The queue's tables on `pg`, created when missing; a schema from a newer vikingfs is
     /// refused.
     pub fn open(pg: std::sync::Arc<Pg>) -> Result<PgEngine, QueueError> {
-        pg.migrate("queue", SCHEMA_VERSION, SCHEMA)?;
+        pg.migrate("queue", &[SCHEMA])?;
         Ok(PgEngine { pg })
     }
 

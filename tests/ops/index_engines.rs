@@ -371,3 +371,108 @@ fn the_index_is_one_for_every_handle_and_checks_its_model(backend: Backend) {
     assert_eq!(lex.search_lexical("shared", 5, None).unwrap().len(), 1);
     assert!(c.verify().unwrap().is_empty());
 }
+
+backends!(a_record_is_scored_by_its_best_passage);
+
+/// A record has a vector per passage of its source: a dense search scores it by its best
+/// passage and names that passage and its lines; the top k are k different records however
+/// many passages each has; new vectors replace all the old ones (fewer passages free their
+/// places) and a delete frees every one (the store's own check stays clean throughout).
+fn a_record_is_scored_by_its_best_passage(backend: Backend) {
+    use vikingfs::index::PassageVector;
+    let t = IndexTest::new(backend);
+    let ix = Index::open_in(t.store(), DIM, "m").unwrap();
+    let axis = |i: usize| -> Vec<f32> { (0..DIM).map(|d| f32::from(d == i)).collect() };
+    let rec = |uri: &str| Record {
+        uri: p(uri),
+        level: Level::Content,
+        text: format!("text of {uri}"),
+        vector: None,
+        snippet: String::new(),
+        source_version: "v1".into(),
+        partial: false,
+    };
+    let names: Vec<String> = (0..12).map(|i| format!("resources/f{i:02}.rs")).collect();
+    ix.upsert_many(&names.iter().map(|n| rec(n)).collect::<Vec<_>>())
+        .unwrap();
+    // Each file has 8 passages; file i's passage j points along axis (i + j) % DIM, a little
+    // towards axis 0 so every passage of every file is a candidate for a query along 0.
+    for (i, n) in names.iter().enumerate() {
+        let parts: Vec<PassageVector> = (0..8)
+            .map(|j| {
+                let mut v = axis((i + j) % DIM);
+                v[0] += 0.1 * (i as f32 + 1.0) / 12.0;
+                PassageVector {
+                    lines: [10 * j as u32 + 1, 10 * j as u32 + 9],
+                    vector: v,
+                }
+            })
+            .collect();
+        assert!(ix.set_vectors(&p(n), Level::Content, "v1", &parts).unwrap());
+    }
+    assert!(
+        ix.verify().unwrap().is_empty(),
+        "{:?}",
+        ix.verify().unwrap()
+    );
+    // Along axis 5: file i's passage 5 - i, for i ≤ 5 (file 5's first passage, file 0's sixth).
+    let hits = ix.search(&axis(5), 6, None).unwrap();
+    let uris: Vec<&str> = hits.iter().map(|h| h.uri.as_str()).collect();
+    assert_eq!(hits.len(), 6, "{uris:?}");
+    let mut distinct = uris.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 6, "k different records: {uris:?}");
+    for h in &hits {
+        let i: usize = h.uri.as_str()[11..13].parse().unwrap();
+        assert!(i <= 5, "{uris:?}");
+        let j = 5 - i;
+        assert_eq!(h.evidence.passage, Some(j as u32), "{}", h.uri);
+        assert_eq!(
+            h.evidence.lines,
+            Some([10 * j as u32 + 1, 10 * j as u32 + 9]),
+            "{}",
+            h.uri
+        );
+        assert!(h.score > 0.99, "{} {}", h.uri, h.score);
+    }
+    // Fewer passages replace the eight: the old ones no longer match.
+    let one = [PassageVector {
+        lines: [1, 3],
+        vector: axis(20),
+    }];
+    assert!(ix
+        .set_vectors(&p(&names[0]), Level::Content, "v1", &one)
+        .unwrap());
+    assert!(
+        ix.verify().unwrap().is_empty(),
+        "{:?}",
+        ix.verify().unwrap()
+    );
+    let hits = ix.search(&axis(5), 6, None).unwrap();
+    let near: Vec<&str> = hits
+        .iter()
+        .filter(|h| h.score > 0.5)
+        .map(|h| h.uri.as_str())
+        .collect();
+    assert_eq!(
+        near,
+        names[1..6].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let top = &ix.search(&axis(20), 1, None).unwrap()[0];
+    assert_eq!(
+        (top.uri.as_str(), top.evidence.lines),
+        (names[0].as_str(), Some([1, 3]))
+    );
+    // Another version's vectors are refused; a delete frees every place.
+    assert!(!ix
+        .set_vectors(&p(&names[1]), Level::Content, "v0", &one)
+        .unwrap());
+    assert_eq!(ix.delete_prefix(&p("resources")).unwrap(), 12);
+    assert!(
+        ix.verify().unwrap().is_empty(),
+        "{:?}",
+        ix.verify().unwrap()
+    );
+    assert!(ix.search(&axis(5), 6, None).unwrap().is_empty());
+}

@@ -92,7 +92,7 @@ impl Env {
         .unwrap();
         let dsn = config["storage"]["postgres"]["dsn"].as_str().unwrap();
         let mut c = postgres::Client::connect(dsn, postgres::NoTls).unwrap();
-        c.batch_execute("TRUNCATE vi_postings, vi_records; DELETE FROM vi_meta;")
+        c.batch_execute("TRUNCATE vi_parts, vi_postings, vi_records; DELETE FROM vi_meta;")
             .unwrap();
     }
 

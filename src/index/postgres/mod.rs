@@ -10,14 +10,16 @@
 //! break, and where a quoted query term is several tokens (FTS5 matches them as a phrase,
 //! this backend by the first token).
 //!
-//! Tables (all `vi_`): `vi_meta`; `vi_records` (uri in byte order, as on SQLite); `vi_postings`
+//! Tables (all `vi_`): `vi_meta`; `vi_records` (uri in byte order, as on SQLite); `vi_parts`
+//! (a record's vector per passage, with the lines it covers: HNSW for cosine); `vi_postings`
 //! (term, record, occurrences in name and text, the record's length); `vi_stats`, the
 //! number of records and tokens as sums over a few rows, each writer adding to the row of its
 //! connection so that writers on several hosts do not queue behind one row.
 //!
 //! Invariants: a record's postings are exactly its analysed name and text; `vi_stats` sums to
 //! the records' count and lengths; a vector is unit length and of the meta's dimension (the
-//! column's type says it once a model claimed the index).
+//! column's type says it once a model claimed the index); a record has parts exactly when its
+//! `vec` is set, and its `vec` is its first part's.
 
 mod search;
 mod write;
@@ -33,8 +35,6 @@ use super::sqlite::under_params;
 use super::{text, Evidence, Hit, IndexError, IndexStats, Level, Record};
 use crate::pg::{Pg, Session};
 use crate::uri::VPath;
-
-const SCHEMA_VERSION: i64 = 1;
 
 /// Rows of `vi_stats`.
 const STAT_SHARDS: i32 = 8;
@@ -66,6 +66,21 @@ CREATE TABLE vi_postings (
 CREATE INDEX vi_postings_rid ON vi_postings (rid);
 CREATE TABLE vi_stats (shard integer PRIMARY KEY, docs bigint NOT NULL, tokens bigint NOT NULL);
 INSERT INTO vi_stats SELECT g, 0, 0 FROM generate_series(0, 7) g;
+"#;
+
+/// Version 2: a record's vectors, one per passage (`vi_records.vec` keeps the first, which
+/// says the record has its vectors); the dense search reads these.
+const PARTS: &str = r#"
+CREATE TABLE vi_parts (
+    rid        bigint NOT NULL REFERENCES vi_records (id) ON DELETE CASCADE,
+    ord        integer NOT NULL,
+    first_line integer NOT NULL,
+    last_line  integer NOT NULL,
+    vec        vector NOT NULL,
+    PRIMARY KEY (rid, ord)
+);
+INSERT INTO vi_parts SELECT id, 0, 0, 0, vec FROM vi_records WHERE vec IS NOT NULL;
+DROP INDEX IF EXISTS vi_records_hnsw;
 "#;
 
 /// Keeps two hosts from re-initialising the index at once.
@@ -129,7 +144,7 @@ impl PgIndex {
                 at: pg.location().to_string(),
             });
         }
-        pg.migrate("index", SCHEMA_VERSION, SCHEMA)?;
+        pg.migrate("index", &[SCHEMA, PARTS])?;
         let analyzer = Analyzer::new().map_err(|source| IndexError::Sqlite {
             path: ":memory:".into(),
             source,
@@ -229,8 +244,9 @@ impl PgIndex {
     /// vectors it held.
     fn shape_vectors(&self, s: &mut Tx<'_, '_, '_>, dim: usize) -> Result<()> {
         let e = self.e();
-        s.exec("DROP INDEX IF EXISTS vi_records_hnsw", &[])
+        s.exec("DROP INDEX IF EXISTS vi_parts_hnsw", &[])
             .map_err(&e)?;
+        s.exec("TRUNCATE vi_parts", &[]).map_err(&e)?;
         s.exec(
             "UPDATE vi_records SET vec = NULL WHERE vec IS NOT NULL",
             &[],
@@ -241,15 +257,17 @@ impl PgIndex {
         } else {
             "vector".into()
         };
-        s.exec(
-            &format!("ALTER TABLE vi_records ALTER COLUMN vec TYPE {ty}"),
-            &[],
-        )
-        .map_err(&e)?;
+        for table in ["vi_records", "vi_parts"] {
+            s.exec(
+                &format!("ALTER TABLE {table} ALTER COLUMN vec TYPE {ty}"),
+                &[],
+            )
+            .map_err(&e)?;
+        }
         if dim > 0 {
             // Unit vectors: the inner product orders as the cosine does, and costs less.
             s.exec(
-                "CREATE INDEX vi_records_hnsw ON vi_records USING hnsw (vec vector_ip_ops)",
+                "CREATE INDEX vi_parts_hnsw ON vi_parts USING hnsw (vec vector_ip_ops)",
                 &[],
             )
             .map_err(&e)?;
@@ -343,7 +361,7 @@ impl Engine for PgIndex {
                 Reinit::DropVectors => self.shape_vectors(s, wanted.dim)?,
                 Reinit::Recreate => {
                     let e = self.e();
-                    s.exec("TRUNCATE vi_postings, vi_records", &[])
+                    s.exec("TRUNCATE vi_parts, vi_postings, vi_records", &[])
                         .map_err(&e)?;
                     s.exec("UPDATE vi_stats SET docs = 0, tokens = 0", &[])
                         .map_err(&e)?;
@@ -530,17 +548,49 @@ impl Engine for PgIndex {
         })
     }
 
-    fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool> {
-        let vec = pgvector::Vector::from(crate::index::sqlite::quant::normalised(v));
+    fn set_vectors(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        parts: &[crate::index::PassageVector],
+    ) -> Result<bool> {
+        let Some(first) = parts.first() else {
+            return Ok(false);
+        };
+        let unit = |v: &[f32]| pgvector::Vector::from(crate::index::sqlite::quant::normalised(v));
+        let vecs: Vec<pgvector::Vector> = parts.iter().map(|p| unit(&p.vector)).collect();
+        let ords: Vec<i32> = (0..parts.len() as i32).collect();
+        let firsts: Vec<i32> = parts.iter().map(|p| p.lines[0] as i32).collect();
+        let lasts: Vec<i32> = parts.iter().map(|p| p.lines[1] as i32).collect();
         self.write(|s| {
-            let n = s
-                .exec(
-                    "UPDATE vi_records SET vec = $4 WHERE uri = $1 AND level = $2 AND version = $3",
-                    &[&uri.as_str(), &(level as i16), &version, &vec],
+            let e = self.e();
+            let Some(row) = s
+                .opt(
+                    "UPDATE vi_records SET vec = $4
+                      WHERE uri = $1 AND level = $2 AND version = $3 RETURNING id",
+                    &[
+                        &uri.as_str(),
+                        &(level as i16),
+                        &version,
+                        &unit(&first.vector),
+                    ],
                 )
-                .map_err(self.e())?;
+                .map_err(&e)?
+            else {
+                return Ok(false);
+            };
+            let rid: i64 = row.get(0);
+            s.exec("DELETE FROM vi_parts WHERE rid = $1", &[&rid])
+                .map_err(&e)?;
+            s.exec(
+                "INSERT INTO vi_parts (rid, ord, first_line, last_line, vec)
+                 SELECT $1, * FROM unnest($2::int4[], $3::int4[], $4::int4[], $5::vector[])",
+                &[&rid, &ords, &firsts, &lasts, &vecs],
+            )
+            .map_err(&e)?;
             crate::crash_point!("index.set_vector.before_commit");
-            Ok(n > 0)
+            Ok(true)
         })
     }
 

@@ -7,21 +7,70 @@ use crate::index::{text, Evidence, Hit, Level};
 use crate::uri::VPath;
 
 impl PgIndex {
+    /// The `k` records nearest `unit`, each by its best passage: passages are fetched a few
+    /// per wanted record, nearest first, and fetched deeper while too few records are among
+    /// them.
     pub(super) fn dense(&self, unit: &[f32], k: usize, under: Option<&VPath>) -> Result<Vec<Hit>> {
+        let mut fetch = k.max(1) * 4;
+        loop {
+            let rows = self.nearest_parts(unit, fetch, under)?;
+            let exhausted = rows.len() < fetch;
+            let mut seen = std::collections::HashSet::new();
+            let mut hits = Vec::new();
+            for r in &rows {
+                if !seen.insert((r.get::<_, &str>(0).to_string(), r.get::<_, i16>(1))) {
+                    continue; // A weaker passage of a record already found.
+                }
+                let cosine = -r.get::<_, f32>(4);
+                let lines = [r.get::<_, i32>(6) as u32, r.get::<_, i32>(7) as u32];
+                hits.push(self.hit(
+                    r,
+                    cosine,
+                    Evidence {
+                        cosine: Some(cosine),
+                        passage: Some(r.get::<_, i32>(5) as u32),
+                        lines: (lines[0] > 0).then_some(lines),
+                        ..Evidence::default()
+                    },
+                )?);
+            }
+            if hits.len() >= k || exhausted {
+                hits.sort_by(Hit::best_first);
+                hits.truncate(k);
+                return Ok(hits);
+            }
+            fetch *= 4;
+        }
+    }
+
+    /// The `n` passages nearest `unit` (under `under`), nearest first, with their records.
+    fn nearest_parts(
+        &self,
+        unit: &[f32],
+        n: usize,
+        under: Option<&VPath>,
+    ) -> Result<Vec<postgres::Row>> {
+        const COLUMNS: &str = "r.uri, r.level, r.version, r.snippet, (p.vec <#> $1)::float4,
+                               p.ord, p.first_line, p.last_line
+                          FROM vi_parts p JOIN vi_records r ON r.id = p.rid";
         let q = pgvector::Vector::from(unit.to_vec());
-        let k = k as i64;
-        // The graph search looks at this many candidates: enough that the top k are found.
-        let ef = (k * 2).clamp(100, 1000).to_string();
-        let rows = self.read(|s| {
+        let n = n as i64;
+        // The graph search looks at this many candidates: enough that the top n are found.
+        let ef = (n * 2).clamp(100, 1000).to_string();
+        self.read(|s| {
             let e = self.e();
             let Some(prefix) = under.filter(|p| !p.is_root()) else {
                 s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
                     .map_err(&e)?;
+                s.one(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                    &[],
+                )
+                .map_err(&e)?;
                 return s
                     .all(
-                        "SELECT uri, level, version, snippet, (vec <#> $1)::float4 FROM vi_records
-                          WHERE vec IS NOT NULL ORDER BY vec <#> $1 LIMIT $2",
-                        &[&q, &k],
+                        &format!("SELECT {COLUMNS} ORDER BY p.vec <#> $1 LIMIT $2"),
+                        &[&q, &n],
                     )
                     .map_err(&e);
             };
@@ -42,11 +91,10 @@ impl PgIndex {
                 // the graph index, which would filter after the fact).
                 s.all(
                     &format!(
-                        "SELECT uri, level, version, snippet, (vec <#> $4)::float4 FROM vi_records r
-                          WHERE {} AND vec IS NOT NULL ORDER BY (vec <#> $4) + 0 LIMIT $5",
-                        under_sql(1)
+                        "SELECT {COLUMNS} WHERE {} ORDER BY (p.vec <#> $1) + 0 LIMIT $2",
+                        under_sql(3)
                     ),
-                    &[&a, &b, &c, &q, &k],
+                    &[&q, &n, &a, &b, &c],
                 )
                 .map_err(&e)
             } else {
@@ -60,31 +108,14 @@ impl PgIndex {
                 .map_err(&e)?;
                 s.all(
                     &format!(
-                        "SELECT uri, level, version, snippet, (vec <#> $4)::float4 FROM vi_records r
-                          WHERE {} AND vec IS NOT NULL ORDER BY vec <#> $4 LIMIT $5",
-                        under_sql(1)
+                        "SELECT {COLUMNS} WHERE {} ORDER BY p.vec <#> $1 LIMIT $2",
+                        under_sql(3)
                     ),
-                    &[&a, &b, &c, &q, &k],
+                    &[&q, &n, &a, &b, &c],
                 )
                 .map_err(&e)
             }
-        })?;
-        let mut hits = rows
-            .iter()
-            .map(|r| {
-                let cosine = -r.get::<_, f32>(4);
-                self.hit(
-                    r,
-                    cosine,
-                    Evidence {
-                        cosine: Some(cosine),
-                        ..Evidence::default()
-                    },
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        hits.sort_by(Hit::best_first);
-        Ok(hits)
+        })
     }
 
     pub(super) fn lexical(

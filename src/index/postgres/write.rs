@@ -99,6 +99,8 @@ impl PgIndex {
         let (old, new): (Vec<usize>, Vec<usize>) =
             which.iter().partition(|&&i| existing.contains_key(&key(i)));
         let mut ids: Vec<(usize, i64)> = Vec::with_capacity(which.len());
+        // Records whose passages' vectors no longer hold: a vector given, or cleared.
+        let mut stale: Vec<i64> = Vec::new();
         if !old.is_empty() {
             let mut u_ids = Vec::with_capacity(old.len());
             let mut clear = Vec::with_capacity(old.len());
@@ -106,7 +108,11 @@ impl PgIndex {
                 let (id, version, len) = &existing[&key(i)];
                 u_ids.push(*id);
                 // A new version without a vector: the old vector described other text.
-                clear.push(*version != recs[i].source_version && recs[i].vector.is_none());
+                let cleared = *version != recs[i].source_version && recs[i].vector.is_none();
+                if cleared || recs[i].vector.is_some() {
+                    stale.push(*id);
+                }
+                clear.push(cleared);
                 s.tokens += (postings[i].len - len) as i64;
                 ids.push((i, *id));
             }
@@ -166,6 +172,24 @@ impl PgIndex {
                     None => raced.push(i),
                 }
             }
+        }
+        // A vector given for a record as a whole is its one passage.
+        let fresh: Vec<i64> = ids
+            .iter()
+            .filter(|&&(i, _)| recs[i].vector.is_some())
+            .map(|&(_, id)| id)
+            .collect();
+        if !stale.is_empty() {
+            s.exec("DELETE FROM vi_parts WHERE rid = ANY($1)", &[&stale])
+                .map_err(&e)?;
+        }
+        if !fresh.is_empty() {
+            s.exec(
+                "INSERT INTO vi_parts (rid, ord, first_line, last_line, vec)
+                 SELECT id, 0, 0, 0, vec FROM vi_records WHERE id = ANY($1)",
+                &[&fresh],
+            )
+            .map_err(&e)?;
         }
         let mut rid = Vec::new();
         let mut term = Vec::new();

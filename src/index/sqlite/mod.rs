@@ -2,8 +2,9 @@
 //! backend.
 //!
 //! Layout, chosen so a fresh `vikingfs find` process answers fast:
-//! - `records`: one row per record with its exact f32 vector when it has one (read back only
-//!   for re-ranking);
+//! - `records`: one row per record with its exact f32 vectors when it has them, one per
+//!   passage of its source (`vec`, read back only for re-ranking), the lines each passage
+//!   covers (`spans`) and where each is packed (`places`);
 //! - `lex`: an FTS5 table (BM25) over each record's name and text, rowid = the record's id,
 //!   written in the same transaction as the record, so the two never disagree
 //!   ([`super::text`] makes the terms);
@@ -11,7 +12,8 @@
 //!   dense search reads a few hundred blobs instead of stepping through one row per record.
 //!
 //! Invariants: every record has exactly one `lex` row and every `lex` row is a record; a
-//! record with a vector has exactly one packed slot holding its id.
+//! record with N passage vectors has N packed slots holding its id, named in its `places`
+//! in passage order (a dense search scores a record by its best passage).
 
 mod chunk;
 mod lexical;
@@ -27,7 +29,7 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::engine::{Engine, Meta, Reinit, Result, Which};
-use super::{Hit, IndexError, IndexStats, Level, Record};
+use super::{Hit, IndexError, IndexStats, Level, PassageVector, Record};
 use crate::uri::VPath;
 
 /// Records per packed chunk: 256 × 256-dim codes = 64 KiB blobs.
@@ -47,7 +49,7 @@ fn create_sql() -> String {
          CREATE TABLE records(
              id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
              version TEXT NOT NULL, snippet TEXT NOT NULL,
-             chunk INTEGER, slot INTEGER, vec BLOB,
+             places BLOB, spans BLOB, vec BLOB,
              partial INTEGER NOT NULL DEFAULT 0, UNIQUE(uri, level));
          CREATE INDEX records_novec ON records(id) WHERE vec IS NULL;
          CREATE TABLE chunks(
@@ -176,7 +178,7 @@ impl Engine for SqliteEngine {
             Reinit::Keep => return Ok(what),
             Reinit::DropVectors => tx.execute_batch(
                 "DELETE FROM chunks;
-                 UPDATE records SET chunk = NULL, slot = NULL, vec = NULL
+                 UPDATE records SET places = NULL, spans = NULL, vec = NULL
                   WHERE vec IS NOT NULL;",
             ),
             Reinit::Recreate => tx.execute_batch(&create_sql()),
@@ -295,8 +297,14 @@ impl Engine for SqliteEngine {
         SqliteEngine::upsert_many(self, recs)
     }
 
-    fn set_vector(&self, uri: &VPath, level: Level, version: &str, v: &[f32]) -> Result<bool> {
-        SqliteEngine::set_vector(self, uri, level, version, v)
+    fn set_vectors(
+        &self,
+        uri: &VPath,
+        level: Level,
+        version: &str,
+        parts: &[PassageVector],
+    ) -> Result<bool> {
+        SqliteEngine::set_vectors(self, uri, level, version, parts)
     }
 
     fn delete(&self, uri: &VPath) -> Result<usize> {

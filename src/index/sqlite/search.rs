@@ -1,12 +1,14 @@
-//! Dense reads: cosine top-k over the packed int8 codes with an exact f32 re-rank.
+//! Dense reads: cosine top-k over the packed int8 codes with an exact f32 re-rank. A record
+//! has a vector per passage of its source; its score is its best passage's.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use rusqlite::params;
 
 use super::chunk::Layout;
 use super::quant::{bytes_to_f32, dot_f32, dots_i8, quantise};
+use super::store::spans_of;
 use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
 use crate::index::{Evidence, Hit, IndexError};
 use crate::uri::VPath;
@@ -110,7 +112,9 @@ impl SqliteEngine {
         }
     }
 
-    /// The `want` best record ids by int8 score.
+    /// The `want` best record ids by the int8 score of their best passage. (A record's
+    /// passages each hold a slot: one already among the candidates is only raised, so the
+    /// candidates are `want` different records.)
     fn scan(
         &self,
         tx: &rusqlite::Transaction,
@@ -120,6 +124,9 @@ impl SqliteEngine {
     ) -> Result<Vec<i64>, IndexError> {
         let layout = Layout { dim: self.dim };
         let mut heap: BinaryHeap<Cand> = BinaryHeap::with_capacity(want.min(1 << 16) + 1);
+        // The best score of each record in the heap; an entry of the heap whose score is
+        // below its record's best here is stale (the record was raised after it was pushed).
+        let mut best: HashMap<i64, f32> = HashMap::new();
         let mut dots = [0i32; CHUNK_SLOTS];
         let mut stmt = tx
             .prepare_cached("SELECT data FROM chunks")
@@ -140,15 +147,32 @@ impl SqliteEngine {
                     continue;
                 }
                 let score = dot as f32 * q.scale * layout.scale(data, slot);
-                if heap.len() < want {
-                    heap.push(Cand(score, rid));
-                } else if heap.peek().is_some_and(|worst| score > worst.0) {
-                    heap.pop();
-                    heap.push(Cand(score, rid));
+                if best.len() >= want && heap.peek().is_some_and(|worst| score <= worst.0) {
+                    continue;
+                }
+                match best.get_mut(&rid) {
+                    Some(b) if *b >= score => continue,
+                    Some(b) => *b = score, // Raised: its old entry is now stale.
+                    None => {
+                        best.insert(rid, score);
+                    }
+                }
+                heap.push(Cand(score, rid));
+                // Drop stale entries from the top, then the worst record while over `want`.
+                while let Some(top) = heap.peek() {
+                    let stale = best.get(&top.1).is_some_and(|b| *b > top.0);
+                    if stale {
+                        heap.pop();
+                    } else if best.len() > want {
+                        let gone = heap.pop().expect("peeked");
+                        best.remove(&gone.1);
+                    } else {
+                        break;
+                    }
                 }
             }
         }
-        Ok(heap.into_iter().map(|c| c.1).collect())
+        Ok(best.into_keys().collect())
     }
 
     /// Exact scores from the f32 vectors, best first, only hits the filter lets through.
@@ -161,7 +185,9 @@ impl SqliteEngine {
     ) -> Result<Vec<Hit>, IndexError> {
         let mut hits = Vec::with_capacity(cands.len());
         let mut get = tx
-            .prepare_cached("SELECT uri, level, version, snippet, vec FROM records WHERE id = ?1")
+            .prepare_cached(
+                "SELECT uri, level, version, snippet, vec, spans FROM records WHERE id = ?1",
+            )
             .map_err(|e| self.sql(e))?;
         for rid in cands {
             let row = get
@@ -172,18 +198,31 @@ impl SqliteEngine {
                         r.get::<_, String>(2)?,
                         r.get::<_, String>(3)?,
                         r.get::<_, Vec<u8>>(4)?,
+                        r.get::<_, Option<Vec<u8>>>(5)?,
                     ))
                 })
                 .map_err(|e| self.sql(e))?;
-            let (uri, level, version, snippet, vec) = row;
+            let (uri, level, version, snippet, vec, spans) = row;
             let uri = self.vpath(&uri)?;
             if matches!(filter, Filter::Prefix(p) if !uri.starts_with(p)) {
                 continue;
             }
             let vec = bytes_to_f32(&vec)
-                .filter(|v| v.len() == self.dim)
+                .filter(|v| !v.is_empty() && v.len().is_multiple_of(self.dim))
                 .ok_or_else(|| self.corrupt(format!("record {uri} has a bad vector")))?;
-            let score = dot_f32(&q.unit, &vec);
+            // The best passage, the first of equals.
+            let (passage, score) = vec
+                .chunks_exact(self.dim)
+                .map(|v| dot_f32(&q.unit, v))
+                .enumerate()
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (i, s)| if s > b.1 { (i, s) } else { b },
+                );
+            let lines = spans_of(spans.as_deref())
+                .get(passage)
+                .copied()
+                .filter(|l| l[0] > 0);
             hits.push(Hit {
                 uri,
                 level: self.level(level)?,
@@ -192,6 +231,8 @@ impl SqliteEngine {
                 source_version: version,
                 evidence: Evidence {
                     cosine: Some(score),
+                    passage: Some(passage as u32),
+                    lines,
                     ..Evidence::default()
                 },
             });

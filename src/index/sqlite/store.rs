@@ -12,7 +12,7 @@ use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 use super::chunk::Layout;
 use super::quant::{f32_to_bytes, normalised};
 use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
-use crate::index::{text, IndexError, Level, Record};
+use crate::index::{text, IndexError, Level, PassageVector, Record};
 use crate::uri::VPath;
 
 struct ChunkBuf {
@@ -38,10 +38,55 @@ struct Batch<'t> {
 /// A vector's place in the packed chunks: (chunk id, slot).
 type Slot = (i64, usize);
 
-/// A row and its place in the packed chunks (none while it has no vector).
+/// A row and the places of its passage vectors in the packed chunks (none while it has no
+/// vector).
 struct Placed {
     id: i64,
-    place: Option<Slot>,
+    places: Vec<Slot>,
+}
+
+/// `records.places`: each passage's (chunk id i64, slot u32), little-endian, in order.
+pub(super) fn places_of(blob: Option<&[u8]>) -> Vec<Slot> {
+    blob.unwrap_or_default()
+        .chunks_exact(12)
+        .map(|c| {
+            let chunk = i64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+            let slot = u32::from_le_bytes(c[8..].try_into().expect("4 bytes"));
+            (chunk, slot as usize)
+        })
+        .collect()
+}
+
+fn places_blob(places: &[Slot]) -> Vec<u8> {
+    places
+        .iter()
+        .flat_map(|&(c, s)| c.to_le_bytes().into_iter().chain((s as u32).to_le_bytes()))
+        .collect()
+}
+
+/// `records.spans`: each passage's first and last line (u32, little-endian), in order.
+pub(super) fn spans_of(blob: Option<&[u8]>) -> Vec<[u32; 2]> {
+    blob.unwrap_or_default()
+        .chunks_exact(8)
+        .map(|c| {
+            [
+                u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
+                u32::from_le_bytes(c[4..].try_into().expect("4 bytes")),
+            ]
+        })
+        .collect()
+}
+
+fn spans_blob(parts: &[PassageVector]) -> Vec<u8> {
+    parts
+        .iter()
+        .flat_map(|p| {
+            p.lines[0]
+                .to_le_bytes()
+                .into_iter()
+                .chain(p.lines[1].to_le_bytes())
+        })
+        .collect()
 }
 
 impl<'t> Batch<'t> {
@@ -138,7 +183,7 @@ impl<'t> Batch<'t> {
     fn remove(&mut self, rows: &[Placed]) -> Result<usize, IndexError> {
         let mut n = 0;
         for r in rows {
-            if let Some((chunk, slot)) = r.place {
+            for &(chunk, slot) in &r.places {
                 self.clear(chunk, slot)?;
             }
             self.exec("DELETE FROM lex WHERE rowid = ?1", params![r.id])?;
@@ -175,11 +220,10 @@ impl<'t> Batch<'t> {
         let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.eng.sql(e))?;
         let rows = stmt
             .query_map(p, |r| {
-                let chunk: Option<i64> = r.get(1)?;
-                let slot: Option<i64> = r.get(2)?;
+                let places: Option<Vec<u8>> = r.get(1)?;
                 Ok(Placed {
                     id: r.get(0)?,
-                    place: chunk.zip(slot).map(|(c, s)| (c, s as usize)),
+                    places: places_of(places.as_deref()),
                 })
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -189,10 +233,10 @@ impl<'t> Batch<'t> {
 
     fn rows_under(&self, prefix: &VPath) -> Result<Vec<Placed>, IndexError> {
         if prefix.is_root() {
-            return self.placed("SELECT id, chunk, slot FROM records", []);
+            return self.placed("SELECT id, places FROM records", []);
         }
         self.placed(
-            &format!("SELECT id, chunk, slot FROM records WHERE {UNDER_SQL}"),
+            &format!("SELECT id, places FROM records WHERE {UNDER_SQL}"),
             under_params(prefix),
         )
     }
@@ -215,26 +259,45 @@ impl<'t> Batch<'t> {
         Ok(())
     }
 
-    /// Give record `id` (placed at `place`) the vector `v`, reusing its slot.
-    fn put_vector(&mut self, id: i64, place: Option<Slot>, v: &[f32]) -> Result<(), IndexError> {
-        let unit = normalised(v);
-        let (chunk, slot) = match place {
-            Some(p) => p,
-            None => self.alloc()?,
-        };
+    /// Give record `id` (its vectors placed at `places`) a vector per passage of `parts`,
+    /// reusing its slots and freeing those it no longer needs.
+    fn put_vectors(
+        &mut self,
+        id: i64,
+        places: &[Slot],
+        parts: &[PassageVector],
+    ) -> Result<(), IndexError> {
+        for &(chunk, slot) in places.iter().skip(parts.len()) {
+            self.clear(chunk, slot)?;
+        }
+        let mut placed = Vec::with_capacity(parts.len());
+        let mut vecs = Vec::with_capacity(parts.len() * self.layout.dim * 4);
+        for (i, p) in parts.iter().enumerate() {
+            let unit = normalised(&p.vector);
+            // Each slot is filled at once, so the next allocation sees it taken.
+            let (chunk, slot) = match places.get(i) {
+                Some(&p) => p,
+                None => self.alloc()?,
+            };
+            self.fill(chunk, slot, id, &unit)?;
+            placed.push((chunk, slot));
+            vecs.extend(f32_to_bytes(&unit));
+        }
         self.exec(
-            "UPDATE records SET chunk = ?2, slot = ?3, vec = ?4 WHERE id = ?1",
-            params![id, chunk, slot as i64, f32_to_bytes(&unit)],
+            "UPDATE records SET places = ?2, spans = ?3, vec = ?4 WHERE id = ?1",
+            params![id, places_blob(&placed), spans_blob(parts), vecs],
         )?;
-        self.fill(chunk, slot, id, &unit)
+        Ok(())
     }
 
-    /// Take record `id`'s vector away (its source changed; the model embeds it again).
-    fn drop_vector(&mut self, id: i64, place: Option<Slot>) -> Result<(), IndexError> {
-        if let Some((chunk, slot)) = place {
+    /// Take record `id`'s vectors away (its source changed; the model embeds it again).
+    fn drop_vectors(&mut self, id: i64, places: &[Slot]) -> Result<(), IndexError> {
+        for &(chunk, slot) in places {
             self.clear(chunk, slot)?;
+        }
+        if !places.is_empty() {
             self.exec(
-                "UPDATE records SET chunk = NULL, slot = NULL, vec = NULL WHERE id = ?1",
+                "UPDATE records SET places = NULL, spans = NULL, vec = NULL WHERE id = ?1",
                 params![id],
             )?;
         }
@@ -242,37 +305,30 @@ impl<'t> Batch<'t> {
     }
 
     fn upsert(&mut self, rec: &Record) -> Result<(), IndexError> {
-        // One lookup for the row, its version and its slot.
-        let existing: Option<(i64, String, Option<Slot>)> = self
+        // One lookup for the row, its version and its slots.
+        let existing: Option<(i64, String, Vec<Slot>)> = self
             .tx
-            .prepare_cached(
-                "SELECT id, version, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
-            )
+            .prepare_cached("SELECT id, version, places FROM records WHERE uri = ?1 AND level = ?2")
             .and_then(|mut s| {
                 s.query_row(params![rec.uri.as_str(), rec.level as i64], |r| {
-                    let chunk: Option<i64> = r.get(2)?;
-                    let slot: Option<i64> = r.get(3)?;
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        chunk.zip(slot).map(|(c, s)| (c, s as usize)),
-                    ))
+                    let places: Option<Vec<u8>> = r.get(2)?;
+                    Ok((r.get(0)?, r.get(1)?, places_of(places.as_deref())))
                 })
                 .optional()
             })
             .map_err(|e| self.eng.sql(e))?;
-        let (id, place) = match existing {
-            Some((id, version, place)) => {
+        let (id, places) = match existing {
+            Some((id, version, places)) => {
                 self.exec(
                     "UPDATE records SET version = ?2, snippet = ?3, partial = ?4 WHERE id = ?1",
                     params![id, rec.source_version, rec.snippet, rec.partial],
                 )?;
                 // A new version without a vector: the old vector described other text.
                 if version != rec.source_version && rec.vector.is_none() {
-                    self.drop_vector(id, place)?;
-                    (id, None)
+                    self.drop_vectors(id, &places)?;
+                    (id, Vec::new())
                 } else {
-                    (id, place)
+                    (id, places)
                 }
             }
             None => {
@@ -287,12 +343,18 @@ impl<'t> Batch<'t> {
                         rec.partial
                     ],
                 )?;
-                (self.tx.last_insert_rowid(), None)
+                (self.tx.last_insert_rowid(), Vec::new())
             }
         };
         self.put_terms(id, &rec.uri, &rec.text)?;
         match &rec.vector {
-            Some(v) => self.put_vector(id, place, v),
+            Some(v) => {
+                let whole = PassageVector {
+                    lines: [0, 0],
+                    vector: v.clone(),
+                };
+                self.put_vectors(id, &places, std::slice::from_ref(&whole))
+            }
             None => Ok(()),
         }
     }
@@ -351,25 +413,25 @@ impl SqliteEngine {
         self.write(|b| recs.iter().try_for_each(|r| b.upsert(r)))
     }
 
-    /// See [`crate::index::Index::set_vector`].
-    pub(super) fn set_vector(
+    /// See [`crate::index::Index::set_vectors`].
+    pub(super) fn set_vectors(
         &self,
         uri: &VPath,
         level: Level,
         version: &str,
-        v: &[f32],
+        parts: &[PassageVector],
     ) -> Result<bool, IndexError> {
         self.write(|b| {
             let Some(p) = b
                 .placed(
-                    "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                    "SELECT id, places FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
                     params![uri.as_str(), level as i64, version],
                 )?
                 .pop()
             else {
                 return Ok(false);
             };
-            b.put_vector(p.id, p.place, v)?;
+            b.put_vectors(p.id, &p.places, parts)?;
             crate::crash_point!("index.set_vector.before_commit");
             Ok(true)
         })
@@ -379,7 +441,7 @@ impl SqliteEngine {
     pub(super) fn delete(&self, uri: &VPath) -> Result<usize, IndexError> {
         self.write(|b| {
             let rows = b.placed(
-                "SELECT id, chunk, slot FROM records WHERE uri = ?1",
+                "SELECT id, places FROM records WHERE uri = ?1",
                 [uri.as_str()],
             )?;
             b.remove(&rows)
@@ -411,7 +473,7 @@ impl SqliteEngine {
             let mut n = 0;
             for (uri, level, version) in which {
                 let rows = b.placed(
-                    "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
+                    "SELECT id, places FROM records WHERE uri = ?1 AND level = ?2 AND version = ?3",
                     params![uri.as_str(), *level as i64, version],
                 )?;
                 n += b.remove(&rows)?;
@@ -463,7 +525,7 @@ impl SqliteEngine {
             for (_, new, level) in &renamed {
                 let victims: Vec<Placed> = b
                     .placed(
-                        "SELECT id, chunk, slot FROM records WHERE uri = ?1 AND level = ?2",
+                        "SELECT id, places FROM records WHERE uri = ?1 AND level = ?2",
                         params![new.as_str(), level],
                     )?
                     .into_iter()

@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 
 use super::chunk::Layout;
+use super::store::{places_of, spans_of};
 use super::{SqliteEngine, CHUNK_SLOTS};
 use crate::index::IndexError;
 
 impl SqliteEngine {
-    /// Consistency check for fsck: every record with a vector has a packed slot holding its id,
-    /// every packed id is such a record, the chunks' used counts are right, and records and
+    /// Consistency check for fsck: every record's passage vectors have the packed slots its
+    /// `places` name, holding its id, every packed slot is such a place, the chunks' used counts are right, and records and
     /// lexical rows match one for one. Returns the problems found.
     pub(super) fn verify(&self) -> Result<Vec<String>, IndexError> {
         let conn = self.conn.lock();
@@ -44,35 +45,45 @@ impl SqliteEngine {
                 ));
             }
             for (slot, rid) in (0..CHUNK_SLOTS).map(|s| (s, layout.rid(data, s))) {
-                if rid != 0 && packed.insert(rid, (id, slot)).is_some() {
-                    problems.push(format!("record {rid} packed twice"));
+                if rid != 0 {
+                    packed.insert((id, slot), rid);
                 }
             }
         }
         let mut stmt = tx
-            .prepare("SELECT id, uri, chunk, slot FROM records")
+            .prepare("SELECT id, uri, places, spans, length(vec) FROM records")
             .map_err(|e| self.sql(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.sql(e))?;
         while let Some(row) = rows.next().map_err(|e| self.sql(e))? {
-            let (id, uri, chunk, slot): (i64, String, Option<i64>, Option<i64>) = (
+            type Row = (i64, String, Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>);
+            let (id, uri, places, spans, vec_len): Row = (
                 row.get(0).map_err(|e| self.sql(e))?,
                 row.get(1).map_err(|e| self.sql(e))?,
                 row.get(2).map_err(|e| self.sql(e))?,
                 row.get(3).map_err(|e| self.sql(e))?,
+                row.get(4).map_err(|e| self.sql(e))?,
             );
-            let Some((chunk, slot)) = chunk.zip(slot) else {
-                continue; // No vector (yet): nothing packed.
-            };
-            match packed.remove(&id) {
-                Some(place) if place == (chunk, slot as usize) => {}
-                Some(place) => problems.push(format!(
-                    "record {uri}: packed at {place:?}, row says ({chunk}, {slot})"
-                )),
-                None => problems.push(format!("record {uri}: not packed")),
+            let places = places_of(places.as_deref());
+            let n = places.len();
+            let vectors = vec_len.unwrap_or(0) as usize / (4 * self.dim.max(1));
+            if n != vectors || spans_of(spans.as_deref()).len() != n {
+                problems.push(format!(
+                    "record {uri}: {vectors} vectors, {n} places, {} spans",
+                    spans_of(spans.as_deref()).len()
+                ));
+            }
+            for place in places {
+                match packed.remove(&place) {
+                    Some(rid) if rid == id => {}
+                    Some(rid) => problems.push(format!(
+                        "record {uri}: its place {place:?} holds record {rid}"
+                    )),
+                    None => problems.push(format!("record {uri}: not packed at {place:?}")),
+                }
             }
         }
-        for rid in packed.keys() {
-            problems.push(format!("packed id {rid} has no record"));
+        for (place, rid) in &packed {
+            problems.push(format!("packed slot {place:?} of id {rid} is no record's"));
         }
         let count = |sql: &str| -> Result<i64, IndexError> {
             tx.query_row(sql, [], |r| r.get(0)).map_err(|e| self.sql(e))
