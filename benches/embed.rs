@@ -15,7 +15,9 @@
 //! the largest difference between the two paths' vectors.
 //!
 //! GFLOP/s counts the encoder's multiply-adds as 2 flops each, per text of n tokens and per
-//! layer: 2n(4h² + 2hf) for the projections and the feed-forward block, 4n²h for attention.
+//! layer: 2n(4h² + 2hf) for the projections and the feed-forward block, 4n²h for attention
+//! (6.0 GFLOP per 256-token window). `cpu-s` is the process's CPU time over the same runs (all
+//! threads): on a machine others share, it moves less than the wall clock.
 //!
 //! `cargo bench --bench embed -- [--windows N] [--repeats R] [--per-call C] [--no-old]`
 //! (`scripts/bench-embed.sh`); the model comes from `VIKINGFS_TEST_MODEL`, else
@@ -214,18 +216,31 @@ fn gemm_peak(repeats: usize) -> f64 {
     2.0 * (n * n * n) as f64 / median(times[1..].to_vec()) / 1e9
 }
 
+/// CPU seconds this process has used, all threads.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// Wall and CPU seconds to embed `texts`, `per_call` per call, and the vectors.
 fn run(
     embed: &dyn Fn(&[&str]) -> Vec<Vec<f32>>,
     texts: &[String],
     per_call: usize,
-) -> (f64, Vec<Vec<f32>>) {
+) -> (f64, f64, Vec<Vec<f32>>) {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_seconds());
     let mut out = Vec::with_capacity(texts.len());
     for call in refs.chunks(per_call) {
         out.extend(embed(call));
     }
-    (t.elapsed().as_secs_f64(), out)
+    (t.elapsed().as_secs_f64(), cpu_seconds() - cpu, out)
 }
 
 fn main() {
@@ -258,8 +273,17 @@ fn main() {
     }
 
     println!(
-        "{:<6} {:<4} {:>6} {:>8} {:>9} {:>10} {:>9} {:>8}",
-        "set", "path", "texts", "tokens", "seconds", "windows/s", "GFLOP/s", "of peak"
+        "{:<6} {:<4} {:>6} {:>8} {:>9} {:>10} {:>9} {:>8} {:>8} {:>12}",
+        "set",
+        "path",
+        "texts",
+        "tokens",
+        "seconds",
+        "windows/s",
+        "GFLOP/s",
+        "of peak",
+        "cpu-s",
+        "GFLOP/cpu-s"
     );
     for (name, texts) in [("full", &full), ("mixed", &mixed)] {
         let tokens: Vec<usize> = texts
@@ -268,13 +292,16 @@ fn main() {
             .collect();
         let work = flops(&tokens);
         let (mut t_old, mut t_new) = (Vec::new(), Vec::new());
+        let (mut c_old, mut c_new) = (Vec::new(), Vec::new());
         let mut diff = 0.0f32;
         for _ in 0..a.repeats {
-            let (s, vn) = run(&new_embed, texts, a.per_call);
+            let (s, c, vn) = run(&new_embed, texts, a.per_call);
             t_new.push(s);
+            c_new.push(c);
             if a.old {
-                let (s, vo) = run(&old_embed, texts, a.per_call);
+                let (s, c, vo) = run(&old_embed, texts, a.per_call);
                 t_old.push(s);
+                c_old.push(c);
                 for (x, y) in vn.iter().zip(&vo) {
                     for (p, q) in x.iter().zip(y) {
                         diff = diff.max((p - q).abs());
@@ -283,26 +310,28 @@ fn main() {
             }
         }
         let total: usize = tokens.iter().sum();
-        let row = |path: &str, secs: f64| {
+        let row = |path: &str, secs: f64, cpu: f64| {
             let gflops = work / secs / 1e9;
             println!(
-                "{name:<6} {path:<4} {:>6} {total:>8} {secs:>9.2} {:>10.1} {gflops:>9.1} {:>7.0}%",
+                "{name:<6} {path:<4} {:>6} {total:>8} {secs:>9.2} {:>10.1} {gflops:>9.1} {:>7.0}% {cpu:>8.2} {:>12.1}",
                 texts.len(),
                 texts.len() as f64 / secs,
-                100.0 * gflops / peak
+                100.0 * gflops / peak,
+                work / cpu / 1e9
             );
         };
-        let s_new = median(t_new);
+        let (s_new, c_new) = (median(t_new), median(c_new));
         if a.old {
-            let s_old = median(t_old);
-            row("old", s_old);
-            row("new", s_new);
+            let (s_old, c_old) = (median(t_old), median(c_old));
+            row("old", s_old, c_old);
+            row("new", s_new, c_new);
             println!(
-                "{name:<6} new/old {:.2}x; largest |old - new| component {diff:.2e}",
-                s_old / s_new
+                "{name:<6} new/old {:.2}x windows/s, {:.2}x CPU time; largest |old - new| component {diff:.2e}",
+                s_old / s_new,
+                c_old / c_new
             );
         } else {
-            row("new", s_new);
+            row("new", s_new, c_new);
         }
     }
 }

@@ -20,8 +20,8 @@ use super::{EmbedError, Embedder};
 
 /// Tokens per forward pass: texts are packed (not padded) into batches of about this many
 /// (one text longer than this is a batch alone). The linear layers' products run on matrices
-/// of this many rows; measured on 256-token windows (2 cores, `benches/embed.rs`), 2048 (eight
-/// windows) was within noise of 4096 and needs half the activations' memory (about 40 MB).
+/// of this many rows. On 256-token windows (`benches/embed.rs`, one core, CPU time) 4096 was no
+/// faster than 2048, which needs half the activations' memory (about 32 MB).
 const BATCH_TOKENS: usize = 2048;
 /// sentence-transformers' default when a model directory does not say (and all-MiniLM-L6-v2's
 /// own value).
