@@ -1,30 +1,28 @@
 //! In-process sentence embeddings from a local BERT model (e.g. all-MiniLM-L6-v2).
 //!
 //! Owns loading a sentence-transformers model directory (`config.json`, `tokenizer.json`,
-//! `model.safetensors`, optionally `sentence_bert_config.json`) and running it with candle on
-//! the CPU in f32: WordPiece tokens truncated to the model's maximum sequence length, the
-//! encoder, mean pooling over the attention mask, L2 normalisation — the same vectors
+//! `model.safetensors`, optionally `sentence_bert_config.json`) and running it on the CPU in
+//! f32: WordPiece tokens truncated to the model's maximum sequence length, the encoder
+//! (`encoder.rs`), mean pooling over each text's tokens, L2 normalisation — the same vectors
 //! sentence-transformers gives for such a model. No network: the files must already be on
 //! disk (`scripts/fetch-model.sh` fetches all-MiniLM-L6-v2).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
+use candle_core::Device;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::encoder::{Config, Encoder};
+use super::encoder::{Config, Encoder, Scratch};
 use super::{EmbedError, Embedder};
 
-/// Texts per forward pass. Attention costs grow with the square of the longest text in a
-/// batch, so larger batches mostly buy padding. Measured on 256-token windows (2 cores): 8 was
-/// ~10% faster than 16 and peaked at 270 instead of 420 MiB, the attention scores of a batch
-/// (8 × 12 heads × 256² f32 = 25 MB) staying under glibc's 32 MB mmap threshold, so they reuse
-/// heap memory instead of page-faulting in fresh zeroed pages on every op.
-const BATCH: usize = 8;
+/// Tokens per forward pass: texts are packed (not padded) into batches of about this many
+/// (one text longer than this is a batch alone). The linear layers' products run on matrices
+/// of this many rows. On 256-token windows (`benches/embed.rs`, one core, CPU time) 4096 was no
+/// faster than 2048, which needs half the activations' memory (about 32 MB).
+const BATCH_TOKENS: usize = 2048;
 /// sentence-transformers' default when a model directory does not say (and all-MiniLM-L6-v2's
 /// own value).
 const DEFAULT_MAX_SEQ: usize = 256;
@@ -35,15 +33,14 @@ const REMEDY: &str = "point embedding.dense.model at a sentence-transformers mod
                       (scripts/fetch-model.sh fetches all-MiniLM-L6-v2)";
 
 /// A loaded model: its weights (about 90 MB for all-MiniLM-L6-v2) live as long as it does.
-/// `embed` takes `&self` and may run on several threads at once; each call's matrix products
-/// are spread over rayon's global pool (`RAYON_NUM_THREADS`, else one thread per core), so
-/// concurrent calls share those cores rather than multiply them.
+/// `embed` takes `&self` and may run on several threads at once; each call's work is spread
+/// over rayon's global pool (`RAYON_NUM_THREADS`, else one thread per core), so concurrent
+/// calls share those cores rather than multiply them.
 pub struct BertEmbedder {
     model: Encoder,
     tokenizer: Tokenizer,
     dim: usize,
     max_tokens: usize,
-    pad_id: u32,
     model_id: String,
     /// For error messages.
     dir: PathBuf,
@@ -123,7 +120,7 @@ impl BertEmbedder {
             .map_err(|e| bad_file(&tokenizer_path, e))?;
         // tokenizer.json carries its own truncation and fixed padding (128 for
         // all-MiniLM-L6-v2); sentence-transformers overrides both, and so do we: truncate to
-        // the model's sequence length, pad per batch below.
+        // the model's sequence length, and never pad (the encoder packs texts instead).
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_tokens,
@@ -131,7 +128,6 @@ impl BertEmbedder {
             }))
             .map_err(|e| bad_file(&tokenizer_path, e))?;
         tokenizer.with_padding(None);
-        let pad_id = config.pad_token_id;
 
         let weights_path = dir.join("model.safetensors");
         // Read rather than mmap: a model file replaced under a live mapping is undefined
@@ -146,19 +142,16 @@ impl BertEmbedder {
             ],
             &weights,
         );
-        let device = Device::Cpu;
-        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
+        let tensors = candle_core::safetensors::load_buffer(&weights, &Device::Cpu)
             .map_err(|e| bad_file(&weights_path, e))?;
         drop(weights);
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = Encoder::load(vb, &config).map_err(|e| bad_file(&weights_path, e))?;
+        let model = Encoder::load(&tensors, &config).map_err(|e| bad_file(&weights_path, e))?;
 
         Ok(BertEmbedder {
             model,
             tokenizer,
             dim: config.hidden_size,
             max_tokens,
-            pad_id,
             model_id,
             dir: dir.to_path_buf(),
         })
@@ -176,48 +169,37 @@ impl BertEmbedder {
         }
     }
 
-    /// Unit vectors of one batch of token id sequences (none empty: each has [CLS], [SEP]).
-    fn embed_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let err = |e: candle_core::Error| self.inference_error(e);
-        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(seqs.len() * len);
-        let mut mask = Vec::with_capacity(seqs.len() * len);
+    /// Unit vectors of `seqs` (token id sequences, packed into one forward pass): the mean of
+    /// each text's hidden states, L2-normalised.
+    fn embed_batch(
+        &self,
+        seqs: &[&[u32]],
+        scratch: &mut Scratch,
+        out: &mut Vec<Vec<f32>>,
+    ) -> Result<(), EmbedError> {
+        let dim = self.model.hidden_size();
+        let hidden = self
+            .model
+            .forward(seqs, scratch)
+            .map_err(|e| self.inference_error(e))?;
+        let mut rows = hidden.chunks_exact(dim);
         for s in seqs {
-            ids.extend_from_slice(s);
-            ids.extend(std::iter::repeat_n(self.pad_id, len - s.len()));
-            mask.extend(std::iter::repeat_n(1u32, s.len()));
-            mask.extend(std::iter::repeat_n(0u32, len - s.len()));
-        }
-        let device = self.model.device();
-        let shape = (seqs.len(), len);
-        let ids = Tensor::from_vec(ids, shape, device).map_err(err)?;
-        let mask = Tensor::from_vec(mask, shape, device).map_err(err)?;
-        let type_ids = ids.zeros_like().map_err(err)?;
-        // (batch, len, hidden). The mask keeps padding out of attention; it must also keep
-        // it out of the mean, or a text's vector would depend on its batch mates.
-        let hidden = self.model.forward(&ids, &type_ids, &mask).map_err(err)?;
-        let mask = mask.to_dtype(DType::F32).map_err(err)?;
-        let summed = hidden
-            .broadcast_mul(&mask.unsqueeze(2).map_err(err)?)
-            .and_then(|t| t.sum(1))
-            .map_err(err)?;
-        // Clamped as sentence-transformers does, for a tokenizer without [CLS]/[SEP] and an
-        // empty text.
-        let counts = mask
-            .sum_keepdim(1)
-            .and_then(|t| t.clamp(1e-9f32, f32::MAX))
-            .map_err(err)?;
-        let mean = summed.broadcast_div(&counts).map_err(err)?;
-        let norm = mean
-            .sqr()
-            .and_then(|t| t.sum_keepdim(1))
-            .and_then(|t| t.sqrt())
+            let mut mean = vec![0.0f32; dim];
+            for row in rows.by_ref().take(s.len()) {
+                for (m, x) in mean.iter_mut().zip(row) {
+                    *m += x;
+                }
+            }
+            // Clamped as sentence-transformers does, for a tokenizer without [CLS]/[SEP] and
+            // an empty text (whose vector is then all zeros).
+            let count = (s.len() as f32).max(1e-9);
+            mean.iter_mut().for_each(|m| *m /= count);
             // sentence-transformers' Normalize clamps the norm the same way.
-            .and_then(|t| t.clamp(1e-12f32, f32::MAX))
-            .map_err(err)?;
-        mean.broadcast_div(&norm)
-            .and_then(|t| t.to_vec2::<f32>())
-            .map_err(err)
+            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            mean.iter_mut().for_each(|m| *m /= norm);
+            out.push(mean);
+        }
+        Ok(())
     }
 }
 
@@ -243,16 +225,24 @@ impl Embedder for BertEmbedder {
                 .map_err(|e| self.inference_error(format!("tokenizing: {e}")))?;
             encodings.push(enc);
         }
-        // Batch texts of similar length together so little of each batch is padding; the
-        // results go back in input order.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| encodings[i].get_ids().len());
-        let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
-            for (&i, v) in chunk.iter().zip(self.embed_batch(&seqs)?) {
-                out[i] = v;
-            }
+        // Packed, not padded: a batch's texts may have any lengths, so they are taken in
+        // input order and the vectors come out in it.
+        let seqs: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let mut out = Vec::with_capacity(texts.len());
+        let mut scratch = Scratch::default();
+        let mut rest = &seqs[..];
+        while !rest.is_empty() {
+            let mut tokens = rest[0].len();
+            let take = 1 + rest[1..]
+                .iter()
+                .take_while(|s| {
+                    tokens += s.len();
+                    tokens <= BATCH_TOKENS
+                })
+                .count();
+            let (batch, after) = rest.split_at(take);
+            self.embed_batch(batch, &mut scratch, &mut out)?;
+            rest = after;
         }
         Ok(out)
     }

@@ -355,8 +355,9 @@ fn rss_mib() -> (f64, f64) {
 }
 
 /// Throughput of full 256-token windows, 16 per `embed` call (the embedder runs them as two
-/// batches of 8), one calling thread (candle still spreads each matmul over its rayon pool:
-/// RAYON_NUM_THREADS=1 for one core). Run alone,
+/// batches of 2048 tokens), one calling thread (the encoder still spreads its work over rayon's
+/// pool: RAYON_NUM_THREADS=1 for one core); `cargo bench --bench embed` compares it with the
+/// candle encoder it replaced. Run alone,
 /// in release: `cargo nextest run --release --test embed_bert --run-ignored only --no-capture`
 #[test]
 #[ignore = "benchmark"]
