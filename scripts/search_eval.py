@@ -334,7 +334,10 @@ CODE_MAX_BYTES = 256 * 1024
 MIN_CODE_QUERY_WORDS = 4
 MAX_CODE_QUERY_WORDS = 40
 RS_SKIP_DIRS = {"tests", "benches", "target", ".git", "fuzz"}
-CRATES_GLOB = os.path.expanduser("~/.cargo/registry/src")
+# The crates cargo downloaded: $CARGO_HOME/registry/src/*/NAME-VERSION (bench-search.sh sets
+# CARGO_HOME before it points HOME elsewhere).
+CRATES_ROOT = os.path.join(os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo"),
+                           "registry", "src")
 # A line of a stripped document that held only a comment: dropped afterwards.
 GONE = "\x00"
 
@@ -596,7 +599,7 @@ def _version_key(v):
     return [int(x) if x.isdigit() else -1 for x in re.split(r"[.+-]", v)]
 
 
-def rs_crate_dirs(root=CRATES_GLOB):
+def rs_crate_dirs(root=CRATES_ROOT):
     """The newest version of each crate downloaded into ~/.cargo/registry/src/*/."""
     newest = {}
     for reg in sorted(os.listdir(root)) if os.path.isdir(root) else []:
@@ -672,6 +675,9 @@ def code_docs(args, stats):
             it["query"], it["cut"] = q, False
             pool.append(it)
         stats[f"{lang}_files_with_query"] = len(pool)
+        if not pool:
+            sys.exit(f"build --corpus code: no .{lang} file with a query (Python stdlib "
+                     f"{sysconfig.get_paths()['stdlib']}, crates {CRATES_ROOT})")
         per = args.per_lang or CODE_PER_LANG
         if len(pool) > per:
             pool = sorted(random.Random(f"{args.seed}:{lang}").sample(pool, per),
