@@ -514,7 +514,7 @@ BOILERPLATE = re.compile(
     r"(?:initiali[sz]e self|return repr\(self\)|implement(?:s|ation of)? |see |same as |"
     r"equivalent to |alias |deprecated|todo|xxx|fixme|internal |for internal use|"
     r"undocumented|overrid(?:e|es|den) |this (?:method|function) |stub|placeholder|"
-    r"not implemented|docs? |helper |private |#|\(|\[)", re.I)
+    r"not implemented|docs? |helper |private |#|\(|\[|<)", re.I)
 SIGNATURE = re.compile(r"[\w.]+\s*\(.*\)\s*(?:->|$)|.*->")
 
 
@@ -551,7 +551,7 @@ def code_query_ok(q):
         return False
     nw = len(WORD_RE.findall(q))
     return (MIN_CODE_QUERY_WORDS <= nw and count_words(q) <= MAX_CODE_QUERY_WORDS
-            and not BOILERPLATE.match(q) and not SIGNATURE.match(q))
+            and not BOILERPLATE.match(q) and not SIGNATURE.match(q) and "://" not in q)
 
 
 def _code_doc(text, stats, lang):
@@ -1337,7 +1337,9 @@ def selftest(_args):
         fails.append(f"first_sentence markup: {first_sentence('Open a :class:`~io.Stream` x.')}")
     for q, ok in [("Return the value.", False), ("Return the frobnicated value.", True),
                   ("Initialize self.  See help(type(self)) for it.", False),
-                  ("foo(a, b) -> int -- add two things", False)]:
+                  ("foo(a, b) -> int -- add two things", False),
+                  ("<https://doc.rust-lang.org/std/io/struct.IoSlice.html#method.advance>", False),
+                  ("See https://example.org/a/b for the rules of it", False)]:
         if code_query_ok(q) != ok:
             fails.append(f"code_query_ok({q!r}) != {ok}")
     if fails:
