@@ -1109,7 +1109,8 @@ def table(args):
             r["system"] + (" (baseline)" if r["system"] == "bm25" else ""),
             f"{r['recall@1']:.3f}", f"{r[f'recall@{K}']:.3f}", f"{r[f'MRR@{K}']:.3f}",
             f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}",
-            f"{r['docs_per_s']:.0f}" if "docs_per_s" in r else "-",
+            (f"{r['docs_per_s']:.1f}" if r["docs_per_s"] < 10 else f"{r['docs_per_s']:.0f}")
+            if "docs_per_s" in r else "-",
         ])
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(hdr)]
     fmt = lambda c: "| " + " | ".join(  # noqa: E731
