@@ -30,6 +30,7 @@ import ast
 import collections
 import gzip
 import hashlib
+import io
 import json
 import os
 import random
@@ -40,6 +41,7 @@ import sys
 import sysconfig
 import textwrap
 import time
+import tokenize
 
 K = 10
 URI_PREFIX = "viking://resources/corpus/"
@@ -320,11 +322,379 @@ def man_items(stats):
 
 
 # ---------------------------------------------------------------------------------------------
+# Corpus C: code (Python stdlib files, Rust files of the crates in ~/.cargo/registry/src)
+#
+# query = the first sentence of one function's docstring (py) or `///` doc (rs);
+# document = the whole file with every comment and docstring removed.
+
+CODE_PER_LANG = 800
+CODE_MIN_LINES = 20      # non-blank lines of the document (comments stripped)
+CODE_MAX_LINES = 2000
+CODE_MAX_BYTES = 256 * 1024
+MIN_CODE_QUERY_WORDS = 4
+MAX_CODE_QUERY_WORDS = 40
+RS_SKIP_DIRS = {"tests", "benches", "target", ".git", "fuzz"}
+# The crates cargo downloaded: $CARGO_HOME/registry/src/*/NAME-VERSION (bench-search.sh sets
+# CARGO_HOME before it points HOME elsewhere).
+CRATES_ROOT = os.path.join(os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo"),
+                           "registry", "src")
+# A line of a stripped document that held only a comment: dropped afterwards.
+GONE = "\x00"
+
+
+def _drop_gone_lines(text):
+    """Lines emptied by the stripping go; runs of blank lines shrink to one."""
+    out = []
+    for ln in text.split("\n"):
+        had_gone = GONE in ln
+        ln = ln.replace(GONE, "").rstrip()
+        if not ln.strip():
+            if had_gone or (out and out[-1] == ""):
+                continue
+            ln = ""
+        out.append(ln)
+    while out and out[0] == "":
+        out.pop(0)
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+def strip_py(src):
+    """Python source without comments (tokenize) and docstrings: every statement that is a
+    bare string (module/class/function docstrings, attribute docstrings, strings used as
+    comments) goes; a block left empty gets `pass`. Raises SyntaxError (or ValueError,
+    tokenize.TokenError) when the source does not parse, or the result would not."""
+    tree = ast.parse(src)
+    lines = src.split("\n")
+
+    def char_col(row, col):  # ast columns are UTF-8 byte offsets
+        return len(lines[row - 1].encode("utf-8")[:col].decode("utf-8", "ignore"))
+
+    edits = []  # (row0, col0, row1, col1, replacement): 1-based rows, char columns
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list) or not stmts or not isinstance(stmts[0], ast.stmt):
+                continue
+            bare = [s for s in stmts if isinstance(s, ast.Expr)
+                    and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)]
+            for k, s in enumerate(bare):
+                repl = "pass" if len(bare) == len(stmts) and k == 0 else GONE
+                edits.append((s.lineno, char_col(s.lineno, s.col_offset), s.end_lineno,
+                              char_col(s.end_lineno, s.end_col_offset), repl))
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            (r0, c0), (r1, c1) = tok.start, tok.end
+            edits.append((r0, c0, r1, c1, GONE))
+    for r0, c0, r1, c1, repl in sorted(edits, reverse=True):
+        tail = lines[r1 - 1][c1:]
+        if repl == GONE and tail.lstrip().startswith(";"):  # `"doc"; x = 1`
+            tail = tail.lstrip()[1:]
+        if r0 == r1:
+            lines[r0 - 1] = lines[r0 - 1][:c0] + repl + tail
+        else:  # the rows of a multi-line string are emptied, the line count stays
+            lines[r0 - 1:r1] = ([lines[r0 - 1][:c0] + repl] + [GONE] * (r1 - r0 - 1)
+                                + [GONE + tail])
+    out = _drop_gone_lines("\n".join(lines))
+    ast.parse(out)
+    return out
+
+
+RS_CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F_]{1,6}\}|.)|[^\\'\n])'")
+RS_RAW = re.compile(r'[bc]?r(#*)"')
+
+
+def strip_rs(src, docs=None):
+    """Rust source without comments: `//`, `///`, `//!` and (nested) `/* */` go; string,
+    raw string, byte and char literals are kept as they are (a `//` in a string stays), a
+    lifetime is not a char. When `docs` is a list, the `///` (not `////`) lines are appended
+    to it as (line number, text)."""
+    out, i, n, line = [], 0, len(src), 1
+    ident = re.compile(r"[A-Za-z0-9_]")
+    while i < n:
+        c = src[i]
+        if c == "/" and src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            if docs is not None and src.startswith("///", i) and not src.startswith("////", i):
+                docs.append((line, src[i + 3:j]))
+            out.append(GONE)
+            i = j
+        elif c == "/" and src.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if src.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif src.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            nl = src.count("\n", i, j)
+            out.append(GONE + (("\n" + GONE) * nl))
+            line += nl
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            j = min(n, j + 1)
+            out.append(src[i:j])
+            line += src.count("\n", i, j)
+            i = j
+        elif c in "bcr" and (i == 0 or not ident.match(src[i - 1])) and RS_RAW.match(src, i):
+            m = RS_RAW.match(src, i)
+            end = src.find('"' + m.group(1), m.end())
+            j = n if end < 0 else end + 1 + len(m.group(1))
+            out.append(src[i:j])
+            line += src.count("\n", i, j)
+            i = j
+        elif c == "'":
+            m = RS_CHAR.match(src, i)
+            j = m.end() if m else i + 1
+            out.append(src[i:j])
+            i = j
+        elif ident.match(c):  # a whole identifier or number: `br"x"` inside one is no string
+            j = i + 1
+            while j < n and ident.match(src[j]):
+                j += 1
+            out.append(src[i:j])
+            i = j
+        else:
+            if c == "\n":
+                line += 1
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+RS_FN = re.compile(
+    r"\s*(?:pub(?:\s*\([^)]*\))?\s+)?(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?"
+    r"(?:safe\s+)?(?:extern\s+(?:\"[^\"]*\"\s+)?)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def rs_fn_docs(src):
+    """(line, fn name, doc text) of every `fn` item preceded by `///` lines (attributes may
+    sit in between), and the source with its comments stripped (line structure kept)."""
+    docs = []
+    code = strip_rs(src, docs)
+    code_lines = code.split("\n")
+    out, k = [], 0
+    while k < len(docs):
+        start = k
+        while k + 1 < len(docs) and docs[k + 1][0] == docs[k][0] + 1:
+            k += 1
+        text = "\n".join(t[1:] if t.startswith(" ") else t for _, t in docs[start:k + 1])
+        row = docs[k][0]  # 1-based line of the last doc line; code_lines[row] is the next
+        depth = 0
+        while row < len(code_lines):
+            ln = code_lines[row].replace(GONE, "")
+            s = ln.strip()
+            if depth > 0 or s.startswith("#["):  # an attribute, perhaps over several lines
+                depth += s.count("[") - s.count("]")
+                row += 1
+                continue
+            if not s:
+                row += 1
+                continue
+            m = RS_FN.match(ln)
+            if m:
+                out.append((row + 1, m.group(1), text))
+            break
+        k += 1
+    return out, _drop_gone_lines(code)
+
+
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+ABBREV_END = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|resp|approx|incl|viz|al|No|Fig)|\.\.)\.$",
+                        re.I)
+PARA_BREAK = re.compile(r"(?:#+\s|```|[-*+]\s|\.\.\s|>>>|:param|:return|Args:|Arguments:|"
+                        r"Returns?:|Examples?:|Parameters|Raises:|Note:)")
+BOILERPLATE = re.compile(
+    r"(?:initiali[sz]e self|return repr\(self\)|implement(?:s|ation of)? |see |same as |"
+    r"equivalent to |alias |deprecated|todo|xxx|fixme|internal |for internal use|"
+    r"undocumented|overrid(?:e|es|den) |this (?:method|function) |stub|placeholder|"
+    r"not implemented|docs? |helper |private |#|\(|\[|<)", re.I)
+SIGNATURE = re.compile(r"[\w.]+\s*\(.*\)\s*(?:->|$)|.*->")
+
+
+def doc_markup_free(s):
+    """Doc markup a reader would not type: rst roles, markdown links, backticks."""
+    s = re.sub(r":[\w.:-]+:`~?([^`<]*?)\s*(?:<[^>]*>)?`", r"\1", s)   # :func:`~x.y` -> x.y
+    s = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", s)                     # [text](url)
+    s = re.sub(r"\[([^\]]+)\]\[[^\]]*\]", r"\1", s)                    # [text][ref]
+    s = re.sub(r"\[(`[^`\]]+`)\]", r"\1", s)                           # [`Type`]
+    s = s.replace("`", "")
+    return " ".join(s.split())
+
+
+def first_sentence(doc):
+    """The first sentence of a doc comment's first paragraph, markup removed (None if empty)."""
+    para = []
+    for ln in doc.strip().split("\n"):
+        s = ln.strip()
+        if not s or (para and PARA_BREAK.match(s)):
+            break
+        para.append(s)
+    text = " ".join(para)
+    for m in SENTENCE_END.finditer(text):
+        if not ABBREV_END.search(text[: m.end()]):
+            text = text[: m.end()]
+            break
+    text = doc_markup_free(text)
+    return text or None
+
+
+def code_query_ok(q):
+    """A query usable as such: 4-40 words, no boilerplate, not a signature."""
+    if q is None:
+        return False
+    nw = len(WORD_RE.findall(q))
+    return (MIN_CODE_QUERY_WORDS <= nw and count_words(q) <= MAX_CODE_QUERY_WORDS
+            and not BOILERPLATE.match(q) and not SIGNATURE.match(q) and "://" not in q)
+
+
+def _code_doc(text, stats, lang):
+    nonblank = sum(1 for ln in text.split("\n") if ln.strip())
+    if nonblank < CODE_MIN_LINES:
+        stats[f"{lang}_skipped_short"] += 1
+        return False
+    if nonblank > CODE_MAX_LINES or len(text.encode("utf-8")) > CODE_MAX_BYTES:
+        stats[f"{lang}_skipped_long"] += 1
+        return False
+    return True
+
+
+def py_code_items(stats):
+    """{"src", "lang", "ext", "body", "cands": [(name, sentence)]} of each stdlib .py file."""
+    root = sysconfig.get_paths()["stdlib"]
+    for dp, dns, fns in os.walk(root):
+        dns[:] = sorted(d for d in dns if d not in PY_SKIP_DIRS)
+        for fn in sorted(fns):
+            if not fn.endswith(".py") or fn.startswith("test_"):
+                continue
+            path = os.path.join(dp, fn)
+            try:
+                with tokenize.open(path) as f:  # the file's coding cookie or UTF-8
+                    src = f.read()
+                tree = ast.parse(src, filename=path)
+                body = strip_py(src)
+            except (SyntaxError, ValueError, tokenize.TokenError):
+                stats["py_skipped_unparsable"] += 1
+                continue
+            stats["py_files_parsed"] += 1
+            if not _code_doc(body, stats, "py"):
+                continue
+            cands = []
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node, clean=True)
+                    if doc:
+                        cands.append((f"{node.lineno}:{node.name}", first_sentence(doc)))
+            yield {"src": "py/" + os.path.relpath(path, root), "lang": "py", "ext": ".py",
+                   "body": body, "cands": cands}
+
+
+def _version_key(v):
+    return [int(x) if x.isdigit() else -1 for x in re.split(r"[.+-]", v)]
+
+
+def rs_crate_dirs(root=CRATES_ROOT):
+    """The newest version of each crate downloaded into ~/.cargo/registry/src/*/."""
+    newest = {}
+    for reg in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        for d in sorted(os.listdir(os.path.join(root, reg))):
+            m = re.match(r"(.+?)-(\d+\.\d+\.\d+.*)$", d)
+            if not m or m.group(1) == "vikingfs":
+                continue
+            name, ver = m.groups()
+            if name not in newest or _version_key(ver) > _version_key(newest[name][0]):
+                newest[name] = (ver, os.path.join(root, reg, d))
+    return [(f"{n}-{v}", p) for n, (v, p) in sorted(newest.items())]
+
+
+def rs_code_items(stats):
+    crates = rs_crate_dirs()
+    stats["rs_crates"] = len(crates)
+    for crate, cdir in crates:
+        for dp, dns, fns in os.walk(cdir):
+            dns[:] = sorted(d for d in dns if d not in RS_SKIP_DIRS)
+            for fn in sorted(fns):
+                if not fn.endswith(".rs"):
+                    continue
+                path = os.path.join(dp, fn)
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        src = f.read()
+                except (OSError, UnicodeDecodeError):
+                    stats["rs_skipped_unreadable"] += 1
+                    continue
+                stats["rs_files_parsed"] += 1
+                fns_doc, body = rs_fn_docs(src)
+                if not _code_doc(body, stats, "rs"):
+                    continue
+                cands = [(f"{ln}:{name}", first_sentence(doc)) for ln, name, doc in fns_doc]
+                yield {"src": f"rs/{crate}/{os.path.relpath(path, cdir)}", "lang": "rs",
+                       "ext": ".rs", "body": body, "cands": cands}
+
+
+def code_docs(args, stats):
+    """(documents, queryable) of the code corpus: CODE_PER_LANG files a language, each with
+    one query (the first sentence of one of its functions' docs, seeded choice)."""
+    items = list(py_code_items(stats)) + list(rs_code_items(stats))
+    # A sentence is a query only when no other function anywhere (any file, either language)
+    # has the same one.
+    qcount = collections.Counter(norm(q) for it in items for _, q in it["cands"] if q)
+    stats["functions_with_doc"] = sum(len(it["cands"]) for it in items)
+    by_full, by_head, kept = {}, {}, []
+    for it in items:
+        full = norm(it["body"])
+        head = " ".join(full.split()[:NEAR_DUP_WORDS])
+        if full in by_full or head in by_head:
+            first = by_full.get(full, by_head.get(head))
+            first["ambiguous"] = True
+            stats[f"{it['lang']}_dropped_duplicate_document" if full in by_full else
+                  f"{it['lang']}_dropped_near_duplicate_document"] += 1
+            continue
+        it["ambiguous"] = False
+        by_full[full] = by_head[head] = it
+        kept.append(it)
+    docs = []
+    for lang in ("py", "rs"):
+        pool = []
+        for it in kept:
+            if it["lang"] != lang:
+                continue
+            ok = [(name, q) for name, q in it["cands"] if code_query_ok(q)
+                  and qcount[norm(q)] == 1]
+            if not ok or it["ambiguous"]:
+                stats[f"{lang}_files_without_query"] += 1
+                continue
+            name, q = random.Random(f"{args.seed}:{it['src']}").choice(sorted(ok))
+            it["src"] = f"{it['src']}:{name}"
+            it["query"], it["cut"] = q, False
+            pool.append(it)
+        stats[f"{lang}_files_with_query"] = len(pool)
+        if not pool:
+            sys.exit(f"build --corpus code: no .{lang} file with a query (Python stdlib "
+                     f"{sysconfig.get_paths()['stdlib']}, crates {CRATES_ROOT})")
+        per = args.per_lang or CODE_PER_LANG
+        if len(pool) > per:
+            pool = sorted(random.Random(f"{args.seed}:{lang}").sample(pool, per),
+                          key=lambda d: d["src"])
+        docs += pool
+    return docs, list(docs)
+
+
+# ---------------------------------------------------------------------------------------------
 # Building a corpus
 
 
 def build(args):
     stats = collections.Counter()
+    if args.corpus == "code":
+        docs, queryable = code_docs(args, stats)
+        return write_corpus(args, docs, queryable, stats)
     if args.corpus == "pydoc":
         items = list(pydoc_items())
         max_docs = args.max_docs or 4000
@@ -372,14 +742,18 @@ def build(args):
             stats["unqueried_duplicate_document"] += 1
         else:
             queryable.append(d)
+    return write_corpus(args, docs, queryable, stats)
 
+
+def write_corpus(args, docs, queryable, stats):
+    rng = random.Random(args.seed)
     # Opaque names: documents shuffled, numbered, spread into directories of <= 500 files.
     rng.shuffle(docs)
     docdir = os.path.join(args.out, "docs")
     os.makedirs(docdir, exist_ok=True)
     for i, d in enumerate(docs):
         sub = f"s{i // FILES_PER_DIR:02d}"
-        d["rel"] = f"{sub}/d{i + 1:05d}.txt"
+        d["rel"] = f"{sub}/d{i + 1:05d}{d.get('ext', '.txt')}"
         os.makedirs(os.path.join(docdir, sub), exist_ok=True)
         with open(os.path.join(docdir, d["rel"]), "w", encoding="utf-8") as f:
             f.write(d["body"].rstrip() + "\n")
@@ -408,10 +782,20 @@ def build(args):
         "queryable": len(queryable),
         "queries": len(asked),
         "queries_verbatim_in_document": sub_in_doc,
-        "documents_cut_at_words": sum(1 for d in docs if d["cut"]),
-        "max_doc_words": MAX_DOC_WORDS,
+        **({"documents_cut_at_words": sum(1 for d in docs if d["cut"]),
+            "max_doc_words": MAX_DOC_WORDS} if args.corpus != "code" else {}),
         **dict(sorted(stats.items())),
     }
+    if args.corpus == "code":
+        asked_rels = {d["rel"] for d in asked}
+        for lang in ("py", "rs"):
+            ld = [d for d in docs if d["lang"] == lang]
+            info[f"{lang}_documents"] = len(ld)
+            info[f"{lang}_words"] = sum(count_words(d["body"]) for d in ld)
+            info[f"{lang}_lines"] = sum(d["body"].count("\n") for d in ld)
+            info[f"{lang}_queries"] = sum(1 for d in ld if d["rel"] in asked_rels)
+            info[f"{lang}_queries_verbatim_in_document"] = sum(
+                1 for d in ld if d["rel"] in asked_rels and norm(d["query"]) in norm(d["body"]))
     if args.corpus == "man":
         info["documents_by_section"] = dict(
             sorted(collections.Counter(d["src"].split("/")[0] for d in docs).items())
@@ -674,9 +1058,19 @@ def score(args):
         pairs.append((rel, ranked_files(o["hits"]) if o else []))
         if o is not None:
             ms.append(o["ms"])
-    row = {"system": args.system, "queries": len(qrels), "errors": errors, **metrics(pairs),
+    name = args.system
+    if args.build:  # "hybrid (base 1b609a3)", "lexical (no model, base 1b609a3)"
+        name = (name[:-1] + f", {args.build})" if name.endswith(")") else
+                f"{name} ({args.build})")
+    row = {"system": name, "mode": args.system, "build": args.build, "queries": len(qrels),
+           "errors": errors, **metrics(pairs),
            "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99),
            "latency": args.latency}
+    exts = sorted({os.path.splitext(rel)[1] for rel, _ in pairs})
+    if len(exts) > 1:  # the code corpus: the figures of each language apart
+        row["by_ext"] = {
+            x: {"queries": sum(1 for rel, _ in pairs if rel.endswith(x)),
+                **metrics([p for p in pairs if p[0].endswith(x)])} for x in exts}
     if args.meta and os.path.exists(args.meta):
         with open(args.meta) as f:
             meta = json.load(f)
@@ -694,10 +1088,17 @@ LATENCY_NOTE = {
 }
 
 
+MODE_ORDER = ["bm25", "old", "lexical (no model)", "lexical", "semantic", "hybrid"]
+
+
 def table(args):
     rows = []
     with open(args.results) as f:
         rows = [json.loads(ln) for ln in f if ln.strip()]
+    # A base build's row beside the new build's row of the same system (base first).
+    rows.sort(key=lambda r: (
+        MODE_ORDER.index(r.get("mode", r["system"])) if r.get("mode", r["system"]) in MODE_ORDER
+        else len(MODE_ORDER), r.get("mode", r["system"]), not r.get("build")))
     if args.title:
         print(args.title)
     hdr = ["system", "recall@1", f"recall@{K}", f"MRR@{K}", "find p50 ms", "find p99 ms",
@@ -708,7 +1109,8 @@ def table(args):
             r["system"] + (" (baseline)" if r["system"] == "bm25" else ""),
             f"{r['recall@1']:.3f}", f"{r[f'recall@{K}']:.3f}", f"{r[f'MRR@{K}']:.3f}",
             f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}",
-            f"{r['docs_per_s']:.0f}" if "docs_per_s" in r else "-",
+            (f"{r['docs_per_s']:.1f}" if r["docs_per_s"] < 10 else f"{r['docs_per_s']:.0f}")
+            if "docs_per_s" in r else "-",
         ])
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(hdr)]
     fmt = lambda c: "| " + " | ".join(  # noqa: E731
@@ -729,15 +1131,37 @@ def table(args):
     errs = [f"{r['system']}: {r['errors']}" for r in rows if r["errors"]]
     if errs:
         print("  queries that failed (counted as misses): " + ", ".join(errs))
-    by = {r["system"]: r for r in rows}
     mk = f"MRR@{K}"
-    if "hybrid" in by and "bm25" in by and "semantic" in by:
-        best = max(by["bm25"][mk], by["semantic"][mk])
-        print(f"  hybrid MRR@{K} - max(bm25, semantic) = {by['hybrid'][mk] - best:+.3f} "
-              f"(hybrid {by['hybrid'][mk]:.3f}; bm25 {by['bm25'][mk]:.3f}, "
-              f"semantic {by['semantic'][mk]:.3f})")
-    else:
-        print(f"  hybrid MRR@{K} - max(bm25, semantic): n/a (new build not measured)")
+    bm = next((r for r in rows if r["system"] == "bm25"), None)
+    builds = sorted({r.get("build", "") for r in rows if r.get("mode") == "hybrid"},
+                    key=lambda b: not b)
+    for b in builds:
+        by = {r["mode"]: r for r in rows if r.get("build", "") == b}
+        if not ("lexical" in by and "semantic" in by):
+            continue
+        h, lx, se = by["hybrid"][mk], by["lexical"][mk], by["semantic"][mk]
+        tag = f" ({b})" if b else ""
+        print(f"  hybrid{tag} MRR@{K} - max(lexical, semantic) = {h - max(lx, se):+.3f} "
+              f"(hybrid {h:.3f}; lexical {lx:.3f}, semantic {se:.3f})"
+              + (f"; - bm25 = {h - bm[mk]:+.3f}" if bm else ""))
+    if not builds:
+        print(f"  hybrid MRR@{K} - max(lexical, semantic): n/a (no build with a model measured)")
+    split = [r for r in rows if "by_ext" in r]
+    if split:
+        exts = sorted({x for r in split for x in r["by_ext"]})
+        n = {x: split[0]["by_ext"][x]["queries"] for x in exts}
+        print("  by language (" + ", ".join(f"{x}: {n[x]} queries" for x in exts) + "):")
+        hdr2 = ["system"] + [f"{m} {x}" for m in (f"MRR@{K}", f"recall@{K}") for x in exts]
+        cells2 = [[r["system"]] + [f"{r['by_ext'].get(x, {}).get(m, float('nan')):.3f}"
+                                   for m in (f"MRR@{K}", f"recall@{K}") for x in exts]
+                  for r in split]
+        w2 = [max(len(h), *(len(c[i]) for c in cells2)) for i, h in enumerate(hdr2)]
+        fmt2 = lambda c: "  | " + " | ".join(  # noqa: E731
+            x.ljust(w2[i]) if i == 0 else x.rjust(w2[i]) for i, x in enumerate(c)) + " |"
+        print(fmt2(hdr2))
+        print("  |" + "|".join("-" * (w + 2) for w in w2) + "|")
+        for c in cells2:
+            print(fmt2(c))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -811,11 +1235,119 @@ def selftest(_args):
         fails.append("man_query ronn")
     if man_query([".Nm ssh", ".Nd OpenSSH remote login client"]) != "OpenSSH remote login client":
         fails.append("man_query mdoc")
+    # The code corpus: comments and docstrings go, strings holding `#` or `//` stay.
+    py_src = "\n".join([
+        "#!/usr/bin/env python3",
+        '"""Module docstring: gone."""',
+        "import re  # a trailing comment",
+        'URL = "http://example.org/#anchor"  # comment after a string with #',
+        'X = 1; "bare string"',
+        "",
+        "def f(a):",
+        '    """Return the frobnicated value of a.',
+        "",
+        "    More text.",
+        '    """',
+        "    # a comment line",
+        "    return a + 1",
+        "",
+        "def g():",
+        "    '''Only a docstring.'''",
+        "",
+        "class C:",
+        '    """Class doc."""',
+        "    y = 2",
+        '    """Attribute docstring."""',
+        "    def h(self):  # why",
+        "        return \"# not a comment\", '// neither'",
+        ""])
+    py_want = "\n".join([
+        "import re",
+        'URL = "http://example.org/#anchor"',
+        "X = 1;",
+        "",
+        "def f(a):",
+        "    return a + 1",
+        "",
+        "def g():",
+        "    pass",
+        "",
+        "class C:",
+        "    y = 2",
+        "    def h(self):",
+        "        return \"# not a comment\", '// neither'",
+        ""])
+    try:
+        got = strip_py(py_src)
+    except SyntaxError as e:
+        got = f"SyntaxError {e}"
+    if got != py_want:
+        fails.append(f"strip_py:\n{got}")
+    rs_src = "\n".join([
+        "//! Crate doc: gone.",
+        "use std::fmt; // trailing",
+        "",
+        "/// Returns the answer, see `f`.",
+        "///",
+        "/// More.",
+        "#[inline]",
+        "#[cfg_attr(",
+        '    feature = "x",',
+        "    must_use",
+        ")]",
+        "pub(crate) const fn answer<'a>(s: &'a str) -> usize {",
+        '    /* block /* nested */ still comment */ let url = "http://x//y"; // c',
+        "    let c = '\"'; let d = '\\''; let q = b'/';",
+        '    let r = r#"raw // "not" /* comment */"#;',
+        "    /* a comment",
+        "       over two lines */",
+        "    42 /* tail */",
+        "}",
+        "",
+        "//// four slashes: a plain comment, no doc",
+        "fn plain() {}",
+        ""])
+    rs_want = "\n".join([
+        "use std::fmt;",
+        "",
+        "#[inline]",
+        "#[cfg_attr(",
+        '    feature = "x",',
+        "    must_use",
+        ")]",
+        "pub(crate) const fn answer<'a>(s: &'a str) -> usize {",
+        '     let url = "http://x//y";',
+        "    let c = '\"'; let d = '\\''; let q = b'/';",
+        '    let r = r#"raw // "not" /* comment */"#;',
+        "    42",
+        "}",
+        "",
+        "fn plain() {}",
+        ""])
+    fdocs, got = rs_fn_docs(rs_src)
+    if got != rs_want:
+        fails.append(f"strip_rs:\n{got}")
+    if [(n, first_sentence(d)) for _, n, d in fdocs] != [
+            ("answer", "Returns the answer, see f.")]:
+        fails.append(f"rs_fn_docs: {fdocs}")
+    if first_sentence("Return the value, e.g. 3 or 4. Then more.") != \
+            "Return the value, e.g. 3 or 4.":
+        fails.append("first_sentence abbreviation")
+    if first_sentence("Open a :class:`~io.Stream` for [`Path`](x) reading\nof data.\n\nMore.") \
+            != "Open a io.Stream for Path reading of data.":
+        fails.append(f"first_sentence markup: {first_sentence('Open a :class:`~io.Stream` x.')}")
+    for q, ok in [("Return the value.", False), ("Return the frobnicated value.", True),
+                  ("Initialize self.  See help(type(self)) for it.", False),
+                  ("foo(a, b) -> int -- add two things", False),
+                  ("<https://doc.rust-lang.org/std/io/struct.IoSlice.html#method.advance>", False),
+                  ("See https://example.org/a/b for the rules of it", False)]:
+        if code_query_ok(q) != ok:
+            fails.append(f"code_query_ok({q!r}) != {ok}")
     if fails:
         print("selftest FAILED:\n  " + "\n  ".join(fails))
         sys.exit(1)
     print("selftest ok: recall@1, recall@10, MRR@10, percentiles, level/dedup filter, "
-          "FTS5 query, troff stripping")
+          "FTS5 query, troff stripping, code comment stripping and doc sentences")
 
 
 def main():
@@ -823,11 +1355,13 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("build")
-    p.add_argument("--corpus", choices=["pydoc", "man"], required=True)
+    p.add_argument("--corpus", choices=["pydoc", "man", "code"], required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--queries", type=int, default=1200)
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--max-docs", type=int, default=0)
+    p.add_argument("--per-lang", type=int, default=0,
+                   help=f"code corpus: files a language (default {CODE_PER_LANG})")
     p.set_defaults(fn=build)
 
     p = sub.add_parser("bm25")
@@ -872,6 +1406,8 @@ def main():
     p.add_argument("--system", required=True)
     p.add_argument("--meta")
     p.add_argument("--latency", choices=sorted(LATENCY_NOTE), default="process")
+    p.add_argument("--build", default="",
+                   help='the build measured when not the new one, e.g. "base 1b609a3"')
     p.add_argument("--results", required=True)
     p.set_defaults(fn=score)
 
