@@ -19,13 +19,17 @@ macro_rules! points {
 }
 
 points! {
-    // ops::rm (src/ops/rm.rs): lock → intent → path removed → (after the reply, in a batch:
-    // src/ops/settle.rs) records deleted → intents closed → locks released.
-    // A file without records takes no intent: locked → removed.
+    // ops::rm (src/ops/rm.rs): lock → intent (spooled when the content is kept, else
+    // journalled) → path removed → (after the reply, in a batch: src/ops/settle.rs) records
+    // deleted → intents closed with the history entries → locks released.
+    // A file without records and nothing kept takes no intent: locked → removed.
     "rm.locked" => "EXACT/TREE lock held, path re-checked; nothing changed yet",
-    "rm.intent" => "rm intent journalled; records and path still there",
-    "rm.removed" => "path unlinked or renamed into .vikingfs/tmp; records and intent still there",
+    "rm.intent" => "rm intent spooled or journalled; records and path still there",
+    "rm.removed" => "path renamed into the history (or unlinked, or into .vikingfs/tmp); records and intent still there",
     "rm.index_deleted" => "records under the path deleted (a batch's); intent still open",
+    // journal::spool (src/journal/mod.rs): a dead process's spooled intents journalled by
+    // the next recovery → its spool file deleted → the intents finished as any.
+    "intents.replayed" => "a dead process's open spooled intents journalled; its spool file still there",
     // ops::history (src/ops/history.rs): a replaced version kept (link, reflink or copy) →
     // its entry recorded → the overwrite goes on.
     "history.kept" => "the version an overwrite replaces kept; no entry yet, nothing replaced",

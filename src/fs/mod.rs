@@ -33,6 +33,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub use crate::errno::ToErrno;
+pub use crate::lock::without_waiting;
 pub use crate::sys::TimeSpec;
 pub use crate::tail::AfterReply;
 pub use error::{FsError, FsResult};

@@ -1,7 +1,9 @@
 //! The FUSE face: a thin `fuser::Filesystem` over the core in `crate::fs`.
 //!
 //! Each request is converted, handed to a worker of [`pool::RequestPool`] and answered from there,
-//! so the /dev/fuse loop never blocks on a lock wait or slow disk. Opened files use FUSE
+//! so the /dev/fuse loop never blocks on a lock wait or slow disk. Calls that take no lock and
+//! stat one name are answered on the session thread; so is an unlink whose locks are free at
+//! once (`lock::without_waiting`), which otherwise goes to a worker like the rest. Opened files use FUSE
 //! passthrough when the kernel offers it (reads and writes go straight to the backing file);
 //! otherwise data flows through `read`/`write` here.
 //!
@@ -29,7 +31,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
-use crate::fs::{AfterReply, Attr, AttrChange, FsResult, RenameMode, VikingFs};
+use crate::fs::{without_waiting, AfterReply, Attr, AttrChange, FsResult, RenameMode, VikingFs};
 use backing::Backings;
 use convert::{dtype_kind, file_attr, owner, timespec};
 use pool::RequestPool;
@@ -139,6 +141,38 @@ impl FuseFs {
                 call.answer(&*s, reply, |r| f(&s, r))
             })
         });
+    }
+
+    /// Answer `call` right here on the session thread when `f` takes its locks without
+    /// waiting, else on a worker as [`FuseFs::run`] does (`f` runs again there: a lock is the
+    /// first thing it waits for, so it changed nothing the first time). For a removal:
+    /// `rm -rf` is one unlink after another, each with little to do before its reply, and
+    /// the hop to a worker (a wake-up and a context switch on the request's path) was a
+    /// large part of it. What the call leaves for after the reply runs here too, while the
+    /// other session threads read the next requests.
+    fn unless_waiting<T, R: Answer<T> + Send + 'static>(
+        &self,
+        call: Call,
+        reply: R,
+        f: impl Fn(&Shared) -> FsResult<T> + Send + 'static,
+    ) {
+        let s = &self.shared;
+        let left = {
+            let _span = call.enter();
+            crate::process::on_behalf_of(call.pid(), || {
+                let _after = AfterReply::begin();
+                match without_waiting(|| f(s)) {
+                    Some(r) => {
+                        call.answer(&**s, reply, |_| r);
+                        None
+                    }
+                    None => Some(reply),
+                }
+            })
+        };
+        if let Some(reply) = left {
+            self.run(call, reply, move |s, _| f(s));
+        }
     }
 
     /// Answer `call` right here on the session thread: only for calls that never take a lock
@@ -302,7 +336,7 @@ impl fuser::Filesystem for FuseFs {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let call = Call::new("unlink", req, parent).name(name);
         let name = name.to_owned();
-        self.run(call, reply, move |s, _| s.core.unlink(parent.0, &name));
+        self.unless_waiting(call, reply, move |s| s.core.unlink(parent.0, &name));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {

@@ -6,7 +6,10 @@
 //! - *intents*: an rm, mv or add that took its locks and has not finished. Written after the
 //!   locks are held and removed before they are released, so while its process lives an
 //!   intent's paths are locked, and once it died [`crate::ops::Locked::recover`] can take the same locks
-//!   and finish the operation forward.
+//!   and finish the operation forward. The intent of a removal that keeps its content is
+//!   instead a line of the process's intent [`spool`] (an append, no commit), closed by the
+//!   history entry of its blob; recovery journals a dead process's open lines first
+//!   ([`Journal::replay_spools`]).
 //! - *lifecycles*: an added resource whose TREE lock must be held until every summary and
 //!   embedding of it is done. The lock's owner is the lifecycle handle, not a process, so it
 //!   outlives the CLI that added it; the keys of its outstanding jobs are listed here, and the job
@@ -21,6 +24,7 @@
 mod history;
 pub mod postgres;
 mod rules;
+pub mod spool;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +36,7 @@ use crate::lock::LockKind;
 use crate::uri::VPath;
 
 pub use history::{Entry, Recorded};
+pub use spool::Spooled;
 
 /// An operation in progress. Paths are namespace-relative (`VPath::as_str`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +101,8 @@ pub enum JournalError {
     Sqlite(#[from] rusqlite::Error),
     #[error("operations journal")]
     Pg(#[from] crate::pg::PgError),
+    #[error("intent spool {}", .0.display())]
+    Spool(PathBuf, #[source] std::io::Error),
 }
 
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
@@ -212,6 +219,16 @@ pub struct Journal {
     engine: Box<dyn Engine>,
     /// Counts this process's changes of the history (what reads of it may cache on).
     history_changes: std::sync::atomic::AtomicU64,
+    /// Where this process spools the intents of removals that keep their content
+    /// ([`spool`]); `None`: every intent is a row.
+    spool: Option<spool::IntentSpool>,
+}
+
+/// An open intent: a row of the journal, or a line of this process's spool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntentId {
+    Row(i64),
+    Spooled(Spooled),
 }
 
 impl Journal {
@@ -226,7 +243,100 @@ impl Journal {
         Journal {
             engine,
             history_changes: Default::default(),
+            spool: None,
         }
+    }
+
+    /// This journal, spooling the intents of removals that keep their content in `dir`
+    /// ([`spool`]; the workspace's `.vikingfs/intents`).
+    pub fn with_spool(mut self, dir: PathBuf) -> Journal {
+        self.spool = Some(spool::IntentSpool::new(dir));
+        self
+    }
+
+    /// Record the intent of a removal that keeps its content as a blob (`Intent::Rm` with a
+    /// blob): a line of the spool when there is one (closed by the blob's history entry),
+    /// else a row. Durable against a crash of this process either way.
+    pub fn begin_kept(&self, intent: &Intent, owner: &str) -> Result<IntentId> {
+        debug_assert!(matches!(intent, Intent::Rm { blob: Some(_), .. }));
+        match &self.spool {
+            Some(s) => s
+                .append(intent, owner)
+                .map(IntentId::Spooled)
+                .map_err(|e| JournalError::Spool(s.dir().to_path_buf(), e)),
+            None => self.begin(intent, owner).map(IntentId::Row),
+        }
+    }
+
+    /// Close `ids` and record `entries` (which name the blobs of the spooled ones) in one
+    /// transaction; then the spooled lines are settled.
+    pub fn finish_ids(&self, ids: &[IntentId], entries: &[Entry]) -> Result<()> {
+        let rows: Vec<i64> = ids
+            .iter()
+            .filter_map(|i| match i {
+                IntentId::Row(r) => Some(*r),
+                IntentId::Spooled(_) => None,
+            })
+            .collect();
+        self.finish_recording(&rows, entries)?;
+        self.settled(ids);
+        Ok(())
+    }
+
+    /// The spooled ones of `ids` need nothing more: their entries are committed (or their
+    /// blobs are gone).
+    fn settled(&self, ids: &[IntentId]) {
+        if let Some(s) = &self.spool {
+            let spooled: Vec<Spooled> = ids
+                .iter()
+                .filter_map(|i| match i {
+                    IntentId::Spooled(s) => Some(*s),
+                    IntentId::Row(_) => None,
+                })
+                .collect();
+            s.settled(&spooled);
+        }
+    }
+
+    /// Journal the open intents of every dead process's spool file, then delete the file
+    /// (recovery runs this first, then finishes what is journalled). An intent is open when
+    /// no history entry names its blob and it is not journalled already (by a replay that
+    /// died before deleting the file). Returns how many were journalled.
+    pub fn replay_spools(&self, dir: &Path) -> Result<usize> {
+        let orphans = spool::orphans(dir, self.spool.as_ref())
+            .map_err(|e| JournalError::Spool(dir.into(), e))?;
+        if orphans.iter().all(|o| o.lines.is_empty()) {
+            // Spools of processes that settled everything and exited without removing them.
+            for o in orphans {
+                let _ = std::fs::remove_file(&o.path);
+            }
+            return Ok(0);
+        }
+        let mut recorded: std::collections::HashSet<String> = self
+            .engine
+            .history(None, i64::MIN)?
+            .into_iter()
+            .filter_map(|r| r.entry.blob)
+            .collect();
+        let journalled = self.intents()?;
+        recorded.extend(spool::blobs_of(journalled.iter().map(|(_, i, _)| i)));
+        let mut n = 0;
+        for o in orphans {
+            for (owner, intent) in &o.lines {
+                let open = match intent {
+                    Intent::Rm { blob: Some(b), .. } => !recorded.contains(b),
+                    _ => !journalled.iter().any(|(_, i, _)| i == intent),
+                };
+                if open {
+                    self.begin(intent, owner)?;
+                    n += 1;
+                }
+            }
+            crate::crash_point!("intents.replayed");
+            std::fs::remove_file(&o.path).map_err(|e| JournalError::Spool(o.path.clone(), e))?;
+            tracing::info!(file = %o.path.display(), intents = n, "journalled the spooled intents of a dead process");
+        }
+        Ok(n)
     }
 
     /// Where its rows live, for messages.

@@ -40,6 +40,40 @@ const CLEARED: &str = "corrupt: removed";
 /// How often a foreground batch that keeps its files looks again at a background lock.
 const BACKGROUND_POLL: Duration = Duration::from_millis(5);
 
+thread_local! {
+    /// Set by [`without_waiting`] on this thread: a batch that would wait fails instead.
+    static NO_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set when a batch failed for that reason.
+    static WOULD_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` on this thread with every lock it takes taken only if that needs no wait: a batch
+/// that meets a lock held elsewhere (which it would wait for, or answer busy for after a
+/// wait) fails at once instead. `None` when one did: `f`'s outcome is void, and the caller
+/// runs it again where waiting is fine (the mount's worker pool). A lock is the first thing
+/// such an `f` waits for, so it has changed nothing by then.
+pub fn without_waiting<T>(f: impl FnOnce() -> T) -> Option<T> {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NO_WAIT.with(|n| n.set(self.0));
+        }
+    }
+    let _reset = Reset(NO_WAIT.with(|n| n.replace(true)));
+    WOULD_WAIT.with(|w| w.set(false));
+    let out = f();
+    (!WOULD_WAIT.with(|w| w.replace(false))).then_some(out)
+}
+
+/// In [`without_waiting`]: note that a batch would have waited, and say whether to give up.
+fn give_up_waiting() -> bool {
+    let no_wait = NO_WAIT.with(|n| n.get());
+    if no_wait {
+        WOULD_WAIT.with(|w| w.set(true));
+    }
+    no_wait
+}
+
 struct State {
     res: Resolver,
     pool: Spares,
@@ -341,7 +375,7 @@ impl State {
                     });
                     let Some(e) = blocker else { break };
                     outwait(&mut deadline, &e.owner);
-                    if Instant::now() >= deadline {
+                    if Instant::now() >= deadline || give_up_waiting() {
                         let busy = LockError::Busy {
                             path: e.path.uri(),
                             kind: e.kind,
@@ -384,7 +418,7 @@ impl State {
                     }
                     let now = Instant::now();
                     match e {
-                        LockError::Busy { .. } if now < deadline => {
+                        LockError::Busy { .. } if now < deadline && !give_up_waiting() => {
                             std::thread::sleep(jitter(backoff).min(deadline - now));
                             backoff = backoff.mul_f64(1.5).min(BACKOFF_MAX);
                         }
@@ -438,7 +472,8 @@ impl State {
                     Ok(()) => break,
                     Err(LockError::Busy { ref owner, .. })
                         if codec::is_background_owner(owner)
-                            && outwait.is_some_and(|t| Instant::now() < t) =>
+                            && outwait.is_some_and(|t| Instant::now() < t)
+                            && !give_up_waiting() =>
                     {
                         std::thread::sleep(BACKGROUND_POLL);
                     }

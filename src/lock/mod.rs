@@ -34,7 +34,7 @@ use thiserror::Error;
 
 use crate::uri::VPath;
 
-pub use manager::{LockGuard, LockManager};
+pub use manager::{without_waiting, LockGuard, LockManager};
 
 /// The two lock kinds of OpenViking's design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -242,6 +242,7 @@ impl ToErrno for crate::journal::JournalError {
         match self {
             crate::journal::JournalError::Sqlite(e) => e.errno(),
             crate::journal::JournalError::Pg(e) => e.errno(),
+            crate::journal::JournalError::Spool(_, e) => e.raw_os_error().unwrap_or(libc::EIO),
         }
     }
 
@@ -249,6 +250,9 @@ impl ToErrno for crate::journal::JournalError {
         match self {
             crate::journal::JournalError::Sqlite(e) => e.level(),
             crate::journal::JournalError::Pg(e) => e.level(),
+            crate::journal::JournalError::Spool(_, e) => {
+                crate::errno::level_of(e.raw_os_error().unwrap_or(libc::EIO))
+            }
         }
     }
 }

@@ -22,6 +22,9 @@ impl Locked {
     pub fn recover(&self) -> Result<usize> {
         let me = process_owner();
         let mut done = 0;
+        // The intents a dead process spooled become rows first (`journal::spool`).
+        self.journal
+            .replay_spools(&self.ws.internal_dir().join(crate::journal::spool::DIR))?;
         for row in self.journal.intents_owned()? {
             // Intents of live processes (this one included) are theirs to finish.
             if !matches!(liveness(&row.owner), Liveness::Dead(_)) {
@@ -70,7 +73,16 @@ impl Locked {
                 let guard = self.locks.acquire(&[(p.clone(), kind)], Duration::ZERO)?;
                 // A blob named but not made (the crash came before the rename) keeps
                 // nothing: the path is still there and is moved into it now.
-                self.remove_locked(&p, exists_dir.unwrap_or(*dir), guard, id, blob.clone())?;
+                // Looked at again under the lock.
+                let there = self.lstat(&p)?.is_some();
+                self.remove_locked(
+                    &p,
+                    exists_dir.unwrap_or(*dir),
+                    there,
+                    guard,
+                    crate::journal::IntentId::Row(id),
+                    blob.clone(),
+                )?;
             }
             Intent::Mv { src, dst, dir } => {
                 let (src, dst) = (VPath::from_rel(src)?, VPath::from_rel(dst)?);

@@ -1,12 +1,18 @@
 //! rm: the intent, then the file or tree, then its index records (seed doc, "rm(uri)").
 //!
-//! A directory is TREE-locked, a file EXACT-locked. With the intent journalled the path leaves
-//! the namespace (a file unlinked, a tree in one rename(2) into the workspace's scratch
-//! directory, so a crash never leaves half a tree behind under its name); from then on no
-//! search names it (a hit whose file is gone is dropped). Its records are deleted and the
-//! intent closed after the reply, in batches ([`super::settle`]), under the same lock, which
-//! is released only then; the scratch copy is deleted after that. A crash anywhere leaves an
-//! open intent, which recovery finishes.
+//! A directory is TREE-locked, a file EXACT-locked. With the intent durable the path leaves
+//! the namespace in one rename(2) — into the history as its blob (the default), or a tree into
+//! the workspace's scratch directory, or a file unlinked when nothing is kept — so a crash
+//! never leaves half a tree behind under its name; from then on no search names it (a hit
+//! whose file is gone is dropped). Its records are deleted and the intent closed after the
+//! reply, in batches ([`super::settle`]), under the same lock, which is released only then;
+//! the scratch copy is deleted after that. A crash anywhere leaves an open intent, which
+//! recovery finishes.
+//!
+//! The intent of a removal that keeps its content is one append(2) to the process's intent
+//! spool, closed by the history entry of its blob ([`crate::journal::spool`]): no commit
+//! before the reply. Without history (or on a full disk) it is a journal row, and a file
+//! without records takes none.
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -14,7 +20,7 @@ use std::rc::Rc;
 
 use super::settle::Removed;
 use super::{Locked, OpsError, Result};
-use crate::journal::Intent;
+use crate::journal::{Intent, IntentId};
 use crate::lock::{LockGuard, LockKind};
 use crate::tail;
 use crate::uri::VPath;
@@ -105,68 +111,57 @@ impl Locked {
         }
         crate::crash_point!("rm.locked");
         let blob = self.new_blob();
-        if !dir && !self.index.has_under(p)? {
-            // A file without records: nothing to keep in step with the file, so no intent —
-            // a crash leaves the file there or gone, each consistent. No record can appear
-            // meanwhile: a job writes one only under this EXACT lock (or under a lifecycle
-            // TREE covering the file, which this lock conflicts with). Kept, it goes into
-            // the history by one rename(2), and its blob names its path in an extended
-            // attribute: a crash before its entry is recorded (with the batch, after the
-            // reply) leaves content that `fsck --repair` adopts from it.
-            match &blob {
-                Some(b) => {
-                    let to = self.blob_path(b);
-                    self.root
-                        .rename_out(p, &to)
-                        .map_err(|e| OpsError::io(&fs, e))?;
-                    let _ = crate::sys::set_path_xattr(
-                        &to,
-                        super::history::BLOB_PATH_XATTR,
-                        p.as_str().as_bytes(),
-                    );
-                }
-                None => self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?,
-            }
+        let intent = Intent::Rm {
+            path: p.as_str().to_string(),
+            dir,
+            blob: blob.clone(),
+        };
+        let id = if blob.is_some() {
+            // Kept: the intent is one line of the spool (no commit), closed by the blob's
+            // history entry, committed with the batch's (`journal::spool`). Records or not:
+            // whatever the path had is deleted with the batch.
+            self.journal.begin_kept(&intent, guard.owner())?
+        } else if !dir && !self.index.has_under(p)? {
+            // Nothing kept and a file without records: nothing to keep in step with the
+            // file, so no intent — a crash leaves the file there or gone, each consistent.
+            // No record can appear meanwhile: a job writes one only under this EXACT lock
+            // (or under a lifecycle TREE covering the file, which this lock conflicts with).
+            self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             crate::crash_point!("rm.removed");
             let ops = self.arc();
-            let pid = crate::process::requester();
             let removed = Removed {
                 path: p.clone(),
                 intent: None,
                 guard,
                 trash: None,
-                pid: blob.is_some().then(|| (pid, self.command_of(pid))),
-                blob,
+                pid: None,
+                blob: None,
             };
             tail::after_reply("rm", move || ops.settle(removed).map(drop))?;
             return Ok(RmReport::default());
-        }
-        let id = self.journal.begin(
-            &Intent::Rm {
-                path: p.as_str().to_string(),
-                dir,
-                blob: blob.clone(),
-            },
-            guard.owner(),
-        )?;
+        } else {
+            IntentId::Row(self.journal.begin(&intent, guard.owner())?)
+        };
         crate::crash_point!("rm.intent");
-        let report = self.remove_locked(p, dir, guard, id, blob)?;
+        // Still there: re-checked under the lock above.
+        let report = self.remove_locked(p, dir, true, guard, id, blob)?;
         Ok(report)
     }
 
-    /// The locked part of rm, shared with recovery: the path, then (after the reply, in a
-    /// batch) the records and the intent.
+    /// The locked part of rm, shared with recovery: the path (when `there`), then (after the
+    /// reply, in a batch) the records and the intent.
     pub(crate) fn remove_locked(
         &self,
         p: &VPath,
         dir: bool,
+        there: bool,
         guard: LockGuard,
-        intent: i64,
+        intent: IntentId,
         blob: Option<String>,
     ) -> Result<RmReport> {
         let fs = self.backing(p);
         let mut trash: Option<PathBuf> = None;
-        if self.lstat(p)?.is_some() {
+        if there {
             if let Some(b) = &blob {
                 // Kept: the file or the whole tree moves into the history in one rename(2).
                 if dir {

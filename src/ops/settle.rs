@@ -24,14 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 
 use super::{Locked, Result};
+use crate::journal::IntentId;
 use crate::lock::LockGuard;
 use crate::uri::VPath;
 
 /// A path whose removal is done in the files, waiting for the rest.
 pub(crate) struct Removed {
     pub path: VPath,
-    /// Its journal intent, when it had records (or was a tree).
-    pub intent: Option<i64>,
+    /// Its intent (a row, or a spooled line when its content is kept), when it had one.
+    pub intent: Option<IntentId>,
     pub guard: LockGuard,
     /// A removed tree's scratch copy, deleted once the lock is released.
     pub trash: Option<PathBuf>,
@@ -94,21 +95,27 @@ impl Locked {
             .collect();
         let records = self.index.delete_prefixes(&with_intent)?;
         crate::crash_point!("rm.index_deleted");
-        let intents: Vec<i64> = batch.iter().filter_map(|r| r.intent).collect();
+        let intents: Vec<IntentId> = batch.iter().filter_map(|r| r.intent).collect();
         let entries: Vec<_> = batch
             .iter()
             .filter_map(|r| {
                 let blob = r.blob.as_deref()?;
                 let (pid, cmd) = r.pid.clone().unzip();
-                self.removal_entry(r.path.as_str(), blob, pid, cmd.flatten())
+                let entry = self.removal_entry(r.path.as_str(), blob, pid, cmd.flatten());
+                if entry.is_none() {
+                    // Moved away from under us: nothing to record (a spooled intent of it is
+                    // settled all the same).
+                    tracing::warn!(path = %r.path, blob, "removed content not in the history");
+                }
+                entry
             })
             .collect();
         if intents.is_empty() {
-            // Removals without an intent (their blobs name their paths): their entries wait
-            // with the others for one commit.
+            // Removals without an intent: their entries wait with the others for one commit.
             self.record_soon(entries.clone());
         } else {
-            self.journal.finish_recording(&intents, &entries)?;
+            // The rows closed and the spooled lines' entries in one commit.
+            self.journal.finish_ids(&intents, &entries)?;
         }
         let mut jobs = Vec::new();
         for r in batch {

@@ -246,7 +246,8 @@ impl Stores {
                 }
                 r => r,
             }?,
-        };
+        }
+        .with_spool(ws.internal_dir().join(crate::journal::spool::DIR));
         reserve.ensure();
         let waits = Waits {
             foreground: locks.config().timeout,

@@ -32,6 +32,8 @@ enum Op {
     Rebuild,
     /// A removed tree put back from the history.
     Undo,
+    /// The recovery of an rm whose intent was spooled (`rm.removed`) crashing in turn.
+    Replay,
 }
 
 fn op_of(point: &str) -> Op {
@@ -41,6 +43,7 @@ fn op_of(point: &str) -> Op {
         "add" => Op::Add,
         "write" => Op::Write,
         "undo" => Op::Undo,
+        "intents" => Op::Replay,
         _ if point.contains("dense") || point.contains("set_vector") => Op::Dense,
         _ if point.contains("rederive") => Op::Rederive,
         "job" | "lifecycle" => Op::Jobs,
@@ -167,6 +170,39 @@ fn run_point(backend: Backend, point: &str) {
                 .any(|(u, _)| u.ends_with("/sub/c.md")));
             // And one indexed file (an EXACT lock instead of a TREE, no scratch copy).
             rm_file(backend, point);
+        }
+        Op::Replay => {
+            let files = baseline(&env, true);
+            let sub = "viking://resources/base/sub";
+            // The tree is in the history, its intent in the dead process's spool...
+            crash(&env, "rm.removed", &["rm", "-r", sub], None);
+            // ...which the next recovery journals, and dies before deleting the spool.
+            crash(&env, point, &["wait", "--timeout", "120"], None);
+            // The one after that finishes the rm once: one history entry, not two.
+            env.drain();
+            assert!(!env.data("resources/base/sub").exists());
+            let kept: Vec<_> = files
+                .iter()
+                .filter(|(u, _)| !u.contains("/sub/"))
+                .cloned()
+                .collect();
+            env.check(&kept);
+            let spools = env.ws().join(".vikingfs/intents");
+            let left = std::fs::read_dir(&spools).map_or(0, |d| d.count());
+            assert_eq!(left, 0, "spool files left in {}", spools.display());
+            let h: serde_json::Value =
+                serde_json::from_str(&env.ok(&["history", sub, "--json"])).unwrap();
+            let rms: Vec<_> = h
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["op"] == "rm" && e["path"] == "resources/base/sub")
+                .collect();
+            assert_eq!(rms.len(), 1, "{h:#}");
+            let out = env.run(&["undo", sub]);
+            support::assert_ok(&out, &["undo after", point]);
+            env.drain();
+            env.check(&files);
         }
         Op::Undo => {
             let files = baseline(&env, true);
@@ -418,6 +454,7 @@ matrix! {
     rm_intent => "rm.intent",
     rm_index_deleted => "rm.index_deleted",
     rm_removed => "rm.removed",
+    intents_replayed => "intents.replayed",
     write_locked => "write.locked",
     write_enqueued => "write.enqueued",
     write_written => "write.written",

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# rm -rf of one directory of RM_N (10,000) empty files, side by side and interleaved: through
+# bindfs, through vikingfs (this build) and through BASE_BIN (an older vikingfs), ROUNDS
+# times each; prints every run and the medians.
+#
+#   scripts/bench-rm.sh BASE_BIN [WORKDIR]
+#
+# Two kinds of tree on vikingfs: `indexed` (each file's record written before the rm: its
+# records and intent are what a removal settles) and `ignored` (under a directory that
+# `.vikingignore` leaves out: no records). History is on (the default) in both: every file
+# removed is kept. WORKDIR must be on ext4 (default: a directory under /var/tmp). Needs root.
+set -euo pipefail
+
+BASE=${1:?usage: bench-rm.sh BASE_BIN [WORKDIR]}
+WORK=${2:-$(mktemp -d /var/tmp/vikingfs-rm.XXXXXX)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${VIKINGFS_BIN:-$ROOT/target/release/vikingfs}
+RM_N=${RM_N:-10000}
+ROUNDS=${ROUNDS:-3}
+declare -A BINOF=([new]=$BIN [old]=$BASE)
+
+cleanup() {
+    umount "$WORK/bindfs/mnt" 2>/dev/null || umount -l "$WORK/bindfs/mnt" 2>/dev/null || true
+    for t in new old; do
+        [ -d "$WORK/$t/mnt" ] || continue
+        timeout 60 "${BINOF[$t]}" umount "$WORK/$t/mnt" 2>/dev/null ||
+            umount -l "$WORK/$t/mnt" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/bindfs/src" "$WORK/bindfs/mnt"
+bindfs "$WORK/bindfs/src" "$WORK/bindfs/mnt"
+BINDFS_PID=$(pgrep -n -x bindfs)
+for t in new old; do
+    mkdir -p "$WORK/$t/ws" "$WORK/$t/mnt"
+    HOME="$WORK/$t" "${BINOF[$t]}" mount --pid-file "$WORK/$t/pid" "$WORK/$t/ws" "$WORK/$t/mnt"
+    printf 'ign/\n' >"$WORK/$t/mnt/resources/.vikingignore"
+done
+
+make_tree() {
+    python3 - "$1" "$RM_N" <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(d)
+for i in range(n):
+    os.close(os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+}
+secs() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >/dev/null
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l | xargs printf '%.3f'
+}
+# cpu_ms TARGET -> CPU time (user + system) the target's daemon has used, in ms
+cpu_ms() {
+    local pid
+    case $1 in
+    bindfs) pid=$BINDFS_PID ;;
+    *) pid=$(cat "$WORK/$1/pid") ;;
+    esac
+    awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$pid/stat"
+}
+# run TARGET KIND -> seconds of rm -rf, and the daemon's CPU ms meanwhile
+run() {
+    local t=$1 kind=$2 d
+    case $t in
+    bindfs) d=$WORK/bindfs/mnt/t ;;
+    *) if [ "$kind" = ignored ]; then d=$WORK/$t/mnt/resources/ign; else d=$WORK/$t/mnt/resources/t; fi ;;
+    esac
+    make_tree "$d"
+    if [ "$t" != bindfs ]; then
+        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+    fi
+    sync
+    local c0 c1 s
+    c0=$(cpu_ms "$t")
+    s=$(secs rm -rf "$d")
+    c1=$(cpu_ms "$t")
+    echo "$s $((c1 - c0))"
+    [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
+    if [ "$t" != bindfs ]; then
+        # Settled and the history recorded before the next run.
+        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+    fi
+}
+
+declare -A RES CPU
+for r in $(seq "$ROUNDS"); do
+    for k in indexed ignored; do
+        for t in bindfs old new; do
+            [ "$t" = bindfs ] && [ "$k" = ignored ] && continue
+            read -r s c < <(run "$t" "$k")
+            RES[$t.$k]+="$s "
+            CPU[$t.$k]+="$c "
+            echo "round $r: $t $k $s s, daemon CPU $c ms" >&2
+        done
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '%-8s %-8s %8s %12s   %s\n' target tree "median s" "CPU ms" runs
+for key in bindfs.indexed old.indexed new.indexed old.ignored new.ignored; do
+    printf '%-8s %-8s %8s %12s   %s\n' "${key%.*}" "${key#*.}" "$(echo "${RES[$key]}" | median)" \
+        "$(echo "${CPU[$key]}" | median)" "${RES[$key]}"
+done
