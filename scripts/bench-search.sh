@@ -232,7 +232,8 @@ print(json.dumps(c))' "$WORK/model.json" "$DSN" > "$WORK/model-pg.json"
                         --results "$R" || true
             done
         fi
-        rm -rf "$ws"
+        # BENCH_KEEP=1 keeps the model's workspaces too (to query them again).
+        [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$ws"
         if [ "$backend" = postgres ]; then "$HERE/pg-server.sh" stop "$PGDIR"; fi
     done
     echo "   ($what on corpus $CORPUS: $(( $(date +%s) - t0 )) s)"

@@ -57,48 +57,49 @@ impl PgIndex {
         let n = n as i64;
         // The graph search looks at this many candidates: enough that the top n are found.
         let ef = (n * 2).clamp(100, 1000).to_string();
+        let prefix = under.filter(|p| !p.is_root());
+        let [a, b, c] = prefix.map(under_params).unwrap_or_default();
+        // Inside the subtree, its bounds at `$at`..; anywhere without one.
+        let inside = |at: usize| match prefix {
+            Some(_) => under_sql(at),
+            None => "true".to_string(),
+        };
+        type Param<'a> = &'a (dyn postgres::types::ToSql + Sync);
+        let bounds: Vec<Param> = match prefix {
+            Some(_) => vec![&a, &b, &c],
+            None => Vec::new(),
+        };
+        let params: Vec<Param> = [&q as Param, &n]
+            .into_iter()
+            .chain(bounds.clone())
+            .collect();
         self.read(|s| {
             let e = self.e();
-            let Some(prefix) = under.filter(|p| !p.is_root()) else {
-                s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
-                    .map_err(&e)?;
-                s.one(
-                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                    &[],
-                )
-                .map_err(&e)?;
-                return s
-                    .all(
-                        &format!("SELECT {COLUMNS} ORDER BY p.vec <#> $1 LIMIT $2"),
-                        &[&q, &n],
-                    )
-                    .map_err(&e);
-            };
-            let [a, b, c] = under_params(prefix);
             let small: i64 = s
                 .one(
                     &format!(
                         "SELECT count(*) FROM (SELECT 1 FROM vi_records r WHERE {} LIMIT {})",
-                        under_sql(1),
+                        inside(1),
                         EXACT_MAX + 1
                     ),
-                    &[&a, &b, &c],
+                    &bounds,
                 )
                 .map_err(&e)?
                 .get(0);
             if small <= EXACT_MAX {
-                // A small subtree: every vector in it, exactly (`+ 0` keeps the planner off
-                // the graph index, which would filter after the fact).
+                // A few records: every vector among them, exactly (`+ 0` keeps the planner off
+                // the graph index, which would filter after the fact and, on a small graph
+                // just rewritten, can miss the nearest).
                 s.all(
                     &format!(
                         "SELECT {COLUMNS} WHERE {} ORDER BY (p.vec <#> $1) + 0 LIMIT $2",
-                        under_sql(3)
+                        inside(3)
                     ),
-                    &[&q, &n, &a, &b, &c],
+                    &params,
                 )
                 .map_err(&e)
             } else {
-                // A large one: the graph, scanned on until enough results fall inside it.
+                // Many: the graph, scanned on until enough results fall inside the subtree.
                 s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
                     .map_err(&e)?;
                 s.one(
@@ -109,9 +110,9 @@ impl PgIndex {
                 s.all(
                     &format!(
                         "SELECT {COLUMNS} WHERE {} ORDER BY p.vec <#> $1 LIMIT $2",
-                        under_sql(3)
+                        inside(3)
                     ),
-                    &[&q, &n, &a, &b, &c],
+                    &params,
                 )
                 .map_err(&e)
             }
