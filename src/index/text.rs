@@ -181,6 +181,14 @@ pub fn query_terms(query: &str) -> Vec<String> {
     chosen
 }
 
+/// Each term of `text`, as the index makes them.
+pub fn each_term(text: &str, mut each: impl FnMut(String)) {
+    terms(text, |t| {
+        each(t);
+        true
+    });
+}
+
 /// How many of `wanted` occur among the terms of `text` (each counted once).
 pub fn matches_in(text: &str, wanted: &[String]) -> usize {
     let mut seen = vec![false; wanted.len()];

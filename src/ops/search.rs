@@ -110,6 +110,67 @@ const SNIPPET_SCAN_BYTES: u64 = 1 << 20;
 /// A shown passage's length, in characters.
 const SNIPPET_CHARS: usize = 200;
 
+/// Which of a query's terms (the first 64) a file's lines hold, found cheaply: one substring
+/// scan of the ASCII-lowercased file per term's stem (the term less its last letter, which
+/// the stemmer may have changed: `happi` from "happy") finds the lines that may hold it, and
+/// only those are tokenized. A file of thousands of lines costs a few scans and a few lines.
+struct TermsSeen {
+    /// The lines that hold a term: their first byte and the terms', one bit each; by offset.
+    lines: Vec<(usize, u64)>,
+}
+
+impl TermsSeen {
+    fn new(text: &str, terms: &[String]) -> Self {
+        let terms = &terms[..terms.len().min(64)];
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1))
+            .filter(|&i| i < text.len())
+            .collect();
+        let lower = text.as_bytes().to_ascii_lowercase();
+        let mut candidates: Vec<usize> = Vec::new();
+        for t in terms {
+            if !t.is_ascii() {
+                // Lowercase beyond ASCII moves bytes: every line may hold it.
+                candidates = (0..line_starts.len()).collect();
+                break;
+            }
+            let stem = match t.len() {
+                0..=3 => t.as_str(),
+                n => &t[..n - 1],
+            };
+            for at in memchr::memmem::find_iter(&lower, stem.as_bytes()) {
+                candidates.push(line_starts.partition_point(|&s| s <= at) - 1);
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        let lines = candidates
+            .into_iter()
+            .filter_map(|l| {
+                let start = line_starts[l];
+                let end = line_starts.get(l + 1).copied().unwrap_or(text.len());
+                let mut mask = 0u64;
+                crate::index::text::each_term(&text[start..end], |t| {
+                    if let Some(i) = terms.iter().position(|w| *w == t) {
+                        mask |= 1 << i;
+                    }
+                });
+                (mask != 0).then_some((start, mask))
+            })
+            .collect();
+        TermsSeen { lines }
+    }
+
+    /// The terms held by the lines starting in `text[start..end]`, one bit each.
+    fn in_span(&self, start: usize, end: usize) -> u64 {
+        let from = self.lines.partition_point(|&(s, _)| s < start);
+        self.lines[from..]
+            .iter()
+            .take_while(|&&(s, _)| s < end)
+            .fold(0, |m, &(_, mask)| m | mask)
+    }
+}
+
 /// The passage a result shows.
 struct Shown {
     passage: u32,
@@ -138,9 +199,10 @@ fn best_passage(
     let text = std::str::from_utf8(&buf).ok()?;
     let passages = crate::index::passages::split(name, text);
     let matched = evidence.passage.map(|p| p as usize);
+    let seen = TermsSeen::new(text, terms);
     let counts: Vec<usize> = passages
         .iter()
-        .map(|p| crate::index::text::matches_in(&text[p.start..p.end], terms))
+        .map(|p| seen.in_span(p.start, p.end).count_ones() as usize)
         .collect();
     let most = counts.iter().copied().max().unwrap_or(0);
     let pick = if most > 0 {
@@ -157,7 +219,9 @@ fn best_passage(
     let (mut from, mut best) = (0, 0);
     let mut offset = 0;
     for line in body.split_inclusive('\n') {
-        let n = crate::index::text::matches_in(line, terms);
+        let n = seen
+            .in_span(p.start + offset, p.start + offset + line.len())
+            .count_ones();
         if n > best {
             (from, best) = (offset, n);
         }

@@ -3,7 +3,7 @@
 
 use super::{under_params, under_sql, PgIndex, Tx, EXACT_MAX};
 use crate::index::engine::{Result, NAME_WEIGHT};
-use crate::index::{text, Evidence, Hit, Level};
+use crate::index::{passages, text, Evidence, Hit, Level};
 use crate::uri::VPath;
 
 impl PgIndex {
@@ -16,19 +16,38 @@ impl PgIndex {
             let rows = self.nearest_parts(unit, fetch, under)?;
             let exhausted = rows.len() < fetch;
             let mut seen = std::collections::HashSet::new();
+            // Each record's best passage (the rows come nearest first).
+            let best: Vec<&postgres::Row> = rows
+                .iter()
+                .filter(|r| seen.insert(r.get::<_, i64>(8)))
+                .collect();
+            let openings = self.openings(unit, &best)?;
             let mut hits = Vec::new();
-            for r in &rows {
-                if !seen.insert((r.get::<_, &str>(0).to_string(), r.get::<_, i16>(1))) {
-                    continue; // A weaker passage of a record already found.
-                }
-                let cosine = -r.get::<_, f32>(4);
-                let lines = [r.get::<_, i32>(6) as u32, r.get::<_, i32>(7) as u32];
+            for r in best {
+                let top = -r.get::<_, f32>(4);
+                let uri: &str = r.get(0);
+                let name = uri.rsplit('/').next().unwrap_or(uri);
+                // A passage after the opening counts less (`passages::record_cosine`).
+                let ord = r.get::<_, i32>(5) as u32;
+                let later = if ord == 0 {
+                    top
+                } else {
+                    top - passages::opening_margin(name)
+                };
+                let (passage, cosine, lines) = match openings.get(&r.get::<_, i64>(8)) {
+                    Some(&(c, lines)) if c >= later => (0, c, lines),
+                    _ => (
+                        ord,
+                        later,
+                        [r.get::<_, i32>(6) as u32, r.get::<_, i32>(7) as u32],
+                    ),
+                };
                 hits.push(self.hit(
                     r,
                     cosine,
                     Evidence {
                         cosine: Some(cosine),
-                        passage: Some(r.get::<_, i32>(5) as u32),
+                        passage: Some(passage),
                         lines: (lines[0] > 0).then_some(lines),
                         ..Evidence::default()
                     },
@@ -43,6 +62,31 @@ impl PgIndex {
         }
     }
 
+    /// The cosine with `unit` of each of `records`' opening passage, and its lines, by record id.
+    fn openings(
+        &self,
+        unit: &[f32],
+        records: &[&postgres::Row],
+    ) -> Result<std::collections::HashMap<i64, (f32, [u32; 2])>> {
+        let ids: Vec<i64> = records.iter().map(|r| r.get(8)).collect();
+        let q = pgvector::Vector::from(unit.to_vec());
+        let rows = self.read(|s| {
+            s.all(
+                "SELECT rid, (vec <#> $1)::float4, first_line, last_line FROM vi_parts
+                  WHERE ord = 0 AND rid = ANY($2)",
+                &[&q, &ids],
+            )
+            .map_err(self.e())
+        })?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let lines = [r.get::<_, i32>(2) as u32, r.get::<_, i32>(3) as u32];
+                (r.get(0), (-r.get::<_, f32>(1), lines))
+            })
+            .collect())
+    }
+
     /// The `n` passages nearest `unit` (under `under`), nearest first, with their records.
     fn nearest_parts(
         &self,
@@ -51,7 +95,7 @@ impl PgIndex {
         under: Option<&VPath>,
     ) -> Result<Vec<postgres::Row>> {
         const COLUMNS: &str = "r.uri, r.level, r.version, r.snippet, (p.vec <#> $1)::float4,
-                               p.ord, p.first_line, p.last_line
+                               p.ord, p.first_line, p.last_line, p.rid
                           FROM vi_parts p JOIN vi_records r ON r.id = p.rid";
         let q = pgvector::Vector::from(unit.to_vec());
         let n = n as i64;

@@ -210,15 +210,11 @@ impl SqliteEngine {
             let vec = bytes_to_f32(&vec)
                 .filter(|v| !v.is_empty() && v.len().is_multiple_of(self.dim))
                 .ok_or_else(|| self.corrupt(format!("record {uri} has a bad vector")))?;
-            // The best passage, the first of equals.
-            let (passage, score) = vec
-                .chunks_exact(self.dim)
-                .map(|v| dot_f32(&q.unit, v))
-                .enumerate()
-                .fold(
-                    (0, f32::NEG_INFINITY),
-                    |b, (i, s)| if s > b.1 { (i, s) } else { b },
-                );
+            let (passage, score) = crate::index::passages::record_cosine(
+                uri.name(),
+                vec.chunks_exact(self.dim).map(|v| dot_f32(&q.unit, v)),
+            )
+            .ok_or_else(|| self.corrupt(format!("record {uri} has no vector")))?;
             let lines = spans_of(spans.as_deref())
                 .get(passage)
                 .copied()

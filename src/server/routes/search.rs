@@ -14,8 +14,8 @@
 //!   planner is configured, and then ignores `session_id`), so it answers as `find` does and
 //!   returns no `query_plan`; `mode: "context"` ([`context`]) budgets and renders the same
 //!   hits without query expansion or a rewritten digest.
-//! - `score` is the engine's ranking score (BM25 for a lexical search, reciprocal-rank fusion
-//!   for hybrid), not a cosine; `score_threshold` is therefore applied to a hit's cosine
+//! - `score` is the engine's ranking score (BM25 for a lexical search, the calibrated fusion
+//!   of BM25 and cosine for hybrid), not a cosine; `score_threshold` is therefore applied to a hit's cosine
 //!   similarity when it has one, and a hit found by the query's words alone is kept.
 //! - `grep` and `glob` walk the files (hidden names and other users' trees skipped), bounded
 //!   by `node_limit`, `level_limit` and [`WALK_MAX_FILES`].
