@@ -304,3 +304,93 @@ fn fused_score(e: &Evidence, c: &Calibration) -> f32 {
     };
     LEXICAL_WEIGHT * lexical + (1.0 - LEXICAL_WEIGHT) * semantic
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(name: &str, score: f32, bm25: Option<f32>) -> Hit {
+        Hit {
+            uri: VPath::from_rel(&format!("resources/{name}")).unwrap(),
+            level: Level::Content,
+            score,
+            snippet: String::new(),
+            source_version: "v".into(),
+            evidence: Evidence {
+                bm25,
+                ..Evidence::default()
+            },
+        }
+    }
+
+    fn req(mode: Mode) -> SearchRequest<'static> {
+        SearchRequest {
+            text: "q",
+            // Any vector: hybrid fuses only when the query has one.
+            vector: Some(&[1.0]),
+            mode,
+            limit: 10,
+            under: None,
+            floor: 0.35,
+        }
+    }
+
+    fn names(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.uri.name()).collect()
+    }
+
+    #[test]
+    fn a_weak_match_in_both_lists_does_not_beat_a_strong_one_in_one() {
+        // `both` is lexical's 3rd at a third of the best BM25, and its cosine is under the
+        // floor: it has no semantic evidence, so lexical's first stays first.
+        let lex = vec![
+            hit("best.md", 9.0, Some(9.0)),
+            hit("second.md", 6.0, Some(6.0)),
+            hit("both.md", 3.0, Some(3.0)),
+        ];
+        let dense = vec![hit("other.md", 0.50, None), hit("both.md", 0.30, None)];
+        let out = fuse(lex, dense, &req(Mode::Hybrid));
+        assert_eq!(names(&out)[0], "best.md");
+        let both = out.iter().find(|h| h.uri.name() == "both.md").unwrap();
+        assert_eq!(
+            both.evidence.cosine, None,
+            "a cosine under the floor is no evidence"
+        );
+        // Scores are shares of the query's best: the best of both lists is near 1.
+        assert!(
+            (out[0].score - LEXICAL_WEIGHT).abs() < 1e-6,
+            "{}",
+            out[0].score
+        );
+    }
+
+    #[test]
+    fn strong_evidence_in_both_lists_wins() {
+        let lex = vec![hit("a.md", 10.0, Some(10.0)), hit("b.md", 9.0, Some(9.0))];
+        let dense = vec![hit("b.md", 0.80, None), hit("a.md", 0.40, None)];
+        let out = fuse(lex, dense, &req(Mode::Hybrid));
+        assert_eq!(names(&out), ["b.md", "a.md"]);
+        assert!((out[0].score - (LEXICAL_WEIGHT * 0.9 + (1.0 - LEXICAL_WEIGHT))).abs() < 1e-5);
+    }
+
+    #[test]
+    fn a_score_does_not_depend_on_the_lists_depth() {
+        // The same head with a longer tail fuses to the same scores for the head.
+        let lex = |n: usize| {
+            (0..n)
+                .map(|i| hit(&format!("l{i}.md"), 10.0 - i as f32, Some(10.0 - i as f32)))
+                .collect::<Vec<_>>()
+        };
+        let dense = |n: usize| {
+            (0..n)
+                .map(|i| hit(&format!("l{}.md", 2 * i), 0.9 - 0.01 * i as f32, None))
+                .collect::<Vec<_>>()
+        };
+        let short = fuse(lex(5), dense(3), &req(Mode::Hybrid));
+        let long = fuse(lex(9), dense(8), &req(Mode::Hybrid));
+        for h in &short {
+            let l = long.iter().find(|x| x.uri == h.uri).unwrap();
+            assert!((l.score - h.score).abs() < 1e-6, "{}", h.uri);
+        }
+    }
+}
