@@ -481,3 +481,55 @@ fn a_record_is_scored_by_its_best_passage(backend: Backend) {
     );
     assert!(ix.search(&axis(5), 6, None).unwrap().is_empty());
 }
+
+/// A store of schema version 1 (vectors in `vi_records.vec`, no `vi_parts`) is taken to
+/// version 2 on open: each vector becomes its record's one passage, searchable as before.
+#[test]
+fn a_version_1_store_on_the_server_is_upgraded_in_place() {
+    let server = PgServer::start();
+    let axis = |i: usize| -> Vec<f32> { (0..DIM).map(|d| f32::from(d == i)).collect() };
+    let ix = on_server(&server);
+    let recs: Vec<Record> = (0..3)
+        .map(|i| Record {
+            uri: p(&format!("resources/f{i}.md")),
+            level: Level::Content,
+            text: format!("text {i}"),
+            vector: Some(axis(i)),
+            snippet: String::new(),
+            source_version: "v1".into(),
+            partial: false,
+        })
+        .collect();
+    ix.upsert_many(&recs).unwrap();
+    drop(ix);
+    // Back to version 1's shape: no parts table, the graph index on the records.
+    let mut c = postgres::Client::connect(&server.dsn(), postgres::NoTls).unwrap();
+    c.batch_execute(
+        "DROP TABLE vi_parts;
+         CREATE INDEX vi_records_hnsw ON vi_records USING hnsw (vec vector_ip_ops);
+         UPDATE vikingfs_schema SET version = 1 WHERE store = 'index';",
+    )
+    .unwrap();
+    let ix = on_server(&server);
+    let version: i64 = c
+        .query_one(
+            "SELECT version FROM vikingfs_schema WHERE store = 'index'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    let parts: i64 = c
+        .query_one("SELECT count(*) FROM vi_parts", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(parts, 3);
+    let top = &ix.search(&axis(1), 1, None).unwrap()[0];
+    assert_eq!(top.uri.as_str(), "resources/f1.md");
+    assert!(top.score > 0.99, "{}", top.score);
+    assert!(
+        ix.verify().unwrap().is_empty(),
+        "{:?}",
+        ix.verify().unwrap()
+    );
+}
