@@ -37,7 +37,7 @@ pub struct Passage {
     pub lines: [u32; 2],
 }
 
-/// Estimated word pieces per passage: under the model's 256 with [CLS] and [SEP] and a
+/// Estimated word pieces per passage: under the model's 256 with `[CLS]` and `[SEP]` and a
 /// margin for the estimate.
 pub const BUDGET: usize = 200;
 
