@@ -533,3 +533,34 @@ fn a_version_1_store_on_the_server_is_upgraded_in_place() {
         ix.verify().unwrap()
     );
 }
+
+/// Past the records an exact dense search covers, the server's graph index answers, with the
+/// record's best passage and within a subtree.
+#[test]
+fn a_large_index_on_the_server_searches_its_graph() {
+    let server = PgServer::start();
+    let ix = on_server(&server);
+    let mut rng = StdRng::seed_from_u64(11);
+    let recs: Vec<Record> = (0..4_300)
+        .map(|i| Record {
+            uri: p(&format!("resources/d{}/f{i}.md", i % 2)),
+            level: Level::Content,
+            text: format!("text {i}"),
+            vector: Some((0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect()),
+            snippet: String::new(),
+            source_version: "v1".into(),
+            partial: false,
+        })
+        .collect();
+    for chunk in recs.chunks(500) {
+        ix.upsert_many(chunk).unwrap();
+    }
+    for (i, under) in [(17, None), (1_234, Some(p("resources")))] {
+        let want = recs[i].vector.clone().unwrap();
+        let hits = ix.search(&want, 5, under.as_ref()).unwrap();
+        assert_eq!(hits.len(), 5);
+        assert_eq!(hits[0].uri, recs[i].uri, "{under:?}");
+        assert!(hits[0].score > 0.99, "{}", hits[0].score);
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+}

@@ -130,18 +130,11 @@ impl PgIndex {
                 )
                 .map_err(&e)?
                 .get(0);
-            if small <= EXACT_MAX {
+            let order = if small <= EXACT_MAX {
                 // A few records: every vector among them, exactly (`+ 0` keeps the planner off
                 // the graph index, which would filter after the fact and, on a small graph
                 // just rewritten, can miss the nearest).
-                s.all(
-                    &format!(
-                        "SELECT {COLUMNS} WHERE {} ORDER BY (p.vec <#> $1) + 0 LIMIT $2",
-                        inside(3)
-                    ),
-                    &params,
-                )
-                .map_err(&e)
+                "(p.vec <#> $1) + 0"
             } else {
                 // Many: the graph, scanned on until enough results fall inside the subtree.
                 s.one("SELECT set_config('hnsw.ef_search', $1, true)", &[&ef])
@@ -151,15 +144,16 @@ impl PgIndex {
                     &[],
                 )
                 .map_err(&e)?;
-                s.all(
-                    &format!(
-                        "SELECT {COLUMNS} WHERE {} ORDER BY p.vec <#> $1 LIMIT $2",
-                        inside(3)
-                    ),
-                    &params,
-                )
-                .map_err(&e)
-            }
+                "p.vec <#> $1"
+            };
+            s.all(
+                &format!(
+                    "SELECT {COLUMNS} WHERE {} ORDER BY {order} LIMIT $2",
+                    inside(3)
+                ),
+                &params,
+            )
+            .map_err(&e)
         })
     }
 
