@@ -311,14 +311,7 @@ pub(super) fn print_hits(
         writeln!(out)?;
     } else {
         for h in hits {
-            let text: String = h
-                .snippet
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .chars()
-                .take(SNIPPET_CHARS)
-                .collect();
+            let text = crate::index::text::one_line(&h.snippet, SNIPPET_CHARS);
             // The lines of the passage shown, as `grep -n` would point at them.
             let snippet = match h.evidence.lines {
                 Some([a, b]) if a == b => format!("L{a}: {text}"),

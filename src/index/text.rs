@@ -181,6 +181,29 @@ pub fn query_terms(query: &str) -> Vec<String> {
     chosen
 }
 
+/// `s` on one line (each run of whitespace one space, trimmed), at most `max_chars`
+/// characters: a snippet as a result shows it. Stops reading once it has enough.
+pub fn one_line(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in s.split_whitespace() {
+        if chars >= max_chars {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+            chars += 1;
+        }
+        for c in word.chars().take(max_chars.saturating_sub(chars)) {
+            out.push(c);
+            chars += 1;
+        }
+    }
+    // A space the limit cut before its word.
+    out.truncate(out.trim_end().len());
+    out
+}
+
 /// Each term of `text`, as the index makes them.
 pub fn each_term(text: &str, mut each: impl FnMut(String)) {
     terms(text, |t| {
@@ -236,6 +259,15 @@ pub fn match_expr_of(chosen: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_collapses_and_cuts() {
+        assert_eq!(one_line("  a\n\tb   c ", 100), "a b c");
+        assert_eq!(one_line("alpha beta gamma", 8), "alpha be");
+        assert_eq!(one_line("alpha beta", 6), "alpha");
+        assert_eq!(one_line("ééé ééé", 5), "ééé é");
+        assert_eq!(one_line("", 5), "");
+    }
 
     #[test]
     fn prose_and_identifiers() {

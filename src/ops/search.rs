@@ -227,13 +227,7 @@ fn best_passage(
         }
         offset += line.len();
     }
-    let snippet: String = body[from..]
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(SNIPPET_CHARS)
-        .collect();
+    let snippet = crate::index::text::one_line(&body[from..], SNIPPET_CHARS);
     (!snippet.is_empty()).then_some(Shown {
         passage: pick as u32,
         lines: p.lines,
