@@ -65,6 +65,12 @@ impl Drop for AfterReply {
     }
 }
 
+/// Whether a reply scope is open on this thread: work handed on now is finished after the
+/// reply (by this thread's scope, or by a thread of the operation's own).
+pub(crate) fn in_scope() -> bool {
+    TAILS.with(|t| t.borrow().is_some())
+}
+
 /// Run `work` after the reply when a scope is open on this thread (logging its error as
 /// `what`: a warning whatever the error, since the request it belongs to succeeded), else
 /// now, returning its result.

@@ -333,6 +333,10 @@ pub fn serving_engine(ws: &Workspace, config: &Config) -> anyhow::Result<(Arc<Op
 /// Stop what [`serving_engine`] started, once no request runs any more: the jobs in flight
 /// finish, then what requests spooled goes into the database.
 pub fn stop_engine(ops: &Ops, pool: WorkerPool) {
+    // Removals answered but not settled yet (their records, intents and locks).
+    if let Err(e) = ops.locked().drain_settling() {
+        tracing::warn!(error = %crate::error::Chain(&e), "settling removals");
+    }
     pool.stop();
     ops.queue().stop_spool();
 }

@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use crate::sys::{self, OFlags};
 
 /// Spares kept at most; more released at once are deleted (rare: as many locks held at once).
-const MAX_SPARES: usize = 64;
+const MAX_SPARES: usize = 1024;
 
 /// A lock file out of the namespace, with its open descriptor and the length of what it holds.
 struct Spare {

@@ -50,18 +50,16 @@ fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
 /// How far the disk is below the pressure line: bytes and inodes to give back, or `None`
 /// when it is above it.
 fn shortfall(ws: &crate::workspace::Workspace) -> Option<(u64, u64)> {
-    let dir = ws.internal_dir();
-    let bytes = super::reserve::room(&dir).map_or(0, |(free, total)| {
-        (1u64 << 30).min(total / 4).saturating_sub(free)
-    });
+    // One statvfs for both: every kept removal asks.
+    let st = crate::sys::statvfs(&ws.internal_dir()).ok()?;
+    let (free, total) = (st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize);
+    let bytes = (1u64 << 30).min(total / 4).saturating_sub(free);
     // Inodes too: a removal kept frees none, and every lock file takes one.
-    let inodes = crate::sys::statvfs(&dir).map_or(0, |st| {
-        if st.f_files == 0 {
-            0
-        } else {
-            (st.f_files / 10).min(1 << 16).saturating_sub(st.f_favail)
-        }
-    });
+    let inodes = if st.f_files == 0 {
+        0
+    } else {
+        (st.f_files / 10).min(1 << 16).saturating_sub(st.f_favail)
+    };
     (bytes > 0 || inodes > 0).then_some((bytes, inodes))
 }
 

@@ -74,6 +74,11 @@ impl Locked {
             .expect("a Locked is only reached through its Arc")
     }
 
+    /// A handle on this layer that does not keep it alive (the settler thread's).
+    pub(super) fn me(&self) -> Weak<Locked> {
+        self.me.clone()
+    }
+
     /// The store kernel below.
     pub fn stores(&self) -> &Arc<Stores> {
         &self.stores

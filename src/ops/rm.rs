@@ -14,15 +14,12 @@
 //! before the reply. Without history (or on a full disk) it is a journal row, and a file
 //! without records takes none.
 
-use std::cell::Cell;
 use std::path::PathBuf;
-use std::rc::Rc;
 
 use super::settle::Removed;
 use super::{Locked, OpsError, Result};
 use crate::journal::{Intent, IntentId};
 use crate::lock::{LockGuard, LockKind};
-use crate::tail;
 use crate::uri::VPath;
 
 /// What an rm did.
@@ -128,7 +125,6 @@ impl Locked {
             // (or under a lifecycle TREE covering the file, which this lock conflicts with).
             self.root.remove_file(p).map_err(|e| OpsError::io(&fs, e))?;
             crate::crash_point!("rm.removed");
-            let ops = self.arc();
             let removed = Removed {
                 path: p.clone(),
                 intent: None,
@@ -137,7 +133,7 @@ impl Locked {
                 pid: None,
                 blob: None,
             };
-            tail::after_reply("rm", move || ops.settle(removed).map(drop))?;
+            self.settle(removed)?;
             return Ok(RmReport::default());
         } else {
             IntentId::Row(self.journal.begin(&intent, guard.owner())?)
@@ -187,10 +183,9 @@ impl Locked {
             }
         }
         crate::crash_point!("rm.removed");
-        // The path is gone: the rest is done after the reply. Without a reply scope it runs
-        // here, alone, and the records it deleted are reported.
-        let records = Rc::new(Cell::new(0));
-        let (ops, counted) = (self.arc(), records.clone());
+        // The path is gone: the rest is done after the reply (by the settler). Without a
+        // reply scope it runs here, with whatever waits, and the records it deleted are
+        // reported.
         let removed = Removed {
             path: p.clone(),
             intent: Some(intent),
@@ -202,13 +197,8 @@ impl Locked {
                 (pid, self.command_of(pid))
             }),
         };
-        tail::after_reply("rm", move || {
-            counted.set(ops.settle(removed)?);
-            Ok::<_, OpsError>(())
-        })?;
-        Ok(RmReport {
-            records: records.get(),
-        })
+        let records = self.settle(removed)?;
+        Ok(RmReport { records })
     }
 
     /// The parent directory's summary must be regenerated after a child changed (a child
