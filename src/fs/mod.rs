@@ -608,13 +608,35 @@ impl VikingFs {
                 return Err(FsError::ReadOnlySidecar(ino.to_string()));
             }
             match self.vpath(&inode)? {
-                Some(p) => self.mutations.open_write(&p, flags)?,
+                Some(p) => {
+                    let file = self.mutations.open_write(&p, flags)?;
+                    if flags & libc::O_TRUNC != 0 {
+                        self.follow_swap(&inode, &file);
+                    }
+                    file
+                }
                 None => self.reopen(&inode, flags)?,
             }
         } else {
             self.reopen(&inode, flags)?
         };
         Ok(self.add_handle(ino, file, writable, flags & libc::O_TRUNC != 0))
+    }
+
+    /// An open with `O_TRUNC` may have kept the version it cuts by moving the file itself
+    /// into the history, an empty file taking its name (`ops::history`'s `Keep::Swap`,
+    /// done only when nothing else had it open): `inode` is then served from `file`'s
+    /// backing file, under the same number, so the kernel's inode, its `st_ino` and the
+    /// handle just opened all name the file the user sees.
+    fn follow_swap(&self, inode: &Inode, file: &File) {
+        let Ok(st) = sys::fstat(file) else { return };
+        if st.key() == inode.key {
+            return;
+        }
+        match sys::reopen(file, sys::OFlags::PATH) {
+            Ok(fd) => self.inodes.rebind(inode.ino, st.key(), fd),
+            Err(e) => tracing::warn!(ino = inode.ino, "following a file kept by swap: {e}"),
+        }
     }
 
     fn reopen(&self, inode: &Inode, flags: i32) -> FsResult<File> {

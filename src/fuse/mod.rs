@@ -227,10 +227,13 @@ impl fuser::Filesystem for FuseFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
         let _ = config.set_max_readahead(MAX_WRITE);
+        // O_TRUNC reaches open (not a truncate after it): an overwrite is seen as one, and
+        // keeps the version it cuts by moving that file aside rather than copying it.
         let _ = config.add_capabilities(
             InitFlags::FUSE_DO_READDIRPLUS
                 | InitFlags::FUSE_READDIRPLUS_AUTO
-                | InitFlags::FUSE_PARALLEL_DIROPS,
+                | InitFlags::FUSE_PARALLEL_DIROPS
+                | InitFlags::FUSE_ATOMIC_O_TRUNC,
         );
         // Stack depth 2: the workspace itself may sit on a stacked filesystem (overlayfs in a
         // container); the price is that this mount can't be an overlayfs layer.

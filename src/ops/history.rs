@@ -312,6 +312,13 @@ pub(crate) enum Keep {
     /// A copy (a reflink where the filesystem has them) of a file about to be cut or
     /// rewritten in place.
     Copy,
+    /// The file itself, about to be cut to nothing (an open with `O_TRUNC`): its inode moves
+    /// into the history and an empty file with its owner, mode and extended attributes takes
+    /// its name, in one `renameat2(RENAME_EXCHANGE)` — nothing copied, no block shared, on
+    /// any filesystem — when it has one link and no descriptor of it is open on this host
+    /// (a write lease is granted). Else as [`Keep::Copy`]. The mount's core then serves the
+    /// kernel's inode from the new file ([`crate::fs::VikingFs`]'s open).
+    Swap,
 }
 
 impl Stores {
@@ -337,7 +344,7 @@ impl Stores {
         let Ok(md) = std::fs::symlink_metadata(&from) else {
             return; // nothing there: nothing replaced
         };
-        if !md.is_file() || (how == Keep::Copy && md.len() == 0) {
+        if !md.is_file() || (how != Keep::Link && md.len() == 0) {
             return;
         }
         // A copy of a file unchanged since the last copy kept of it would keep the same
@@ -346,7 +353,7 @@ impl Stores {
         // The file's source version (inode, size, mtime) tells its versions apart, as it
         // does for the index.
         let stamp = super::source_version(&md);
-        if how == Keep::Copy && self.copied_from.lock().get(p.as_str()) == Some(&stamp) {
+        if how != Keep::Link && self.copied_from.lock().get(p.as_str()) == Some(&stamp) {
             return;
         }
         let pid = crate::process::requester();
@@ -375,12 +382,22 @@ impl Stores {
         let to = self.blob_path(&blob);
         // A reflink costs nothing whatever the size; a copy costs the file's size, so only
         // up to history.max_file_bytes.
+        let copy = || match crate::sys::reflink(&from, &to) {
+            Ok(()) => Ok(true),
+            Err(_) if md.len() > self.history.max_file_bytes => Ok(false),
+            Err(_) => std::fs::copy(&from, &to).map(|_| true),
+        };
+        let mut swapped = false;
         let kept = match how {
             Keep::Link => std::fs::hard_link(&from, &to).map(|_| true),
-            Keep::Copy => match crate::sys::reflink(&from, &to) {
-                Ok(()) => Ok(true),
-                Err(_) if md.len() > self.history.max_file_bytes => Ok(false),
-                Err(_) => std::fs::copy(&from, &to).map(|_| true),
+            Keep::Copy => copy(),
+            Keep::Swap => match swap_out(&from, &to, &md, p.as_str()) {
+                Ok(true) => {
+                    swapped = true;
+                    Ok(true)
+                }
+                Ok(false) => copy(),
+                Err(e) => Err(e),
             },
         };
         let entry = match kept {
@@ -388,8 +405,10 @@ impl Stores {
                 .removal_entry(p.as_str(), &blob, Some(pid), cmd.clone())
                 .map(|mut e| {
                     e.op = op.into();
-                    // A copy is born now: the version kept is of the file it was made from.
-                    e.born_ms = crate::sys::birth_ms(&from).or(e.born_ms);
+                    // A copy is born now: the version kept is of the file it was made from
+                    // (a swapped one is that file).
+                    let born = if swapped { &to } else { &from };
+                    e.born_ms = crate::sys::birth_ms(born).or(e.born_ms);
                     e
                 }),
             Ok(false) => Some(not_kept(format!(
@@ -403,7 +422,7 @@ impl Stores {
             }
         };
         crate::crash_point!("history.kept");
-        if how == Keep::Copy && entry.as_ref().is_some_and(|e| e.blob.is_some()) {
+        if how != Keep::Link && entry.as_ref().is_some_and(|e| e.blob.is_some()) {
             let mut seen = self.copied_from.lock();
             if seen.len() >= COPIES_REMEMBERED {
                 seen.clear();
@@ -424,6 +443,61 @@ impl Drop for Stores {
     fn drop(&mut self) {
         self.flush_entries();
     }
+}
+
+/// [`Keep::Swap`]: move the inode of regular file `from` (whose metadata is `md`) to `to`, a
+/// new name in the history, leaving an empty file with its owner, mode and extended
+/// attributes at `from`, in one `renameat2(RENAME_EXCHANGE)`. `Ok(false)`, with nothing
+/// changed, when that would be seen: another link, or a descriptor of it open on this host
+/// (a process holding it open must see the very file cut, as POSIX says; the write lease is
+/// refused then, and while it is held a new open waits). Also `Ok(false)` where the
+/// filesystem or the owner allows no lease or no exchange: the caller copies instead.
+///
+/// The file is named by its path (`name`) in [`BLOB_PATH_XATTR`] before the exchange, which
+/// takes the attribute into the history with it: a crash between the exchange and the entry
+/// leaves content `fsck --repair` adopts, not content it clears.
+fn swap_out(from: &Path, to: &Path, md: &std::fs::Metadata, name: &str) -> std::io::Result<bool> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    if md.nlink() != 1 {
+        return Ok(false);
+    }
+    let live = std::fs::File::open(from)?;
+    let st = live.metadata()?;
+    if (st.dev(), st.ino()) != (md.dev(), md.ino()) || crate::sys::write_lease(&live).is_err() {
+        return Ok(false);
+    }
+    let empty = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    let made = (|| {
+        std::os::unix::fs::fchown(&empty, Some(st.uid()), Some(st.gid()))?;
+        // After the chown, which clears set-id bits.
+        empty.set_permissions(std::fs::Permissions::from_mode(st.mode() & 0o7777))?;
+        crate::sys::copy_xattrs(&live, &empty)?;
+        let tag = std::ffi::OsStr::new(BLOB_PATH_XATTR);
+        // Left on the file by a crash in this very window before: not the new file's.
+        let _ = crate::sys::removexattr(&empty, tag);
+        crate::sys::setxattr(&live, tag, name.as_bytes(), 0)?;
+        crate::sys::renameat(
+            crate::sys::CWD,
+            to,
+            crate::sys::CWD,
+            from,
+            crate::sys::RenameFlags::EXCHANGE,
+        )
+        .inspect_err(|_| {
+            let _ = crate::sys::removexattr(&live, tag);
+        })
+    })();
+    if made.is_err() {
+        drop(empty);
+        let _ = std::fs::remove_file(to);
+        return Ok(false);
+    }
+    // Closing `live` gives the lease back: an open waiting for it finds the empty file.
+    Ok(true)
 }
 
 /// Remove the file or tree at `p` (gone already is fine).

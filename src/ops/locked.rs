@@ -187,8 +187,9 @@ impl Mutations for LockedMutations {
         self.exact_with("open", path, Release::AfterReply, Frees::Space, || {
             self.queue_first("open", path, Frees::Space)?;
             if flags & libc::O_TRUNC != 0 {
-                // `> file`: the version it cuts is kept.
-                self.ops.keep_version(path, "overwrite", Keep::Copy);
+                // `> file`: the version it cuts is kept — the file itself when no one else
+                // has it open (the mount's core follows it to the empty one).
+                self.ops.keep_version(path, "overwrite", Keep::Swap);
             } else if flags & libc::O_APPEND == 0 {
                 // Written in place (`dd conv=notrunc`, an editor or a database writing into
                 // the file): the writes may bypass the daemon (passthrough), so the version

@@ -116,6 +116,41 @@ pub fn path_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// Take a write lease on the open file `f` (`F_SETLEASE`, `F_WRLCK`): the kernel grants it
+/// only while no other descriptor of the file is open on this host, by any process; it goes
+/// when `f` closes. (`EAGAIN`: someone has the file open; `EACCES`: not the file's owner
+/// without `CAP_LEASE`; `EINVAL`: a filesystem without leases.) While held, another open of
+/// the file waits for it to go.
+pub fn write_lease(f: impl AsFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl(2) on a descriptor `f` keeps open; F_SETLEASE takes an int argument.
+    let r = unsafe { libc::fcntl(f.as_fd().as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Copy every extended attribute of the file `from` onto `to` (ACLs and capabilities too).
+pub fn copy_xattrs(from: impl AsFd, to: impl AsFd) -> io::Result<()> {
+    let len = listxattr(&from, &mut [])?;
+    if len == 0 {
+        return Ok(());
+    }
+    let mut names = vec![0u8; len];
+    let len = listxattr(&from, &mut names)?;
+    names.truncate(len);
+    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        use std::os::unix::ffi::OsStrExt;
+        let name = OsStr::from_bytes(name);
+        let mut value = vec![0u8; getxattr(&from, name, &mut [])?];
+        let n = getxattr(&from, name, &mut value)?;
+        value.truncate(n);
+        setxattr(&to, name, &value, 0)?;
+    }
+    Ok(())
+}
+
 /// Make `to` (created, exclusive) share the blocks of the file `from` (`FICLONE`: XFS,
 /// btrfs); on a filesystem without reflinks the error, and `to` is not left behind.
 pub fn reflink(from: &Path, to: &Path) -> io::Result<()> {

@@ -317,6 +317,156 @@ fn overwrites_are_kept_and_undone() {
     m.check_index_agrees();
 }
 
+/// `> file` over a file nobody has open keeps the file itself: its inode moves into the
+/// history and an empty one with its mode and extended attributes takes its name (nothing
+/// copied), while the mount's inode number stays. With a reader holding it open, the file
+/// is cut in place (a copy is kept) and the reader sees the cut, as POSIX says. Both undo.
+#[test]
+fn an_overwrite_keeps_the_file_itself_unless_someone_has_it_open() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = Mount::new();
+    let r = m.res();
+    let old: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    let f = r.join("big.bin");
+    std::fs::write(&f, &old).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+    xattr_set(&f, "user.tag", b"kept");
+    let (mount_ino, backing_ino) = (
+        std::fs::metadata(&f).unwrap().ino(),
+        std::fs::metadata(m.backing().join("big.bin"))
+            .unwrap()
+            .ino(),
+    );
+    ok(&r, "echo new > big.bin");
+    let md = std::fs::metadata(&f).unwrap();
+    assert_eq!(md.ino(), mount_ino, "the mount's inode number stays");
+    assert_eq!(md.mode() & 0o7777, 0o640, "the mode stays");
+    assert_eq!(xattr_get(&f, "user.tag").as_deref(), Some(&b"kept"[..]));
+    assert_eq!(std::fs::read(&f).unwrap(), b"new\n");
+    assert_ne!(
+        std::fs::metadata(m.backing().join("big.bin"))
+            .unwrap()
+            .ino(),
+        backing_ino,
+        "the old file itself went into the history"
+    );
+    let out = m
+        .cli(&["undo", "viking://resources/big.bin"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["undo"]);
+    assert_eq!(std::fs::read(m.backing().join("big.bin")).unwrap(), old);
+
+    // A reader holds it open: cut in place, and the reader sees the cut.
+    std::fs::write(&f, b"0123456789").unwrap();
+    let reader = std::fs::File::open(&f).unwrap();
+    let backing_ino = std::fs::metadata(m.backing().join("big.bin"))
+        .unwrap()
+        .ino();
+    ok(&r, "echo cut > big.bin");
+    assert_eq!(
+        reader.metadata().unwrap().len(),
+        4,
+        "the reader's file was cut"
+    );
+    let mut seen = Vec::new();
+    std::io::Read::read_to_end(&mut &reader, &mut seen).unwrap();
+    assert_eq!(seen, b"cut\n");
+    assert_eq!(
+        std::fs::metadata(m.backing().join("big.bin"))
+            .unwrap()
+            .ino(),
+        backing_ino,
+        "the file open elsewhere is the one cut"
+    );
+    drop(reader);
+    let out = m
+        .cli(&["undo", "viking://resources/big.bin"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["undo"]);
+    assert_eq!(
+        std::fs::read(m.backing().join("big.bin")).unwrap(),
+        b"0123456789"
+    );
+    let listed = m.cli(&["history", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let overwrites = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["op"] == "overwrite")
+        .count();
+    // `> file` twice, and the write of the second content (an O_TRUNC open too).
+    assert_eq!(overwrites, 3, "{v}");
+    m.check_index_agrees();
+}
+
+/// A crash after `> file` moved the file itself into the history and before its entry
+/// (`history.kept`): the file is empty, as the open asked, and its old content, named by
+/// its path, is adopted by `fsck --repair`; `undo` then gives it back.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_crash_between_an_overwrite_kept_whole_and_its_entry_loses_nothing() {
+    let m = Mount::new();
+    std::fs::write(m.res().join("n.md"), "old content\n").unwrap();
+    m.unmount();
+    m.mount_with_env(&[("VIKINGFS_CRASH_AT", "history.kept")]);
+    let pid = m.pid();
+    let _ = sh(&m.res(), "echo new > n.md");
+    support::wait_gone(pid);
+    assert_eq!(std::fs::read(m.backing().join("n.md")).unwrap(), b"");
+    m.unmount();
+    let out = m
+        .cli(&["fsck", "--repair"])
+        .env("VIKINGFS_HISTORY_IN_FLIGHT_MS", "0")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("history"),
+        "fsck names the content without an entry: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    m.mount();
+    let out = m
+        .cli(&["undo", "--force", "viking://resources/n.md"])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(m.backing().join("n.md")).unwrap(),
+        "old content\n"
+    );
+}
+
+fn xattr_set(p: &Path, name: &str, value: &[u8]) {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())",
+        ])
+        .args([
+            p.as_os_str(),
+            name.as_ref(),
+            std::str::from_utf8(value).unwrap().as_ref(),
+        ])
+        .output()
+        .unwrap();
+    support::assert_ok(&out, &["setxattr"]);
+}
+
+fn xattr_get(p: &Path, name: &str) -> Option<Vec<u8>> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; sys.stdout.buffer.write(os.getxattr(sys.argv[1], sys.argv[2]))",
+        ])
+        .args([p.as_os_str(), name.as_ref()])
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
 /// `undo --since T` rewinds a mixed script of creates, overwrites, truncations and removals
 /// (files and a tree): the starting tree comes back, compared by content hash, with the
 /// index agreeing; what the script made is in the history, not lost.

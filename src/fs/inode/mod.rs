@@ -295,6 +295,47 @@ impl InodeTable {
         inode
     }
 
+    /// Serve inode `ino` from another backing file from now on: `key`, opened as `fd` (an
+    /// open with `O_TRUNC` whose old file moved into the history, an empty one taking its
+    /// name). Its number, lookup count and names stay; its old key leaves the table.
+    pub fn rebind(&self, ino: u64, key: (u64, u64), fd: OwnedFd) {
+        let handle = self.fds.handle_of(&fd);
+        let mut t = self.t.lock();
+        let Some(old) = t.by_ino.get(&ino).map(|e| e.inode.clone()) else {
+            return; // forgotten meanwhile: the next lookup finds the new file
+        };
+        if let Some(other) = t.ino_of(key).filter(|&o| o != ino) {
+            // A stale entry whose number the new file reused.
+            t.detach(other, key);
+        }
+        let (backing, spare) = match handle {
+            Some(h) => {
+                let slot = self.fds.slot(h);
+                let cache = self.fds.clone();
+                (Backing::Cached { slot, cache }, Some(fd))
+            }
+            None => (Backing::Pinned(Arc::new(fd)), None),
+        };
+        let inode = Arc::new(Inode::new(ino, key, backing));
+        *inode.names.lock() = old.names.lock().clone();
+        inode
+            .sidecar
+            .store(old.is_sidecar(), std::sync::atomic::Ordering::Relaxed);
+        if t.by_key.get(&old.key) == Some(&ino) {
+            t.by_key.remove(&old.key);
+        }
+        if key.1 != ino {
+            t.by_key.insert(key, ino);
+        }
+        if let Some(e) = t.by_ino.get_mut(&ino) {
+            e.inode = inode.clone();
+        }
+        drop(t);
+        if let (Some(fd), Backing::Cached { slot, cache }) = (spare, &inode.backing) {
+            cache.offer(slot, fd);
+        }
+    }
+
     /// The kernel dropped `n` references. Returns true when the inode is gone.
     pub fn forget(&self, ino: u64, n: u64) -> bool {
         if ino == ROOT_INO {
