@@ -5,11 +5,15 @@
 # and ext4 (none: the old version is copied, up to history.max_file_bytes — raised here to
 # 256 MiB so that the copy is measured), beside the filesystem itself, plainly and keeping
 # each replaced version as vikingfs does (`cp --reflink=auto`, then the overwrite). Images
-# are 8 GiB (sparse): on a small one the versions kept fill it, and allocation slows.
+# are 8 GiB, preallocated (fallocate): on a small one the versions kept fill it, and
+# allocation slows; on a sparse one every block written where none was before costs the
+# filesystem under the image an allocation too — what a disk does not have, and what
+# keeping versions (new blocks each time, the old ones kept) meets far more than rewriting
+# the same blocks does.
 #
 #   scripts/bench-overwrite.sh [WORKDIR]
 #
-# Prints the median of 5 overwrites per cell, in seconds. Needs root (loop mounts) and
+# Prints the median of ROUNDS (5) overwrites per cell, in seconds. Needs root (loop mounts) and
 # mkfs.xfs / mkfs.btrfs (Debian's xfsprogs, btrfs-progs); a filesystem whose mkfs is
 # missing is skipped.
 set -euo pipefail
@@ -18,7 +22,7 @@ WORK=${1:-$(mktemp -d /var/tmp/vikingfs-overwrite.XXXXXX)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${VIKINGFS_BIN:-$ROOT/target/release/vikingfs}
 [ -x "$BIN" ] || (cd "$ROOT" && cargo build --release --bin vikingfs >&2)
-ROUNDS=5
+ROUNDS=${ROUNDS:-5}
 
 cleanup() {
     for m in "$WORK"/*/mnt-*; do
@@ -44,12 +48,12 @@ median() { sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
 overwrite() { cat "$1" >"$2" && sync "$2"; }
 
 head -c $((100 << 20)) /dev/urandom >"$WORK/new"
-printf '%-7s %10s %14s %12s %12s\n' fs native "native+reflink" "history off" "history on"
+printf '%-7s %10s %14s %13s %12s %12s\n' fs native "native+reflink" "native+moved" "history off" "history on"
 for fs in xfs btrfs ext4; do
     command -v "mkfs.$fs" >/dev/null || { echo "$fs: no mkfs.$fs, skipped"; continue; }
     d="$WORK/$fs"
     mkdir -p "$d/disk"
-    truncate -s 8G "$d/img"
+    fallocate -l 8G "$d/img" 2>/dev/null || truncate -s 8G "$d/img"
     case $fs in
     ext4) mkfs.ext4 -q -F "$d/img" ;;
     *) "mkfs.$fs" -q -f "$d/img" >/dev/null ;;
@@ -64,6 +68,11 @@ for fs in xfs btrfs ext4; do
     keep() { cp --reflink=auto "$2" "$2.kept.$RANDOM$RANDOM" && overwrite "$1" "$2"; }
     row+=("$(for _ in $(seq $ROUNDS); do secs keep "$WORK/new" "$d/disk/native"; done | median)")
     rm -f "$d/disk/native".kept.*
+    # ...and keeping each replaced file itself (moved aside, then a new file written), as
+    # vikingfs does when nobody has the file open: new blocks each time, the old kept.
+    aside() { mv "$2" "$2.kept.$RANDOM$RANDOM" && overwrite "$1" "$2"; }
+    row+=("$(for _ in $(seq $ROUNDS); do secs aside "$WORK/new" "$d/disk/native"; done | median)")
+    rm -f "$d/disk/native".kept.*
     for h in false true; do
         home="$d/home-$h"
         mkdir -p "$home/.vikingfs" "$d/mnt-$h"
@@ -75,6 +84,6 @@ for fs in xfs btrfs ext4; do
         row+=("$(for _ in $(seq $ROUNDS); do secs overwrite "$WORK/new" "$f"; done | median)")
         HOME="$home" timeout 120 "$BIN" umount "$d/mnt-$h"
     done
-    printf '%-7s %10s %14s %12s %12s\n' "$fs" "${row[@]}"
+    printf '%-7s %10s %14s %13s %12s %12s\n' "$fs" "${row[@]}"
     umount "$d/disk"
 done
