@@ -1140,7 +1140,7 @@ fn tree_abstract(e: &Value) -> String {
     {
         return String::new();
     }
-    a.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::index::text::one_line(a, usize::MAX)
 }
 
 impl Tools {

@@ -524,6 +524,15 @@ fn a_version_1_store_on_the_server_is_upgraded_in_place() {
         .unwrap()
         .get(0);
     assert_eq!(parts, 3);
+    // The parts have the records' vector size and the graph index the records had.
+    let graphs: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'vi_parts_hnsw'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(graphs, 1);
     let top = &ix.search(&axis(1), 1, None).unwrap()[0];
     assert_eq!(top.uri.as_str(), "resources/f1.md");
     assert!(top.score > 0.99, "{}", top.score);

@@ -81,6 +81,18 @@ CREATE TABLE vi_parts (
 );
 INSERT INTO vi_parts SELECT id, 0, 0, 0, vec FROM vi_records WHERE vec IS NOT NULL;
 DROP INDEX IF EXISTS vi_records_hnsw;
+DO $$
+DECLARE t text;
+BEGIN
+    -- A store whose model was claimed has vectors of one size: the parts take that type
+    -- and get the graph index the records had (else a graph search scans them all).
+    SELECT format_type(atttypid, atttypmod) INTO t FROM pg_attribute
+     WHERE attrelid = 'vi_records'::regclass AND attname = 'vec';
+    IF t IS NOT NULL AND t <> 'vector' THEN
+        EXECUTE format('ALTER TABLE vi_parts ALTER COLUMN vec TYPE %s', t);
+        CREATE INDEX vi_parts_hnsw ON vi_parts USING hnsw (vec vector_ip_ops);
+    END IF;
+END $$;
 "#;
 
 /// Keeps two hosts from re-initialising the index at once.

@@ -284,7 +284,7 @@ fn summary_section(content: &str) -> Option<String> {
     if first.len() >= 8 && first[..8].eq_ignore_ascii_case("summary:") {
         let rest = &first[8..];
         let end = rest.find("ChatLog:").unwrap_or(rest.len());
-        let s = rest[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        let s = crate::index::text::one_line(&rest[..end], usize::MAX);
         return (!s.is_empty()).then_some(s);
     }
     None
