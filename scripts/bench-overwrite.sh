@@ -5,11 +5,11 @@
 # and ext4 (none: the old version is copied, up to history.max_file_bytes — raised here to
 # 256 MiB so that the copy is measured), beside the filesystem itself, plainly and keeping
 # each replaced version as vikingfs does (`cp --reflink=auto`, then the overwrite). Images
-# are 8 GiB, preallocated (fallocate): on a small one the versions kept fill it, and
-# allocation slows; on a sparse one every block written where none was before costs the
-# filesystem under the image an allocation too — what a disk does not have, and what
-# keeping versions (new blocks each time, the old ones kept) meets far more than rewriting
-# the same blocks does.
+# are 4 GiB (IMAGE_GIB), written through with zeros before mkfs: on a sparse or merely
+# preallocated image every block written where none was before costs the filesystem under
+# the image an allocation (or an unwritten-extent conversion) too — what a disk does not
+# have, and what keeping versions (new blocks each time, the old ones kept) meets far more
+# than rewriting the same blocks does.
 #
 #   scripts/bench-overwrite.sh [WORKDIR]
 #
@@ -53,7 +53,7 @@ for fs in xfs btrfs ext4; do
     command -v "mkfs.$fs" >/dev/null || { echo "$fs: no mkfs.$fs, skipped"; continue; }
     d="$WORK/$fs"
     mkdir -p "$d/disk"
-    fallocate -l 8G "$d/img" 2>/dev/null || truncate -s 8G "$d/img"
+    dd if=/dev/zero of="$d/img" bs=16M count=$((${IMAGE_GIB:-4} * 64)) conv=fsync status=none
     case $fs in
     ext4) mkfs.ext4 -q -F "$d/img" ;;
     *) "mkfs.$fs" -q -f "$d/img" >/dev/null ;;

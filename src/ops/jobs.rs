@@ -385,6 +385,38 @@ impl Ops {
         Ok(())
     }
 
+    /// [`Ops::put_record`] for many files' content records at once: one index commit, one
+    /// queue commit for their vectors. Each is (file, text, version, partial).
+    pub(crate) fn put_records(
+        &self,
+        files: Vec<(VPath, String, String, bool)>,
+    ) -> Result<(), OpsError> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let recs: Vec<Record> = files
+            .into_iter()
+            .map(|(uri, text, version, partial)| Record {
+                uri,
+                level: Level::Content,
+                snippet: snippet(&text),
+                text,
+                vector: None,
+                source_version: version,
+                partial,
+            })
+            .collect();
+        self.index.upsert_many(&recs)?;
+        if self.embedder.is_some() {
+            let jobs: Vec<_> = recs
+                .iter()
+                .map(|r| dense_job(&r.uri, Level::Content))
+                .collect();
+            self.queue.submit(&jobs)?;
+        }
+        Ok(())
+    }
+
     /// Queue the vector of a record a job found already current, if it has none. The record
     /// and its `dense` job are two stores' commits: a run that died between them (the process
     /// killed from any other thread) left a record no job will embed, and this re-run is the

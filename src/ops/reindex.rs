@@ -26,6 +26,9 @@ pub struct ReindexReport {
     pub queued: u64,
 }
 
+/// Files read, then written in one index commit under their locks ([`Ops::index_batch`]).
+const BATCH: usize = 256;
+
 impl Ops {
     /// Rebuild the records at or below `under` from the files (see the module doc);
     /// `progress` hears (done, total) files.
@@ -53,12 +56,12 @@ impl Ops {
         let mut rep = ReindexReport::default();
         let total = files.len() as u64;
         let mut later: Vec<NewJob> = Vec::new();
-        for (i, f) in files.iter().enumerate() {
-            if !self.index_now(f)? {
-                later.push(embed_job(f, None));
+        for chunk in files.chunks(BATCH) {
+            later.extend(self.index_batch(chunk)?.iter().map(|f| embed_job(f, None)));
+            for _ in chunk {
+                rep.files += 1;
+                progress(rep.files, total);
             }
-            rep.files += 1;
-            progress(i as u64 + 1, total);
         }
         // Records whose source is gone (by version, so one rebuilt meanwhile survives).
         let live: HashSet<(&VPath, Level)> = files
@@ -87,6 +90,75 @@ impl Ops {
         }
         rep.queued = later.len() as u64 + self.backfill_vectors()? as u64;
         Ok(rep)
+    }
+
+    /// Write the records of `files` from what they hold now, [`BATCH`] at a time: each read
+    /// outside any lock, then all written in one commit under their job locks (EXACT each,
+    /// or a lifecycle covering them) if each still has the version read; a file that changed
+    /// meanwhile, or whose lock is busy, or that is not a text file, goes one by one
+    /// ([`Self::index_now`]). Returns the files left to the queue.
+    pub(crate) fn index_batch(&self, files: &[VPath]) -> Result<Vec<VPath>> {
+        let mut read = Vec::new();
+        let mut one_by_one = Vec::new();
+        for p in files {
+            match self.read_text(p, self.derive.max_file_bytes)? {
+                Some((text, v, partial)) => {
+                    if self.index.version_of(p, Level::Content)?.as_deref() != Some(v.as_str()) {
+                        read.push((p.clone(), text, v, partial));
+                    }
+                }
+                None => one_by_one.push(p.clone()),
+            }
+        }
+        if !read.is_empty() {
+            let paths: Vec<VPath> = read.iter().map(|r| r.0.clone()).collect();
+            match self.job_lock(&paths, None) {
+                Ok(JobLock::Held(_g)) => {
+                    let mut current = Vec::new();
+                    for (p, text, v, partial) in read {
+                        match self.lstat(&p)? {
+                            Some(m) if stat_version(&m) == v => current.push((p, text, v, partial)),
+                            None => {}
+                            Some(_) => one_by_one.push(p),
+                        }
+                    }
+                    self.put_records(current)?;
+                }
+                // Gone (a directory removed meanwhile) or busy: each on its own.
+                _ => one_by_one.extend(paths),
+            }
+        }
+        let mut later = Vec::new();
+        for p in one_by_one {
+            if !self.index_now(&p)? {
+                later.push(p);
+            }
+        }
+        Ok(later)
+    }
+
+    /// The restored files of an undo (`uris`: what its report names), indexed now in
+    /// batches, so that `find` answers for them when the undo returns; their queued jobs
+    /// then find the records current. What cannot be indexed now stays with the queue.
+    pub(crate) fn index_restored(&self, uris: &[String]) -> Result<()> {
+        let mut files = Vec::new();
+        for u in uris {
+            let Ok(p) = VPath::parse_uri(u, "default") else {
+                continue;
+            };
+            if self.derive.may_derive(&p) && self.lstat(&p)?.is_some_and(|m| m.is_file()) {
+                files.push(p);
+            }
+        }
+        for chunk in files.chunks(BATCH) {
+            let later: Vec<_> = self
+                .index_batch(chunk)?
+                .iter()
+                .map(|f| embed_job(f, None))
+                .collect();
+            self.queue.submit(&later)?;
+        }
+        Ok(())
     }
 
     /// Write the record of file `p` from what it holds now, under its lock. Returns false
@@ -122,5 +194,40 @@ impl Ops {
             }
         }
         Ok(false)
+    }
+}
+
+impl Ops {
+    /// [`Locked::undo`](super::Locked::undo), with the restored files indexed before it returns
+    /// ([`Ops::index_restored`]): `find` answers for them at once, and the jobs the
+    /// undo queued find their records current (summaries and vectors follow from them).
+    pub fn undo(
+        &self,
+        p: &VPath,
+        at_ms: Option<i64>,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<super::UndoReport> {
+        let r = self.locked().undo(p, at_ms, dry_run, force)?;
+        self.index_undone(&r, dry_run);
+        Ok(r)
+    }
+
+    /// [`Locked::rewind`](super::Locked::rewind), with the restored files indexed before it returns.
+    pub fn rewind(&self, p: &VPath, since_ms: i64, dry_run: bool) -> Result<super::UndoReport> {
+        let r = self.locked().rewind(p, since_ms, dry_run)?;
+        self.index_undone(&r, dry_run);
+        Ok(r)
+    }
+
+    fn index_undone(&self, r: &super::UndoReport, dry_run: bool) {
+        if dry_run || r.restored.is_empty() {
+            return;
+        }
+        let uris: Vec<String> = r.restored.iter().map(|(u, _)| u.clone()).collect();
+        if let Err(e) = self.index_restored(&uris) {
+            // The undo is done; its queued jobs index what this did not.
+            tracing::warn!(error = %crate::error::Chain(&e), "indexing restored files");
+        }
     }
 }
