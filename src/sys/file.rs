@@ -120,9 +120,19 @@ pub fn path_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
 /// only while no other descriptor of the file is open on this host, by any process; it goes
 /// when `f` closes. (`EAGAIN`: someone has the file open; `EACCES`: not the file's owner
 /// without `CAP_LEASE`; `EINVAL`: a filesystem without leases.) While held, another open of
-/// the file waits for it to go.
+/// the file waits for it to go (at most `/proc/sys/fs/lease-break-time`).
+///
+/// An open that breaks the lease signals its holder with SIGIO, whose default action ends
+/// the process: the first lease sets SIGIO to be ignored (nothing here uses it), so the
+/// breaker just waits for the holder to close `f`.
 pub fn write_lease(f: impl AsFd) -> io::Result<()> {
     use std::os::fd::AsRawFd;
+    static SIGIO_IGNORED: std::sync::Once = std::sync::Once::new();
+    SIGIO_IGNORED.call_once(|| {
+        use nix::sys::signal::{signal, SigHandler, Signal};
+        // SAFETY: installs SIG_IGN, no handler code; SIGIO is used nowhere else.
+        let _ = unsafe { signal(Signal::SIGIO, SigHandler::SigIgn) };
+    });
     // SAFETY: fcntl(2) on a descriptor `f` keeps open; F_SETLEASE takes an int argument.
     let r = unsafe { libc::fcntl(f.as_fd().as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
     if r < 0 {
@@ -164,4 +174,33 @@ pub fn reflink(from: &Path, to: &Path) -> io::Result<()> {
         let _ = std::fs::remove_file(to);
         io::Error::from(e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    /// Another process's open of a leased file breaks the lease: the holder is signalled
+    /// (SIGIO) and must live on, and the opener gets the file once the holder closes it.
+    #[test]
+    fn a_broken_write_lease_does_not_end_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"x").unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        super::write_lease(&f).unwrap();
+        let mut opener = std::process::Command::new("cat").arg(&p).spawn().unwrap();
+        // The break has begun (and SIGIO been sent) once the lease reads as going away.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        // SAFETY: fcntl(2) F_GETLEASE on a descriptor `f` keeps open.
+        while unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLEASE) } == libc::F_WRLCK {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lease was never broken"
+            );
+            std::thread::yield_now();
+        }
+        drop(f);
+        assert!(opener.wait().unwrap().success());
+    }
 }
