@@ -228,6 +228,25 @@ impl Ops {
     }
 }
 
+/// The record of `uri` at `level` from `text` as read at `version`, without its vector.
+pub(crate) fn new_record(
+    uri: VPath,
+    level: Level,
+    text: String,
+    version: String,
+    partial: bool,
+) -> Record {
+    Record {
+        uri,
+        level,
+        snippet: snippet(&text),
+        text,
+        vector: None,
+        source_version: version,
+        partial,
+    }
+}
+
 fn snippet(text: &str) -> String {
     let head: String = text.chars().take(SNIPPET_CHARS * 4).collect();
     crate::content::quotable(&head)
@@ -369,49 +388,25 @@ impl Ops {
         version: String,
         partial: bool,
     ) -> Result<(), OpsError> {
-        self.index.upsert(&Record {
-            uri: uri.clone(),
+        self.put_records(vec![new_record(
+            uri.clone(),
             level,
-            text: text.to_string(),
-            vector: None,
-            snippet: snippet(text),
-            source_version: version,
+            text.to_string(),
+            version,
             partial,
-        })?;
-        if self.embedder.is_some() {
-            crate::crash_point!("job.dense.record_written");
-            self.queue.submit(&[dense_job(uri, level)])?;
-        }
-        Ok(())
+        )])
     }
 
-    /// [`Ops::put_record`] for many files' content records at once: one index commit, one
-    /// queue commit for their vectors. Each is (file, text, version, partial).
-    pub(crate) fn put_records(
-        &self,
-        files: Vec<(VPath, String, String, bool)>,
-    ) -> Result<(), OpsError> {
-        if files.is_empty() {
+    /// [`Ops::put_record`] for many records at once ([`new_record`]): one index commit, one
+    /// queue commit for their vectors.
+    pub(crate) fn put_records(&self, recs: Vec<Record>) -> Result<(), OpsError> {
+        if recs.is_empty() {
             return Ok(());
         }
-        let recs: Vec<Record> = files
-            .into_iter()
-            .map(|(uri, text, version, partial)| Record {
-                uri,
-                level: Level::Content,
-                snippet: snippet(&text),
-                text,
-                vector: None,
-                source_version: version,
-                partial,
-            })
-            .collect();
         self.index.upsert_many(&recs)?;
         if self.embedder.is_some() {
-            let jobs: Vec<_> = recs
-                .iter()
-                .map(|r| dense_job(&r.uri, Level::Content))
-                .collect();
+            crate::crash_point!("job.dense.record_written");
+            let jobs: Vec<_> = recs.iter().map(|r| dense_job(&r.uri, r.level)).collect();
             self.queue.submit(&jobs)?;
         }
         Ok(())

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use super::jobs::{embed_job, semantic_job, JobLock, NewJob};
+use super::jobs::{embed_job, new_record, semantic_job, JobLock, NewJob};
 use super::{stat_version, Ops, Result};
 use crate::index::Level;
 use crate::uri::VPath;
@@ -117,7 +117,9 @@ impl Ops {
                     let mut current = Vec::new();
                     for (p, text, v, partial) in read {
                         match self.lstat(&p)? {
-                            Some(m) if stat_version(&m) == v => current.push((p, text, v, partial)),
+                            Some(m) if stat_version(&m) == v => {
+                                current.push(new_record(p, Level::Content, text, v, partial))
+                            }
                             None => {}
                             Some(_) => one_by_one.push(p),
                         }
@@ -137,12 +139,13 @@ impl Ops {
         Ok(later)
     }
 
-    /// The restored files of an undo (`uris`: what its report names), indexed now in
-    /// batches, so that `find` answers for them when the undo returns; their queued jobs
-    /// then find the records current. What cannot be indexed now stays with the queue.
-    pub(crate) fn index_restored(&self, uris: &[String]) -> Result<()> {
+    /// The restored files of an undo (`restored`: what its report names, with the entries
+    /// they came from), indexed now in batches, so that `find` answers for them when the
+    /// undo returns; their queued jobs then find the records current. What cannot be indexed
+    /// now stays with the queue.
+    pub(crate) fn index_restored(&self, restored: &[(String, i64)]) -> Result<()> {
         let mut files = Vec::new();
-        for u in uris {
+        for (u, _) in restored {
             let Ok(p) = VPath::parse_uri(u, "default") else {
                 continue;
             };
@@ -224,8 +227,7 @@ impl Ops {
         if dry_run || r.restored.is_empty() {
             return;
         }
-        let uris: Vec<String> = r.restored.iter().map(|(u, _)| u.clone()).collect();
-        if let Err(e) = self.index_restored(&uris) {
+        if let Err(e) = self.index_restored(&r.restored) {
             // The undo is done; its queued jobs index what this did not.
             tracing::warn!(error = %crate::error::Chain(&e), "indexing restored files");
         }

@@ -52,8 +52,8 @@ pub(crate) struct Removed {
 #[derive(Default)]
 pub(crate) struct Settling {
     shared: Arc<Shared>,
-    /// Started at the first removal handed over.
-    worker: OnceLock<()>,
+    /// Started at the first removal handed over; whether it runs.
+    worker: OnceLock<bool>,
 }
 
 #[derive(Default)]
@@ -99,24 +99,24 @@ impl Locked {
     pub(crate) fn settle(&self, r: Removed) -> Result<usize> {
         let s = &self.settling;
         s.shared.waiting.lock().push(r);
-        if crate::tail::in_scope() {
-            s.worker.get_or_init(|| self.start_settler());
+        if crate::tail::in_scope() && *s.worker.get_or_init(|| self.start_settler()) {
             s.shared.signal();
             return Ok(0);
         }
         self.settle_waiting()
     }
 
-    fn start_settler(&self) {
+    /// Whether the settler thread started; without it each removal settles on its own
+    /// thread, as without a reply scope (logged once).
+    fn start_settler(&self) -> bool {
         let (shared, me) = (self.settling.shared.clone(), self.me());
         let spawned = std::thread::Builder::new()
             .name("settle".into())
             .spawn(move || settler(shared, me));
-        if let Err(e) = spawned {
-            // Each later removal through the mount then settles when the next one without
-            // a scope, or the drain, runs; logged once.
+        if let Err(e) = &spawned {
             tracing::error!("starting the removals' settler thread: {e}");
         }
+        spawned.is_ok()
     }
 
     /// Settle every removal waiting on this thread, unless a batch is running on another

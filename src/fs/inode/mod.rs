@@ -267,14 +267,7 @@ impl InodeTable {
             t.next += 1;
             t.next
         };
-        let (backing, spare) = match handle {
-            Some(h) => {
-                let slot = self.fds.slot(h);
-                let cache = self.fds.clone();
-                (Backing::Cached { slot, cache }, Some(fd))
-            }
-            None => (Backing::Pinned(Arc::new(fd)), None),
-        };
+        let (backing, spare) = self.backing(handle, fd);
         let inode = Arc::new(Inode::new(ino, key, backing));
         if ino != key.1 {
             t.by_key.insert(key, ino);
@@ -288,11 +281,30 @@ impl InodeTable {
             },
         );
         drop(t);
-        // Into the cache out of the table's lock: it may close other inodes' descriptors.
+        Self::offer(&inode, spare);
+        inode
+    }
+
+    /// How a new inode reaches its backing file `fd`: by its export `handle` through the
+    /// cache (then `fd` is returned, to be offered to the cache out of the table's lock), or
+    /// pinned.
+    fn backing(&self, handle: Option<ExportHandle>, fd: OwnedFd) -> (Backing, Option<OwnedFd>) {
+        match handle {
+            Some(h) => {
+                let slot = self.fds.slot(h);
+                let cache = self.fds.clone();
+                (Backing::Cached { slot, cache }, Some(fd))
+            }
+            None => (Backing::Pinned(Arc::new(fd)), None),
+        }
+    }
+
+    /// Give a new inode's descriptor to the cache: out of the table's lock, since it may
+    /// close other inodes' descriptors.
+    fn offer(inode: &Inode, spare: Option<OwnedFd>) {
         if let (Some(fd), Backing::Cached { slot, cache }) = (spare, &inode.backing) {
             cache.offer(slot, fd);
         }
-        inode
     }
 
     /// Serve inode `ino` from another backing file from now on: `key`, opened as `fd` (an
@@ -308,14 +320,7 @@ impl InodeTable {
             // A stale entry whose number the new file reused.
             t.detach(other, key);
         }
-        let (backing, spare) = match handle {
-            Some(h) => {
-                let slot = self.fds.slot(h);
-                let cache = self.fds.clone();
-                (Backing::Cached { slot, cache }, Some(fd))
-            }
-            None => (Backing::Pinned(Arc::new(fd)), None),
-        };
+        let (backing, spare) = self.backing(handle, fd);
         let inode = Arc::new(Inode::new(ino, key, backing));
         *inode.names.lock() = old.names.lock().clone();
         inode
@@ -331,9 +336,7 @@ impl InodeTable {
             e.inode = inode.clone();
         }
         drop(t);
-        if let (Some(fd), Backing::Cached { slot, cache }) = (spare, &inode.backing) {
-            cache.offer(slot, fd);
-        }
+        Self::offer(&inode, spare);
     }
 
     /// The kernel dropped `n` references. Returns true when the inode is gone.
