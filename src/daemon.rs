@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::process::{host_id, process_start, running_process_start};
+use crate::process::{host_id, process_start, running_process_start, seen, Seen};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -139,11 +139,16 @@ pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
             out.push(rec);
             continue;
         }
-        // A killed daemon waiting to be reaped (a zombie) serves nothing any more.
-        if running_process_start(rec.pid) == Some(rec.start) {
-            out.push(rec);
-        } else {
-            let _ = std::fs::remove_file(&path);
+        // A killed daemon waiting to be reaped (a zombie) serves nothing any more; one that
+        // /proc does not show us (hidepid, a failed read) is not taken for dead.
+        match seen(rec.pid) {
+            Seen::Running(start) if start != rec.start => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Seen::Running(_) | Seen::Unknown => out.push(rec),
+            Seen::Gone => {
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
     out.sort_by_key(|r| r.pid);

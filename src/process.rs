@@ -24,30 +24,68 @@ pub fn host_id() -> &'static str {
     })
 }
 
-/// The state letter and start time (clock ticks since boot; field 22) of process `pid`, from
-/// `/proc/PID/stat`.
-fn state_and_start(pid: u32) -> Option<(String, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// What `/proc` says of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// It runs, started at this time (clock ticks since boot; field 22 of `/proc/PID/stat`).
+    Running(u64),
+    /// No such process, or one that has exited and waits to be reaped (a zombie, state `Z`,
+    /// or `X` while being reaped): a daemon killed with SIGKILL stays a zombie until reaped,
+    /// and its locks must be free at once.
+    Gone,
+    /// `/proc` would not say (hidden by `hidepid`, unreadable, not mounted): nothing may be
+    /// taken from such a process on the strength of this answer.
+    Unknown,
+}
+
+/// The state letter and start time of process `pid`, from `/proc/PID/stat`; `None` when
+/// there is no such process.
+fn state_and_start(pid: u32) -> std::io::Result<Option<(String, u64)>> {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        // ESRCH: the process went between the open and the read.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected /proc/PID/stat");
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.to_string();
+    let mut fields = stat[stat.rfind(')').ok_or_else(bad)? + 1..].split_whitespace();
+    let state = fields.next().ok_or_else(bad)?.to_string();
     // Field 22 overall: the 19th after the state.
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    let start = fields
+        .nth(18)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(bad)?;
+    Ok(Some((state, start)))
 }
 
-/// Start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`).
+/// Whether process `pid` runs, and since when.
+pub fn seen(pid: u32) -> Seen {
+    match state_and_start(pid) {
+        Ok(Some((state, _))) if matches!(state.as_str(), "Z" | "X" | "x") => Seen::Gone,
+        Ok(Some((_, start))) => Seen::Running(start),
+        Ok(None) => Seen::Gone,
+        Err(_) => Seen::Unknown,
+    }
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`), zombies
+/// included.
 pub fn process_start(pid: u32) -> Option<u64> {
-    state_and_start(pid).map(|(_, start)| start)
+    state_and_start(pid).ok().flatten().map(|(_, start)| start)
 }
 
-/// [`process_start`] of a process that still runs: `None` also for one that has exited and
-/// waits for its parent to reap it (a zombie, state `Z`, or `X` while being reaped). A
-/// daemon killed with SIGKILL stays a zombie until reaped, and its locks must be free at once.
+/// [`process_start`] of a process that still runs ([`Seen::Running`]).
 pub fn running_process_start(pid: u32) -> Option<u64> {
-    state_and_start(pid)
-        .filter(|(state, _)| !matches!(state.as_str(), "Z" | "X" | "x"))
-        .map(|(_, start)| start)
+    match seen(pid) {
+        Seen::Running(start) => Some(start),
+        Seen::Gone | Seen::Unknown => None,
+    }
 }
 
 #[cfg(test)]
@@ -63,6 +101,8 @@ mod tests {
         let pid = child.id();
         child.wait().unwrap();
         assert_eq!(running_process_start(pid), None);
+        assert_eq!(seen(pid), Seen::Gone);
+        assert_eq!(seen(me), Seen::Running(process_start(me).unwrap()));
         assert_eq!(host_id().len(), 12);
     }
 }

@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::process::{host_id, process_start, running_process_start};
+use crate::process::{host_id, process_start, seen, Seen};
 
 use super::LockKind;
 
@@ -178,12 +178,14 @@ pub fn liveness(owner: &str) -> Liveness {
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return Liveness::Unknown;
     };
-    match running_process_start(pid) {
-        None => Liveness::Dead(format!("owner process {pid} is gone")),
-        Some(s) if s != start => Liveness::Dead(format!(
+    match seen(pid) {
+        Seen::Gone => Liveness::Dead(format!("owner process {pid} is gone")),
+        Seen::Running(s) if s != start => Liveness::Dead(format!(
             "owner process {pid} is gone (pid reused by a process started later)"
         )),
-        Some(_) => Liveness::Alive,
+        Seen::Running(_) => Liveness::Alive,
+        // /proc would not say: a lock is never broken on a guess.
+        Seen::Unknown => Liveness::Unknown,
     }
 }
 
@@ -212,7 +214,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while running_process_start(pid).is_some() {
+        while crate::process::running_process_start(pid).is_some() {
             assert!(std::time::Instant::now() < deadline, "child never exited");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

@@ -37,13 +37,19 @@ struct Host {
 /// connections open (their daemons never see an unmount) until this host is gone, so they go.
 /// First every shared mount but the host's own directory turns private in this namespace, so
 /// that those unmounts do not propagate back (into another host's shared directory); what the
-/// host mounts under its own directory still shows in the test's namespace.
+/// host mounts under its own directory still shows in the test's namespace. An unmount
+/// propagates along its parent mount's peers, and another test's host directory can turn up
+/// here (propagated from the test's namespace) after that pass: its parent is made private
+/// just before each unmount, or the unmount would take that host's mount away everywhere.
 const OWN_MOUNTS_ONLY: &str = r#"
 findmnt -rn -o TARGET,PROPAGATION | while read -r t p; do
   case "$p" in shared*) [ "$t" = "$VFS_HOST_ROOT" ] || mount --make-private "$t" ;; esac
 done
 findmnt -rn -t fuse,fuse.vikingfs -o TARGET | while read -r m; do
-  case "$m" in "$VFS_HOST_ROOT"/*) ;; *) umount -l "$m" ;; esac
+  case "$m" in "$VFS_HOST_ROOT"/*) continue ;; esac
+  p=$(findmnt -rn -o TARGET -T "${m%/*}/") || continue
+  [ "$p" = "$VFS_HOST_ROOT" ] || mount --make-private "$p"
+  umount -l "$m"
 done
 exec "$0" "$@"
 "#;
@@ -886,8 +892,20 @@ fn two_hosts_whose_daemons_have_the_same_pid_keep_their_own_records() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["daemons"].as_array().unwrap().clone()
     };
+    let logs = |c: &Cluster| -> String {
+        c.hosts
+            .iter()
+            .map(|h| std::fs::read_to_string(h.root.join("daemon.log")).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
     let listed = daemons(c.b());
-    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(
+        listed.len(),
+        2,
+        "{listed:?}; the daemons' logs: {}",
+        logs(&c)
+    );
     assert!(listed.iter().all(|d| d["pid"] == 1), "{listed:?}");
     assert_ne!(listed[0]["host"], listed[1]["host"], "{listed:?}");
     // A stops: its record goes, B's stays.
