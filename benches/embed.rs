@@ -5,7 +5,10 @@
 //!   `RAYON_NUM_THREADS`), the ceiling any encoder built on it can approach;
 //! - `old`: the candle encoder of commit 1b609a3 (copied below, with its padded batches of 8
 //!   sorted by length), run through the same tokenizer;
-//! - `new`: `vikingfs::embed::BertEmbedder`.
+//! - `new`: `vikingfs::embed::BertEmbedder` in f32;
+//! - `int8`: the same with its linear layers in 8-bit integers (`Precision::Int8`), on a CPU
+//!   with AVX-512 VNNI; its line also gives the cosine of its vectors to f32's (lowest and
+//!   mean), what the quantisation costs before any search measures it.
 //!
 //! Texts are real prose and code nobody here wrote: windows cut from
 //! /usr/share/common-licenses/* and the Python standard library's .py files. `full` holds
@@ -27,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tokenizers::{Tokenizer, TruncationParams};
+use vikingfs::config::Precision;
 use vikingfs::embed::{BertEmbedder, Embedder};
 
 struct Args {
@@ -248,6 +252,9 @@ fn main() {
     let dir = model_dir();
     let new = BertEmbedder::load(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let max_tokens = new.max_tokens();
+    let int8 = BertEmbedder::load_with(&dir, Precision::Int8)
+        .map_err(|e| println!("int8: {e}"))
+        .ok();
     let tok = tokenizer(&dir, max_tokens);
     let old = a
         .old
@@ -268,6 +275,10 @@ fn main() {
     let old_embed = |t: &[&str]| old.as_ref().unwrap().embed(t);
     // Warm-up: the allocator's arenas, rayon's threads, the caches.
     new_embed(&[full[0].as_str()]);
+    let int8_embed = |t: &[&str]| int8.as_ref().unwrap().embed(t).unwrap();
+    if int8.is_some() {
+        int8_embed(&[full[0].as_str()]);
+    }
     if a.old {
         old_embed(&[full[0].as_str()]);
     }
@@ -293,11 +304,18 @@ fn main() {
         let work = flops(&tokens);
         let (mut t_old, mut t_new) = (Vec::new(), Vec::new());
         let (mut c_old, mut c_new) = (Vec::new(), Vec::new());
+        let (mut t_q, mut c_q, mut cosines) = (Vec::new(), Vec::new(), Vec::new());
         let mut diff = 0.0f32;
         for _ in 0..a.repeats {
             let (s, c, vn) = run(&new_embed, texts, a.per_call);
             t_new.push(s);
             c_new.push(c);
+            if int8.is_some() {
+                let (s, c, vq) = run(&int8_embed, texts, a.per_call);
+                t_q.push(s);
+                c_q.push(c);
+                cosines = vn.iter().zip(&vq).map(|(x, y)| cosine(x, y)).collect();
+            }
             if a.old {
                 let (s, c, vo) = run(&old_embed, texts, a.per_call);
                 t_old.push(s);
@@ -333,7 +351,28 @@ fn main() {
         } else {
             row("new", s_new, c_new);
         }
+        if int8.is_some() {
+            let (s_q, c_q) = (median(t_q), median(c_q));
+            row("int8", s_q, c_q);
+            let lowest = cosines.iter().copied().fold(1.0f64, f64::min);
+            let mean = cosines.iter().sum::<f64>() / cosines.len().max(1) as f64;
+            println!(
+                "{name:<6} int8/new {:.2}x windows/s, {:.2}x CPU time; cosine to f32's vectors: lowest {lowest:.4}, mean {mean:.5}",
+                s_new / s_q,
+                c_new / c_q
+            );
+        }
     }
+}
+
+fn cosine(x: &[f32], y: &[f32]) -> f64 {
+    let dot: f64 = x
+        .iter()
+        .zip(y)
+        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+        .sum();
+    let n = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+    dot / (n(x) * n(y))
 }
 
 /// The encoder as it was at commit 1b609a3 (src/embed/encoder.rs, verbatim but for

@@ -17,6 +17,10 @@
 #              "no model" on a workspace without a config, the others with the local MiniLM
 #              model ($VIKINGFS_MODEL) configured; skipped ("new build: not available") while
 #              the binary has no --queries.
+#   ... (f32)  the same new-build systems with the model's linear layers in f32
+#              (vikingfs.index.model_precision = "f32"; the default "auto" runs them in 8-bit
+#              integers on a CPU with AVX-512 VNNI): what the int8 encoder costs in quality
+#              and saves in indexing time, in one run; --no-f32 skips them.
 #   ... (postgres) the same new-build systems with storage.backend = "postgres" (index on a
 #              PostgreSQL server this script starts: scripts/pg-server.sh), when
 #              scripts/fetch-postgres.sh fetched it; --no-postgres skips them. Their recall
@@ -31,7 +35,7 @@
 # BM25 and the metrics live in scripts/search_eval.py (`search_eval.py selftest` checks them).
 #
 # Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|code|all] [--base REV]
-#                                [--no-base] [--no-old] [--no-new] [--no-postgres]
+#                                [--no-base] [--no-old] [--no-new] [--no-postgres] [--no-f32]
 #   --quick   300 queries per corpus instead of 1200 (the same documents; a prefix of the
 #             full run's query sample)
 #   --base REV  the base build's commit (default 1b609a3); --no-base skips the base build
@@ -54,7 +58,8 @@ RUN_BASE=1
 RUN_OLD=1
 RUN_NEW=1
 RUN_PG=1
-USAGE="usage: $0 [--quick] [--corpus pydoc|man|code|all] [--base REV] [--no-base] [--no-old] [--no-new] [--no-postgres]"
+RUN_F32=1
+USAGE="usage: $0 [--quick] [--corpus pydoc|man|code|all] [--base REV] [--no-base] [--no-old] [--no-new] [--no-postgres] [--no-f32]"
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUERIES=300; shift ;;
@@ -66,6 +71,7 @@ while [ $# -gt 0 ]; do
         --no-old) RUN_OLD=0; shift ;;
         --no-new) RUN_NEW=0; shift ;;
         --no-postgres) RUN_PG=0; shift ;;
+        --no-f32) RUN_F32=0; shift ;;
         *) echo "$USAGE" >&2; exit 2 ;;
     esac
 done
@@ -203,7 +209,8 @@ measure() {
     rm -rf "$ws"
 
     backends=sqlite
-    [ "$RUN_PG" = 1 ] && [ "$tag" = new ] && backends="sqlite postgres"
+    [ "$RUN_F32" = 1 ] && [ "$tag" = new ] && backends="$backends f32"
+    [ "$RUN_PG" = 1 ] && [ "$tag" = new ] && backends="$backends postgres"
     for backend in $backends; do
         [ -f "$WORK/model.json" ] || break
         conf=$WORK/model.json suffix=""
@@ -215,6 +222,13 @@ c["storage"] = {"backend": "postgres", "postgres": {"dsn": sys.argv[2]}}
 print(json.dumps(c))' "$WORK/model.json" "$DSN" > "$WORK/model-pg.json"
             conf=$WORK/model-pg.json suffix=" (postgres)"
             echo "-- $what, model configured, index on PostgreSQL"
+        elif [ "$backend" = f32 ]; then
+            python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c["vikingfs"] = {"index": {"model_precision": "f32"}}
+print(json.dumps(c))' "$WORK/model.json" > "$WORK/model-f32.json"
+            conf=$WORK/model-f32.json suffix=" (f32)"
+            echo "-- $what, model configured, its linear layers in f32"
         else
             echo "-- $what, model configured"
         fi

@@ -17,6 +17,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 use super::encoder::{Config, Encoder, Scratch};
 use super::{EmbedError, Embedder};
+use crate::config::Precision;
 
 /// Tokens per forward pass: texts are packed (not padded) into batches of about this many
 /// (one text longer than this is a batch alone). The linear layers' products run on matrices
@@ -55,6 +56,19 @@ impl BertEmbedder {
     /// Load the model in `dir`. Every missing or unreadable file is an [`EmbedError::Config`]
     /// naming it.
     pub fn load(dir: &Path) -> Result<BertEmbedder, EmbedError> {
+        Self::load_with(dir, Precision::F32)
+    }
+
+    /// [`BertEmbedder::load`] at `precision`: [`Precision::Auto`] runs the linear layers in
+    /// 8-bit integers where the CPU has AVX-512 VNNI; [`Precision::Int8`] insists on it.
+    pub fn load_with(dir: &Path, precision: Precision) -> Result<BertEmbedder, EmbedError> {
+        if precision == Precision::Int8 && !super::int8::available() {
+            return Err(EmbedError::Config(
+                "embedding.dense.precision \"int8\" needs a CPU with AVX-512 VNNI, which this \
+                 one lacks: set it to \"auto\" or \"f32\""
+                    .into(),
+            ));
+        }
         let config_path = dir.join("config.json");
         let config_text = read_to_string(&config_path)?;
         let config: Config =
@@ -145,7 +159,8 @@ impl BertEmbedder {
         let tensors = candle_core::safetensors::load_buffer(&weights, &Device::Cpu)
             .map_err(|e| bad_file(&weights_path, e))?;
         drop(weights);
-        let model = Encoder::load(&tensors, &config).map_err(|e| bad_file(&weights_path, e))?;
+        let model = Encoder::load(&tensors, &config, precision != Precision::F32)
+            .map_err(|e| bad_file(&weights_path, e))?;
 
         Ok(BertEmbedder {
             model,
@@ -155,6 +170,11 @@ impl BertEmbedder {
             model_id,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// Whether its linear layers run in 8-bit integers ([`Precision`]).
+    pub fn int8(&self) -> bool {
+        self.model.int8()
     }
 
     /// Word pieces per text, `[CLS]` and `[SEP]` included; the rest of a longer text is ignored.

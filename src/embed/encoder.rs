@@ -33,6 +33,8 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 use serde::Deserialize;
 
+use super::int8::QLinear;
+
 /// The fields of a BERT `config.json` the forward pass needs; the rest are training's.
 #[derive(Debug, Clone, Deserialize)]
 pub(super) struct Config {
@@ -83,10 +85,12 @@ pub(super) struct Encoder {
 /// A linear layer y = x·W + b, W stored (d_in, d_out) row-major: the transpose of the
 /// checkpoint's (d_out, d_in), so a product reads both operands along their rows.
 struct Linear {
+    /// (d_in, d_out), row-major; empty when the layer runs in int8 (`q`).
     w: Vec<f32>,
     b: Vec<f32>,
     d_in: usize,
     d_out: usize,
+    q: Option<QLinear>,
 }
 
 struct Norm {
@@ -129,6 +133,8 @@ const ROWS_PER_TASK: usize = 16;
 struct Weights<'a> {
     tensors: &'a HashMap<String, Tensor>,
     prefix: String,
+    /// Linear layers in 8-bit integers where the CPU can ([`QLinear`]).
+    int8: bool,
 }
 
 impl Weights<'_> {
@@ -164,11 +170,17 @@ impl Weights<'_> {
             }
             b.extend(self.get(&format!("{name}.bias"), &[d_out])?);
         }
+        let q = if self.int8 {
+            QLinear::new(&w, d_in, total)
+        } else {
+            None
+        };
         Ok(Linear {
-            w,
+            w: if q.is_some() { Vec::new() } else { w },
             b,
             d_in,
             d_out: total,
+            q,
         })
     }
 
@@ -182,15 +194,30 @@ impl Weights<'_> {
 }
 
 impl Encoder {
+    /// Whether the linear layers run in 8-bit integers.
+    pub fn int8(&self) -> bool {
+        self.layers.first().is_some_and(|l| l.qkv.q.is_some())
+    }
+
     /// The weights in `tensors`, checked against `config`'s shapes. A checkpoint saved from a
     /// `BertFor…` model keeps them under `bert.` (or its `model_type`); a sentence-transformers
     /// one has them at the top.
-    pub fn load(tensors: &HashMap<String, Tensor>, c: &Config) -> Result<Encoder, String> {
+    /// With `int8`, the linear layers run in 8-bit integers when the CPU has AVX-512 VNNI
+    /// ([`QLinear`]), in f32 otherwise.
+    pub fn load(
+        tensors: &HashMap<String, Tensor>,
+        c: &Config,
+        int8: bool,
+    ) -> Result<Encoder, String> {
         let prefix = ["bert", c.model_type.as_deref().unwrap_or("bert")]
             .into_iter()
             .find(|p| tensors.contains_key(&format!("{p}.embeddings.word_embeddings.weight")))
             .map_or(String::new(), |p| format!("{p}."));
-        let w = Weights { tensors, prefix };
+        let w = Weights {
+            tensors,
+            prefix,
+            int8,
+        };
         let h = c.hidden_size;
         let f = c.intermediate_size;
         let layers = (0..c.num_hidden_layers)
@@ -438,6 +465,9 @@ impl Encoder {
 impl Linear {
     /// out (rows, d_out) = x (rows, d_in)·W + b.
     fn forward(&self, x: &[f32], rows: usize, out: &mut [f32]) {
+        if let Some(q) = &self.q {
+            return q.forward(x, rows, &self.b, out);
+        }
         assert!(x.len() >= rows * self.d_in && out.len() >= rows * self.d_out);
         for row in out[..rows * self.d_out].chunks_exact_mut(self.d_out) {
             row.copy_from_slice(&self.b);

@@ -11,6 +11,7 @@
 mod bert;
 mod encoder;
 mod http;
+mod int8;
 
 use std::sync::Arc;
 
@@ -115,7 +116,10 @@ pub fn from_config(cfg: &EmbeddingConfig) -> Result<Option<Arc<dyn Embedder>>, E
     match cfg.provider.as_str() {
         "local" => match cfg.model.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),
-            Some(dir) => Ok(Some(Arc::new(BertEmbedder::load(&expand_home(dir))?))),
+            Some(dir) => Ok(Some(Arc::new(BertEmbedder::load_with(
+                &expand_home(dir),
+                cfg.precision,
+            )?))),
         },
         "openai" => Ok(Some(Arc::new(HttpEmbedder::from_config(cfg)?))),
         other => Err(EmbedError::Config(format!(

@@ -90,6 +90,7 @@ fn config(base: &str, dim: usize) -> EmbeddingConfig {
         model: Some("text-embedding-3-small".into()),
         api_key: Some("sk-test".into()),
         dimension: dim,
+        ..Default::default()
     }
 }
 
