@@ -595,32 +595,58 @@ impl VikingFs {
     }
 
     /// Open a file; writing goes through the mutation seam.
+    ///
+    /// An open with `O_TRUNC` may move the file itself into the history (see
+    /// [`Self::follow_swap`]); an open of the same inode on another thread must then not keep a
+    /// descriptor of the moved file (it would read, or write into, the history's copy). So a
+    /// truncating open holds the inode's `truncating` lock across its open and the rebind, and
+    /// any other open, once its file is open, waits for that lock and checks that its inode is
+    /// still the table's, else opens again. An open that passed the lock first had the file
+    /// open before the truncating one asked for its lease, which then fails: no move.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<u64> {
         if past::is_past(ino) {
             return self.past_open(ino, flags);
         }
-        let inode = self.inodes.get(ino)?;
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let truncating = writable && flags & libc::O_TRUNC != 0;
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW);
-        let file = if writable {
-            if self.is_sidecar_inode(&inode) {
-                return Err(FsError::ReadOnlySidecar(ino.to_string()));
+        // Each retry follows one rebind, which needs another truncating open: a few suffice.
+        for last in (0..8).rev() {
+            let inode = self.inodes.get(ino)?;
+            let sole = truncating.then(|| inode.truncating.lock());
+            if sole.is_some() && !self.inodes.is_current(&inode) && last > 0 {
+                continue; // rebound while this open waited: the new inode's turn
             }
-            match self.vpath(&inode)? {
-                Some(p) => {
-                    let file = self.mutations.open_write(&p, flags)?;
-                    if flags & libc::O_TRUNC != 0 {
-                        self.follow_swap(&inode, &file);
-                    }
-                    file
+            let file = self.open_inode(&inode, flags, writable)?;
+            if sole.is_none() {
+                drop(inode.truncating.lock());
+                if !self.inodes.is_current(&inode) && last > 0 {
+                    continue; // its file moved into the history meanwhile
                 }
-                None => self.reopen(&inode, flags)?,
             }
-        } else {
-            self.reopen(&inode, flags)?
-        };
-        Ok(self.add_handle(ino, file, writable, flags & libc::O_TRUNC != 0))
+            return Ok(self.add_handle(ino, file, writable, flags & libc::O_TRUNC != 0));
+        }
+        unreachable!("the last round returns")
+    }
+
+    fn open_inode(&self, inode: &Arc<Inode>, flags: i32, writable: bool) -> FsResult<File> {
+        if !writable {
+            return self.reopen(inode, flags);
+        }
+        if self.is_sidecar_inode(inode) {
+            return Err(FsError::ReadOnlySidecar(inode.ino.to_string()));
+        }
+        match self.vpath(inode)? {
+            Some(p) => {
+                let file = self.mutations.open_write(&p, flags)?;
+                if flags & libc::O_TRUNC != 0 {
+                    self.follow_swap(inode, &file);
+                }
+                Ok(file)
+            }
+            None => self.reopen(inode, flags),
+        }
     }
 
     /// An open with `O_TRUNC` may have kept the version it cuts by moving the file itself

@@ -345,3 +345,105 @@ fn rename_modes_and_busy_from_the_seam() {
     );
     assert!(calls.contains(&"unlink resources/locked".to_string()));
 }
+
+/// Mutations whose truncating open keeps the file as `ops::history`'s `Keep::Swap` does (the
+/// file itself moves out, an empty one takes its name), then lingers before it returns:
+/// the moment in which another thread's open of the same inode must not take the file that
+/// moved.
+struct Swapping {
+    inner: DirectMutations,
+    data: std::path::PathBuf,
+    attic: std::path::PathBuf,
+    swapped: std::sync::Barrier,
+}
+
+impl Mutations for Swapping {
+    fn create(&self, p: &VPath, mode: u32, flags: i32, o: Owner) -> MResult<File> {
+        self.inner.create(p, mode, flags, o)
+    }
+    fn open_write(&self, p: &VPath, flags: i32) -> MResult<File> {
+        if flags & libc::O_TRUNC == 0 {
+            return self.inner.open_write(p, flags);
+        }
+        let live = self.data.join(p.as_str());
+        std::fs::rename(&live, &self.attic).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&live)
+            .unwrap();
+        self.swapped.wait();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        Ok(file)
+    }
+    fn file_written(&self, _: &VPath) {}
+    fn mkdir(&self, p: &VPath, mode: u32, o: Owner) -> MResult<()> {
+        self.inner.mkdir(p, mode, o)
+    }
+    fn mknod(&self, p: &VPath, mode: u32, rdev: u64, o: Owner) -> MResult<()> {
+        self.inner.mknod(p, mode, rdev, o)
+    }
+    fn symlink(&self, t: &OsStr, p: &VPath, o: Owner) -> MResult<()> {
+        self.inner.symlink(t, p, o)
+    }
+    fn link(&self, a: &VPath, b: &VPath) -> MResult<()> {
+        self.inner.link(a, b)
+    }
+    fn unlink(&self, p: &VPath) -> MResult<()> {
+        self.inner.unlink(p)
+    }
+    fn wait_unlocked(&self, _: &VPath) -> MResult<()> {
+        Ok(())
+    }
+    fn rmdir(&self, p: &VPath) -> MResult<()> {
+        self.inner.rmdir(p)
+    }
+    fn rename(&self, a: &VPath, b: &VPath, m: RenameMode) -> MResult<()> {
+        self.inner.rename(a, b, m)
+    }
+    fn setattr(&self, p: &VPath, c: &AttrChange) -> MResult<()> {
+        self.inner.setattr(p, c)
+    }
+}
+
+#[test]
+fn an_open_beside_an_overwrite_kept_whole_gets_the_file_that_keeps_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let m = Arc::new(Swapping {
+        inner: DirectMutations::new(&ws).unwrap(),
+        data: ws.data_root(),
+        attic: dir.path().join("kept"),
+        swapped: std::sync::Barrier::new(2),
+    });
+    let fs = VikingFs::new(&ws, m.clone()).unwrap();
+    let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
+    let (a, fh) = fs
+        .create(res, os("note"), 0o644, libc::O_WRONLY, ME)
+        .unwrap();
+    fs.write(fh, 0, b"the old version").unwrap();
+    fs.release(fh).unwrap();
+    std::thread::scope(|s| {
+        // `> note`: the old version moves out, an empty file takes the name.
+        let trunc = s.spawn(|| fs.open(a.ino, libc::O_WRONLY | libc::O_TRUNC).unwrap());
+        m.swapped.wait();
+        // Meanwhile another program opens the same inode, to read and to append.
+        let (r, w) = (
+            fs.open(a.ino, libc::O_RDONLY).unwrap(),
+            fs.open(a.ino, libc::O_WRONLY | libc::O_APPEND).unwrap(),
+        );
+        let t = trunc.join().unwrap();
+        assert_eq!(fs.read(r, 0, 100).unwrap(), b"", "read the moved version");
+        fs.write(w, 0, b"appended").unwrap();
+        for fh in [r, w, t] {
+            fs.release(fh).unwrap();
+        }
+    });
+    let live = std::fs::read(ws.data_root().join("resources/note")).unwrap();
+    assert_eq!(
+        live, b"appended",
+        "the append went to the file the user sees"
+    );
+    let kept = std::fs::read(dir.path().join("kept")).unwrap();
+    assert_eq!(kept, b"the old version", "the kept version is untouched");
+}

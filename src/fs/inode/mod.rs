@@ -47,6 +47,11 @@ pub struct Inode {
     /// Names of this file removed through the mount whose link the history keeps (moved
     /// there rather than unlinked): not links users see, so its link count leaves them out.
     kept: std::sync::atomic::AtomicU32,
+    /// Held by an open with `O_TRUNC` from before its file may move into the history until
+    /// the inode is rebound to the file taking its name ([`InodeTable::rebind`]); every other
+    /// open of the inode passes through it after opening, then checks that the inode is still
+    /// the table's (see `VikingFs::open`).
+    pub truncating: Mutex<()>,
 }
 
 /// How an inode reaches its backing file.
@@ -73,6 +78,7 @@ impl Inode {
             names: Mutex::new(Vec::new()),
             sidecar: std::sync::atomic::AtomicBool::new(false),
             kept: std::sync::atomic::AtomicU32::new(0),
+            truncating: Mutex::new(()),
         }
     }
 
@@ -305,6 +311,16 @@ impl InodeTable {
         if let (Some(fd), Backing::Cached { slot, cache }) = (spare, &inode.backing) {
             cache.offer(slot, fd);
         }
+    }
+
+    /// Whether `inode` is still the table's for its number (not rebound, nor forgotten and
+    /// its number given to another file).
+    pub fn is_current(&self, inode: &Arc<Inode>) -> bool {
+        self.t
+            .lock()
+            .by_ino
+            .get(&inode.ino)
+            .is_some_and(|e| Arc::ptr_eq(&e.inode, inode))
     }
 
     /// Serve inode `ino` from another backing file from now on: `key`, opened as `fd` (an
