@@ -209,7 +209,16 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
                     crate::content::human_size(index["max_file_bytes"].as_u64().unwrap_or(0))
                 );
             }
-            let configured = index["configured_model"].as_str().unwrap_or("-");
+            let configured = match index["model_precision"].as_str() {
+                Some(p) => format!(
+                    "{} (run in {p})",
+                    index["configured_model"].as_str().unwrap_or("-")
+                ),
+                None => index["configured_model"]
+                    .as_str()
+                    .unwrap_or("-")
+                    .to_string(),
+            };
             match index["model"].as_str() {
                 Some(stored) => {
                     out += &format!(

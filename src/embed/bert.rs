@@ -236,6 +236,10 @@ impl Embedder for BertEmbedder {
         super::local_name(&self.dir)
     }
 
+    fn precision(&self) -> Option<&'static str> {
+        Some(if self.int8() { "int8" } else { "f32" })
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encodings = Vec::with_capacity(texts.len());
         for t in texts {

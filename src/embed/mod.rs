@@ -85,6 +85,11 @@ pub trait Embedder: Send + Sync {
     fn describe(&self) -> String {
         self.model_id()
     }
+    /// How a model run in process computes (`f32`, `int8`), for `status`; `None` for a
+    /// remote one.
+    fn precision(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// How `cfg` names its model, the same string [`Embedder::describe`] gives for the embedder

@@ -20,7 +20,13 @@ use crate::workspace::Workspace;
 /// Where the report is read from.
 pub enum Source<'a> {
     /// A daemon's open stores, and how its model is configured ([`crate::embed::describe`]).
-    Open { stores: &'a Stores, model: String },
+    /// `model`: the daemon's embedder as `embed::describe` names it, `precision` how it
+    /// computes (`Embedder::precision`).
+    Open {
+        stores: &'a Stores,
+        model: String,
+        precision: Option<&'static str>,
+    },
     /// A one-shot process: the stores as `config` says, each opened here to be read.
     Config(&'a Config),
 }
@@ -180,8 +186,12 @@ fn index_section(ws: &Workspace, from: &Source<'_>) -> Value {
             i.location().to_string(),
         ))
     };
+    let precision = match from {
+        Source::Open { precision, .. } => *precision,
+        Source::Config(_) => None,
+    };
     let (configured, max_file_bytes, on_server, opened) = match from {
-        Source::Open { stores, model } => (
+        Source::Open { stores, model, .. } => (
             model.clone(),
             stores.derive.max_file_bytes,
             stores.index().location() != ws.index_db().display().to_string(),
@@ -229,6 +239,9 @@ fn index_section(ws: &Workspace, from: &Source<'_>) -> Value {
             "at": on_server.then_some(loc),
             "model": if stored.is_empty() { Value::Null } else { json!(stored) },
             "configured_model": configured,
+            // How the daemon's model computes (`vikingfs.index.model_precision`); null
+            // without a daemon or a model run in process.
+            "model_precision": precision,
             // The model whose vectors the last re-derivation (`reindex`, a daemon started
             // with another model) dropped, while records still wait for their vector.
             "rederived_from": rederived

@@ -200,13 +200,14 @@ async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody
 /// `vikingfs status --json`'s object, read through the daemon's stores.
 async fn status(State(api): State<Arc<Api>>, _who: Identity) -> ApiResult {
     blocking(move || {
-        let model = api
-            .ops
-            .embedder()
+        let embedder = api.ops.embedder();
+        let model = embedder
+            .as_ref()
             .map_or_else(|| "none (lexical only)".to_string(), |e| e.describe());
         let from = crate::ops::status::Source::Open {
             stores: api.ops.stores(),
             model,
+            precision: embedder.and_then(|e| e.precision()),
         };
         crate::ops::status::report(api.ops.workspace(), &from)
             .map(super::reply::Ok)

@@ -294,6 +294,24 @@ fn find_through_the_daemon_uses_its_model() {
         "{}",
         text(&alone.stderr)
     );
+    // status says how the daemon's model computes (int8 where the CPU has AVX-512 VNNI,
+    // `vikingfs.index.model_precision`'s "auto"); a command alone cannot know.
+    let v: Value = serde_json::from_str(&ok(&s, &["status", "--json"])).unwrap();
+    let want = if std::arch::is_x86_feature_detected!("avx512vnni")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        "int8"
+    } else {
+        "f32"
+    };
+    assert_eq!(v["index"]["model_precision"], want, "{v}");
+    assert!(
+        ok(&s, &["status"]).contains(&format!("(run in {want})")),
+        "the text names it too"
+    );
+    let alone = without_daemon(&s, &["status", "--json"]);
+    let v: Value = serde_json::from_slice(&alone.stdout).unwrap();
+    assert!(v["index"]["model_precision"].is_null(), "{v}");
 }
 
 /// A lock held elsewhere: the daemon's rm is busy, the command exits 75 as it would alone.
