@@ -142,11 +142,9 @@ pub fn running(ws: &Workspace) -> io::Result<Vec<DaemonRecord>> {
         // A killed daemon waiting to be reaped (a zombie) serves nothing any more; one that
         // /proc does not show us (hidepid, a failed read) is not taken for dead.
         match seen(rec.pid) {
-            Seen::Running(start) if start != rec.start => {
-                let _ = std::fs::remove_file(&path);
-            }
-            Seen::Running(_) | Seen::Unknown => out.push(rec),
-            Seen::Gone => {
+            Seen::Running(start) if start == rec.start => out.push(rec),
+            Seen::Unknown => out.push(rec),
+            Seen::Running(_) | Seen::Gone => {
                 let _ = std::fs::remove_file(&path);
             }
         }

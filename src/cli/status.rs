@@ -209,16 +209,13 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
                     crate::content::human_size(index["max_file_bytes"].as_u64().unwrap_or(0))
                 );
             }
-            let configured = match index["model_precision"].as_str() {
-                Some(p) => format!(
-                    "{} (run in {p})",
-                    index["configured_model"].as_str().unwrap_or("-")
-                ),
-                None => index["configured_model"]
-                    .as_str()
-                    .unwrap_or("-")
-                    .to_string(),
-            };
+            let mut configured = index["configured_model"]
+                .as_str()
+                .unwrap_or("-")
+                .to_string();
+            if let Some(p) = index["model_precision"].as_str() {
+                configured += &format!(" (run in {p})");
+            }
             match index["model"].as_str() {
                 Some(stored) => {
                     out += &format!(

@@ -53,8 +53,8 @@ struct SentenceBertConfig {
 }
 
 impl BertEmbedder {
-    /// Load the model in `dir`. Every missing or unreadable file is an [`EmbedError::Config`]
-    /// naming it.
+    /// Load the model in `dir`, run in f32 (what the reference vectors are held to). Every
+    /// missing or unreadable file is an [`EmbedError::Config`] naming it.
     pub fn load(dir: &Path) -> Result<BertEmbedder, EmbedError> {
         Self::load_with(dir, Precision::F32)
     }
@@ -64,8 +64,8 @@ impl BertEmbedder {
     pub fn load_with(dir: &Path, precision: Precision) -> Result<BertEmbedder, EmbedError> {
         if precision == Precision::Int8 && !super::int8::available() {
             return Err(EmbedError::Config(
-                "embedding.dense.precision \"int8\" needs a CPU with AVX-512 VNNI, which this \
-                 one lacks: set it to \"auto\" or \"f32\""
+                "vikingfs.index.model_precision \"int8\" needs a CPU with AVX-512 VNNI, which \
+                 this one lacks: set it to \"auto\" or \"f32\""
                     .into(),
             ));
         }

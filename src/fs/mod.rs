@@ -600,8 +600,8 @@ impl VikingFs {
     /// [`Self::follow_swap`]); an open of the same inode on another thread must then not keep a
     /// descriptor of the moved file (it would read, or write into, the history's copy). So a
     /// truncating open holds the inode's `truncating` lock across its open and the rebind, and
-    /// any other open, once its file is open, waits for that lock and checks that its inode is
-    /// still the table's, else opens again. An open that passed the lock first had the file
+    /// any other open, once its file is open, waits for that lock and checks that its inode
+    /// was not rebound meanwhile, else opens again. An open that passed the lock first had the file
     /// open before the truncating one asked for its lease, which then fails: no move.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<u64> {
@@ -614,16 +614,13 @@ impl VikingFs {
         // Each retry follows one rebind, which needs another truncating open: a few suffice.
         for last in (0..8).rev() {
             let inode = self.inodes.get(ino)?;
-            let sole = truncating.then(|| inode.truncating.lock());
-            if sole.is_some() && !self.inodes.is_current(&inode) && last > 0 {
+            let sole = truncating.then(|| inode.truncating());
+            if sole.is_some() && inode.is_rebound() && last > 0 {
                 continue; // rebound while this open waited: the new inode's turn
             }
             let file = self.open_inode(&inode, flags, writable)?;
-            if sole.is_none() {
-                drop(inode.truncating.lock());
-                if !self.inodes.is_current(&inode) && last > 0 {
-                    continue; // its file moved into the history meanwhile
-                }
+            if sole.is_none() && !inode.settled() && last > 0 {
+                continue; // its file moved into the history meanwhile
             }
             return Ok(self.add_handle(ino, file, writable, flags & libc::O_TRUNC != 0));
         }

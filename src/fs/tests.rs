@@ -14,7 +14,11 @@ struct Recording {
     inner: DirectMutations,
     calls: Mutex<Vec<String>>,
     busy: Option<String>,
+    /// What an open with `O_TRUNC` does instead of the direct one, when set.
+    on_trunc: Option<Box<OnTrunc>>,
 }
+
+type OnTrunc = dyn Fn(&VPath) -> File + Send + Sync;
 
 impl Recording {
     fn check(&self, op: &str, p: &VPath) -> MResult<()> {
@@ -44,7 +48,10 @@ impl Mutations for Recording {
     }
     fn open_write(&self, p: &VPath, flags: i32) -> MResult<File> {
         self.check("open_write", p)?;
-        self.inner.open_write(p, flags)
+        match &self.on_trunc {
+            Some(f) if flags & libc::O_TRUNC != 0 => Ok(f(p)),
+            _ => self.inner.open_write(p, flags),
+        }
     }
     fn file_written(&self, p: &VPath) {
         let _ = self.check("file_written", p);
@@ -105,6 +112,7 @@ fn fixture_with(busy: Option<&str>, config: FsConfig) -> Fixture {
         inner: DirectMutations::new(&ws).unwrap(),
         calls: Mutex::new(Vec::new()),
         busy: busy.map(String::from),
+        on_trunc: None,
     });
     let fs = VikingFs::new(&ws, rec.clone()).unwrap().with_config(config);
     let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
@@ -346,87 +354,48 @@ fn rename_modes_and_busy_from_the_seam() {
     assert!(calls.contains(&"unlink resources/locked".to_string()));
 }
 
-/// Mutations whose truncating open keeps the file as `ops::history`'s `Keep::Swap` does (the
-/// file itself moves out, an empty one takes its name), then lingers before it returns:
-/// the moment in which another thread's open of the same inode must not take the file that
-/// moved.
-struct Swapping {
-    inner: DirectMutations,
-    data: std::path::PathBuf,
-    attic: std::path::PathBuf,
-    swapped: std::sync::Barrier,
-}
-
-impl Mutations for Swapping {
-    fn create(&self, p: &VPath, mode: u32, flags: i32, o: Owner) -> MResult<File> {
-        self.inner.create(p, mode, flags, o)
-    }
-    fn open_write(&self, p: &VPath, flags: i32) -> MResult<File> {
-        if flags & libc::O_TRUNC == 0 {
-            return self.inner.open_write(p, flags);
-        }
-        let live = self.data.join(p.as_str());
-        std::fs::rename(&live, &self.attic).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&live)
-            .unwrap();
-        self.swapped.wait();
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        Ok(file)
-    }
-    fn file_written(&self, _: &VPath) {}
-    fn mkdir(&self, p: &VPath, mode: u32, o: Owner) -> MResult<()> {
-        self.inner.mkdir(p, mode, o)
-    }
-    fn mknod(&self, p: &VPath, mode: u32, rdev: u64, o: Owner) -> MResult<()> {
-        self.inner.mknod(p, mode, rdev, o)
-    }
-    fn symlink(&self, t: &OsStr, p: &VPath, o: Owner) -> MResult<()> {
-        self.inner.symlink(t, p, o)
-    }
-    fn link(&self, a: &VPath, b: &VPath) -> MResult<()> {
-        self.inner.link(a, b)
-    }
-    fn unlink(&self, p: &VPath) -> MResult<()> {
-        self.inner.unlink(p)
-    }
-    fn wait_unlocked(&self, _: &VPath) -> MResult<()> {
-        Ok(())
-    }
-    fn rmdir(&self, p: &VPath) -> MResult<()> {
-        self.inner.rmdir(p)
-    }
-    fn rename(&self, a: &VPath, b: &VPath, m: RenameMode) -> MResult<()> {
-        self.inner.rename(a, b, m)
-    }
-    fn setattr(&self, p: &VPath, c: &AttrChange) -> MResult<()> {
-        self.inner.setattr(p, c)
-    }
-}
-
+/// `> note` may keep the old version by moving the file itself into the history, an empty
+/// file taking its name (`ops::history`'s `Keep::Swap`); an open of the same inode on another
+/// thread in that moment must get the file that keeps the name, not the one that moved.
 #[test]
 fn an_open_beside_an_overwrite_kept_whole_gets_the_file_that_keeps_the_name() {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
-    let m = Arc::new(Swapping {
+    let (data, attic) = (ws.data_root(), dir.path().join("kept"));
+    let swapped = Arc::new(std::sync::Barrier::new(2));
+    let on_trunc = {
+        let (attic, swapped) = (attic.clone(), swapped.clone());
+        move |p: &VPath| {
+            let live = data.join(p.as_str());
+            std::fs::rename(&live, &attic).unwrap();
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&live)
+                .unwrap();
+            swapped.wait();
+            // Only widens the moment (the other opens fetch the inode meanwhile, and without
+            // the truncating lock took the moved file); with it they wait for this open.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            file
+        }
+    };
+    let rec = Arc::new(Recording {
         inner: DirectMutations::new(&ws).unwrap(),
-        data: ws.data_root(),
-        attic: dir.path().join("kept"),
-        swapped: std::sync::Barrier::new(2),
+        calls: Mutex::new(Vec::new()),
+        busy: None,
+        on_trunc: Some(Box::new(on_trunc)),
     });
-    let fs = VikingFs::new(&ws, m.clone()).unwrap();
-    let res = fs.lookup(ROOT_INO, OsStr::new("resources")).unwrap().ino;
+    let fs = VikingFs::new(&ws, rec).unwrap();
+    let res = fs.lookup(ROOT_INO, os("resources")).unwrap().ino;
     let (a, fh) = fs
         .create(res, os("note"), 0o644, libc::O_WRONLY, ME)
         .unwrap();
     fs.write(fh, 0, b"the old version").unwrap();
     fs.release(fh).unwrap();
     std::thread::scope(|s| {
-        // `> note`: the old version moves out, an empty file takes the name.
         let trunc = s.spawn(|| fs.open(a.ino, libc::O_WRONLY | libc::O_TRUNC).unwrap());
-        m.swapped.wait();
+        swapped.wait();
         // Meanwhile another program opens the same inode, to read and to append.
         let (r, w) = (
             fs.open(a.ino, libc::O_RDONLY).unwrap(),
@@ -444,6 +413,6 @@ fn an_open_beside_an_overwrite_kept_whole_gets_the_file_that_keeps_the_name() {
         live, b"appended",
         "the append went to the file the user sees"
     );
-    let kept = std::fs::read(dir.path().join("kept")).unwrap();
+    let kept = std::fs::read(&attic).unwrap();
     assert_eq!(kept, b"the old version", "the kept version is untouched");
 }

@@ -214,7 +214,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while crate::process::running_process_start(pid).is_some() {
+        while matches!(seen(pid), Seen::Running(_)) {
             assert!(std::time::Instant::now() < deadline, "child never exited");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

@@ -399,7 +399,12 @@ fn int8_vectors_stay_in_the_f32_vector_space() {
         Ok(m) => m,
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains("AVX-512 VNNI") && !msg.contains('\n'), "{msg}");
+            assert!(
+                msg.contains("vikingfs.index.model_precision")
+                    && msg.contains("AVX-512 VNNI")
+                    && !msg.contains('\n'),
+                "{msg}"
+            );
             assert!(!auto.int8(), "auto without VNNI is f32");
             eprintln!("this CPU has no AVX-512 VNNI: the int8 path is not measured here");
             return;

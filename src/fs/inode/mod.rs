@@ -49,9 +49,11 @@ pub struct Inode {
     kept: std::sync::atomic::AtomicU32,
     /// Held by an open with `O_TRUNC` from before its file may move into the history until
     /// the inode is rebound to the file taking its name ([`InodeTable::rebind`]); every other
-    /// open of the inode passes through it after opening, then checks that the inode is still
-    /// the table's (see `VikingFs::open`).
-    pub truncating: Mutex<()>,
+    /// open passes through it after opening ([`Inode::settled`]; see `VikingFs::open`).
+    truncating: Mutex<()>,
+    /// Set (under `truncating`) once [`InodeTable::rebind`] replaced this inode: its backing
+    /// file is the one that moved into the history.
+    rebound: std::sync::atomic::AtomicBool,
 }
 
 /// How an inode reaches its backing file.
@@ -79,7 +81,25 @@ impl Inode {
             sidecar: std::sync::atomic::AtomicBool::new(false),
             kept: std::sync::atomic::AtomicU32::new(0),
             truncating: Mutex::new(()),
+            rebound: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Held by an open with `O_TRUNC` across its open and any rebind it leads to.
+    pub fn truncating(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.truncating.lock()
+    }
+
+    /// Whether this inode still serves its number, once any truncating open of it in
+    /// progress has finished (false: rebound, its backing file moved into the history).
+    pub fn settled(&self) -> bool {
+        drop(self.truncating.lock());
+        !self.is_rebound()
+    }
+
+    /// Whether [`InodeTable::rebind`] replaced this inode.
+    pub fn is_rebound(&self) -> bool {
+        self.rebound.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// An O_PATH descriptor of the backing file, open while the result lives (reopened from
@@ -313,16 +333,6 @@ impl InodeTable {
         }
     }
 
-    /// Whether `inode` is still the table's for its number (not rebound, nor forgotten and
-    /// its number given to another file).
-    pub fn is_current(&self, inode: &Arc<Inode>) -> bool {
-        self.t
-            .lock()
-            .by_ino
-            .get(&inode.ino)
-            .is_some_and(|e| Arc::ptr_eq(&e.inode, inode))
-    }
-
     /// Serve inode `ino` from another backing file from now on: `key`, opened as `fd` (an
     /// open with `O_TRUNC` whose old file moved into the history, an empty one taking its
     /// name). Its number, lookup count and names stay; its old key leaves the table.
@@ -351,6 +361,8 @@ impl InodeTable {
         if let Some(e) = t.by_ino.get_mut(&ino) {
             e.inode = inode.clone();
         }
+        old.rebound
+            .store(true, std::sync::atomic::Ordering::Release);
         drop(t);
         Self::offer(&inode, spare);
     }
