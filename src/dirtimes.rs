@@ -36,7 +36,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
-use parking_lot::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::sys::{self, Stat, Time};
 
@@ -101,9 +101,15 @@ struct Records {
 }
 
 impl Records {
-    fn shard(&self, key: Key) -> &Mutex<HashMap<Key, Record>> {
+    /// The shard of `key`, locked. A std mutex, not parking_lot's: a quiet change holds it
+    /// across a system call, and a contender (a stat of the directory on a FUSE thread while
+    /// the settler removes lock files in it) must sleep until it is free, not spin through
+    /// `sched_yield`, which on a busy machine hands its CPU to whatever else runs.
+    fn lock(&self, key: Key) -> MutexGuard<'_, HashMap<Key, Record>> {
         let h = key.1 ^ key.0.rotate_left(32);
-        &self.shards[(h % SHARDS as u64) as usize]
+        self.shards[(h % SHARDS as u64) as usize]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -149,7 +155,7 @@ pub fn quietly<T>(
         return change();
     };
     let key = first.key();
-    let mut records = RECORDS.shard(key).lock();
+    let mut records = RECORDS.lock(key);
     // Read again now the directory's quiet changes wait for us: `first` may be older than
     // one that just finished.
     let before = match stat() {
@@ -191,7 +197,7 @@ pub fn shown(st: &mut Stat) {
         return;
     }
     let key = st.key();
-    let mut records = RECORDS.shard(key).lock();
+    let mut records = RECORDS.lock(key);
     let Some(r) = records.get(&key) else {
         return;
     };
@@ -207,7 +213,7 @@ pub fn shown(st: &mut Stat) {
 /// The directory `key` (device, inode) had its entries changed through the mount: its real
 /// times show from now on.
 pub fn changed(key: (u64, u64)) {
-    RECORDS.shard(key).lock().remove(&key);
+    RECORDS.lock(key).remove(&key);
 }
 
 #[cfg(test)]

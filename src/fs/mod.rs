@@ -191,6 +191,13 @@ impl VikingFs {
         if st.st_nlink == 0 {
             return Ok(None);
         }
+        // A directory (it has one name) is most often where it was last found: one lstat
+        // there, instead of asking /proc for the descriptor's name (every unlink and create
+        // resolves its parent).
+        let last = st.is_dir().then(|| inode.last_path()).flatten();
+        if let Some(p) = last.filter(|p| self.names_inode(p, inode)) {
+            return Ok(Some(p));
+        }
         // The name the descriptor was opened through, if it still names this file (one
         // reopened from a handle may show none)...
         if let Ok(link) = sys::fd_path(&fd) {
@@ -201,6 +208,9 @@ impl VikingFs {
                 .and_then(|r| VPath::from_rel(r).ok());
             // A directory has one name: the descriptor's is it. A file may have several.
             if let Some(p) = p.filter(|p| st.is_dir() || self.names_inode(p, inode)) {
+                if st.is_dir() {
+                    inode.found_at(&p);
+                }
                 return Ok(Some(p));
             }
         }
@@ -236,7 +246,12 @@ impl VikingFs {
     }
 
     fn attr_of(&self, inode: &Inode) -> FsResult<Attr> {
-        let mut st = sys::fstat(inode.fd()?).map_err(|e| FsError::io("getattr", e))?;
+        let st = sys::fstat(inode.fd()?).map_err(|e| FsError::io("getattr", e))?;
+        Ok(self.attr_with(inode, st))
+    }
+
+    /// The attributes shown for `inode`, whose backing file's stat is `st`.
+    fn attr_with(&self, inode: &Inode, mut st: sys::Stat) -> Attr {
         crate::dirtimes::shown(&mut st);
         st.st_nlink = st.st_nlink.saturating_sub(inode.kept_links().into());
         if self.is_sidecar_inode(inode) {
@@ -247,7 +262,7 @@ impl VikingFs {
         } else {
             st.st_ino = inode.ino;
         }
-        Ok(Attr { ino: inode.ino, st })
+        Attr { ino: inode.ino, st }
     }
 
     /// Directory `ino`'s entries were changed through the mount: its times show the change,
@@ -274,6 +289,14 @@ impl VikingFs {
             Name::Plain(s) | Name::Sidecar(s) => s,
         };
         let dir = self.inodes.get(parent)?.fd()?;
+        // A name the kernel knew (its entry timed out, as before each unlink of `rm -rf`):
+        // the inode serving it, found by a stat, without an open.
+        if let Ok(st) = sys::lstatat(&dir, n) {
+            if let Some((inode, st)) = self.inodes.revisit(st.key()) {
+                inode.add_name(parent, n);
+                return Ok(self.attr_with(&inode, st));
+            }
+        }
         let fd = sys::openat(&dir, n, OFlags::PATH | OFlags::NOFOLLOW, 0)
             .map_err(|e| FsError::io("lookup", e))?;
         let st = sys::fstat(&fd).map_err(|e| FsError::io("lookup", e))?;

@@ -146,8 +146,29 @@ impl Stores {
                 return None;
             }
         }
-        std::fs::create_dir_all(self.blobs_dir()).ok()?;
+        // Made once per process, not checked on every removal: one gone since (removed by
+        // hand) is made again by whoever puts a blob there ([`Stores::put_blob`]).
+        if !self.blobs_made.load(std::sync::atomic::Ordering::Relaxed) {
+            std::fs::create_dir_all(self.blobs_dir()).ok()?;
+            self.blobs_made
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Some(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// Run `put`, which makes a blob named by [`Stores::new_blob`]; when the blobs directory
+    /// turns out gone, make it again and run `put` once more.
+    pub(crate) fn put_blob<T>(
+        &self,
+        mut put: impl FnMut() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        match put() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.blobs_dir().is_dir() => {
+                std::fs::create_dir_all(self.blobs_dir())?;
+                put()
+            }
+            r => r,
+        }
     }
 
     /// The entry of a removal of `path` whose content is now blob `blob`, made from the blob
@@ -200,8 +221,7 @@ impl Stores {
             return Ok(false);
         };
         let to = self.blob_path(&blob);
-        self.root
-            .rename_out(p, &to)
+        self.put_blob(|| self.root.rename_out(p, &to))
             .map_err(|e| OpsError::io(self.backing(p), e))?;
         let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
         let pid = crate::process::requester();
@@ -388,7 +408,7 @@ impl Stores {
             Err(_) => std::fs::copy(&from, &to).map(|_| true),
         };
         let mut swapped = false;
-        let kept = match how {
+        let kept = self.put_blob(|| match how {
             Keep::Link => std::fs::hard_link(&from, &to).map(|_| true),
             Keep::Copy => copy(),
             Keep::Swap => match swap_out(&from, &to, &md, p.as_str()) {
@@ -399,7 +419,7 @@ impl Stores {
                 Ok(false) => copy(),
                 Err(e) => Err(e),
             },
-        };
+        });
         let entry = match kept {
             Ok(true) => self
                 .removal_entry(p.as_str(), &blob, Some(pid), cmd.clone())

@@ -164,8 +164,8 @@ impl Locked {
                     // The tree's own lock file leaves with it: not a lock lost.
                     guard.moving_out(&fs);
                 }
-                self.root
-                    .rename_out(p, &self.blob_path(b))
+                let to = self.blob_path(b);
+                self.put_blob(|| self.root.rename_out(p, &to))
                     .map_err(|e| OpsError::io(&fs, e))?;
             } else if dir {
                 let t = self

@@ -182,6 +182,8 @@ pub struct Stores {
     pub(super) pruned: parking_lot::Mutex<Option<std::time::Instant>>,
     /// History entries waiting to be recorded ([`Stores::record_soon`]).
     pub(super) waiting_entries: parking_lot::Mutex<Vec<crate::journal::Entry>>,
+    /// The history's blobs directory was made by this process ([`Stores::new_blob`]).
+    pub(super) blobs_made: std::sync::atomic::AtomicBool,
     /// The last requester's command line ([`Stores::command_of`]).
     pub(super) last_command: parking_lot::Mutex<Option<(u32, Option<String>)>>,
     /// The source version of the file each copy kept lately was made from, by path: a
@@ -271,6 +273,7 @@ impl Stores {
             last_command: Default::default(),
             copied_from: Default::default(),
             waiting_entries: Default::default(),
+            blobs_made: Default::default(),
         });
         if let (Some(stored), Opened::VectorsDropped | Opened::Claimed) =
             (rederives, stores.index.opened())

@@ -121,6 +121,53 @@ fn write_many(dir: &Path, n: usize) {
     }
 }
 
+/// A directory the kernel knows moves behind the mount (OpenViking sharing the workspace),
+/// and a new directory takes its old name: a removal through the kernel's cached entry of the
+/// old one removes the file in the directory that moved, never the namesake's.
+#[test]
+fn a_directory_moved_behind_the_mount_is_found_where_it_went() {
+    let m = Mount::new();
+    let r = m.res();
+    std::fs::create_dir(r.join("d")).unwrap();
+    std::fs::write(r.join("d/x"), "moved").unwrap();
+    std::fs::write(r.join("d/y"), "moved").unwrap();
+    // Held open: the kernel keeps its inode, whatever the entry cache's timeout.
+    let held = File::open(r.join("d")).unwrap();
+    std::fs::rename(m.backing().join("d"), m.backing().join("e")).unwrap();
+    std::fs::create_dir(m.backing().join("d")).unwrap();
+    std::fs::write(m.backing().join("d/x"), "namesake").unwrap();
+    std::fs::write(m.backing().join("d/y"), "namesake").unwrap();
+    // Relative to the held descriptor: the kernel's inode of the directory that moved.
+    let at = |name: &str| {
+        let c = std::ffi::CString::new(name).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let rc = unsafe { libc::unlinkat(held.as_raw_fd(), c.as_ptr(), 0) };
+        assert_eq!(
+            rc,
+            0,
+            "unlinkat {name}: {}",
+            std::io::Error::last_os_error()
+        );
+    };
+    at("x");
+    assert!(
+        !m.backing().join("e/x").exists(),
+        "removed where the directory went"
+    );
+    assert!(
+        m.backing().join("d/x").exists(),
+        "the namesake's file is left alone"
+    );
+    // Twice: the second removal finds the directory where the first did.
+    at("y");
+    assert!(!m.backing().join("e/y").exists());
+    assert_eq!(
+        std::fs::read_to_string(m.backing().join("d/y")).unwrap(),
+        "namesake"
+    );
+}
+
 /// Another process (OpenViking sharing the workspace) deletes a file the kernel still knows,
 /// and the backing filesystem gives its number to a new file: the new file is a new inode,
 /// and the old name no longer opens.

@@ -772,3 +772,32 @@ fn kept_versions_get_their_content_hash() {
         "{listed}"
     );
 }
+
+/// The history's blobs directory removed by hand under a running daemon: the next removal
+/// and the next overwrite make it again and are kept (and undone) as before.
+#[test]
+fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
+    let m = Mount::new();
+    let r = m.res();
+    let undo = |uri: &str| {
+        let out = m.cli(&["undo", uri]).output().unwrap();
+        support::assert_ok(&out, &["undo", uri]);
+    };
+    let backing = |name: &str| std::fs::read_to_string(m.backing().join(name)).unwrap();
+    ok(&r, "echo one > a.md && rm a.md");
+    let blobs = m.ws.join(".vikingfs/history/blobs");
+    std::fs::remove_dir_all(&blobs).unwrap();
+    ok(&r, "echo two > b.md && rm b.md");
+    undo("viking://resources/b.md");
+    assert_eq!(backing("b.md"), "two\n");
+    ok(&r, "echo three > c.md");
+    std::fs::remove_dir_all(&blobs).unwrap();
+    ok(&r, "echo four > c.md");
+    let kept = std::fs::read_dir(&blobs).unwrap().count();
+    assert_eq!(
+        kept, 1,
+        "the overwrite's version, in a blobs directory made again"
+    );
+    undo("viking://resources/c.md");
+    assert_eq!(backing("c.md"), "three\n");
+}

@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 use crate::fs::error::{FsError, FsResult};
 use crate::fs::exportfh::ExportHandle;
 use crate::fs::fdcache::{FdCache, PathFd, Slot};
+use crate::uri::VPath;
 
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,9 @@ pub struct Inode {
     /// Set (under `truncating`) once [`InodeTable::rebind`] replaced this inode: its backing
     /// file is the one that moved into the history.
     rebound: std::sync::atomic::AtomicBool,
+    /// A directory's path when it was last found ([`Inode::last_path`]): a hint, checked
+    /// before each use, since the directory may have moved since (through the mount or not).
+    last_path: Mutex<Option<VPath>>,
 }
 
 /// How an inode reaches its backing file.
@@ -82,6 +86,20 @@ impl Inode {
             kept: std::sync::atomic::AtomicU32::new(0),
             truncating: Mutex::new(()),
             rebound: std::sync::atomic::AtomicBool::new(false),
+            last_path: Mutex::new(None),
+        }
+    }
+
+    /// The path this directory was last found at, if it was; unchecked.
+    pub fn last_path(&self) -> Option<VPath> {
+        self.last_path.lock().clone()
+    }
+
+    /// Remember `p` as the path this directory was found at.
+    pub fn found_at(&self, p: &VPath) {
+        let mut last = self.last_path.lock();
+        if last.as_ref() != Some(p) {
+            *last = Some(p.clone());
         }
     }
 
@@ -409,6 +427,33 @@ impl InodeTable {
     }
 
     /// The inode serving a backing (dev, ino), if the kernel knows one.
+    /// The inode serving `key`, with one more kernel reference, when its backing file is
+    /// alive and is the file at `key` (as its descriptor's stat, returned, says: two live
+    /// files never share a key): a lookup of a name the kernel knew before needs no open and
+    /// no handle. `None`: none serves it, or it was deleted and its number reused — look it up
+    /// in full ([`Self::remember`]).
+    pub fn revisit(&self, key: (u64, u64)) -> Option<(Arc<Inode>, crate::sys::Stat)> {
+        let inode = {
+            let t = self.t.lock();
+            let ino = t.ino_of(key)?;
+            t.by_ino.get(&ino)?.inode.clone()
+        };
+        let st = crate::sys::fstat(inode.fd().ok()?).ok()?;
+        if st.st_nlink == 0 || st.key() != key {
+            return None;
+        }
+        let mut t = self.t.lock();
+        let ino = t.ino_of(key)?;
+        let e = t.by_ino.get_mut(&ino)?;
+        if !Arc::ptr_eq(&e.inode, &inode) || e.detached {
+            return None;
+        }
+        if ino != ROOT_INO {
+            e.nlookup = e.nlookup.saturating_add(1);
+        }
+        Some((inode, st))
+    }
+
     pub fn find(&self, key: (u64, u64)) -> Option<u64> {
         self.t.lock().ino_of(key)
     }
