@@ -279,9 +279,21 @@ impl VikingFs {
 
     // ---- lookup and attributes ---------------------------------------------------------
 
-    /// Look `name` up under `parent`; the kernel now holds one more reference to the result.
+    /// Look `name` up under `parent` for the kernel (LOOKUP), which holds one more reference
+    /// to the result. Most often the kernel knew the name and its entry timed out (as before
+    /// each unlink of `rm -rf`): the inode serving it is found by a stat, without an open.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        self.look_up(parent, name, true)
+    }
+
+    /// [`Self::lookup`] of a name just made or listed, most often new to the kernel: opened
+    /// at once, without the stat that finds a known one.
+    pub fn lookup_fresh(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        self.look_up(parent, name, false)
+    }
+
+    fn look_up(&self, parent: u64, name: &OsStr, known_first: bool) -> FsResult<Attr> {
         if self.is_past_lookup(parent, name) {
             return self.past_lookup(parent, name);
         }
@@ -289,12 +301,12 @@ impl VikingFs {
             Name::Plain(s) | Name::Sidecar(s) => s,
         };
         let dir = self.inodes.get(parent)?.fd()?;
-        // A name the kernel knew (its entry timed out, as before each unlink of `rm -rf`):
-        // the inode serving it, found by a stat, without an open.
-        if let Ok(st) = sys::lstatat(&dir, n) {
-            if let Some((inode, st)) = self.inodes.revisit(st.key()) {
-                inode.add_name(parent, n);
-                return Ok(self.attr_with(&inode, st));
+        if known_first {
+            if let Ok(st) = sys::lstatat(&dir, n) {
+                if let Some((inode, st)) = self.inodes.revisit(st.key()) {
+                    inode.add_name(parent, n);
+                    return Ok(self.attr_with(&inode, st));
+                }
             }
         }
         let fd = sys::openat(&dir, n, OFlags::PATH | OFlags::NOFOLLOW, 0)
@@ -378,7 +390,7 @@ impl VikingFs {
         let p = self.child(parent, n)?;
         self.mutations.mkdir(&p, mode, owner)?;
         self.entries_changed(parent);
-        self.lookup(parent, name)
+        self.lookup_fresh(parent, name)
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
@@ -395,7 +407,7 @@ impl VikingFs {
         let p = self.child(parent, n)?;
         self.mutations.mknod(&p, mode, rdev, owner)?;
         self.entries_changed(parent);
-        self.lookup(parent, name)
+        self.lookup_fresh(parent, name)
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
@@ -411,7 +423,7 @@ impl VikingFs {
         let p = self.child(parent, n)?;
         self.mutations.symlink(target.as_os_str(), &p, owner)?;
         self.entries_changed(parent);
-        self.lookup(parent, name)
+        self.lookup_fresh(parent, name)
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
@@ -612,7 +624,7 @@ impl VikingFs {
         let p = self.child(parent, n)?;
         let file = self.mutations.create(&p, mode, flags, owner)?;
         self.entries_changed(parent);
-        let attr = self.lookup(parent, name)?;
+        let attr = self.lookup_fresh(parent, name)?;
         let fh = self.add_handle(attr.ino, file, true, true);
         Ok((attr, fh))
     }

@@ -605,7 +605,7 @@ impl fuser::Filesystem for FuseFs {
                     a.ino = INodeNo(e.ino);
                     return reply.add(INodeNo(e.ino), off, e.name, &s.ttl, &a, Generation(0));
                 }
-                let Ok(attr) = s.core.lookup(dir.ino, e.name) else {
+                let Ok(attr) = s.core.lookup_fresh(dir.ino, e.name) else {
                     return false; // gone since opendir
                 };
                 let full = reply.add(
