@@ -131,8 +131,7 @@ fn rm_rf_of_a_1000_file_tree_then_undo_gives_it_back_with_its_answers() {
     assert!(kept
         .iter()
         .all(|e| e["blob"].is_string() && e["cmd"].as_str().is_some_and(|c| c.contains("rm"))));
-    let out = m.cli(&["undo", "viking://resources/py"]).output().unwrap();
-    support::assert_ok(&out, &["undo"]);
+    undo(&m, "viking://resources/py");
     assert_eq!(hashes(&tree), before);
     m.check_index_agrees();
     assert_eq!(answers(&m, &queries), found);
@@ -180,6 +179,19 @@ fn undo_leaves_a_newer_file_alone_unless_forced() {
         text.lines().filter(|l| l.contains(" rm ")).count() >= 2,
         "{text}"
     );
+}
+
+/// `vikingfs undo URI`, which must succeed.
+fn undo(m: &Mount, uri: &str) {
+    let out = m.cli(&["undo", uri]).output().unwrap();
+    support::assert_ok(&out, &["undo", uri]);
+}
+
+/// What the workspace holds at `name` under resources (through the mount too, once the
+/// daemon dropped what the kernel cached: at once in the common case, at the latest after
+/// the cache's timeout).
+fn backing(m: &Mount, name: &str) -> String {
+    std::fs::read_to_string(m.backing().join(name)).unwrap()
 }
 
 /// fsck checks the history against its content: an entry whose content is gone and content
@@ -261,23 +273,16 @@ fn fsck_checks_the_history_and_status_counts_it() {
 fn overwrites_are_kept_and_undone() {
     let m = Mount::new();
     let r = m.res();
-    let undo = |uri: &str| {
-        let out = m.cli(&["undo", uri]).output().unwrap();
-        support::assert_ok(&out, &["undo", uri]);
-    };
-    // In the workspace (through the mount too, once the daemon dropped what the kernel
-    // cached: at once in the common case, at the latest after the cache's timeout).
-    let backing = |name: &str| std::fs::read_to_string(m.backing().join(name)).unwrap();
     ok(&r, "echo first > note.md && echo second > note.md");
-    undo("viking://resources/note.md");
-    assert_eq!(backing("note.md"), "first\n");
+    undo(&m, "viking://resources/note.md");
+    assert_eq!(backing(&m, "note.md"), "first\n");
     ok(&r, "echo 0123456789 > cut.md && truncate -s 3 cut.md");
-    undo("viking://resources/cut.md");
-    assert_eq!(backing("cut.md"), "0123456789\n");
+    undo(&m, "viking://resources/cut.md");
+    assert_eq!(backing(&m, "cut.md"), "0123456789\n");
     ok(&r, "echo A > a.md && echo B > b.md && mv a.md b.md");
-    assert_eq!(backing("b.md"), "A\n");
-    undo("viking://resources/b.md");
-    assert_eq!(backing("b.md"), "B\n");
+    assert_eq!(backing(&m, "b.md"), "A\n");
+    undo(&m, "viking://resources/b.md");
+    assert_eq!(backing(&m, "b.md"), "B\n");
     let from = m.dir.path().join("new.txt");
     std::fs::write(&from, "written by the CLI\n").unwrap();
     ok(&r, "echo before > w.md");
@@ -291,15 +296,15 @@ fn overwrites_are_kept_and_undone() {
         .output()
         .unwrap();
     support::assert_ok(&out, &["write"]);
-    undo("viking://resources/w.md");
-    assert_eq!(backing("w.md"), "before\n");
+    undo(&m, "viking://resources/w.md");
+    assert_eq!(backing(&m, "w.md"), "before\n");
     // truncate(2) by path, without an open: a cut of its own.
     ok(
         &r,
         "echo 0123456789 > t2.md && python3 -c \"import os; os.truncate('t2.md', 1)\"",
     );
-    undo("viking://resources/t2.md");
-    assert_eq!(backing("t2.md"), "0123456789\n");
+    undo(&m, "viking://resources/t2.md");
+    assert_eq!(backing(&m, "t2.md"), "0123456789\n");
     let listed = m.cli(&["history", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     let ops: Vec<&str> = v
@@ -542,9 +547,8 @@ fn undo_of_a_rename_over_a_file_gives_both_back() {
         said.contains("moved back viking://resources/b.md to viking://resources/a.md"),
         "{said}"
     );
-    let read = |n: &str| std::fs::read_to_string(m.backing().join(n)).unwrap();
     assert_eq!(
-        (read("a.md"), read("b.md")),
+        (backing(&m, "a.md"), backing(&m, "b.md")),
         ("A\n".to_string(), "B\n".to_string())
     );
     m.check_index_agrees();
@@ -779,17 +783,12 @@ fn kept_versions_get_their_content_hash() {
 fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
     let m = Mount::new();
     let r = m.res();
-    let undo = |uri: &str| {
-        let out = m.cli(&["undo", uri]).output().unwrap();
-        support::assert_ok(&out, &["undo", uri]);
-    };
-    let backing = |name: &str| std::fs::read_to_string(m.backing().join(name)).unwrap();
     ok(&r, "echo one > a.md && rm a.md");
     let blobs = m.ws.join(".vikingfs/history/blobs");
     std::fs::remove_dir_all(&blobs).unwrap();
     ok(&r, "echo two > b.md && rm b.md");
-    undo("viking://resources/b.md");
-    assert_eq!(backing("b.md"), "two\n");
+    undo(&m, "viking://resources/b.md");
+    assert_eq!(backing(&m, "b.md"), "two\n");
     ok(&r, "echo three > c.md");
     std::fs::remove_dir_all(&blobs).unwrap();
     ok(&r, "echo four > c.md");
@@ -798,6 +797,6 @@ fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
         kept, 1,
         "the overwrite's version, in a blobs directory made again"
     );
-    undo("viking://resources/c.md");
-    assert_eq!(backing("c.md"), "three\n");
+    undo(&m, "viking://resources/c.md");
+    assert_eq!(backing(&m, "c.md"), "three\n");
 }

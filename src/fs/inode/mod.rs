@@ -426,12 +426,12 @@ impl InodeTable {
         self.len() == 0
     }
 
-    /// The inode serving a backing (dev, ino), if the kernel knows one.
     /// The inode serving `key`, with one more kernel reference, when its backing file is
-    /// alive and is the file at `key` (as its descriptor's stat, returned, says: two live
-    /// files never share a key): a lookup of a name the kernel knew before needs no open and
-    /// no handle. `None`: none serves it, or it was deleted and its number reused — look it up
-    /// in full ([`Self::remember`]).
+    /// still the file at `key`: a lookup of a name the kernel knew before needs no open and no
+    /// handle. Its descriptor proves it: one the cache closed is reopened from the handle,
+    /// which fails for a file deleted since (whose number a new file may have taken), and one
+    /// held open keeps its number from being reused; the stat of it (returned: the
+    /// attributes) is checked all the same. `None`: look it up in full ([`Self::remember`]).
     pub fn revisit(&self, key: (u64, u64)) -> Option<(Arc<Inode>, crate::sys::Stat)> {
         let inode = {
             let t = self.t.lock();
@@ -454,6 +454,7 @@ impl InodeTable {
         Some((inode, st))
     }
 
+    /// The inode serving a backing (dev, ino), if the kernel knows one.
     pub fn find(&self, key: (u64, u64)) -> Option<u64> {
         self.t.lock().ino_of(key)
     }
