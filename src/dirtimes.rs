@@ -151,20 +151,38 @@ pub fn quietly<T>(
 ) -> io::Result<T> {
     let parent = parent_of(rel);
     let stat = || sys::lstatat(dir, parent);
-    let Ok(first) = stat() else {
-        return change();
+    // The shard to wait in is the directory's: guessed from the last quiet change this
+    // thread made through the same descriptor and name (`rm -rf` is one lock file after
+    // another in one directory), else read. The read under the shard's lock proves the
+    // guess; a wrong one (the name now another directory) is read again and taken anew.
+    let mut key = match last_key(dir, parent) {
+        Some(k) => k,
+        None => match stat() {
+            Ok(st) => st.key(),
+            Err(_) => return change(),
+        },
     };
-    let key = first.key();
     let mut records = RECORDS.lock(key);
-    // Read again now the directory's quiet changes wait for us: `first` may be older than
-    // one that just finished.
-    let before = match stat() {
+    // Read again now the directory's quiet changes wait for us: a first read may be older
+    // than one that just finished.
+    let mut now = stat();
+    if let Ok(st) = &now {
+        if st.key() != key {
+            drop(records);
+            key = st.key();
+            records = RECORDS.lock(key);
+            now = stat();
+        }
+    }
+    let before = match now {
         Ok(st) if st.key() == key => Times::of(&st),
         _ => {
             drop(records);
+            forget_key();
             return change();
         }
     };
+    remember_key(dir, parent, key);
     let shown = match records.get(&key) {
         Some(r) => before.seen_through(r),
         None => before,
@@ -189,6 +207,33 @@ pub fn quietly<T>(
         }
     }
     result
+}
+
+thread_local! {
+    /// The directory of this thread's last quiet change: descriptor, name and key.
+    static LAST: std::cell::RefCell<Option<(i32, Vec<u8>, Key)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn last_key(dir: BorrowedFd<'_>, parent: &[u8]) -> Option<Key> {
+    use std::os::fd::AsRawFd;
+    LAST.with_borrow(|l| {
+        l.as_ref()
+            .filter(|(fd, p, _)| *fd == dir.as_raw_fd() && p == parent)
+            .map(|l| l.2)
+    })
+}
+
+fn remember_key(dir: BorrowedFd<'_>, parent: &[u8], key: Key) {
+    use std::os::fd::AsRawFd;
+    LAST.with_borrow_mut(|l| match l {
+        Some((fd, p, k)) if *fd == dir.as_raw_fd() && p == parent => *k = key,
+        _ => *l = Some((dir.as_raw_fd(), parent.to_vec(), key)),
+    });
+}
+
+fn forget_key() {
+    LAST.with_borrow_mut(|l| *l = None);
 }
 
 /// Put the times to show into `st`, a stat of a directory (anything else is left alone).
@@ -287,6 +332,46 @@ mod tests {
         let real = Times::of(&st);
         shown(&mut st);
         assert_eq!(Times::of(&st), real);
+    }
+
+    /// The directory is guessed from this thread's last quiet change through the same name:
+    /// when another directory has taken that name since, its own times are the ones kept.
+    #[test]
+    fn a_name_that_now_holds_another_directory_is_judged_as_that_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let root = sys::open_path_dir(d.path()).unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let shown_of = |p: &std::path::Path| {
+            let mut st = stat(p);
+            shown(&mut st);
+            Times::of(&st)
+        };
+        let a_start = Times::of(&stat(&a));
+        tick();
+        quietly(root.as_fd(), c"a/lock", || {
+            std::fs::write(a.join("lock"), "t")
+        })
+        .unwrap();
+        assert_eq!(shown_of(&a), a_start);
+        // b takes a's name (a moves aside), then a quiet change through the same name.
+        std::fs::rename(&a, d.path().join("old")).unwrap();
+        std::fs::rename(&b, &a).unwrap();
+        let b_start = Times::of(&stat(&a));
+        tick();
+        quietly(root.as_fd(), c"a/lock", || {
+            std::fs::write(a.join("lock"), "t")
+        })
+        .unwrap();
+        assert_ne!(Times::of(&stat(&a)), b_start, "the real times moved");
+        assert_eq!(shown_of(&a), b_start, "b's own times before the change");
+        // (Its move changed its ctime: that shows; its mtime is still the one kept.)
+        assert_eq!(
+            shown_of(&d.path().join("old")).mtime,
+            a_start.mtime,
+            "a's record kept"
+        );
     }
 
     #[test]

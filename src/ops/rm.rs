@@ -88,19 +88,30 @@ impl Locked {
     fn remove(&self, p: &VPath, mode: Mode) -> Result<RmReport> {
         check_user_path(p)?;
         let fs = self.backing(p);
-        let meta = self.lstat(p)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
-        let dir = meta.is_dir();
-        match mode {
-            Mode::File if dir => return Err(OpsError::IsADirectory(p.uri())),
-            Mode::EmptyDir if !dir => return Err(OpsError::NotADirectory(p.uri())),
-            _ => {}
-        }
+        // unlink and rmdir know the lock they need; `rm -r` looks first. Either way what
+        // counts is the look under the lock: the path may have changed before it.
+        let dir = match mode {
+            Mode::File => false,
+            Mode::EmptyDir => true,
+            Mode::Any => self
+                .lstat(p)?
+                .ok_or_else(|| OpsError::NotFound(p.uri()))?
+                .is_dir(),
+        };
         let kind = if dir { LockKind::Tree } else { LockKind::Exact };
-        let guard = self.lock(&[(p.clone(), kind)])?;
-        // Re-check under the lock: it may have changed between the look and the lock.
+        // A missing directory above is not made for the lock file: the path is not there.
+        let guard = match self.lock_existing(&[(p.clone(), kind)]) {
+            Err(OpsError::Lock(crate::lock::LockError::Gone { .. })) => {
+                return Err(OpsError::NotFound(p.uri()))
+            }
+            g => g?,
+        };
         let meta = self.lstat(p)?.ok_or_else(|| OpsError::NotFound(p.uri()))?;
-        if meta.is_dir() != dir {
-            return Err(OpsError::NotFound(p.uri()));
+        match mode {
+            Mode::File if meta.is_dir() => return Err(OpsError::IsADirectory(p.uri())),
+            Mode::EmptyDir if !meta.is_dir() => return Err(OpsError::NotADirectory(p.uri())),
+            Mode::Any if meta.is_dir() != dir => return Err(OpsError::NotFound(p.uri())),
+            _ => {}
         }
         // Summaries and lock files do not make a directory non-empty.
         if mode == Mode::EmptyDir && self.has_sources(p)? {

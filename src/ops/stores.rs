@@ -326,6 +326,15 @@ impl Stores {
         Ok(self.locks.acquire_brief(reqs, self.waits.foreground)?)
     }
 
+    /// [`Self::lock`] of paths that must exist already: no directory is made for a lock file
+    /// (a missing one fails the lock with `ENOENT`).
+    pub(super) fn lock_existing(&self, reqs: &[(VPath, LockKind)]) -> Result<LockGuard> {
+        self.foreground.touch();
+        Ok(self
+            .locks
+            .acquire_brief_existing(reqs, self.waits.foreground)?)
+    }
+
     /// Whether the index must be rebuilt from the files: it was just created or recreated, or
     /// a rebuild was interrupted.
     pub fn needs_rebuild(&self) -> Result<bool> {

@@ -258,3 +258,48 @@ fn a_crash_between_a_kept_version_and_its_entry_loses_nothing() {
         "{h}"
     );
 }
+
+/// unlink and rmdir take their lock without looking first: what is not there, or not the kind
+/// asked for, is refused as before, nothing is made for the lock file, and no lock file stays.
+#[test]
+fn removals_of_what_is_not_there_make_nothing_and_leave_no_lock() {
+    let (_d, ws, ops) = engine();
+    std::fs::create_dir(ws.fs_path(&p("resources/d"))).unwrap();
+    std::fs::write(ws.fs_path(&p("resources/f")), "x").unwrap();
+    let missing = |r: OpsError| matches!(r, OpsError::NotFound(_));
+    assert!(missing(ops.unlink(&p("resources/nope/x")).unwrap_err()));
+    assert!(missing(ops.rmdir(&p("resources/nope/x")).unwrap_err()));
+    assert!(missing(ops.rm(&p("resources/nope/x"), false).unwrap_err()));
+    assert!(missing(ops.unlink(&p("resources/d/x")).unwrap_err()));
+    assert!(missing(ops.rmdir(&p("resources/d/x")).unwrap_err()));
+    assert!(
+        !ws.fs_path(&p("resources/nope")).exists(),
+        "no directory made for a lock on a missing path"
+    );
+    assert!(matches!(
+        ops.unlink(&p("resources/d")),
+        Err(OpsError::IsADirectory(_))
+    ));
+    assert!(matches!(
+        ops.rmdir(&p("resources/f")),
+        Err(OpsError::NotADirectory(_))
+    ));
+    let names = |d: &str| -> BTreeSet<String> {
+        std::fs::read_dir(ws.fs_path(&p(d)))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(names("resources/d"), BTreeSet::new(), "no lock file left");
+    assert!(
+        names("resources").iter().all(|n| !n.contains("ovlock")),
+        "no lock file left: {:?}",
+        names("resources")
+    );
+    assert!(ws.fs_path(&p("resources/d")).is_dir());
+    assert!(ws.fs_path(&p("resources/f")).is_file());
+    // And what is there goes.
+    ops.unlink(&p("resources/f")).unwrap();
+    ops.rmdir(&p("resources/d")).unwrap();
+    assert!(!ws.fs_path(&p("resources/f")).exists() && !ws.fs_path(&p("resources/d")).exists());
+}
