@@ -235,15 +235,25 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
     let due = if running { now + rerun_delay_ms } else { now };
     // Coalesce into the pending job, keeping its place in line: its due stays, unless it was
     // backing off after a failure or waiting (a file open for writing, a full disk: it has a
-    // last error): new input ends a back-off or a wait. A claim racing this enqueue holds
-    // its row: the update waits, then no longer matches, and a new row goes in.
+    // last error): new input ends a back-off or a wait. A re-run waiting out its delay is
+    // held back while its key keeps coming (`rm -rf` or `cp -r` of a big directory queue its
+    // summary, which reads every child, at every batch): each enqueue moves it to half the
+    // delay from now, up to ten delays after it was queued, so a burst is summarised once
+    // after it rather than every delay during it. A claim racing this enqueue holds its row:
+    // the update waits, then no longer matches, and a new row goes in.
+    let mut params = row(version, due).to_vec();
+    params.push((now + rerun_delay_ms / 2).into());
+    params.push((rerun_delay_ms * 10).into());
     let updated = s.opt(
         "UPDATE {jobs} SET version = ?3, payload = ?4,
-                           due = CASE WHEN attempts > 0 OR last_error IS NOT NULL
-                                      THEN ?6 ELSE due END,
+                           due = CASE WHEN attempts > 0 OR last_error IS NOT NULL THEN ?6
+                                      WHEN due <= ?5 OR due >= ?7 THEN due
+                                      WHEN ?7 <= created + ?8 THEN ?7
+                                      WHEN due >= created + ?8 THEN due
+                                      ELSE created + ?8 END,
                            attempts = 0, last_error = NULL, updated = ?5
          WHERE queue = ?1 AND key = ?2 AND state = 0 RETURNING id",
-        &row(version, due),
+        &params,
     )?;
     match updated {
         Some(r) => Ok(r.int(0)),

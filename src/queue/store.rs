@@ -542,6 +542,38 @@ mod tests {
     }
 
     #[test]
+    fn a_rerun_is_held_back_while_its_key_keeps_coming_up_to_ten_delays() {
+        let dir = tempfile::tempdir().unwrap();
+        let delay = Duration::from_secs(1);
+        let q = Queue::open_with(
+            &dir.path().join("q.db"),
+            QueueOptions {
+                rerun_delay: delay,
+                ..QueueOptions::default()
+            },
+        )
+        .unwrap();
+        let lease = Duration::from_secs(60);
+        q.enqueue("semantic", Some("k"), &json!(0)).unwrap();
+        let first = q.claim("semantic", "w", lease).unwrap().unwrap();
+        // `rm -rf` of a big directory: its key comes again every few milliseconds.
+        let start = std::time::Instant::now();
+        let claimed = loop {
+            q.enqueue("semantic", Some("k"), &json!(1)).unwrap();
+            if q.claim("semantic", "w", lease).unwrap().is_some() {
+                break start.elapsed();
+            }
+            assert!(start.elapsed() < delay * 14, "the re-run never came");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            claimed >= delay * 5,
+            "held back while the key kept coming, not run after one delay: {claimed:?}"
+        );
+        q.complete(&first).unwrap();
+    }
+
+    #[test]
     fn pending_key_is_updated_in_place_and_a_claimed_one_goes_stale() {
         let dir = tempfile::tempdir().unwrap();
         let q = open(&dir);
