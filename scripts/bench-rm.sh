@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # rm -rf of one directory of RM_N (10,000) empty files, side by side and interleaved: through
 # bindfs, through vikingfs (this build) and through BASE_BIN (an older vikingfs), ROUNDS
-# times each; prints every run and the medians.
+# times each; prints every run and the medians, and the floor on the backing filesystem
+# itself (a native unlink beside the lock file, rename into the history and unlock that
+# every kept removal makes).
 #
 #   scripts/bench-rm.sh BASE_BIN [WORKDIR]
 #
@@ -88,8 +90,42 @@ run() {
     fi
 }
 
-declare -A RES CPU
+# The floor on the backing filesystem itself, no FUSE: what each removal must do to the
+# directories, natively — bindfs's one unlink(2), against vikingfs's OpenViking-format lock
+# file linked in, the file renamed into the history, the lock file unlinked.
+floor() {
+    python3 - "$WORK/floor" "$RM_N" <<'PY'
+import os, sys, time
+base, n = sys.argv[1], int(sys.argv[2])
+for kind in ("unlink", "lock+rename+unlock"):
+    d, blobs = f"{base}/t", f"{base}/blobs"
+    os.makedirs(d)
+    os.makedirs(blobs)
+    for i in range(n):
+        os.close(os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644))
+    spare = f"{base}/spare"
+    open(spare, "w").write("token")
+    os.sync()
+    t0 = time.perf_counter()
+    for name in sorted(os.listdir(d)):
+        if kind == "unlink":
+            os.unlink(f"{d}/{name}")
+            continue
+        lock = f"{d}/.exact.ovlock.{name}.0123456789abcdef"
+        os.link(spare, lock)
+        os.rename(f"{d}/{name}", f"{blobs}/{name}")
+        os.unlink(lock)
+    print(f"{kind} {(time.perf_counter() - t0) * 1e6 / n:.1f}")
+    os.system(f"rm -rf {d} {blobs} {spare}")
+PY
+}
+
+declare -A RES CPU FLOOR
 for r in $(seq "$ROUNDS"); do
+    while read -r k us; do
+        FLOOR[$k]+="$us "
+        echo "round $r: native $k $us us per file" >&2
+    done < <(floor)
     for k in indexed ignored; do
         for t in bindfs old new; do
             [ "$t" = bindfs ] && [ "$k" = ignored ] && continue
@@ -105,4 +141,8 @@ printf '%-8s %-8s %8s %12s   %s\n' target tree "median s" "CPU ms" runs
 for key in bindfs.indexed old.indexed new.indexed old.ignored new.ignored; do
     printf '%-8s %-8s %8s %12s   %s\n' "${key%.*}" "${key#*.}" "$(echo "${RES[$key]}" | median)" \
         "$(echo "${CPU[$key]}" | median)" "${RES[$key]}"
+done
+for k in unlink lock+rename+unlock; do
+    printf 'native   %-20s %s us per file (median; runs: %s)\n' "$k" \
+        "$(echo "${FLOOR[$k]}" | median)" "${FLOOR[$k]}"
 done
