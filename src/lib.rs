@@ -12,6 +12,10 @@
 //! - leaves: `sys` (every system call std lacks), `uri`, `errno` (`ToErrno`), `tail` (work
 //!   after a reply), `error`, `db`, `pg`, `process`, `metrics`, `failpoint`.
 
+// The documentation is the developers' map of the internals (CI builds it with
+// `--document-private-items`, where every link must resolve): module docs link private items.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod cli;
 pub mod config;
 pub mod content;

@@ -2,7 +2,7 @@
 //! locked operations: what the mount does in production. The core decides what to change;
 //! this decides how, so the core never sees a lock or a store.
 //!
-//! Each change goes through [`Ops`], which takes the design's lock first and keeps the index
+//! Each change goes through [`Ops`](super::Ops), which takes the design's lock first and keeps the index
 //! and the queue in step: unlink and rmdir remove index records before files, rename moves
 //! them, a closed written file is queued for embedding and its directory's summary. Single-path
 //! changes (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT

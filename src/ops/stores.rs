@@ -166,7 +166,7 @@ pub struct Stores {
     pub(super) queue: Queue,
     pub(super) index: Index,
     pub(super) journal: crate::journal::Journal,
-    /// Which paths get derived state, and how much of a file ([`derive`]).
+    /// Which paths get derived state, and how much of a file ([`mod@derive`]).
     pub(super) derive: Arc<derive::Derivation>,
     /// Room to free room on a full disk ([`reserve`]).
     pub(super) reserve: reserve::Reserve,

@@ -4,7 +4,7 @@
 //! Each entry can reach its backing file by an O_PATH descriptor, so every call works on the
 //! object rather than on a name that may have moved. The kernel forgets inodes only under
 //! memory pressure, so the descriptors are not all kept: an inode whose filesystem exports
-//! handles keeps its [`ExportHandle`](super::exportfh::ExportHandle) and a descriptor in the
+//! handles keeps its [`super::exportfh::ExportHandle`] and a descriptor in the
 //! bounded [`FdCache`], reopened on demand (virtiofsd's `--inode-file-handles`); one without
 //! keeps its descriptor pinned. An entry lives while the kernel's lookup count is above zero:
 //! each reply that hands the kernel an entry (lookup, create, mkdir, link, readdirplus) adds
