@@ -14,7 +14,8 @@
 //!   exists, so across restarts); a pending row of the key takes the new version and payload
 //!   in place, keeping its place in line; a dead row of the key is dropped; a row whose key
 //!   moved on is dropped rather than retried or revived;
-//! - a key enqueued while its job runs waits the re-run delay;
+//! - a key enqueued while its job runs waits the re-run delay, and while it keeps coming that
+//!   wait is held at half the delay past the last enqueue, up to ten delays;
 //! - the state change and its checks are one transaction: two engines' processes never both
 //!   claim a job, and a crash leaves each change whole or absent;
 //! - [`Engine::export`] and [`Engine::import`] move the rows to another engine

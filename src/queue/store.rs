@@ -34,7 +34,8 @@ pub struct QueueOptions {
     pub busy_timeout: Duration,
     /// A key queued again while its job runs waits this long before its next run: a burst
     /// of changes (`cp -r` of many files into one directory) then re-runs a directory's
-    /// summary — which reads every child — once per this period, not after every file.
+    /// summary — which reads every child — once per this period, not after every file; and
+    /// while the key keeps coming, half this period after the last time, up to ten periods.
     pub rerun_delay: Duration,
 }
 
