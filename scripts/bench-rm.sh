@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # rm -rf of one directory of RM_N (10,000) empty files, side by side and interleaved: through
 # bindfs, through vikingfs (this build) and through BASE_BIN (an older vikingfs), ROUNDS
-# times each; prints every run and the medians, and the floor on the backing filesystem
-# itself (a native unlink beside the lock file, rename into the history and unlock that
-# every kept removal makes).
+# times each; prints every run and the medians (a vikingfs daemon's CPU by thread too), and
+# the floor on the backing filesystem itself (a native unlink beside the lock file, rename
+# into the history and unlock that every kept removal makes). SYSCALLS=1 adds a run under
+# `perf trace -s`: system calls per removal by thread.
 #
 #   scripts/bench-rm.sh BASE_BIN [WORKDIR]
 #
@@ -66,7 +67,16 @@ cpu_ms() {
     esac
     awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$pid/stat"
 }
-# run TARGET KIND -> seconds of rm -rf, and the daemon's CPU ms meanwhile
+# threads_ms TARGET -> "name ms" per thread of a vikingfs daemon (numbered threads of one
+# kind, fuser-0 and fuser-1, summed under the kind), for what each part spent
+threads_ms() {
+    local t
+    for t in /proc/"$(cat "$WORK/$1/pid")"/task/*; do
+        echo "$(sed 's/-[0-9]*$//' "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
+    done | awk -v hz="$(getconf CLK_TCK)" '{ms[$1] += $2 * 1000 / hz} END {for (n in ms) print n, int(ms[n])}'
+}
+# run TARGET KIND -> seconds of rm -rf, and the daemon's CPU ms meanwhile (and on stderr,
+# a vikingfs daemon's by thread)
 run() {
     local t=$1 kind=$2 d
     case $t in
@@ -78,10 +88,17 @@ run() {
         HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
     fi
     sync
-    local c0 c1 s
+    local c0 c1 s th0=
     c0=$(cpu_ms "$t")
+    [ "$t" = bindfs ] || th0=$(threads_ms "$t")
     s=$(secs rm -rf "$d")
     c1=$(cpu_ms "$t")
+    # On stderr before the result, so that it shows before the caller's line for this run.
+    if [ -n "$th0" ]; then
+        join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$th0" | sort) <(threads_ms "$t" | sort) |
+            awk '$3 - $2 >= 30 {printf "%s %d ms  ", $1, $3 - $2} END {print ""}' |
+            sed "s/^/  $t $kind by thread: /" >&2
+    fi
     echo "$s $((c1 - c0))"
     [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
     if [ "$t" != bindfs ]; then
@@ -94,30 +111,30 @@ run() {
 # directories, natively — bindfs's one unlink(2), against vikingfs's OpenViking-format lock
 # file linked in, the file renamed into the history, the lock file unlinked.
 floor() {
-    python3 - "$WORK/floor" "$RM_N" <<'PY'
+    local kind
+    for kind in unlink lock+rename+unlock; do
+        make_tree "$WORK/floor/t"
+        mkdir -p "$WORK/floor/blobs"
+        echo token >"$WORK/floor/spare"
+        sync
+        python3 - "$WORK/floor" "$kind" <<'PY'
 import os, sys, time
-base, n = sys.argv[1], int(sys.argv[2])
-for kind in ("unlink", "lock+rename+unlock"):
-    d, blobs = f"{base}/t", f"{base}/blobs"
-    os.makedirs(d)
-    os.makedirs(blobs)
-    for i in range(n):
-        os.close(os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644))
-    spare = f"{base}/spare"
-    open(spare, "w").write("token")
-    os.sync()
-    t0 = time.perf_counter()
-    for name in sorted(os.listdir(d)):
-        if kind == "unlink":
-            os.unlink(f"{d}/{name}")
-            continue
-        lock = f"{d}/.exact.ovlock.{name}.0123456789abcdef"
-        os.link(spare, lock)
-        os.rename(f"{d}/{name}", f"{blobs}/{name}")
-        os.unlink(lock)
-    print(f"{kind} {(time.perf_counter() - t0) * 1e6 / n:.1f}")
-    os.system(f"rm -rf {d} {blobs} {spare}")
+base, kind = sys.argv[1], sys.argv[2]
+d = f"{base}/t"
+names = sorted(os.listdir(d))
+t0 = time.perf_counter()
+for name in names:
+    if kind == "unlink":
+        os.unlink(f"{d}/{name}")
+        continue
+    lock = f"{d}/.exact.ovlock.{name}.0123456789abcdef"
+    os.link(f"{base}/spare", lock)
+    os.rename(f"{d}/{name}", f"{base}/blobs/{name}")
+    os.unlink(lock)
+print(kind, f"{(time.perf_counter() - t0) * 1e6 / len(names):.1f}")
 PY
+        rm -rf "$WORK/floor"
+    done
 }
 
 declare -A RES CPU FLOOR
@@ -146,3 +163,42 @@ for k in unlink lock+rename+unlock; do
     printf 'native   %-20s %s us per file (median; runs: %s)\n' "$k" \
         "$(echo "${FLOOR[$k]}" | median)" "${FLOOR[$k]}"
 done
+
+# SYSCALLS=1: one more indexed rm -rf on each vikingfs under `perf trace -s` (slow: read
+# only the counts), printed as system calls per removal by thread kind, the most first.
+if [ "${SYSCALLS:-0}" = 1 ]; then
+    for t in old new; do
+        d=$WORK/$t/mnt/resources/t
+        make_tree "$d"
+        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+        sync
+        perf trace -s -p "$(cat "$WORK/$t/pid")" -o "$WORK/trace.$t" 2>/dev/null &
+        tracer=$!
+        sleep 1
+        rm -rf "$d"
+        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+        kill -INT "$tracer"
+        wait "$tracer" || true
+        python3 - "$WORK/trace.$t" "$RM_N" "$t" <<'PY'
+import re, sys
+path, n, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+calls, thread = {}, None
+for line in open(path):
+    m = re.match(r"\s*(\S+) \(\d+\), \d+ events", line)
+    if m:
+        thread = re.sub(r"-?\d+$", "", m.group(1))
+        continue
+    m = re.match(r"\s+(\w+)\s+(\d+)\s", line)
+    if m and thread:
+        by = calls.setdefault(thread, {})
+        by[m.group(1)] = by.get(m.group(1), 0) + int(m.group(2))
+for thread, by in sorted(calls.items(), key=lambda kv: -sum(kv[1].values())):
+    total = sum(by.values()) / n
+    if total < 0.5:
+        continue
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:8]
+    print(f"syscalls {target:4} {thread:16} {total:5.1f} per removal: "
+          + " ".join(f"{k} {v / n:.2f}" for k, v in top))
+PY
+    done
+fi

@@ -636,8 +636,8 @@ impl VikingFs {
     /// descriptor of the moved file (it would read, or write into, the history's copy). So a
     /// truncating open holds the inode's `truncating` lock across its open and the rebind, and
     /// any other open, once its file is open, waits for that lock and checks that its inode
-    /// was not rebound meanwhile, else opens again. An open that passed the lock first had the file
-    /// open before the truncating one asked for its lease, which then fails: no move.
+    /// was not rebound meanwhile, else opens again. An open that passed the lock first had the
+    /// file open before the truncating one asked for its lease, which then fails: no move.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<u64> {
         if past::is_past(ino) {
