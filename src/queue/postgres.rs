@@ -12,7 +12,10 @@
 //!   one pending row of a key exists (the partial unique index checks it too);
 //! - a claim racing an enqueue of the same key: the enqueue's `UPDATE … WHERE state = 0` waits
 //!   for the claim's row lock and then no longer matches, so it inserts a new pending row —
-//!   the claimed job goes stale, as on SQLite.
+//!   the claimed job goes stale, as on SQLite;
+//! - a held job going back to pending (a retry, a hand-back) locks its key's row first, as an
+//!   enqueue does, so it either sees the newer version and is dropped or the enqueue coalesces
+//!   into it: never two pending rows of a key (which the unique index would refuse).
 
 use super::rules::Backend;
 use super::QueueError;

@@ -47,6 +47,30 @@ fn superseded(s: &mut dyn Sql, queue: &str, key: Option<&str>, version: i64) -> 
     Ok(key_version(s, queue, key)?.is_some_and(|c| c > version))
 }
 
+/// [`superseded`], for a held job about to go back to pending: the key's version row is
+/// locked until commit first. An enqueue of the key locks that row too (its version bump), so
+/// the two are serialised: either the enqueue committed first and the job is superseded (it
+/// is dropped), or the enqueue waits and then finds the job's row pending and coalesces into
+/// it. Unlocked, a server let both through: the job went back to pending beside the new row
+/// the enqueue inserted, and the partial unique index refused one of them (a lost failure or
+/// a lost enqueue, `duplicate key … vq_jobs_pending_key`, seen with two hosts).
+///
+/// Taken before the job's own row ([`held`]), as an enqueue takes them: the key's row, then
+/// (when its update waited for a claim and re-checks the row) the job's. The other order
+/// deadlocked against an enqueue that re-checked the job's row while the failure held it.
+fn superseded_locked(s: &mut dyn Sql, job: &Job) -> Result<bool> {
+    let Some(key) = job.key.as_deref() else {
+        return Ok(false);
+    };
+    let current = s
+        .opt(
+            "SELECT version FROM {keys} WHERE queue = ?1 AND key = ?2 {for_update}",
+            &[job.queue.as_str().into(), key.into()],
+        )?
+        .map(|r| r.int(0));
+    Ok(current.is_some_and(|c| c > job.version))
+}
+
 fn key_version(s: &mut dyn Sql, queue: &str, key: &str) -> Result<Option<i64>> {
     Ok(s.opt(
         "SELECT version FROM {keys} WHERE queue = ?1 AND key = ?2",
@@ -264,10 +288,13 @@ fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Resu
 /// How a held job leaves the running state.
 fn fail(s: &mut dyn Sql, job: &Job, failure: Failure<'_>) -> Result<bool> {
     let now = s.now()?;
+    // The key's row before the job's: in the order an enqueue takes them (see
+    // `superseded_locked`).
+    let superseded = superseded_locked(s, job)?;
     if !held(s, job)? {
         return Ok(false);
     }
-    if superseded(s, &job.queue, job.key.as_deref(), job.version)? {
+    if superseded {
         drop_job(s, job.id, &job.queue, job.key.as_deref())?;
         return Ok(true);
     }
@@ -297,10 +324,11 @@ fn fail(s: &mut dyn Sql, job: &Job, failure: Failure<'_>) -> Result<bool> {
 
 fn release(s: &mut dyn Sql, job: &Job) -> Result<()> {
     let now = s.now()?;
+    let superseded = superseded_locked(s, job)?;
     if !held(s, job)? {
         return Ok(());
     }
-    if superseded(s, &job.queue, job.key.as_deref(), job.version)? {
+    if superseded {
         return drop_job(s, job.id, &job.queue, job.key.as_deref());
     }
     s.exec(

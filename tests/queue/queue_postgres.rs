@@ -215,3 +215,67 @@ fn a_bad_dsn_an_unreachable_server_and_a_newer_schema_are_one_line_each() {
         "schema queue is version 99, newer than this vikingfs understands",
     );
 }
+
+backends!(a_failing_job_and_a_new_version_of_its_key_never_make_two_pending_rows);
+
+/// Two hosts: one keeps enqueuing a key while the other claims its job and fails it back to
+/// pending (a retry) or hands it back (a stopping pool). A failure that put its row back
+/// while the enqueue of a newer version was inserting one made two pending rows of one key:
+/// PostgreSQL refused it (`duplicate key … vq_jobs_pending_key`) and the worker's failure or
+/// the enqueue was lost. Every call must succeed, and the key's newest version is the one
+/// left to run.
+fn a_failing_job_and_a_new_version_of_its_key_never_make_two_pending_rows(backend: Backend) {
+    let t = QueueTest::new(backend);
+    let d2 = tempfile::tempdir().unwrap();
+    // On PostgreSQL the other host has its own spool directory; on SQLite it shares the file.
+    let other = Site {
+        dir: match &t.dsn {
+            Some(_) => d2.path().to_path_buf(),
+            None => t.dir().to_path_buf(),
+        },
+        dsn: t.dsn.clone(),
+    };
+    let (h1, h2) = (
+        t.open(1000, Duration::ZERO),
+        other.open(1000, Duration::ZERO),
+    );
+    let job = |i: i64| NewJob::new("semantic", Some("dir".to_string()), json!({ "i": i }));
+    h1.enqueue_many(&[job(0)]).unwrap();
+    let until = Instant::now() + Duration::from_secs(3);
+    let (mut enqueued, mut failed) = (0i64, 0u64);
+    std::thread::scope(|s| {
+        let enqueuer = s.spawn(|| {
+            let mut n = 0i64;
+            while Instant::now() < until {
+                n += 1;
+                h1.enqueue_many(&[job(n)])
+                    .expect("enqueue beside a failing claim");
+            }
+            n
+        });
+        while Instant::now() < until {
+            if let Some(j) = h2.claim("semantic", "h2", LEASE).unwrap() {
+                let r = if failed % 2 == 0 {
+                    h2.fail(&j, &JobError::Retry("again".into()))
+                } else {
+                    h2.release(&j)
+                };
+                r.expect("a failure beside an enqueue of the same key");
+                failed += 1;
+            }
+        }
+        enqueued = enqueuer.join().unwrap();
+    });
+    assert!(failed > 10, "the race was hardly run: {failed} failures");
+    // One job of the key is left, and it carries the last version enqueued.
+    let j = h2
+        .claim("semantic", "h2", LEASE)
+        .unwrap()
+        .expect("the key's job");
+    assert_eq!(
+        j.payload["i"], enqueued,
+        "the newest version is the one left"
+    );
+    h2.complete(&j).unwrap();
+    assert!(h1.is_idle().unwrap(), "one pending row of the key, no more");
+}
