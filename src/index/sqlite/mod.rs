@@ -7,15 +7,25 @@
 //!   covers (`spans`) and where each is packed (`places`);
 //! - `lex`: an FTS5 table (BM25) over each record's name and text, rowid = the record's id,
 //!   written in the same transaction as the record, so the two never disagree
-//!   ([`super::text`] makes the terms);
+//!   ([`super::text`] makes the terms). It is contentless with deletes by rowid
+//!   (`contentless_delete`): removing a record tombstones its row instead of re-tokenizing
+//!   its text to find its postings, which cost as much as indexing it and was most of
+//!   `rm -rf`'s derived work. Tombstoned postings go when FTS5 merges segments as records are
+//!   written (`deletemerge` 0: a delete never starts a merge; with the default, a burst of
+//!   deletes rewrote the same big segments again and again, slower than the old deletes);
+//! - `lex_text`: the terms each `lex` row was made from (its name's and its text's, as
+//!   written), read back only when a rename changes a record's name: the one change that
+//!   must re-make a row whose text the contentless table no longer has;
 //! - `chunks`: the int8 codes of up to [`CHUNK_SLOTS`] vectors packed into one blob, so a
 //!   dense search reads a few hundred blobs instead of stepping through one row per record.
 //!
-//! Invariants: every record has exactly one `lex` row and every `lex` row is a record; a
+//! Invariants: every record has exactly one `lex` row and one `lex_text` row, and each of
+//! those is a record's; a
 //! record with N passage vectors has N packed slots holding its id, named in its `places`
 //! in passage order (a dense search scores a record by its best passage).
 
 mod chunk;
+mod lex;
 mod lexical;
 pub(crate) mod quant;
 mod search;
@@ -45,6 +55,7 @@ fn create_sql() -> String {
         "DROP TABLE IF EXISTS records;
          DROP TABLE IF EXISTS chunks;
          DROP TABLE IF EXISTS lex;
+         DROP TABLE IF EXISTS lex_text;
          CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
          CREATE TABLE records(
              id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
@@ -55,10 +66,55 @@ fn create_sql() -> String {
          CREATE TABLE chunks(
              id INTEGER PRIMARY KEY, used INTEGER NOT NULL, data BLOB NOT NULL);
          CREATE INDEX chunks_free ON chunks(id) WHERE used < {CHUNK_SLOTS};
-         CREATE VIRTUAL TABLE lex USING fts5(
-             name, body, tokenize = '{}');",
+         {}",
+        lex_sql()
+    )
+}
+
+/// The lexical tables, empty (see the module's docs).
+fn lex_sql() -> String {
+    format!(
+        "CREATE VIRTUAL TABLE lex USING fts5(
+             name, body, tokenize = '{}', content = '', contentless_delete = 1);
+         INSERT INTO lex(lex, rank) VALUES('deletemerge', 0);
+         CREATE TABLE lex_text(id INTEGER PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL);",
         super::analyze::TOKENIZER
     )
+}
+
+/// An index written before `lex` was contentless (its text in FTS5's own content table, no
+/// `lex_text`) is converted in place when opened, in one write transaction (whoever opens it
+/// first; the others find it done): the text moves to `lex_text` and `lex` is made again from
+/// it. Records, vectors and chunks stay as they are (re-deriving them from the files would
+/// re-embed every file). A current index costs one read of the schema.
+fn upgrade_lex(conn: &mut Connection) -> rusqlite::Result<()> {
+    fn old(c: &Connection) -> rusqlite::Result<bool> {
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex')
+                AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')",
+            [],
+            |r| r.get(0),
+        )
+    }
+    if !old(conn)? {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !old(&tx)? {
+        return Ok(()); // Another process converted it meanwhile.
+    }
+    tx.execute_batch(&format!(
+        "CREATE TEMP TABLE old_lex AS SELECT rowid AS id, name, body FROM lex;
+         DROP TABLE lex;
+         {}
+         INSERT INTO lex_text(id, name, body) SELECT id, name, body FROM temp.old_lex;
+         INSERT INTO lex(rowid, name, body) SELECT id, name, body FROM lex_text;
+         DROP TABLE temp.old_lex;",
+        lex_sql()
+    ))?;
+    tx.commit()?;
+    tracing::info!("the index's lexical table made contentless (deletes no longer re-read text)");
+    Ok(())
 }
 
 /// An open index file: one connection behind a mutex (open one per process, or per thread
@@ -74,7 +130,7 @@ pub struct SqliteEngine {
 
 impl SqliteEngine {
     pub fn open(path: &Path) -> Result<SqliteEngine> {
-        let conn = crate::db::open(
+        let mut conn = crate::db::open(
             path,
             crate::db::Open {
                 busy_timeout: BUSY_TIMEOUT,
@@ -82,6 +138,10 @@ impl SqliteEngine {
             },
         )
         .map_err(|source| IndexError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        upgrade_lex(&mut conn).map_err(|source| IndexError::Sqlite {
             path: path.to_path_buf(),
             source,
         })?;

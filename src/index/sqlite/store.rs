@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::chunk::Layout;
+use super::lex::LexChanges;
 use super::quant::{f32_to_bytes, normalised};
 use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
 use crate::index::{text, IndexError, Level, PassageVector, Record};
@@ -33,6 +34,8 @@ struct Batch<'t> {
     tx: &'t Transaction<'t>,
     layout: Layout,
     chunks: HashMap<i64, ChunkBuf>,
+    /// The `lex` rows changed, written at the end ([`LexChanges`]: the totals kept right).
+    lex: LexChanges,
 }
 
 /// A vector's place in the packed chunks: (chunk id, slot).
@@ -186,13 +189,16 @@ impl<'t> Batch<'t> {
             for &(chunk, slot) in &r.places {
                 self.clear(chunk, slot)?;
             }
-            self.exec("DELETE FROM lex WHERE rowid = ?1", params![r.id])?;
+            // A tombstone: the row's text is not read again (`lex` is contentless).
+            self.lex.delete(r.id);
+            self.exec("DELETE FROM lex_text WHERE id = ?1", params![r.id])?;
             n += self.exec("DELETE FROM records WHERE id = ?1", params![r.id])?;
         }
         Ok(n)
     }
 
     fn flush(self) -> Result<(), IndexError> {
+        self.lex.apply(self.tx).map_err(|e| self.eng.sql(e))?;
         for (id, mut c) in self.chunks {
             if c.dirty.is_empty() {
                 continue;
@@ -249,12 +255,17 @@ impl<'t> Batch<'t> {
     }
 
     /// The record's terms: its name's and its text's, replacing what `lex` held for `id`.
-    fn put_terms(&self, id: i64, uri: &VPath, text: &str) -> Result<(), IndexError> {
+    fn put_terms(&mut self, id: i64, uri: &VPath, text: &str) -> Result<(), IndexError> {
         let name = if uri.is_root() { "" } else { uri.name() };
-        self.exec("DELETE FROM lex WHERE rowid = ?1", params![id])?;
+        self.lex_row(id, &text::document(name), &text::document(text))
+    }
+
+    /// Make `lex`'s row `id` (and the `lex_text` it is made from) of these terms.
+    fn lex_row(&mut self, id: i64, name: &str, body: &str) -> Result<(), IndexError> {
+        self.lex.put(id, name.to_string(), body.to_string());
         self.exec(
-            "INSERT INTO lex(rowid, name, body) VALUES (?1, ?2, ?3)",
-            params![id, text::document(name), text::document(text)],
+            "INSERT OR REPLACE INTO lex_text(id, name, body) VALUES (?1, ?2, ?3)",
+            params![id, name, body],
         )?;
         Ok(())
     }
@@ -400,6 +411,7 @@ impl SqliteEngine {
             tx: &tx,
             layout: Layout { dim: self.dim },
             chunks: HashMap::new(),
+            lex: LexChanges::default(),
         };
         let out = f(&mut batch)?;
         batch.flush()?;
@@ -550,10 +562,12 @@ impl SqliteEngine {
             // Only the moved path itself changes its name; what lies below keeps its own.
             if from.name() != to.name() {
                 for (id, new, _) in renamed.iter().filter(|r| r.1 == *to) {
-                    b.exec(
-                        "UPDATE lex SET name = ?2 WHERE rowid = ?1",
-                        params![id, text::document(new.name())],
-                    )?;
+                    // The contentless row is made again from its text, under the new name.
+                    let body: String =
+                        b.tx.prepare_cached("SELECT body FROM lex_text WHERE id = ?1")
+                            .and_then(|mut s| s.query_row([id], |r| r.get(0)))
+                            .map_err(|e| b.eng.sql(e))?;
+                    b.lex_row(*id, &text::document(new.name()), &body)?;
                 }
             }
             Ok(renamed.len())

@@ -98,6 +98,17 @@ impl SqliteEngine {
         if stray > 0 {
             problems.push(format!("{stray} lexical rows have no record"));
         }
+        let untexted = count(
+            "SELECT COUNT(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM lex_text WHERE id = r.id)",
+        )?;
+        if untexted > 0 {
+            problems.push(format!("{untexted} records have no lexical text"));
+        }
+        let stray =
+            count("SELECT COUNT(*) FROM lex_text WHERE id NOT IN (SELECT id FROM records)")?;
+        if stray > 0 {
+            problems.push(format!("{stray} lexical texts have no record"));
+        }
         Ok(problems)
     }
 }
