@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# rm -rf of one directory of RM_N (10,000) empty files, side by side and interleaved: through
+# rm -rf of one directory of RM_N (10,000) files of real text (RM_CONTENT, default
+# /usr/include: each file the text of one header there, taken in turn; RM_CONTENT=empty for
+# empty files), side by side and interleaved: through
 # bindfs, through vikingfs (this build) and through BASE_BIN (an older vikingfs), ROUNDS
 # times each; prints every run and the medians (a vikingfs daemon's CPU by thread too), and
 # the floor on the backing filesystem itself (a native unlink beside the lock file, rename
@@ -19,6 +21,7 @@ WORK=${2:-$(mktemp -d /var/tmp/vikingfs-rm.XXXXXX)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${VIKINGFS_BIN:-$ROOT/target/release/vikingfs}
 RM_N=${RM_N:-10000}
+RM_CONTENT=${RM_CONTENT:-/usr/include}
 ROUNDS=${ROUNDS:-3}
 declare -A BINOF=([new]=$BIN [old]=$BASE)
 
@@ -43,12 +46,26 @@ for t in new old; do
 done
 
 make_tree() {
-    python3 - "$1" "$RM_N" <<'PY'
+    python3 - "$1" "$RM_N" "$RM_CONTENT" <<'PY'
 import os, sys
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, src = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+texts = [b""]
+if src != "empty":
+    texts = []
+    for root, _, files in os.walk(src):
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            if os.path.isfile(p) and not os.path.islink(p) and os.path.getsize(p) <= 256 << 10:
+                texts.append(open(p, "rb").read())
+            if len(texts) >= n:
+                break
+        if len(texts) >= n:
+            break
 os.makedirs(d)
 for i in range(n):
-    os.close(os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644))
+    fd = os.open(f"{d}/f{i:06}", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, texts[i % len(texts)])
+    os.close(fd)
 PY
 }
 secs() {
@@ -99,12 +116,15 @@ run() {
             awk '$3 - $2 >= 30 {printf "%s %d ms  ", $1, $3 - $2} END {print ""}' |
             sed "s/^/  $t $kind by thread: /" >&2
     fi
-    echo "$s $((c1 - c0))"
     [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
+    local settle=0
     if [ "$t" != bindfs ]; then
-        # Settled and the history recorded before the next run.
-        HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" wait --timeout 1200 >/dev/null
+        # Until settled (records gone, the history recorded, the summaries redone): what the
+        # removal left for after its replies.
+        settle=$(secs env HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" \
+            wait --timeout 1200)
     fi
+    echo "$s $((c1 - c0)) $settle $(($(cpu_ms "$t") - c0))"
 }
 
 # The floor on the backing filesystem itself, no FUSE: what each removal must do to the
@@ -137,7 +157,7 @@ PY
     done
 }
 
-declare -A RES CPU FLOOR
+declare -A RES CPU SETTLE ALL FLOOR
 for r in $(seq "$ROUNDS"); do
     while read -r k us; do
         FLOOR[$k]+="$us "
@@ -146,18 +166,22 @@ for r in $(seq "$ROUNDS"); do
     for k in indexed ignored; do
         for t in bindfs old new; do
             [ "$t" = bindfs ] && [ "$k" = ignored ] && continue
-            read -r s c < <(run "$t" "$k")
+            read -r s c w a < <(run "$t" "$k")
             RES[$t.$k]+="$s "
             CPU[$t.$k]+="$c "
-            echo "round $r: $t $k $s s, daemon CPU $c ms" >&2
+            SETTLE[$t.$k]+="$w "
+            ALL[$t.$k]+="$a "
+            echo "round $r: $t $k $s s, daemon CPU $c ms; then settled in $w s, CPU $a ms in all" >&2
         done
     done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-printf '%-8s %-8s %8s %12s   %s\n' target tree "median s" "CPU ms" runs
+printf '%-8s %-8s %8s %10s %10s %12s   %s\n' target tree "median s" "CPU ms" "settled s" \
+    "CPU ms all" "runs (s)"
 for key in bindfs.indexed old.indexed new.indexed old.ignored new.ignored; do
-    printf '%-8s %-8s %8s %12s   %s\n' "${key%.*}" "${key#*.}" "$(echo "${RES[$key]}" | median)" \
-        "$(echo "${CPU[$key]}" | median)" "${RES[$key]}"
+    printf '%-8s %-8s %8s %10s %10s %12s   %s\n' "${key%.*}" "${key#*.}" \
+        "$(echo "${RES[$key]}" | median)" "$(echo "${CPU[$key]}" | median)" \
+        "$(echo "${SETTLE[$key]}" | median)" "$(echo "${ALL[$key]}" | median)" "${RES[$key]}"
 done
 for k in unlink lock+rename+unlock; do
     printf 'native   %-20s %s us per file (median; runs: %s)\n' "$k" \
