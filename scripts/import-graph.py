@@ -75,7 +75,7 @@ def folder_graph(folder):
 # The layers, lowest first: a module may use its own layer and those below (docs/architecture.md).
 LAYERS = {
     None: [
-        "sys uri error errno failpoint metrics pg process db sql tail",
+        "sys uri error errno failpoint metrics pg process db sql tail spoolfile",
         "fsx dirtimes workspace content config embed semantic daemon",
         "lock index queue journal fs",
         "ops",

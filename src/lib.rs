@@ -40,6 +40,7 @@ pub mod queue;
 pub mod semantic;
 pub mod server;
 pub mod session;
+pub mod spoolfile;
 pub(crate) mod sql;
 pub mod sys;
 pub mod tail;

@@ -20,7 +20,7 @@
 //! (an older one, after the spool moved on at [`ROTATE_BYTES`]), so it never grows.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -85,10 +85,8 @@ impl IntentSpool {
         &self.dir
     }
 
-    /// A new spool file, locked. It is made under a name replays pass over and takes its own
-    /// name only once locked: made under its own name, a replay could lock it first (its owner
-    /// looking dead), find it empty and delete it, and the lines this process went on to
-    /// append would have been in a file no replay ever reads.
+    /// A new spool file, locked before it is named (`spoolfile`: a replay never takes it for
+    /// a dead process's).
     fn create(&self) -> io::Result<SpoolFile> {
         std::fs::create_dir_all(&self.dir)?;
         let name = format!(
@@ -96,19 +94,7 @@ impl IntentSpool {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         );
-        let path = self.dir.join(&name);
-        let making = self.dir.join(format!("{name}.new"));
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(&making)?;
-        let locked = sys::flock(&file, FlockOperation::NonBlockingLockExclusive)
-            .and_then(|()| std::fs::rename(&making, &path));
-        if let Err(e) = locked {
-            let _ = std::fs::remove_file(&making);
-            return Err(e);
-        }
+        let (file, path) = crate::spoolfile::create_locked(&self.dir, &name)?;
         Ok(SpoolFile {
             n: self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             path,
@@ -190,21 +176,6 @@ impl Drop for IntentSpool {
     }
 }
 
-/// A file [`IntentSpool::create`] made and never named (its process died between the two):
-/// empty, as nothing is appended before the name. Removed once a minute old and unlocked (a
-/// younger one may be between its making and its lock).
-fn remove_abandoned(path: &Path) {
-    const GRACE: std::time::Duration = std::time::Duration::from_secs(60);
-    let Ok(file) = File::open(path) else { return };
-    let old = file
-        .metadata()
-        .and_then(|m| m.modified())
-        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > GRACE));
-    if old && sys::flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
 /// A dead process's spool file, locked by this process until dropped.
 pub(super) struct Orphan {
     pub path: PathBuf,
@@ -224,8 +195,8 @@ pub(super) fn orphans(dir: &Path, mine: Option<&IntentSpool>) -> io::Result<Vec<
     let mut out = Vec::new();
     for e in entries.flatten() {
         let path = e.path();
-        if path.extension() == Some("new".as_ref()) {
-            remove_abandoned(&path);
+        if crate::spoolfile::is_making(&path) {
+            crate::spoolfile::clear_abandoned(&path);
             continue;
         }
         if path.extension() != Some("intents".as_ref()) || mine.is_some_and(|s| s.owns(&path)) {
@@ -285,35 +256,6 @@ mod tests {
             dir: false,
             blob: Some(blob.into()),
         }
-    }
-
-    /// A spool file shows under its own name only locked: a replay never takes a live
-    /// process's file for a dead one's. One its process never named is cleared once stale.
-    #[test]
-    fn a_spool_file_is_named_only_once_locked_and_an_unnamed_one_is_cleared() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join(DIR);
-        let s = IntentSpool::new(dir.clone());
-        s.append(&rm("a"), "o").unwrap();
-        let names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        assert!(names[0].ends_with(".intents"), "{names:?}");
-        let f = File::open(dir.join(&names[0])).unwrap();
-        assert!(sys::flock(&f, FlockOperation::NonBlockingLockExclusive).is_err());
-        // Left by a process that died between making and naming it.
-        let young = dir.join("1-young.intents.new");
-        let stale = dir.join("1-stale.intents.new");
-        std::fs::write(&young, "").unwrap();
-        File::create(&stale)
-            .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(120))
-            .unwrap();
-        assert!(orphans(&dir, Some(&s)).unwrap().is_empty());
-        assert!(young.exists(), "a young one may be about to be locked");
-        assert!(!stale.exists(), "a stale one is cleared");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! coalesces with itself, and every job is idempotent.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -78,16 +78,14 @@ impl Spool {
     pub(super) fn start(db: &Path, sink: Sink) -> io::Result<std::sync::Arc<Spool>> {
         let dir = dir_of(db);
         std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!(
+        let name = format!(
             "{}-{}.spool",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
-        ));
-        let spool = std::sync::Arc::new(Spool::create(path)?);
-        sys::flock(
-            &spool.state.lock().file,
-            FlockOperation::NonBlockingLockExclusive,
-        )?;
+        );
+        // Locked before it is named (`spoolfile`): a replay never takes it for a dead one's.
+        let (file, path) = crate::spoolfile::create_locked(&dir, &name)?;
+        let spool = std::sync::Arc::new(Spool::new(path, file));
         let s = spool.clone();
         let t = std::thread::Builder::new()
             .name("vq-spool".into())
@@ -96,14 +94,9 @@ impl Spool {
         Ok(spool)
     }
 
-    /// A spool in a new file at `path`, without its flusher.
-    fn create(path: PathBuf) -> io::Result<Spool> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(&path)?;
-        Ok(Spool {
+    /// A spool in `file` (new, at `path`), without its flusher.
+    fn new(path: PathBuf, file: File) -> Spool {
+        Spool {
             path,
             state: Mutex::new(State {
                 file,
@@ -114,7 +107,7 @@ impl Spool {
             }),
             cv: Condvar::new(),
             flusher: Mutex::new(None),
-        })
+        }
     }
 
     /// Append `jobs` as one line; they are in the database within milliseconds.
@@ -277,6 +270,10 @@ pub(super) fn replay_orphans(
     let mut recovered = 0;
     for e in entries.flatten() {
         let path = e.path();
+        if crate::spoolfile::is_making(&path) {
+            crate::spoolfile::clear_abandoned(&path);
+            continue;
+        }
         if path.extension() != Some("spool".as_ref()) {
             continue;
         }
@@ -374,8 +371,8 @@ mod tests {
     /// A spool without its flusher (what `append` writes stays in the file), its path, and
     /// the keyed job both tests append twice.
     fn bare(dir: &Path) -> (Spool, PathBuf, NewJob) {
-        let path = dir.join("t.spool");
-        let s = Spool::create(path.clone()).unwrap();
+        let (file, path) = crate::spoolfile::create_locked(dir, "t.spool").unwrap();
+        let s = Spool::new(path.clone(), file);
         (s, path, job("semantic", Some("semantic:d"), 0))
     }
 
@@ -427,13 +424,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("queue.db");
         std::fs::create_dir_all(dir_of(&db)).unwrap();
-        let s = Spool::create(dir_of(&db).join("1-1.spool")).unwrap();
         // Held as `start` holds it while its process lives.
-        sys::flock(
-            &s.state.lock().file,
-            FlockOperation::NonBlockingLockExclusive,
-        )
-        .unwrap();
+        let (file, path) = crate::spoolfile::create_locked(&dir_of(&db), "1-1.spool").unwrap();
+        let s = Spool::new(path, file);
         s.append(&[job("semantic", Some("semantic:d"), 0)]).unwrap();
         assert!(has_key(&db, "semantic", "semantic:d"));
         assert!(!has_key(&db, "semantic", "semantic:e"));
