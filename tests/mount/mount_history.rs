@@ -885,3 +885,40 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
         t.elapsed()
     );
 }
+
+/// A stopping daemon stops within seconds whatever its jobs are doing: here the embedding job
+/// waits on a model endpoint that took the connection and never answers (the request's own
+/// timeout is 120 s). `vikingfs umount` returns, with the daemon gone, within seconds; the
+/// job cut off runs again at the next start.
+#[test]
+fn umount_returns_within_seconds_while_a_job_hangs() {
+    use std::time::{Duration, Instant};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Every connection held open, never answered.
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+            let _ = tx.send(());
+        }
+    });
+    let m = Mount::with_config(&format!(
+        r#"{{"embedding": {{"dense": {{"provider": "openai",
+            "api_base": "http://127.0.0.1:{port}/v1", "model": "m", "dimension": 8}}}}}}"#
+    ));
+    ok(&m.res(), "echo 'a few words to embed' > note.md");
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("no request reached the model endpoint");
+    let pid = m.pid();
+    let t = Instant::now();
+    let out = m.cli(&["umount", m.mp.to_str().unwrap()]).output().unwrap();
+    support::assert_ok(&out, &["umount"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "umount took {:?}",
+        t.elapsed()
+    );
+    assert!(!support::alive(pid), "the daemon outlived its umount");
+}
