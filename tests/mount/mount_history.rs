@@ -889,7 +889,7 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
 /// A stopping daemon stops within seconds whatever its jobs are doing: here the embedding job
 /// waits on a model endpoint that took the connection and never answers (the request's own
 /// timeout is 120 s). `vikingfs umount` returns, with the daemon gone, within seconds; the
-/// job cut off runs again at the next start.
+/// job cut off runs again at the next start, and SIGTERM ends that daemon as soon.
 #[test]
 fn umount_returns_within_seconds_while_a_job_hangs() {
     use std::time::{Duration, Instant};
@@ -921,4 +921,21 @@ fn umount_returns_within_seconds_while_a_job_hangs() {
         t.elapsed()
     );
     assert!(!support::alive(pid), "the daemon outlived its umount");
+    // The next daemon runs the job cut off again (it reaches the endpoint again), and
+    // SIGTERM ends it as soon, the job hanging as before.
+    while rx.try_recv().is_ok() {}
+    m.mount();
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the job cut off did not run again");
+    let pid = m.pid();
+    let t = Instant::now();
+    support::signal(pid, libc::SIGTERM);
+    while support::alive(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "SIGTERM: the daemon still runs after {:?}",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
