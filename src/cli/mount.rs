@@ -330,14 +330,22 @@ pub fn serving_engine(ws: &Workspace, config: &Config) -> anyhow::Result<(Arc<Op
     Ok((ops, pool))
 }
 
+/// How long a stopping daemon waits for the jobs in flight. A job still running then dies
+/// with the process, as in a crash (jobs are idempotent): the next daemon ends the claims of
+/// an exited process at its start and runs them again. One that never returns must not keep
+/// `umount`, SIGTERM or the next mount waiting.
+const JOBS_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Stop what [`serving_engine`] started, once no request runs any more: the jobs in flight
-/// finish, then what requests spooled goes into the database.
+/// finish (for [`JOBS_GRACE`] at most), then what requests spooled goes into the database.
 pub fn stop_engine(ops: &Ops, pool: WorkerPool) {
     // Removals answered but not settled yet (their records, intents and locks).
     if let Err(e) = ops.locked().drain_settling() {
         tracing::warn!(error = %crate::error::Chain(&e), "settling removals");
     }
-    pool.stop();
+    pool.stop_within(JOBS_GRACE);
+    // A job left running holds the stores, whose drop would have written this.
+    ops.locked().stores().flush_entries();
     ops.queue().stop_spool();
 }
 

@@ -502,7 +502,7 @@ fn stage(src: &Path, dst: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u
         if *is_dir {
             std::fs::create_dir_all(&d).map_err(|e| OpsError::io(&d, e))?;
         } else {
-            std::fs::copy(&s, &d).map_err(|e| OpsError::io(&s, e))?;
+            crate::sys::copy_file(&s, &d).map_err(|e| OpsError::io(&s, e))?;
             done += 1;
             progress(done, total);
         }
@@ -558,7 +558,7 @@ fn link_replace(src: &Path, dst: &Path) -> Result<()> {
     let tmp = dir.join(format!(".vikingfs.tmp.{}", uuid::Uuid::new_v4().simple()));
     if let Err(e) = std::fs::hard_link(src, &tmp) {
         tracing::debug!("hard link failed ({e}); copying");
-        std::fs::copy(src, &tmp).map_err(|e| OpsError::io(&tmp, e))?;
+        crate::sys::copy_file(src, &tmp).map_err(|e| OpsError::io(&tmp, e))?;
     }
     if let Err(e) = std::fs::rename(&tmp, dst) {
         let _ = std::fs::remove_file(&tmp);
@@ -581,5 +581,5 @@ fn same_content(a: &Path, b: &Path) -> io::Result<bool> {
     if ma.ino() == mb.ino() && ma.dev() == mb.dev() {
         return Ok(true);
     }
-    Ok(std::fs::read(a)? == std::fs::read(b)?)
+    Ok(crate::sys::read_file(a)? == crate::sys::read_file(b)?)
 }

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::fsx::Durable;
-use crate::sys::{self, DataRoot, OFlags, RenameFlags, Stat};
+use crate::sys::{self, DataRoot, RenameFlags, Stat};
 use crate::uri::VPath;
 
 /// The data root, opened `O_PATH`, addressed by [`VPath`].
@@ -28,18 +28,12 @@ impl VRoot {
         &self.0
     }
 
-    /// Open file `p` for a background read: a final symlink is not followed (ELOOP), a
-    /// FIFO never blocks the opener, a terminal never becomes the daemon's, and the read
-    /// leaves the atime its user set where the kernel allows (O_NOATIME: the owner or
-    /// CAP_FOWNER only; otherwise read as usual).
+    /// Open regular file `p` for a background read ([`sys::open_regular`]): only a regular
+    /// file is opened at all (a FIFO, socket or device node is `ENXIO`, a directory `EISDIR`,
+    /// never opened), a final symlink is not followed (`ELOOP`), a terminal never becomes the
+    /// daemon's, and the read leaves the atime its user set where the kernel allows.
     pub fn open_read(&self, p: &VPath) -> io::Result<std::fs::File> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let open = |extra: OFlags| self.0.openat(p.as_bytes(), flags | extra, 0);
-        match open(OFlags::NOATIME) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(OFlags::empty()),
-            r => r,
-        }
-        .map(std::fs::File::from)
+        self.0.at(p.as_bytes(), |d, n| sys::open_regular_file(d, n))
     }
 
     /// `lstat` of `p`; `None` when it does not exist (or a file stands where a directory

@@ -405,7 +405,7 @@ impl Stores {
         let copy = || match crate::sys::reflink(&from, &to) {
             Ok(()) => Ok(true),
             Err(_) if md.len() > self.history.max_file_bytes => Ok(false),
-            Err(_) => std::fs::copy(&from, &to).map(|_| true),
+            Err(_) => crate::sys::copy_file(&from, &to).map(|_| true),
         };
         let mut swapped = false;
         let kept = self.put_blob(|| match how {
@@ -481,7 +481,7 @@ fn swap_out(from: &Path, to: &Path, md: &std::fs::Metadata, name: &str) -> std::
     if md.nlink() != 1 {
         return Ok(false);
     }
-    let live = std::fs::File::open(from)?;
+    let live = crate::sys::open_file(from)?;
     let st = live.metadata()?;
     if (st.dev(), st.ino()) != (md.dev(), md.ino()) || crate::sys::write_lease(&live).is_err() {
         return Ok(false);
@@ -650,8 +650,8 @@ impl Stores {
     }
 }
 
-/// The SHA-256 (hex) of kept content at `p`: a file's bytes; a symlink's target; a tree's
-/// lines `kind path hash` of everything in it, sorted by path (so a tree kept twice with the
+/// The SHA-256 (hex) of kept content at `p`: a file's bytes; a symlink's target; a special
+/// file's type and device number ([`special_hash`]: never opened); a tree's lines `kind path hash` of everything in it, sorted by path (so a tree kept twice with the
 /// same files, modes aside, hashes the same).
 pub(crate) fn content_hash(p: &Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
@@ -668,8 +668,13 @@ pub(crate) fn content_hash(p: &Path) -> std::io::Result<String> {
         if md.is_dir() {
             return Ok(("dir", String::new()));
         }
+        // Never a plain open: a FIFO kept from a removal would block the job forever, a
+        // device node would be read for real. A special file is hashed as what it is.
+        let mut file = match crate::sys::open_regular(crate::sys::CWD, f)? {
+            crate::sys::Opened::File(file, _) => file,
+            crate::sys::Opened::Other(st) => return Ok(special_hash(&st)),
+        };
         let mut h = Sha256::new();
-        let mut file = std::fs::File::open(f)?;
         let mut buf = vec![0u8; 1 << 16];
         loop {
             let n = std::io::Read::read(&mut file, &mut buf)?;
@@ -695,6 +700,32 @@ pub(crate) fn content_hash(p: &Path) -> std::io::Result<String> {
     }
     lines.sort();
     Ok(hex::encode(Sha256::digest(lines.concat().as_bytes())))
+}
+
+/// The kind and hash of a kept file that is neither regular, a directory nor a symlink (a
+/// FIFO, a socket, a device node, a symlink swapped in since the lstat): what it is (its
+/// type, and a device's number), no content, so its entry completes and two alike hash the
+/// same.
+fn special_hash(st: &crate::sys::Stat) -> (&'static str, String) {
+    use crate::sys::FileType;
+    use sha2::{Digest, Sha256};
+    let (kind, what) = match st.file_type() {
+        FileType::Fifo => ("fifo", "fifo".to_string()),
+        FileType::Socket => ("socket", "socket".to_string()),
+        FileType::CharacterDevice | FileType::BlockDevice => {
+            let kind = match st.file_type() {
+                FileType::CharacterDevice => "char",
+                _ => "block",
+            };
+            let rdev = st.st_rdev;
+            let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+            (kind, format!("{kind} {major}:{minor}"))
+        }
+        FileType::Symlink => ("symlink", "symlink".to_string()),
+        FileType::Directory => ("dir", "dir".to_string()),
+        _ => ("unknown", format!("mode {:o}", st.st_mode)),
+    };
+    (kind, hex::encode(Sha256::digest(what.as_bytes())))
 }
 
 /// The command line of process `pid`, its arguments joined by spaces.

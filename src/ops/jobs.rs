@@ -163,6 +163,7 @@ impl Ops {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::Gone),
             Err(e) => match e.raw_os_error() {
                 Some(libc::ENOTDIR) => return Ok(Head::Gone),
+                Some(libc::EISDIR) => return Ok(Head::Dir),
                 // Replaced by a symlink or a special file since the lstat.
                 Some(libc::ELOOP | libc::ENXIO | libc::ENODEV) => return Ok(Head::Other),
                 Some(libc::EACCES | libc::EPERM | libc::ENAMETOOLONG | libc::EINVAL) => {

@@ -190,7 +190,7 @@ fn best_passage(
 ) -> Option<Shown> {
     use std::io::Read;
     let mut buf = Vec::new();
-    std::fs::File::open(path)
+    crate::sys::open_file(path)
         .ok()?
         .take(SNIPPET_SCAN_BYTES)
         .read_to_end(&mut buf)
@@ -316,7 +316,7 @@ fn definitions_first(ws: &Workspace, id: &str, hits: &mut [Hit]) {
             return false;
         }
         let mut buf = Vec::new();
-        std::fs::File::open(ws.fs_path(&h.uri))
+        crate::sys::open_file(&ws.fs_path(&h.uri))
             .and_then(|f| f.take(DEFINITION_SCAN_BYTES).read_to_end(&mut buf))
             .is_ok_and(|_| re.is_match(&String::from_utf8_lossy(&buf)))
     };
@@ -346,7 +346,7 @@ fn admitted(ws: &Workspace, parsed: &Parsed, h: &Hit) -> bool {
     }
     use std::io::Read;
     let mut buf = Vec::new();
-    let read = std::fs::File::open(ws.fs_path(&h.uri))
+    let read = crate::sys::open_file(&ws.fs_path(&h.uri))
         .and_then(|f| f.take(FILTER_SCAN_BYTES).read_to_end(&mut buf));
     is_file && read.is_ok() && parsed.admits_text(&String::from_utf8_lossy(&buf))
 }

@@ -415,8 +415,15 @@ fn copy_one(from: &Path, to: &Path, md: &std::fs::Metadata) -> Result<()> {
         std::os::unix::fs::symlink(target, to).map_err(err)?;
         return Ok(());
     }
+    // A FIFO, socket or device node kept from a removal: made again as what it was (type,
+    // mode, device number), never opened (a FIFO's open waits for a writer, a device's is
+    // real).
+    if !md.is_file() {
+        crate::sys::mknodat(crate::sys::CWD, to, md.mode(), md.rdev()).map_err(err)?;
+        return keep_meta(to, md).map_err(err);
+    }
     // copy_file_range: a reflink where the filesystem has them.
-    std::fs::copy(from, to).map_err(err)?;
+    crate::sys::copy_file(from, to).map_err(err)?;
     keep_meta(to, md).map_err(err)
 }
 
@@ -424,11 +431,13 @@ fn copy_one(from: &Path, to: &Path, md: &std::fs::Metadata) -> Result<()> {
 fn keep_meta(p: &Path, md: &std::fs::Metadata) -> std::io::Result<()> {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
     std::os::unix::fs::lchown(p, Some(md.uid()), Some(md.gid()))?;
-    let f = std::fs::File::open(p)?;
-    f.set_times(
-        std::fs::FileTimes::new()
-            .set_accessed(md.accessed()?)
-            .set_modified(md.modified()?),
+    // By name, not through an open: `p` may be a FIFO or a device node.
+    use crate::sys::TimeSpec;
+    crate::sys::utimensat(
+        crate::sys::CWD,
+        p,
+        Some(TimeSpec::At(md.atime(), md.atime_nsec() as u32)),
+        Some(TimeSpec::At(md.mtime(), md.mtime_nsec() as u32)),
     )
 }
 

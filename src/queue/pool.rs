@@ -1,6 +1,8 @@
 //! The worker pool: per queue, one dispatcher thread claims a job only when one of that queue's
 //! worker threads is idle and hands it over a crossbeam channel; a heartbeat thread renews the
-//! lease of every job in hand. Any vikingfs process may run a pool on the same database.
+//! lease of every job in hand for [`PoolOptions::max_run`] at most (a job stuck in its worker
+//! then loses its claim, which `fsck` names). Any vikingfs process may run a pool on the same
+//! database.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -63,7 +65,16 @@ pub struct PoolOptions {
     pub nice: i32,
     /// Foreground work this pool gives way to (the mount's requests), if any.
     pub foreground: Option<Arc<Foreground>>,
+    /// How long one run of a job may hold its claim: past it the heartbeat stops renewing
+    /// the lease (saying so at WARN), so a job stuck in its worker is no longer a live
+    /// claim forever: its lease runs out, `fsck` names it (a lease run out under a live
+    /// worker), the next claim takes it, and a job that hangs every time dies after the
+    /// queue's most attempts. Long beside any job's honest run.
+    pub max_run: Duration,
 }
+
+/// [`PoolOptions::max_run`] unless set otherwise.
+pub const MAX_RUN: Duration = Duration::from_secs(600);
 
 /// Foreground activity a pool gives way to. The mount marks each request it serves; before
 /// claiming a job a dispatcher waits until the foreground has been quiet for [`QUIET`], but
@@ -142,6 +153,7 @@ impl PoolOptions {
             poll: Duration::from_millis(200),
             nice: BACKGROUND_NICE,
             foreground: None,
+            max_run: MAX_RUN,
         }
     }
 }
@@ -163,8 +175,9 @@ struct Shared {
     queue: Queue,
     opts: PoolOptions,
     stopping: AtomicBool,
-    /// Jobs claimed and not yet finished, keyed by id, with the worker name that claimed them.
-    in_hand: Mutex<HashMap<i64, (Job, String)>>,
+    /// Jobs claimed and not yet finished, keyed by id, with the worker name that claimed them
+    /// and when.
+    in_hand: Mutex<HashMap<i64, (Job, String, Instant)>>,
     completed: AtomicU64,
     failed: AtomicU64,
     /// Bumped after every finished job, so a drain waits on it instead of sleeping.
@@ -367,7 +380,7 @@ fn dispatch(
         };
         s.in_hand
             .lock()
-            .insert(job.id, (job.clone(), worker.to_string()));
+            .insert(job.id, (job.clone(), worker.to_string(), Instant::now()));
         if s.stopping.load(Ordering::SeqCst) {
             hand_back(s, &job);
             return;
@@ -491,8 +504,25 @@ fn heartbeat(s: &Shared, stop: &Receiver<()>) {
                 ),
             }
         }
-        let held: Vec<(Job, String)> = s.in_hand.lock().values().cloned().collect();
-        for (job, worker) in held {
+        let held: Vec<_> = s.in_hand.lock().values().cloned().collect();
+        for (job, worker, since) in held {
+            let ran = since.elapsed();
+            if ran > s.opts.max_run {
+                // Said once: the heartbeat after the one whose renewal would have reached
+                // past max_run.
+                if ran <= s.opts.max_run + s.opts.heartbeat {
+                    tracing::warn!(
+                        job = job.id,
+                        queue = %job.queue,
+                        key = job.key.as_deref(),
+                        "job running for {}s, past its {}s: its lease is left to run out \
+                         (the next claim takes it)",
+                        ran.as_secs(),
+                        s.opts.max_run.as_secs()
+                    );
+                }
+                continue;
+            }
             match s.queue.renew(&job, &worker, s.opts.lease) {
                 Ok(true) => {}
                 // Finished between the snapshot and the renewal, or really lost.

@@ -51,7 +51,7 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), SessionError> {
 
 /// The whole file, or `None` when it does not exist.
 pub fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, SessionError> {
-    match std::fs::read(path) {
+    match crate::sys::read_file(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(SessionError::io(path, e)),

@@ -371,7 +371,7 @@ fn parse_payload(v: &Value) -> Result<(SessionPath, u32), Phase2Error> {
 /// A memory file's text, relative to `memories/`.
 fn read_text(ws: &crate::workspace::Workspace, root: &VPath, rel: &str) -> Option<String> {
     let p = root.join_rel(rel).ok()?;
-    std::fs::read(ws.fs_path(&p))
+    crate::sys::read_file(&ws.fs_path(&p))
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }

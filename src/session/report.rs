@@ -64,7 +64,7 @@ pub fn show(sessions: &Sessions, s: &SessionPath) -> Result<Value, SessionError>
 /// being `{error, path}` when phase 2 gave up on it.
 pub fn archive_outcome(sessions: &Sessions, s: &SessionPath, n: u32) -> Value {
     let failed = sessions.ws.fs_path(&s.archive_file(n, FAILED));
-    let failure = std::fs::read(&failed).ok().map(|b| {
+    let failure = crate::sys::read_file(&failed).ok().map(|b| {
         let v: Value = serde_json::from_slice(&b).unwrap_or_default();
         json!({
             "error": v["error"].as_str().unwrap_or("unknown error"),
@@ -79,7 +79,7 @@ pub fn archive_outcome(sessions: &Sessions, s: &SessionPath, n: u32) -> Value {
 
 /// The `memory_diff.json` phase 2 wrote for archive `n`, when it did.
 fn memory_diff(sessions: &Sessions, s: &SessionPath, n: u32) -> Option<Value> {
-    std::fs::read(sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
+    crate::sys::read_file(&sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
 }

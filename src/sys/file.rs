@@ -164,7 +164,8 @@ pub fn copy_xattrs(from: impl AsFd, to: impl AsFd) -> io::Result<()> {
 /// Make `to` (created, exclusive) share the blocks of the file `from` (`FICLONE`: XFS,
 /// btrfs); on a filesystem without reflinks the error, and `to` is not left behind.
 pub fn reflink(from: &Path, to: &Path) -> io::Result<()> {
-    let src = std::fs::File::open(from)?;
+    // Never a FIFO or device node: `from` is opened as a regular file or not at all.
+    let src = super::open_file(from)?;
     let dst = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

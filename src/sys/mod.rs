@@ -13,6 +13,8 @@
 //! - `handle`: export file handles (`name_to_handle_at`, `open_by_handle_at`).
 //! - `process`: the process's own state: ids, umask, limits, priority, signals, sessions.
 //! - `mount`: `mount(2)` and `umount2(2)`.
+//! - `open`: [`open_regular`], the one opener of the daemon's own reads: a regular file only,
+//!   never a FIFO, socket or device, never through a final symlink.
 //! - `stat`: what a `stat` says ([`Stat`]) and the timestamps `utimensat` takes.
 //!
 //! It imports nothing from the rest of the crate.
@@ -22,6 +24,7 @@ mod dir;
 mod file;
 mod handle;
 mod mount;
+mod open;
 mod process;
 mod root;
 mod stat;
@@ -31,6 +34,7 @@ pub use dir::*;
 pub use file::*;
 pub use handle::*;
 pub use mount::*;
+pub use open::*;
 pub use process::*;
 pub use root::*;
 pub use stat::*;

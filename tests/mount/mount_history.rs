@@ -800,3 +800,142 @@ fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
     undo(&m, "viking://resources/c.md");
     assert_eq!(backing(&m, "c.md"), "three\n");
 }
+
+/// A FIFO, a socket and a device node (`/dev/zero`'s numbers: a read of it never ends)
+/// removed through the mount are kept as what they are. The history's hashing job never
+/// opens them (a FIFO's open waits for a writer forever): each gets the hash of its type and
+/// device number, so `wait` and `umount` return within seconds and fsck is clean; `undo`
+/// makes each again as it was, never opening the kept one.
+#[test]
+fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
+    use sha2::Digest;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    use std::time::{Duration, Instant};
+    let m = Mount::with_env(&[("VIKINGFS_HISTORY_HASH_QUIET_MS", "300")]);
+    let r = m.res();
+    ok(
+        &r,
+        "mkfifo ff && mknod zero c 1 5 && \
+         python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' && \
+         printf plain > plain.md && rm ff zero sock plain.md",
+    );
+    let sha = |s: &str| -> String {
+        sha2::Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let want = [
+        ("resources/ff", sha("fifo")),
+        ("resources/zero", sha("char 1:5")),
+        ("resources/sock", sha("socket")),
+        ("resources/plain.md", sha("plain")),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = m.cli(&["history", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let hash_of = |path: &str| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["path"] == path)
+                .and_then(|e| e["sha256"].as_str().map(str::to_string))
+        };
+        let got: Vec<_> = want.iter().map(|(p, _)| hash_of(p)).collect();
+        if got.iter().all(Option::is_some) {
+            for ((p, h), g) in want.iter().zip(&got) {
+                assert_eq!(g.as_ref(), Some(h), "{p}");
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "not hashed within 30 s: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = Instant::now();
+    let out = m.cli(&["wait", "--timeout", "30"]).output().unwrap();
+    support::assert_ok(&out, &["wait"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "wait took {:?}",
+        t.elapsed()
+    );
+    m.check_index_agrees();
+    for name in ["ff", "zero", "sock"] {
+        undo(&m, &format!("viking://resources/{name}"));
+    }
+    let kind = |name: &str| std::fs::symlink_metadata(m.backing().join(name)).unwrap();
+    assert!(kind("ff").file_type().is_fifo());
+    assert!(kind("sock").file_type().is_socket());
+    let zero = kind("zero");
+    assert!(zero.file_type().is_char_device());
+    assert_eq!((libc::major(zero.rdev()), libc::minor(zero.rdev())), (1, 5));
+    // And through the mount, as the kernel sees them.
+    assert!(std::fs::symlink_metadata(r.join("ff"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    m.check_index_agrees();
+    let t = Instant::now();
+    let out = m.cli(&["umount", m.mp.to_str().unwrap()]).output().unwrap();
+    support::assert_ok(&out, &["umount"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "umount took {:?}",
+        t.elapsed()
+    );
+}
+
+/// A stopping daemon stops within seconds whatever its jobs are doing: here the embedding job
+/// waits on a model endpoint that took the connection and never answers (the request's own
+/// timeout is 120 s). `vikingfs umount` returns, with the daemon gone, within seconds; the
+/// job cut off runs again at the next start, and SIGTERM ends that daemon as soon.
+#[test]
+fn umount_returns_within_seconds_while_a_job_hangs() {
+    use std::time::{Duration, Instant};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Every connection held open, never answered.
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+            let _ = tx.send(());
+        }
+    });
+    let m = Mount::with_config(&format!(
+        r#"{{"embedding": {{"dense": {{"provider": "openai",
+            "api_base": "http://127.0.0.1:{port}/v1", "model": "m", "dimension": 8}}}}}}"#
+    ));
+    ok(&m.res(), "echo 'a few words to embed' > note.md");
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("no request reached the model endpoint");
+    let pid = m.pid();
+    let t = Instant::now();
+    let out = m.cli(&["umount", m.mp.to_str().unwrap()]).output().unwrap();
+    support::assert_ok(&out, &["umount"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "umount took {:?}",
+        t.elapsed()
+    );
+    assert!(!support::alive(pid), "the daemon outlived its umount");
+    // The next daemon runs the job cut off again (it reaches the endpoint again), and
+    // SIGTERM ends it as soon, the job hanging as before.
+    while rx.try_recv().is_ok() {}
+    m.mount();
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the job cut off did not run again");
+    let pid = m.pid();
+    let t = Instant::now();
+    support::signal(pid, libc::SIGTERM);
+    while support::alive(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "SIGTERM: the daemon still runs after {:?}",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -475,3 +475,71 @@ fn fsck_names_a_live_claimant_apart_from_an_exited_one() {
     assert!(lines.iter().any(|l| l.starts_with(dead)), "{lines:#?}");
     assert_eq!(lines.len(), 2, "{lines:#?}");
 }
+
+/// A job stuck in its worker keeps its claim no longer than the pool's `max_run`: the
+/// heartbeat stops renewing its lease, which runs out, and fsck names it as a job whose lease
+/// ran out under a live worker, while it still hangs. (A heartbeat renewing it for as long as
+/// it hung left fsck with nothing to say.)
+#[test]
+fn fsck_names_a_job_running_past_its_deadline() {
+    struct Stuck(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
+    impl JobHandler for Stuck {
+        fn handle(&self, _: &Job) -> Result<(), JobError> {
+            // Until the test ends: the sender is dropped then.
+            let _ = self.0.lock().unwrap().recv();
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path().join("ws"), "default", "default").unwrap();
+    let cfg = Config::default();
+    let ops = Ops::with_parts(
+        &ws,
+        vikingfs::lock::LockManager::new(&ws, cfg.lock.clone()).unwrap(),
+        None,
+        Arc::new(vikingfs::semantic::summary::LocalSummarizer),
+    )
+    .unwrap();
+    let q = ops.queue();
+    q.enqueue_many(&[queue::NewJob::new(
+        "semantic",
+        Some("stuck".into()),
+        serde_json::json!({}),
+    )])
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let opts = queue::PoolOptions {
+        max_run: Duration::from_millis(600),
+        ..queue::PoolOptions::with_lease(Duration::from_millis(300))
+    };
+    let pool = queue::WorkerPool::start(
+        q.clone(),
+        [queue::HandlerSpec::new(
+            "semantic",
+            Arc::new(Stuck(std::sync::Mutex::new(rx))),
+            1,
+        )],
+        opts,
+    );
+    // Declared after the pool, so dropped before it: a failed assertion's unwinding frees
+    // the stuck worker before the pool's drop joins it.
+    let release = tx;
+    let me = std::process::id();
+    let named =
+        format!("1 semantic job(s) whose lease ran out while their worker (pid {me}) is alive");
+    let start = std::time::Instant::now();
+    loop {
+        let report = ops.fsck(false, false).unwrap();
+        let lines: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+        if lines.iter().any(|l| l.starts_with(&named)) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a job hung for 20 s and fsck says: {lines:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(release);
+    pool.stop();
+}
