@@ -31,6 +31,7 @@ mod locked;
 pub mod migrate;
 mod mv;
 mod past;
+mod prune;
 pub mod rebuild;
 mod recover;
 mod rederive;
@@ -320,7 +321,7 @@ fn start_relief(ops: &Arc<Ops>) {
 
 /// The daemon's history timer: every [`history::ENTRIES_EVERY`] while the engine lives, give
 /// back history when the disk is short of space and prune what is past its time or over the
-/// cap, idle or not ([`Stores::tend_history`]; the rules are `history`'s). The writes that
+/// cap, idle or not ([`Stores::tend_history`]; the rules are [`prune`]'s). The writes that
 /// fill a disk under passthrough never reach the daemon, so the history must be given back
 /// before they meet ENOSPC, not after. Only the daemon that serves the workspace runs it: a
 /// one-shot command beside it gives back only when it meets ENOSPC.

@@ -115,7 +115,7 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
 /// last time history was given back for space (`history/given-back.json`, written by
 /// whichever process gave it back), or `null`.
 fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
-    let given_back = super::history::last_given_back(ws).map(|g| {
+    let given_back = super::prune::last_given_back(ws).map(|g| {
         json!({
             "at": super::rfc3339(g.at_ms),
             "entries": g.entries,

@@ -180,8 +180,8 @@ pub struct Stores {
     pub(super) history: crate::config::HistoryConfig,
     /// When the history was last pruned.
     pub(super) pruned: parking_lot::Mutex<Option<std::time::Instant>>,
-    /// What the history holds, as last counted ([`super::history`]'s running tally).
-    pub(super) tally: parking_lot::Mutex<Option<super::history::Tally>>,
+    /// What the history holds, as last counted ([`super::prune`]'s running tally).
+    pub(super) tally: parking_lot::Mutex<Option<super::prune::Tally>>,
     /// Since when the disk has been below the history's line, at every look.
     pub(super) below_since: parking_lot::Mutex<Option<std::time::Instant>>,
     /// History entries waiting to be recorded ([`Stores::record_soon`]).
