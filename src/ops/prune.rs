@@ -46,6 +46,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::history::to_prune;
+use super::reserve::CHUNK;
 use super::{Result, Stores};
 use crate::errno::ToErrno;
 use crate::journal::Recorded;
@@ -139,7 +140,7 @@ impl Disk {
     fn last_resort(&self) -> (u64, u64) {
         let (b, i) = self.line();
         (
-            super::reserve::CHUNK.min(b).saturating_sub(self.free),
+            CHUNK.min(b).saturating_sub(self.free),
             LAST_INODES.min(i).saturating_sub(self.ifree),
         )
     }
@@ -189,6 +190,13 @@ impl Tally {
             mark,
         }
     }
+}
+
+/// `ms` (since the epoch) as RFC 3339, as `history` prints times.
+fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
 }
 
 /// Bytes of content `rows` keep.
@@ -255,8 +263,8 @@ impl Stores {
                 "history pruned: {went} entries ({}, recorded {} to {}) past \
                  history.keep_days ({:.1}) or over history.max_bytes ({})",
                 crate::content::human_size(kept_bytes(gone)),
-                super::rfc3339(gone[0].at_ms),
-                super::rfc3339(gone[went - 1].at_ms),
+                rfc3339(gone[0].at_ms),
+                rfc3339(gone[went - 1].at_ms),
                 self.history.keep.as_secs_f64() / 86400.0,
                 crate::content::human_size(cap),
             );
@@ -389,7 +397,7 @@ impl Stores {
         let t = self.tallied()?;
         let mut need = to_give_back(&d, lasting, (t.bytes, t.entries));
         if met_full {
-            need.0 = need.0.max(super::reserve::CHUNK);
+            need.0 = need.0.max(CHUNK);
         }
         if need == (0, 0) || t.entries == 0 {
             return Ok(0);
@@ -448,8 +456,8 @@ impl Stores {
                 "short of space: gave back the history's {went} oldest entries ({}, recorded \
                  {} to {}; {} left): {why} ({} free)",
                 crate::content::human_size(g.bytes),
-                super::rfc3339(g.oldest_ms),
-                super::rfc3339(g.newest_ms),
+                rfc3339(g.oldest_ms),
+                rfc3339(g.newest_ms),
                 all.len() - went,
                 crate::content::human_size(d.free),
             );
@@ -516,7 +524,7 @@ mod tests {
     fn the_last_resort_gives_back_a_chunk_whatever_the_history() {
         // All but full: what is missing to one reserve chunk, even from a small history.
         let d = disk(512 << 10);
-        let chunk = super::super::reserve::CHUNK;
+        let chunk = CHUNK;
         assert_eq!(
             to_give_back(&d, false, (239 << 10, 404)),
             (chunk - (512 << 10), 0)
