@@ -85,7 +85,7 @@ LAYERS = {
     ],
     "ops": [
         "keys at source error",
-        "stores derive reserve lifecycle history",
+        "stores derive reserve lifecycle history prune",
         "locked rm mv add write recover light settle undo past",
         "derivers jobs rederive refresher rebuild reindex search gauges",
         "fsck migrate status",

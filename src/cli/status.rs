@@ -163,6 +163,20 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
             None => out += "history: empty\n",
         }
     }
+    let g = &h["given_back"];
+    if let Some(at) = g["at"].as_str() {
+        let size = |k: &str| crate::content::human_size(g[k].as_u64().unwrap_or(0));
+        out += &format!(
+            "history: gave back {} entries ({}, recorded {} to {}) at {at} for space: {} ({} \
+             free)\n",
+            g["entries"],
+            size("bytes"),
+            str_of(&g["oldest"]),
+            str_of(&g["newest"]),
+            str_of(&g["why"]),
+            size("free"),
+        );
+    }
     let locks = &v["locks"];
     out += &format!("locks: {} held, {} stale\n", locks["held"], locks["stale"]);
     for l in locks["list"].as_array().into_iter().flatten() {

@@ -219,6 +219,10 @@ pub struct Journal {
     engine: Box<dyn Engine>,
     /// Counts this process's changes of the history (what reads of it may cache on).
     history_changes: std::sync::atomic::AtomicU64,
+    /// The entries, and the bytes of content they keep, this process has recorded: what the
+    /// history's running tally (`ops/history.rs`) adds to its last count, so that the cap is
+    /// checked without reading every row.
+    history_recorded: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64),
     /// Where this process spools the intents of removals that keep their content
     /// ([`spool`]); `None`: every intent is a row.
     spool: Option<spool::IntentSpool>,
@@ -243,6 +247,7 @@ impl Journal {
         Journal {
             engine,
             history_changes: Default::default(),
+            history_recorded: Default::default(),
             spool: None,
         }
     }
@@ -387,7 +392,9 @@ impl Journal {
             return self.finish_all(ids);
         }
         self.history_changed();
-        self.engine.finish_recording(ids, entries)
+        self.engine.finish_recording(ids, entries)?;
+        self.counted(entries);
+        Ok(())
     }
 
     /// History entries of `under` and below (every entry for `None`) recorded at or after
@@ -402,7 +409,9 @@ impl Journal {
             return Ok(());
         }
         self.history_changed();
-        self.engine.record(entries)
+        self.engine.record(entries)?;
+        self.counted(entries);
+        Ok(())
     }
 
     /// Remove the history entries `ids`.
@@ -432,6 +441,28 @@ impl Journal {
     pub fn history_changes(&self) -> u64 {
         self.history_changes
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// (entries, bytes kept) this process has recorded so far.
+    pub fn history_recorded(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Acquire;
+        (
+            self.history_recorded.0.load(Acquire),
+            self.history_recorded.1.load(Acquire),
+        )
+    }
+
+    fn counted(&self, entries: &[Entry]) {
+        use std::sync::atomic::Ordering::AcqRel;
+        let bytes = entries
+            .iter()
+            .filter(|e| e.blob.is_some())
+            .map(|e| e.size)
+            .sum();
+        self.history_recorded
+            .0
+            .fetch_add(entries.len() as u64, AcqRel);
+        self.history_recorded.1.fetch_add(bytes, AcqRel);
     }
 
     fn history_changed(&self) {

@@ -1,8 +1,7 @@
 //! The history's content: what a removal kept, in `WORKSPACE/.vikingfs/history/blobs/ID` (a
 //! file, or a whole tree, moved there by one rename(2) — the same filesystem as the data
-//! root), and the pruning that gives it back: entries older than `history.keep`, the oldest
-//! beyond `history.max_bytes`, and under disk pressure as many as it takes, before any write
-//! is refused for space. The entries are the journal's ([`crate::journal::Entry`]).
+//! root), and the pruning that gives it back. The entries are the journal's
+//! ([`crate::journal::Entry`]).
 //!
 //! Invariants:
 //! - a blob is named by an open intent (`Intent::Rm { blob }`) until its entry is committed
@@ -11,14 +10,12 @@
 //!   attribute `user.vikingfs.path` on the blob, from which `fsck --repair` adopts it;
 //! - pruning forgets an entry before it deletes its blob: a crash between leaves content
 //!   without an entry, which `fsck --repair` removes, never an entry without content;
-//! - short of space (under a quarter of the disk or 1 GiB, or a tenth of its inodes, free)
-//!   nothing new is kept:
-//!   a removal then frees its space, as without history, and what the history holds is
-//!   given back first (every second by the daemon, and at once by an operation that met
-//!   ENOSPC, before the reserve).
+//! - pruning takes the oldest entries first, and only this workspace's: a process prunes the
+//!   history of the stores it opened, never another workspace's. When it prunes (retention,
+//!   disk space) is [`super::prune`]'s.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{OpsError, Result, Stores};
 use crate::errno::ToErrno;
@@ -35,33 +32,6 @@ const ENTRIES_AT_ONCE: usize = 512;
 /// The extended attribute on a kept file naming the path it was removed from (what an
 /// `fsck --repair` adopts an entry-less blob by).
 pub(crate) const BLOB_PATH_XATTR: &str = "user.vikingfs.path";
-
-/// How often a batch of removals also prunes what is past its time or over the cap.
-const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// Free space below which nothing new is kept and the history gives back what it holds,
-/// oldest first: a quarter of the filesystem, at most 1 GiB — well before a write could meet
-/// a full disk. Writes under passthrough never reach the daemon, so their ENOSPC cannot wait
-/// for a prune: the margin is what a writer may fill within the second between two prunes.
-fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
-    shortfall(ws).is_some()
-}
-
-/// How far the disk is below the pressure line: bytes and inodes to give back, or `None`
-/// when it is above it.
-fn shortfall(ws: &crate::workspace::Workspace) -> Option<(u64, u64)> {
-    // One statvfs for both: every kept removal asks.
-    let st = crate::sys::statvfs(&ws.internal_dir()).ok()?;
-    let (free, total) = (st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize);
-    let bytes = (1u64 << 30).min(total / 4).saturating_sub(free);
-    // Inodes too: a removal kept frees none, and every lock file takes one.
-    let inodes = if st.f_files == 0 {
-        0
-    } else {
-        (st.f_files / 10).min(1 << 16).saturating_sub(st.f_favail)
-    };
-    (bytes > 0 || inodes > 0).then_some((bytes, inodes))
-}
 
 impl Stores {
     /// Record `entries` soon ([`ENTRIES_EVERY`]), with those waiting.
@@ -133,18 +103,10 @@ impl Stores {
         if !self.history.enabled {
             return None;
         }
-        // Short of space, nothing new is kept: the removal frees what it removes, as
-        // without history (and what the history holds goes first).
-        if under_pressure(&self.ws) {
-            if let Err(e) = self.prune_history(true) {
-                tracing::warn!(
-                    "pruning the history on a full disk: {}",
-                    crate::error::Chain(&e)
-                );
-            }
-            if under_pressure(&self.ws) {
-                return None;
-            }
+        // In a shortage nothing new is kept: the removal frees what it removes, as without
+        // history (in a dip it is kept: the rename costs no space).
+        if self.history_yields() {
+            return None;
         }
         // Made once per process, not checked on every removal: one gone since (removed by
         // hand) is made again by whoever puts a blob there ([`Stores::put_blob`]).
@@ -234,59 +196,13 @@ impl Stores {
         Ok(true)
     }
 
-    /// Prune the history once a minute at most (`pressure`: at once, and until the disk is
-    /// no longer full or nothing is left). Returns how many entries went.
-    pub(crate) fn prune_history(&self, pressure: bool) -> Result<usize> {
-        {
-            let mut last = self.pruned.lock();
-            if !pressure && last.is_some_and(|t| t.elapsed() < PRUNE_EVERY) {
-                return Ok(0);
-            }
-            *last = Some(Instant::now());
-        }
-        let mut all = self.history(None, 0)?;
-        all.reverse(); // oldest first
-        let now_ms = crate::sql::now_ms();
-        let keep_ms = i64::try_from(self.history.keep.as_millis()).unwrap_or(i64::MAX);
-        let cap = self.history.max_bytes.unwrap_or_else(|| {
-            super::reserve::room(&self.ws.internal_dir()).map_or(u64::MAX, |(_, total)| total / 10)
-        });
-        let short = match pressure {
-            true => shortfall(&self.ws).unwrap_or((0, 0)),
-            false => (0, 0),
-        };
-        let gone = to_prune(&all, now_ms, keep_ms, cap, short);
-        for r in &all[..gone] {
-            self.forget_entry(r)?;
-        }
-        if gone > 0 {
-            tracing::info!(entries = gone, pressure, "history pruned");
-        }
-        Ok(gone)
-    }
-
     /// Forget `r`, then delete its content.
-    fn forget_entry(&self, r: &Recorded) -> Result<()> {
+    pub(super) fn forget_entry(&self, r: &Recorded) -> Result<()> {
         self.journal.forget_history(&[r.id])?;
         if let Some(b) = &r.entry.blob {
             remove_any(&self.blob_path(b)).map_err(|e| OpsError::io(self.blob_path(b), e))?;
         }
         Ok(())
-    }
-
-    /// Give back history while the disk is short of space (the daemon asks every second, a
-    /// write that met a full disk at once); how many entries went.
-    pub(crate) fn relieve(&self) -> Result<usize> {
-        if !under_pressure(&self.ws) {
-            return Ok(0);
-        }
-        // Forgetting an entry is a journal write, which a full disk may refuse: the reserve
-        // makes the room (never the other way round: this runs before the reserve is asked).
-        let mut r = self.prune_history(true);
-        while matches!(&r, Err(e) if e.is_disk_full()) && self.reserve.release() {
-            r = self.prune_history(true);
-        }
-        r
     }
 }
 
@@ -295,7 +211,13 @@ impl Stores {
 /// `short` (bytes, inodes) — measured once and counted down by each entry's size, not
 /// measured again after each: filesystems free a deleted file's blocks later (XFS in a
 /// background worker), so free space read at once would call for the whole history.
-fn to_prune(all: &[Recorded], now_ms: i64, keep_ms: i64, cap: u64, short: (u64, u64)) -> usize {
+pub(super) fn to_prune(
+    all: &[Recorded],
+    now_ms: i64,
+    keep_ms: i64,
+    cap: u64,
+    short: (u64, u64),
+) -> usize {
     let mut total: u64 = all
         .iter()
         .filter(|r| r.entry.blob.is_some())

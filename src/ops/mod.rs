@@ -31,6 +31,7 @@ mod locked;
 pub mod migrate;
 mod mv;
 mod past;
+mod prune;
 pub mod rebuild;
 mod recover;
 mod rederive;
@@ -146,6 +147,7 @@ impl Ops {
         if ops.needs_rebuild()? {
             ops.rebuild_in_background();
         }
+        start_tending(&ops);
         Ok(ops)
     }
 
@@ -285,8 +287,7 @@ impl Ops {
 }
 
 /// Every [`history::ENTRIES_EVERY`] while the engine lives, record the history entries
-/// waiting, and give back history if the disk runs short ([`Stores::relieve`]): the writes that fill a disk under passthrough never reach the
-/// daemon, so the history must be pruned before they meet ENOSPC, not after.
+/// waiting, and queue their hashing once the history is quiet.
 fn start_relief(ops: &Arc<Ops>) {
     if !ops.history.enabled {
         return;
@@ -311,12 +312,34 @@ fn start_relief(ops: &Arc<Ops>) {
                     hashed = seen;
                     ops.hash_history_soon();
                 }
-                if let Err(e) = ops.relieve() {
-                    tracing::warn!("pruning the history for space: {}", Chain(&e));
-                }
             }
         });
     if let Err(e) = spawned {
         tracing::warn!("no history relief thread: {e}");
+    }
+}
+
+/// The daemon's history timer: every [`history::ENTRIES_EVERY`] while the engine lives, give
+/// back history when the disk is short of space and prune what is past its time or over the
+/// cap, idle or not ([`Stores::tend_history`]; the rules are [`prune`]'s). The writes that
+/// fill a disk under passthrough never reach the daemon, so the history must be given back
+/// before they meet ENOSPC, not after. Only the daemon that serves the workspace runs it: a
+/// one-shot command beside it gives back only when it meets ENOSPC.
+fn start_tending(ops: &Arc<Ops>) {
+    if !ops.history.enabled {
+        return;
+    }
+    let weak = Arc::downgrade(ops);
+    let spawned = std::thread::Builder::new()
+        .name("vikingfs-history-space".into())
+        .spawn(move || loop {
+            std::thread::sleep(history::ENTRIES_EVERY);
+            let Some(ops) = weak.upgrade() else { return };
+            if let Err(e) = ops.tend_history() {
+                tracing::warn!("keeping the history within its bounds: {}", Chain(&e));
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no history space thread: {e}");
     }
 }

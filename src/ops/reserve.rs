@@ -25,7 +25,7 @@ pub const RESERVE_BYTES: u64 = 8 * 1024 * 1024;
 /// What one want of space takes back from the reserve: enough for any one operation's lock
 /// files, journal intent and WAL pages, so that a writer filling the room it made (an open
 /// for writing also gets it) leaves the rest to the next rm.
-const CHUNK: u64 = 2 * 1024 * 1024;
+pub(super) const CHUNK: u64 = 2 * 1024 * 1024;
 
 /// The free space, beyond what the reserve lacks, that remaking it leaves.
 const MARGIN: u64 = 4 * RESERVE_BYTES;

@@ -110,9 +110,23 @@ pub fn report(ws: &Workspace, from: &Source<'_>) -> Result<Value> {
     }))
 }
 
-/// `{"entries", "bytes", "oldest"}` of the history (`null` where it cannot be read: a
-/// server's, from a one-shot status).
+/// `{"entries", "bytes", "oldest", "given_back"}` of the history (`entries` and the rest
+/// `null` where they cannot be read: a server's, from a one-shot status). `given_back`: the
+/// last time history was given back for space (`history/given-back.json`, written by
+/// whichever process gave it back), or `null`.
 fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
+    let given_back = super::prune::last_given_back(ws).map(|g| {
+        json!({
+            "at": super::rfc3339(g.at_ms),
+            "entries": g.entries,
+            "bytes": g.bytes,
+            "oldest": super::rfc3339(g.oldest_ms),
+            "newest": super::rfc3339(g.newest_ms),
+            "free": g.free,
+            "line": g.line,
+            "why": g.why,
+        })
+    });
     let rows = match from {
         Source::Open { stores, .. } => stores.history(None, 0).map_err(|e| Chain(&e).to_string()),
         Source::Config(config) if matches!(config.backend, Backend::Sqlite) => {
@@ -120,7 +134,9 @@ fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
                 .and_then(|j| j.history(None, 0))
                 .map_err(|e| Chain(&e).to_string())
         }
-        Source::Config(_) => return Value::Null,
+        Source::Config(_) => {
+            return given_back.map_or(Value::Null, |g| json!({ "given_back": g }));
+        }
     };
     match rows {
         Ok(rows) => {
@@ -133,9 +149,10 @@ fn history_section(ws: &Workspace, from: &Source<'_>) -> Value {
                 "entries": rows.len(),
                 "bytes": bytes,
                 "oldest": rows.last().map(|r| super::rfc3339(r.at_ms)),
+                "given_back": given_back,
             })
         }
-        Err(e) => json!({ "error": e }),
+        Err(e) => json!({ "error": e, "given_back": given_back }),
     }
 }
 

@@ -180,6 +180,10 @@ pub struct Stores {
     pub(super) history: crate::config::HistoryConfig,
     /// When the history was last pruned.
     pub(super) pruned: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// What the history holds, as last counted ([`super::prune`]'s running tally).
+    pub(super) tally: parking_lot::Mutex<Option<super::prune::Tally>>,
+    /// Since when the disk has been below the history's line, at every look.
+    pub(super) below_since: parking_lot::Mutex<Option<std::time::Instant>>,
     /// History entries waiting to be recorded ([`Stores::record_soon`]).
     pub(super) waiting_entries: parking_lot::Mutex<Vec<crate::journal::Entry>>,
     /// The history's blobs directory was made by this process ([`Stores::new_blob`]).
@@ -270,6 +274,8 @@ impl Stores {
             sole: holder.is_none(),
             history: config.history.clone(),
             pruned: Default::default(),
+            tally: Default::default(),
+            below_since: Default::default(),
             last_command: Default::default(),
             copied_from: Default::default(),
             waiting_entries: Default::default(),

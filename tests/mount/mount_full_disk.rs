@@ -54,7 +54,17 @@ impl LoopFs {
     /// A workspace on the image, mounted (a mount point outside it); declared after the
     /// image, so that it is unmounted first.
     fn mount_workspace(&self) -> Mount {
+        self.mount_workspace_with(None, &[])
+    }
+
+    /// [`LoopFs::mount_workspace`] with `config` (JSON) as the user's configuration, the
+    /// daemon getting `env`.
+    fn mount_workspace_with(&self, config: Option<&str>, env: &[(&str, &str)]) -> Mount {
         let home = tempfile::tempdir().unwrap();
+        if let Some(c) = config {
+            std::fs::create_dir_all(home.path().join(".vikingfs")).unwrap();
+            std::fs::write(home.path().join(".vikingfs/config.json"), c).unwrap();
+        }
         let m = Mount {
             ws: self.mp.join("ws"),
             mp: home.path().join("mnt"),
@@ -62,7 +72,7 @@ impl LoopFs {
             options: Vec::new(),
         };
         std::fs::create_dir_all(&m.mp).unwrap();
-        m.mount();
+        m.mount_with_env(env);
         m
     }
 }
@@ -251,7 +261,7 @@ fn history_is_given_back_before_writes_fail() {
     let Some(fs) = LoopFs::new(96) else {
         return;
     };
-    let m = fs.mount_workspace();
+    let m = fs.mount_workspace_with(Some(NO_CAP), &[]);
     let r = m.res();
     ok(
         &r,
@@ -298,5 +308,194 @@ fn history_is_given_back_before_writes_fail() {
         );
     }
     m.check_index_agrees();
+    m.unmount();
+}
+
+/// A cap on the history far above what these small images hold (the default, a tenth of
+/// the filesystem, would prune what the tests keep before the disk runs short).
+const NO_CAP: &str = r#"{"vikingfs": {"history": {"max_bytes": 1073741824}}}"#;
+
+/// The history's line on the filesystem holding `p`: a quarter of it, at most 1 GiB, free
+/// (`src/ops/history.rs`).
+fn line_bytes(p: &Path) -> u64 {
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%b %S"])
+        .arg(p)
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    let mut it = s.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    let total = it.next().unwrap() * it.next().unwrap();
+    (total / 4).min(1 << 30)
+}
+
+/// Another program taking space beside the workspace: `hog`, allocated so that `free`
+/// bytes stay free on the filesystem holding it.
+fn leave_free(hog: &Path, free: u64) {
+    let _ = std::fs::remove_file(hog);
+    let top = hog.parent().unwrap();
+    let now = free_bytes(top);
+    assert!(now > free, "only {now} bytes free, {free} wanted");
+    let st = Command::new("fallocate")
+        .args(["-l", &(now - free).to_string()])
+        .arg(hog)
+        .status()
+        .unwrap();
+    assert!(st.success(), "fallocate");
+    let _ = Command::new("sync").arg("-f").arg(top).status();
+}
+
+/// The history's entries (`history --json`), oldest first: (time, path, size kept or
+/// `None`).
+fn history_rows(m: &Mount) -> Vec<(i64, String, Option<u64>)> {
+    let out = m.cli(&["history", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut rows: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["at_ms"].as_i64().unwrap(),
+                e["path"].as_str().unwrap().to_string(),
+                e["blob"].is_string().then(|| e["size"].as_u64().unwrap()),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The daemon's log lines about giving history back.
+fn gave_back_log(m: &Mount) -> String {
+    std::fs::read_to_string(m.ws.join(".vikingfs/mount.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("gave back"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Another program leaves less free than the history's line for a moment (issue 43: 680 MB
+/// free for 3 s cost every entry of every workspace): the history keeps every entry, and a
+/// removal meanwhile is kept too. Then the shortfall lasts, but the history is far smaller
+/// than it: giving it all back would not put the disk back on the line, so nothing goes.
+#[test]
+fn a_passing_low_disk_keeps_the_history() {
+    let Some(fs) = LoopFs::new(96) else { return };
+    let m = fs.mount_workspace_with(
+        Some(NO_CAP),
+        &[("VIKINGFS_HISTORY_PRESSURE_GRACE_MS", "4000")],
+    );
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir old && for i in $(seq 1 20); do echo \"note $i\" > old/f$i; done && rm -rf old",
+    );
+    let before = history_rows(&m);
+    assert!(before.len() >= 20, "the rm was not kept: {before:?}");
+    // 9 MiB short of the line (more than the history holds), well above a quarter of it.
+    let line = line_bytes(&fs.mp);
+    let hog = fs.mp.join("hog");
+    let dipped = std::time::Instant::now();
+    leave_free(&hog, line - (9 << 20));
+    ok(&r, "echo during > during.md && rm during.md");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::fs::remove_file(&hog).unwrap();
+    eprintln!("the dip lasted {:?}", dipped.elapsed());
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let after = history_rows(&m);
+    assert!(
+        after.starts_with(&before),
+        "a dip cost history: {} of {} entries left",
+        after.len(),
+        before.len()
+    );
+    assert!(
+        after
+            .iter()
+            .any(|e| e.1 == "resources/during.md" && e.2.is_some()),
+        "a removal during the dip was not kept: {after:?}"
+    );
+    // Lasting now (past the 4 s grace), the history still far smaller than the shortfall.
+    leave_free(&hog, line - (9 << 20));
+    std::thread::sleep(std::time::Duration::from_millis(6000));
+    assert_eq!(history_rows(&m), after, "history given back for nothing");
+    std::fs::remove_file(&hog).unwrap();
+    let st = status_json(&m);
+    assert!(st["history"]["given_back"].is_null(), "{st}");
+    m.unmount();
+}
+
+/// A lasting shortfall of X with more history than that: after the grace (not before), the
+/// oldest entries totalling about X are given back — not all — logged, and `status` says
+/// what went and when.
+#[test]
+fn give_back_is_in_proportion_to_a_lasting_shortfall() {
+    let Some(fs) = LoopFs::new(96) else { return };
+    let m = fs.mount_workspace_with(
+        Some(NO_CAP),
+        &[("VIKINGFS_HISTORY_PRESSURE_GRACE_MS", "3000")],
+    );
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir old && for i in $(seq 10 39); do head -c 1048576 /dev/urandom > old/f$i; done",
+    );
+    // One removal after another, so that their entries' times give their order.
+    ok(&r, "for i in $(seq 10 39); do rm old/f$i; done");
+    let before = history_rows(&m);
+    assert_eq!(before.iter().filter(|e| e.2.is_some()).count(), 30);
+    let line = line_bytes(&fs.mp);
+    let short: u64 = 8 << 20;
+    let hog = fs.mp.join("hog");
+    let t = std::time::Instant::now();
+    leave_free(&hog, line - short);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    if t.elapsed() < std::time::Duration::from_millis(2800) {
+        assert_eq!(
+            history_rows(&m),
+            before,
+            "given back before the shortfall lasted"
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while history_rows(&m).len() == before.len() {
+        assert!(std::time::Instant::now() < deadline, "nothing given back");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Once given back, the disk is on the line again: nothing more goes.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let after = history_rows(&m);
+    let gone = &before[..before.len() - after.len()];
+    assert_eq!(after[..], before[gone.len()..], "not the oldest went");
+    let bytes: u64 = gone.iter().filter_map(|e| e.2).sum();
+    assert!(
+        bytes >= short - (1 << 20) && bytes <= short + (2 << 20),
+        "{bytes} bytes given back for a shortfall of {short}"
+    );
+    let logged = gave_back_log(&m);
+    assert!(
+        logged.contains("WARN") && logged.contains(&format!("{} oldest entries", gone.len())),
+        "{logged}"
+    );
+    eprintln!("{logged}");
+    let st = status_json(&m);
+    let g = &st["history"]["given_back"];
+    assert_eq!(g["entries"].as_u64(), Some(gone.len() as u64), "{st}");
+    assert_eq!(g["bytes"].as_u64(), Some(bytes), "{st}");
+    let text = m.cli(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{text}");
+    assert!(
+        text.contains(&format!("history: gave back {} entries", gone.len())),
+        "{text}"
+    );
+    std::fs::remove_file(&hog).unwrap();
     m.unmount();
 }

@@ -938,4 +938,68 @@ fn umount_returns_within_seconds_while_a_job_hangs() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+
+/// What `status --json` says of the history: (entries, bytes kept).
+fn history_size(m: &Mount) -> (u64, u64) {
+    let out = m.cli(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h = &v["history"];
+    (h["entries"].as_u64().unwrap(), h["bytes"].as_u64().unwrap())
+}
+
+/// Entries older than `keep_days` go while the workspace is idle (issue 43: they stayed until
+/// a later removal, 7 minutes and more), content and all.
+#[test]
+fn retention_runs_on_an_idle_workspace() {
+    // 4 s.
+    let m = Mount::with_config(r#"{"vikingfs": {"history": {"keep_days": 0.0000463}}}"#);
+    let r = m.res();
+    ok(
+        &r,
+        "mkdir d && echo one > d/a.md && echo two > d/b.md && rm -rf d",
+    );
+    let kept = std::time::Instant::now();
+    let (n, _) = history_size(&m);
+    assert!(n >= 3, "the rm was not kept: {n} entries");
+    // Nothing else happens; within a second of their time they are gone.
+    let deadline = kept + std::time::Duration::from_secs(4 + 3);
+    while history_size(&m).0 > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expired entries still kept {:?} on",
+            kept.elapsed()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    eprintln!("gone {:?} after the rm", kept.elapsed());
+    let blobs = m.ws.join(".vikingfs/history/blobs");
+    assert_eq!(std::fs::read_dir(&blobs).unwrap().count(), 0);
+    m.unmount();
+}
+
+/// Overwrites that push the history over `max_bytes` are pruned back under it at once, not
+/// on the next removal (issue 43: fsx and fsstress took it to 1.2–1.7 GiB over a 624 MB cap).
+#[test]
+fn the_cap_holds_without_removals() {
+    let m = Mount::with_config(r#"{"vikingfs": {"history": {"max_bytes": 2097152}}}"#);
+    let r = m.res();
+    // Eight versions of a 1 MiB file: each overwrite keeps the one it replaces.
+    ok(
+        &r,
+        "for i in $(seq 1 9); do head -c 1048576 /dev/urandom > big; done",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let (n, bytes) = history_size(&m);
+        if bytes <= 2 << 20 {
+            assert!(n >= 1, "the newest versions went too");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{bytes} bytes kept over a cap of 2 MiB"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    m.unmount();
 }
