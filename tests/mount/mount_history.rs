@@ -938,6 +938,7 @@ fn umount_returns_within_seconds_while_a_job_hangs() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
 
 /// What `status --json` says of the history: (entries, bytes kept).
 fn history_size(m: &Mount) -> (u64, u64) {
