@@ -63,6 +63,10 @@ pub struct RawServer {
     pub request_timeout_secs: Option<f64>,
     /// vikingfs's own: how long a client may take to send a request's headers, in seconds.
     pub header_timeout_secs: Option<f64>,
+    /// vikingfs's own: the most an uploaded archive may unpack to, in bytes.
+    pub max_unpacked_bytes: Option<u64>,
+    /// vikingfs's own: the most entries an uploaded archive may hold.
+    pub max_unpacked_entries: Option<usize>,
 }
 
 /// The HTTP API's settings (`server.*`, OpenViking's key names).
@@ -81,6 +85,11 @@ pub struct ServerConfig {
     /// How long a client may take to send a request's headers (`server.header_timeout_secs`):
     /// a client that sends half a header and waits holds a connection no longer.
     pub header_timeout: std::time::Duration,
+    /// `server.max_unpacked_bytes`: what an uploaded zip may unpack to, at most (less when
+    /// the disk has less room above the history's pressure line).
+    pub max_unpacked_bytes: u64,
+    /// `server.max_unpacked_entries`: files and directories an uploaded zip may hold.
+    pub max_unpacked_entries: usize,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +103,8 @@ impl Default for ServerConfig {
             max_body_bytes: 64 << 20,
             request_timeout: std::time::Duration::from_secs(600),
             header_timeout: std::time::Duration::from_secs(10),
+            max_unpacked_bytes: 512 << 20,
+            max_unpacked_entries: 100_000,
         }
     }
 }
@@ -523,6 +534,14 @@ impl Config {
                 "server.header_timeout_secs",
                 json!(self.server.header_timeout.as_secs_f64()),
             ),
+            (
+                "server.max_unpacked_bytes",
+                json!(self.server.max_unpacked_bytes),
+            ),
+            (
+                "server.max_unpacked_entries",
+                json!(self.server.max_unpacked_entries),
+            ),
         ];
         rows.into_iter()
             .map(|(key, value)| Setting {
@@ -847,6 +866,17 @@ impl Config {
             }
             cfg.server.header_timeout = std::time::Duration::from_secs_f64(t);
             set(&mut cfg, "server.header_timeout_secs");
+        }
+        if let Some(n) = sv.max_unpacked_bytes {
+            cfg.server.max_unpacked_bytes = n;
+            set(&mut cfg, "server.max_unpacked_bytes");
+        }
+        if let Some(n) = sv.max_unpacked_entries {
+            if n == 0 {
+                return Err(bad("server.max_unpacked_entries", "must be at least 1"));
+            }
+            cfg.server.max_unpacked_entries = n;
+            set(&mut cfg, "server.max_unpacked_entries");
         }
         if cfg.server.configured {
             cfg.server.addr().map_err(|m| bad("server.host", &m))?;

@@ -47,13 +47,19 @@ fn under_pressure(ws: &crate::workspace::Workspace) -> bool {
     shortfall(ws).is_some()
 }
 
+/// The free space a filesystem of `total` bytes keeps below which it is under pressure
+/// (above): what else the daemon writes for a while (an unpacked upload) stays above it.
+pub fn pressure_line(total: u64) -> u64 {
+    (1u64 << 30).min(total / 4)
+}
+
 /// How far the disk is below the pressure line: bytes and inodes to give back, or `None`
 /// when it is above it.
 fn shortfall(ws: &crate::workspace::Workspace) -> Option<(u64, u64)> {
     // One statvfs for both: every kept removal asks.
     let st = crate::sys::statvfs(&ws.internal_dir()).ok()?;
     let (free, total) = (st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize);
-    let bytes = (1u64 << 30).min(total / 4).saturating_sub(free);
+    let bytes = pressure_line(total).saturating_sub(free);
     // Inodes too: a removal kept frees none, and every lock file takes one.
     let inodes = if st.f_files == 0 {
         0

@@ -48,6 +48,7 @@ mod write;
 
 pub use derivers::{Ops, WriteProbe};
 pub use error::{OpsError, Result};
+pub use history::pressure_line;
 pub use light::Light;
 pub use locked::{Locked, LockedMutations};
 pub use past::{changes, PastView};
