@@ -1,12 +1,16 @@
-//! Uploads against a real `vikingfs serve` (issue 43, finding 9): a zip bomb is refused at its
-//! budget with nothing left behind.
+//! Uploads and slow clients against a real `vikingfs serve` (issue 43, finding 9): a zip bomb
+//! is refused at its budget with nothing left behind, a trickling body is cut off with 408,
+//! and a thousand slow clients of one address neither starve `/health` (theirs included) nor
+//! another address's requests.
 
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::serve::Served;
 
@@ -177,4 +181,189 @@ fn a_zip_bomb_is_refused_at_its_budget_and_leaves_nothing_behind() {
     );
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["result"]["meta"]["file_count"], 1, "{v}");
+}
+
+/// Connect to `addr` from the address `from` (any loopback address is ours on Linux).
+async fn connect_from(from: IpAddr, addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    sock.bind(SocketAddr::new(from, 0))?;
+    sock.connect(addr).await
+}
+
+/// `GET path` from `from` with `Connection: close`: the status, and how long the answer took.
+async fn get_from(from: IpAddr, addr: SocketAddr, path: &str) -> (u16, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let work = async {
+        let mut c = connect_from(from, addr).await.unwrap();
+        c.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out).await;
+        let head = String::from_utf8_lossy(&out).to_string();
+        head.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    };
+    // Far past the 1 s asked: a starved server shows as a time, not a hang.
+    let code = tokio::time::timeout(Duration::from_secs(30), work)
+        .await
+        .unwrap_or(0);
+    (code, started.elapsed())
+}
+
+/// The open-descriptor limit raised to its hard limit (a thousand sockets need more than the
+/// usual soft 1024).
+fn raise_nofile() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write only the struct passed, which lives
+    // across both calls.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+    }
+}
+
+#[test]
+fn a_thousand_slow_clients_starve_neither_health_nor_other_clients() {
+    // More than the 1,024 connections the server used to serve at once.
+    const N: usize = 1100;
+    raise_nofile();
+    let s = Served::new();
+    let addr = s.addr;
+    let slow: IpAddr = "127.0.0.2".parse().unwrap();
+    let other: IpAddr = "127.0.0.1".parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    rt.block_on(async {
+        use tokio::io::AsyncWriteExt;
+        // Each: an upload's headers, then its body a byte a second.
+        let mut conns = Vec::new();
+        for _ in 0..N {
+            let mut c = connect_from(slow, addr).await.unwrap();
+            c.write_all(
+                b"POST /api/v1/resources/temp_upload HTTP/1.1\r\nHost: x\r\n\
+                  Content-Type: multipart/form-data; boundary=b\r\n\
+                  Content-Length: 100000\r\n\r\n--b\r\nContent-Disposition: form-data; \
+                  name=\"file\"; filename=\"slow.bin\"\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            conns.push(c);
+        }
+        let trickles: Vec<_> = conns
+            .into_iter()
+            .map(|mut c| {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        if c.write_all(b"x").await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                })
+            })
+            .collect();
+        // Meanwhile /health, from the slow clients' address and another, and a request of
+        // another address, each answered within a second, for 12 s.
+        let started = Instant::now();
+        let mut worst = (Duration::ZERO, "");
+        let mut asked = 0;
+        while started.elapsed() < Duration::from_secs(12) {
+            for (from, path) in [
+                (slow, "/health"),
+                (other, "/health"),
+                (other, "/api/v1/system/status"),
+            ] {
+                let (code, took) = get_from(from, addr, path).await;
+                assert_eq!(code, 200, "{path} from {from} after {took:?}");
+                assert!(
+                    took < Duration::from_secs(1),
+                    "{path} from {from} took {took:?} beside {N} slow clients"
+                );
+                worst = worst.max((took, path));
+                asked += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!(
+            "{asked} requests beside {N} slow clients: the slowest, {}, took {:?}",
+            worst.1, worst.0
+        );
+        stop.store(true, Ordering::Relaxed);
+        for t in trickles {
+            let _ = t.await;
+        }
+    });
+    let mut child = s;
+    assert!(
+        child.child.try_wait().unwrap().is_none(),
+        "the daemon exited"
+    );
+}
+
+#[test]
+fn a_trickling_body_is_cut_off_with_408() {
+    let s = Served::with_config(json!({ "server": { "body_timeout_secs": 2 } }));
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.write_all(
+        b"POST /api/v1/system/wait HTTP/1.1\r\nHost: x\r\n\
+          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    // A byte every 300 ms: never idle for long, far under any useful rate.
+    let mut w = c.try_clone().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for b in b"{\"timeout\": 1".iter().cycle().take(90) {
+            if w.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "after {took:?}: {text}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    let body = &text[text.find("\r\n\r\n").map_or(0, |i| i + 4)..];
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    assert_eq!(v["status"], "error", "not the envelope: {text}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("server.body_timeout_secs")),
+        "{v}"
+    );
+    feeder.join().unwrap();
+    // A body at an ordinary pace is read as before.
+    assert_eq!(
+        s.call(
+            "POST",
+            "/api/v1/system/wait",
+            &[],
+            Some(b"{\"timeout\": 1}")
+        )
+        .0,
+        200
+    );
 }
