@@ -367,3 +367,111 @@ fn a_trickling_body_is_cut_off_with_408() {
         200
     );
 }
+
+/// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted when dropped (`None`: this
+/// process may not mount, e.g. not root).
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn new(mib: u32) -> Option<Tmpfs> {
+        let d = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m,mode=0700"),
+                "tmpfs",
+            ])
+            .arg(d.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(d))
+    }
+
+    /// Free bytes, and the history's pressure line, of the filesystem.
+    fn free_and_line(&self) -> (u64, u64) {
+        let st = rustix::fs::statvfs(self.0.path()).unwrap();
+        let total = st.f_blocks * st.f_frsize;
+        (st.f_bavail * st.f_frsize, (1u64 << 30).min(total / 4))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+#[test]
+fn two_bombs_at_once_never_take_a_disk_below_the_historys_pressure_line() {
+    let Some(tmp) = Tmpfs::new(96) else {
+        eprintln!("skipped: a tmpfs cannot be mounted here (not root)");
+        return;
+    };
+    // The cap (512 MiB by default) is far above what the 96 MiB disk has above its line
+    // (24 MiB): the disk is the budget.
+    let s = Served::with_config_env(json!({}), &[("TMPDIR", tmp.0.path())]);
+    let z = bomb(1024);
+    let ids = [upload(&s, "a.zip", &z), upload(&s, "b.zip", &z)];
+    let (_, line) = tmp.free_and_line();
+    let done = Arc::new(AtomicBool::new(false));
+    let lowest = Arc::new(AtomicU64::new(u64::MAX));
+    let watcher = {
+        let (done, lowest) = (done.clone(), lowest.clone());
+        let path = tmp.0.path().to_path_buf();
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let st = rustix::fs::statvfs(&path).unwrap();
+                lowest.fetch_min(st.f_bavail * st.f_frsize, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let answers: Vec<(u16, Value)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let s = &s;
+                sc.spawn(move || {
+                    s.json(
+                        "POST",
+                        "/api/v1/resources",
+                        &[],
+                        &json!({"temp_file_id": id, "to": format!("viking://resources/b{i}")}),
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    done.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    let lowest = lowest.load(Ordering::Relaxed);
+    eprintln!(
+        "lowest free {} KiB against a line of {} KiB",
+        lowest >> 10,
+        line >> 10
+    );
+    for (code, v) in &answers {
+        assert_eq!(*code, 413, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("kept for the history")),
+            "{v}"
+        );
+    }
+    // A chunk (64 KiB) per unpack may pass between a look and its write.
+    assert!(
+        lowest + (1 << 20) >= line,
+        "free space fell to {lowest} bytes, below the line of {line}"
+    );
+    let (_, files) = du(tmp.0.path());
+    assert!(files.is_empty(), "left behind: {files:?}");
+}
