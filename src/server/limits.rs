@@ -216,20 +216,28 @@ impl http_body::Body for Deadline {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(d) = frame.data_ref() {
                     this.received += d.len() as u64;
-                    let due = this.due();
-                    if due <= tokio::time::Instant::now() {
+                    if this.due() <= tokio::time::Instant::now() {
                         return this.expired();
                     }
-                    this.sleep.as_mut().reset(due);
                 }
                 return Poll::Ready(Some(Ok(frame)));
             }
             Poll::Ready(other) => return Poll::Ready(other),
             Poll::Pending => {}
         }
-        match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => this.expired(),
-            Poll::Pending => Poll::Pending,
+        // The timer is moved on only when it fires (what came since has earned time), not
+        // at every frame: a body trickling in byte by byte costs no timer work per byte.
+        loop {
+            match this.sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => {
+                    let due = this.due();
+                    if due <= tokio::time::Instant::now() {
+                        return this.expired();
+                    }
+                    this.sleep.as_mut().reset(due);
+                }
+            }
         }
     }
 

@@ -247,36 +247,58 @@ fn a_thousand_slow_clients_starve_neither_health_nor_other_clients() {
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    rt.block_on(async {
-        use tokio::io::AsyncWriteExt;
-        // Each: an upload's headers, then its body a byte a second.
-        let mut conns = Vec::new();
-        for _ in 0..N {
-            let mut c = connect_from(slow, addr).await.unwrap();
-            c.write_all(
-                b"POST /api/v1/resources/temp_upload HTTP/1.1\r\nHost: x\r\n\
-                  Content-Type: multipart/form-data; boundary=b\r\n\
-                  Content-Length: 100000\r\n\r\n--b\r\nContent-Disposition: form-data; \
-                  name=\"file\"; filename=\"slow.bin\"\r\n\r\n",
-            )
-            .await
-            .unwrap();
-            conns.push(c);
-        }
-        let trickles: Vec<_> = conns
-            .into_iter()
-            .map(|mut c| {
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        if c.write_all(b"x").await.is_err() {
-                            return;
+    // The slow clients on a runtime of their own, the probes on another (so that what the
+    // probes measure is the server, not the slow clients' runtime).
+    let (ready, connected) = std::sync::mpsc::channel();
+    let trickles = {
+        let stop = stop.clone();
+        rt.spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            // Each: an upload's headers, then its body a byte a second.
+            let mut conns = Vec::new();
+            for _ in 0..N {
+                let mut c = connect_from(slow, addr).await.unwrap();
+                c.write_all(
+                    b"POST /api/v1/resources/temp_upload HTTP/1.1\r\nHost: x\r\n\
+                      Content-Type: multipart/form-data; boundary=b\r\n\
+                      Content-Length: 100000\r\n\r\n--b\r\nContent-Disposition: form-data; \
+                      name=\"file\"; filename=\"slow.bin\"\r\n\r\n",
+                )
+                .await
+                .unwrap();
+                conns.push(c);
+            }
+            ready.send(()).unwrap();
+            // Spread over the second, as clients that did not start together would be.
+            let ts: Vec<_> = conns
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(1) * i as u32 / N as u32).await;
+                        while !stop.load(Ordering::Relaxed) {
+                            if c.write_all(b"x").await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_secs(1)).await;
                         }
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+                    })
                 })
-            })
-            .collect();
+                .collect();
+            for t in ts {
+                let _ = t.await;
+            }
+        })
+    };
+    connected
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the slow clients connected");
+    let probes = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    probes.block_on(async {
         // Meanwhile /health, from the slow clients' address and another, and a request of
         // another address, each answered within a second, for 12 s.
         let started = Instant::now();
@@ -303,11 +325,9 @@ fn a_thousand_slow_clients_starve_neither_health_nor_other_clients() {
             "{asked} requests beside {N} slow clients: the slowest, {}, took {:?}",
             worst.1, worst.0
         );
-        stop.store(true, Ordering::Relaxed);
-        for t in trickles {
-            let _ = t.await;
-        }
     });
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(trickles).unwrap();
     let mut child = s;
     assert!(
         child.child.try_wait().unwrap().is_none(),
