@@ -291,6 +291,14 @@ fn a_thousand_slow_clients_starve_neither_health_nor_other_clients() {
             }
         })
     };
+    let rss = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().to_string()))
+            .unwrap_or_default()
+    };
+    let before = rss(s.child.id());
     connected
         .recv_timeout(Duration::from_secs(120))
         .expect("the slow clients connected");
@@ -322,8 +330,11 @@ fn a_thousand_slow_clients_starve_neither_health_nor_other_clients() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         eprintln!(
-            "{asked} requests beside {N} slow clients: the slowest, {}, took {:?}",
-            worst.1, worst.0
+            "{asked} requests beside {N} slow clients: the slowest, {}, took {:?}; the \
+             daemon's RSS {before} before, {} now",
+            worst.1,
+            worst.0,
+            rss(s.child.id())
         );
     });
     stop.store(true, Ordering::Relaxed);
