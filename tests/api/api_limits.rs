@@ -1,7 +1,9 @@
 //! Uploads and slow clients against a real `vikingfs serve` (issue 43, finding 9): a zip bomb
-//! is refused at its budget with nothing left behind, a trickling body is cut off with 408,
-//! and a thousand slow clients of one address neither starve `/health` (theirs included) nor
-//! another address's requests.
+//! is refused at its budget with nothing left behind (two at once keep a small disk at the
+//! history's pressure line), a trickling body is cut off with 408, a thousand slow clients of
+//! one address neither starve `/health` (theirs included) nor another address's requests, and
+//! a peer beyond its share waits or is refused. Other addresses are other loopback addresses
+//! (127.0.0.0/8 is all ours on Linux).
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -505,4 +507,71 @@ fn two_bombs_at_once_never_take_a_disk_below_the_historys_pressure_line() {
     );
     let (_, files) = du(tmp.0.path());
     assert!(files.is_empty(), "left behind: {files:?}");
+}
+
+#[test]
+fn a_peer_beyond_its_share_waits_or_is_refused_and_others_are_not() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Served::with_config(json!({ "server": { "max_connections_per_peer": 4 } }));
+    let addr = s.addr;
+    let (greedy, other): (IpAddr, IpAddr) =
+        ("127.0.0.3".parse().unwrap(), "127.0.0.1".parse().unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut held = Vec::new();
+        // Four uploads whose bodies never come take the peer's four slots.
+        for _ in 0..4 {
+            let mut c = connect_from(greedy, addr).await.unwrap();
+            c.write_all(
+                b"POST /api/v1/resources/temp_upload HTTP/1.1\r\nHost: x\r\n\
+                  Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            held.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // A fifth request of that peer waits for a slot...
+        let waiting = tokio::spawn(get_from(greedy, addr, "/api/v1/system/status"));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiting.is_finished(), "served beyond the peer's share");
+        // ...while its /health, and another address, are answered at once.
+        for (from, path) in [
+            (greedy, "/health"),
+            (other, "/health"),
+            (other, "/api/v1/system/status"),
+        ] {
+            let (code, took) = get_from(from, addr, path).await;
+            assert_eq!(code, 200, "{path} from {from}");
+            assert!(
+                took < Duration::from_secs(1),
+                "{path} from {from}: {took:?}"
+            );
+        }
+        // The peer holds at most 8 × 4 connections: the 33rd is closed at once.
+        for _ in held.len() + 1..32 {
+            held.push(connect_from(greedy, addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut extra = connect_from(greedy, addr).await.unwrap();
+        let mut b = [0u8; 1];
+        let closed = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut b)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "a connection beyond the peer's share was kept: {closed:?}"
+        );
+        let (code, _) = get_from(other, addr, "/health").await;
+        assert_eq!(code, 200);
+        // The slow uploads gone, the waiting request is served: it waited, it was not refused.
+        drop(held);
+        let (code, took) = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiting request was served once slots were free")
+            .unwrap();
+        assert_eq!(code, 200, "after {took:?}");
+    });
 }
