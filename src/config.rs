@@ -63,6 +63,17 @@ pub struct RawServer {
     pub request_timeout_secs: Option<f64>,
     /// vikingfs's own: how long a client may take to send a request's headers, in seconds.
     pub header_timeout_secs: Option<f64>,
+    /// vikingfs's own: how long a request's body may take beyond what it carries at
+    /// `min_body_bytes_per_sec`, in seconds.
+    pub body_timeout_secs: Option<f64>,
+    /// vikingfs's own: the slowest a request's body may arrive, in bytes a second.
+    pub min_body_bytes_per_sec: Option<u64>,
+    /// vikingfs's own: requests from one peer address served at once.
+    pub max_connections_per_peer: Option<usize>,
+    /// vikingfs's own: the most an uploaded archive may unpack to, in bytes.
+    pub max_unpacked_bytes: Option<u64>,
+    /// vikingfs's own: the most entries an uploaded archive may hold.
+    pub max_unpacked_entries: Option<usize>,
 }
 
 /// The HTTP API's settings (`server.*`, OpenViking's key names).
@@ -81,6 +92,19 @@ pub struct ServerConfig {
     /// How long a client may take to send a request's headers (`server.header_timeout_secs`):
     /// a client that sends half a header and waits holds a connection no longer.
     pub header_timeout: std::time::Duration,
+    /// A request's body must be whole within this (`server.body_timeout_secs`) plus the time
+    /// its length takes at `min_body_rate`; else the request answers 408.
+    pub body_timeout: std::time::Duration,
+    /// `server.min_body_bytes_per_sec`: a body trickling slower is cut off (above).
+    pub min_body_rate: u64,
+    /// `server.max_connections_per_peer`: requests from one address served at once; more
+    /// wait (`/health` never does), and connections beyond 8 times it are closed at once.
+    pub max_connections_per_peer: usize,
+    /// `server.max_unpacked_bytes`: what an uploaded zip may unpack to, at most (less when
+    /// the disk has less room above the history's pressure line).
+    pub max_unpacked_bytes: u64,
+    /// `server.max_unpacked_entries`: files and directories an uploaded zip may hold.
+    pub max_unpacked_entries: usize,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +118,11 @@ impl Default for ServerConfig {
             max_body_bytes: 64 << 20,
             request_timeout: std::time::Duration::from_secs(600),
             header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(30),
+            min_body_rate: 16 << 10,
+            max_connections_per_peer: 256,
+            max_unpacked_bytes: 512 << 20,
+            max_unpacked_entries: 100_000,
         }
     }
 }
@@ -523,6 +552,26 @@ impl Config {
                 "server.header_timeout_secs",
                 json!(self.server.header_timeout.as_secs_f64()),
             ),
+            (
+                "server.body_timeout_secs",
+                json!(self.server.body_timeout.as_secs_f64()),
+            ),
+            (
+                "server.min_body_bytes_per_sec",
+                json!(self.server.min_body_rate),
+            ),
+            (
+                "server.max_connections_per_peer",
+                json!(self.server.max_connections_per_peer),
+            ),
+            (
+                "server.max_unpacked_bytes",
+                json!(self.server.max_unpacked_bytes),
+            ),
+            (
+                "server.max_unpacked_entries",
+                json!(self.server.max_unpacked_entries),
+            ),
         ];
         rows.into_iter()
             .map(|(key, value)| Setting {
@@ -847,6 +896,41 @@ impl Config {
             }
             cfg.server.header_timeout = std::time::Duration::from_secs_f64(t);
             set(&mut cfg, "server.header_timeout_secs");
+        }
+        if let Some(t) = sv.body_timeout_secs {
+            if !(t.is_finite() && t > 0.0 && t <= 86400.0) {
+                return Err(bad(
+                    "server.body_timeout_secs",
+                    "must be a positive number of seconds, at most 86400",
+                ));
+            }
+            cfg.server.body_timeout = std::time::Duration::from_secs_f64(t);
+            set(&mut cfg, "server.body_timeout_secs");
+        }
+        if let Some(n) = sv.min_body_bytes_per_sec {
+            if n == 0 {
+                return Err(bad("server.min_body_bytes_per_sec", "must be at least 1"));
+            }
+            cfg.server.min_body_rate = n;
+            set(&mut cfg, "server.min_body_bytes_per_sec");
+        }
+        if let Some(n) = sv.max_connections_per_peer {
+            if n == 0 {
+                return Err(bad("server.max_connections_per_peer", "must be at least 1"));
+            }
+            cfg.server.max_connections_per_peer = n;
+            set(&mut cfg, "server.max_connections_per_peer");
+        }
+        if let Some(n) = sv.max_unpacked_bytes {
+            cfg.server.max_unpacked_bytes = n;
+            set(&mut cfg, "server.max_unpacked_bytes");
+        }
+        if let Some(n) = sv.max_unpacked_entries {
+            if n == 0 {
+                return Err(bad("server.max_unpacked_entries", "must be at least 1"));
+            }
+            cfg.server.max_unpacked_entries = n;
+            set(&mut cfg, "server.max_unpacked_entries");
         }
         if cfg.server.configured {
             cfg.server.addr().map_err(|m| bad("server.host", &m))?;

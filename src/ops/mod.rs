@@ -52,6 +52,7 @@ pub use error::{OpsError, Result};
 pub use light::Light;
 pub use locked::{Locked, LockedMutations};
 pub use past::{changes, PastView};
+pub use prune::pressure_line;
 pub use source::source_version;
 pub(crate) use source::{is_source_name, same_but_inode, stat, stat_version};
 pub use write::{Frees, Release};

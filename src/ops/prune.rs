@@ -86,6 +86,12 @@ pub(crate) fn pressure_lasts() -> Duration {
 /// The last resort keeps this many inodes free (and one reserve chunk of bytes).
 const LAST_INODES: u64 = 64;
 
+/// The free bytes a filesystem of `total` bytes keeps for the history's line ([`Disk::line`]):
+/// what else the daemon writes for a while (an unpacked upload) stays above it.
+pub fn pressure_line(total: u64) -> u64 {
+    (1u64 << 30).min(total / 4)
+}
+
 /// The filesystem under the workspace, as the space rules see it (one statvfs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Disk {
@@ -112,10 +118,7 @@ impl Disk {
     /// most 1 GiB) and a tenth of its inodes (a removal kept frees none, and every lock file
     /// takes one).
     fn line(&self) -> (u64, u64) {
-        (
-            (1u64 << 30).min(self.total / 4),
-            (self.inodes / 10).min(1 << 16),
-        )
+        (pressure_line(self.total), (self.inodes / 10).min(1 << 16))
     }
 
     /// How far below the line the disk is: (bytes, inodes).

@@ -9,13 +9,16 @@
 //! - The server costs nothing when idle: a two-thread runtime parked on its listeners.
 //! - Abuse: bodies over `server.max_body_bytes` answer 413, a client that sends its headers
 //!   too slowly is cut off after `server.header_timeout_secs` (10 s by default;
-//!   an idle kept-alive connection too), a request running longer than
-//!   `server.request_timeout_secs` answers 504, and at most [`MAX_CONNECTIONS`] connections are
-//!   served at once (more wait in the kernel's backlog).
+//!   an idle kept-alive connection too), a body too slowly 408 ([`limits`]), a request running
+//!   longer than `server.request_timeout_secs` answers 504; one peer address is served
+//!   `server.max_connections_per_peer` requests at once, `/health` whatever the load, and at
+//!   most [`limits::max_connections`] connections are served at once (more wait in the
+//!   kernel's backlog).
 
 pub mod auth;
 pub mod caller;
 pub mod extract;
+pub mod limits;
 pub mod local;
 pub mod mcp;
 pub mod reply;
@@ -38,8 +41,6 @@ use crate::session::Sessions;
 use auth::{Auth, Identity};
 use reply::ApiError;
 
-/// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 1024;
 /// The socket's name in the workspace's internal directory.
 pub const SOCKET_NAME: &str = "daemon.sock";
 
@@ -146,8 +147,15 @@ impl Server {
                      add` to serve beyond loopback)"
                 );
             }
+            // A peer never holds more than half of all connections.
+            let half = limits::max_connections() / 2;
+            let per_peer = api.config.max_connections_per_peer;
+            let peers = limits::Peers::new(
+                per_peer.min(half),
+                per_peer.saturating_mul(limits::HOLD_PER_SLOT).min(half),
+            );
             tasks.push(runtime.spawn(accept_loop(
-                Listener::Tcp(l),
+                Listener::Tcp(l, peers),
                 app.clone(),
                 api.config.header_timeout,
                 stopped.clone(),
@@ -273,7 +281,7 @@ async fn bind_unix(
 }
 
 enum Listener {
-    Tcp(tokio::net::TcpListener),
+    Tcp(tokio::net::TcpListener, Arc<limits::Peers>),
     Unix(tokio::net::UnixListener),
 }
 
@@ -286,7 +294,7 @@ async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Semaphore::new(limits::max_connections()));
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -297,14 +305,32 @@ async fn accept_loop(
             _ = stopped.changed() => break,
         };
         match accepted {
-            Ok(Io::Tcp(io)) => serve_connection(io, &app, header_timeout, &graceful, permit),
+            Ok(Io::Tcp(io, peer)) => {
+                let Listener::Tcp(_, peers) = &l else {
+                    unreachable!("a TCP connection from the TCP listener")
+                };
+                // A peer holding its share already: closed at once, others unhurt.
+                let Some(conn) = peers.connect(peer.ip()) else {
+                    tracing::debug!(%peer, "connection refused: its address holds its share");
+                    continue;
+                };
+                let slots = conn.slots.clone();
+                let svc = tower::ServiceExt::map_request(
+                    app.clone(),
+                    move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                        req.extensions_mut().insert(slots.clone());
+                        req
+                    },
+                );
+                serve_connection(io, svc, header_timeout, &graceful, (permit, Some(conn)))
+            }
             Ok(Io::Unix(io, peer)) => {
                 // Each connection's requests are done on behalf of its peer process.
                 let app = match peer {
                     Some(pid) => app.clone().layer(axum::Extension(caller::Peer(pid))),
                     None => app.clone(),
                 };
-                serve_connection(io, &app, header_timeout, &graceful, permit)
+                serve_connection(io, app, header_timeout, &graceful, (permit, None))
             }
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning.
@@ -316,16 +342,26 @@ async fn accept_loop(
     let _ = tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await;
 }
 
-fn serve_connection<I>(
+/// Serve one connection; `held` (its slot among all connections, its peer's share) is given
+/// back when it ends.
+fn serve_connection<I, S>(
     io: I,
-    app: &Router,
+    svc: S,
     header_timeout: Duration,
     graceful: &hyper_util::server::graceful::GracefulShutdown,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    held: (tokio::sync::OwnedSemaphorePermit, Option<limits::PeerConn>),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: tower::Service<
+            axum::http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
 {
-    let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+    let svc = hyper_util::service::TowerToHyperService::new(svc);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -333,21 +369,21 @@ fn serve_connection<I>(
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         let _ = conn.await;
-        drop(permit);
+        drop(held);
     });
 }
 
 enum Io {
-    Tcp(TokioIo<tokio::net::TcpStream>),
+    Tcp(TokioIo<tokio::net::TcpStream>, SocketAddr),
     Unix(TokioIo<tokio::net::UnixStream>, Option<u32>),
 }
 
 async fn accept(l: &Listener) -> std::io::Result<Io> {
     Ok(match l {
-        Listener::Tcp(l) => {
-            let (s, _) = l.accept().await?;
+        Listener::Tcp(l, _) => {
+            let (s, peer) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Io::Tcp(TokioIo::new(s))
+            Io::Tcp(TokioIo::new(s), peer)
         }
         Listener::Unix(l) => {
             let s = l.accept().await?.0;

@@ -11,6 +11,7 @@ mod api_envelope;
 mod api_fs;
 mod api_fs_clients;
 mod api_keys;
+mod api_limits;
 mod api_mcp;
 mod api_search;
 mod api_sessions;

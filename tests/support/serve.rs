@@ -28,7 +28,12 @@ impl Served {
     }
 
     /// A daemon whose config file is `config` (its `server.port` is set to 0 unless given).
-    pub fn with_config(mut config: Value) -> Served {
+    pub fn with_config(config: Value) -> Served {
+        Self::with_config_env(config, &[])
+    }
+
+    /// `with_config`, the daemon run with the environment variables `env` too.
+    pub fn with_config_env(mut config: Value, env: &[(&str, &Path)]) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         let ws = dir.path().join("ws");
@@ -45,6 +50,7 @@ impl Served {
             .arg("--workspace")
             .arg(&ws)
             .arg("serve")
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

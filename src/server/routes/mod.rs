@@ -1,8 +1,9 @@
 //! The router: one file per group of OpenViking's routes (its `openviking/server/routers/`),
 //! each naming its paths once in a `routes()` function, and the layers every request passes:
-//! CORS (`server.cors_origins`), the body limit, the request timeout, the `X-Process-Time`
-//! header, and the envelope for the framework's own answers (an unknown route, a wrong method,
-//! a body over the limit).
+//! CORS (`server.cors_origins`), the body limit, the request timeout, the body's deadline and
+//! the peer's share of the server (`super::limits`), the `X-Process-Time` header, and the
+//! envelope for the framework's own answers (an unknown route, a wrong method, a body over the
+//! limit).
 
 pub mod admin;
 pub mod content;
@@ -26,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use super::limits;
 use super::reply::ApiError;
 use super::Api;
 
@@ -36,6 +38,10 @@ pub fn router(api: Arc<Api>) -> Router {
     let limit = api.config.max_body_bytes;
     let timeout = api.config.request_timeout;
     let cors = cors(&api.config.cors_origins);
+    let pace = limits::BodyPace {
+        grace: api.config.body_timeout,
+        min_rate: api.config.min_body_rate,
+    };
     Router::new()
         .merge(system::routes())
         .merge(admin::routes())
@@ -52,6 +58,11 @@ pub fn router(api: Arc<Api>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        // The body's deadline starts once the request is admitted: waiting for a slot does
+        // not eat into it.
+        .layer(middleware::from_fn_with_state(pace, limits::body_deadline))
+        // Inside the timeout: a request waiting for its peer's slot ends there at the latest.
+        .layer(middleware::from_fn(limits::admit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             timeout,

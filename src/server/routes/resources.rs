@@ -75,11 +75,23 @@ async fn temp_upload(who: Identity, form: Result<Multipart, MultipartRejection>)
             id: fid,
             complete: false,
         };
-        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-            tokio::task::block_in_place(|| file.write_all(&chunk)).map_err(|e| {
+        let write = |file: &mut std::fs::File, buf: &mut Vec<u8>| {
+            tokio::task::block_in_place(|| file.write_all(buf)).map_err(|e| {
                 ApiError::from_ops("temp_upload", OpsError::io(std::env::temp_dir(), e))
             })?;
+            buf.clear();
+            Ok::<_, ApiError>(())
+        };
+        // Written a MiB at a time: a body arriving in small chunks (a slow client's) does not
+        // take a worker thread off the runtime for every one of them.
+        let mut buf = Vec::new();
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            buf.extend_from_slice(&chunk);
+            if buf.len() >= 1 << 20 {
+                write(&mut file, &mut buf)?;
+            }
         }
+        write(&mut file, &mut buf)?;
         uploads.done(&rx.id);
         rx.complete = true;
         id = Some(rx.id.clone());
@@ -233,7 +245,13 @@ fn add_now(
                 .mode(0o755)
                 .create(&dest)
                 .map_err(|e| ApiError::internal(e.to_string()))?;
-            upload::unpack(&up.path, &dest)?;
+            let ws = api.ops.workspace().internal_dir();
+            let budget = upload::Budget::new(
+                api.config.max_unpacked_bytes,
+                api.config.max_unpacked_entries,
+                &[staging.path(), &ws],
+            );
+            upload::unpack(&up.path, &dest, &budget)?;
         } else {
             std::fs::rename(&up.path, &dest).map_err(|e| ApiError::internal(e.to_string()))?;
         }

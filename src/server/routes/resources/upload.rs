@@ -8,8 +8,17 @@
 //!   the workspace: add-resource refuses a source inside it.
 //! - A zip is unpacked component by component, each name checked as a namespace name (no
 //!   `..`, no absolute path, no NUL, no internal name, at most `NAME_MAX` bytes), symlinks and
-//!   encrypted entries refused, no file written twice, and at most [`MAX_ENTRIES`] entries
-//!   and [`MAX_UNPACKED`] bytes (counted as written, not as the archive claims).
+//!   encrypted entries refused, no file written twice.
+//! - An unpack is held to a [`Budget`] fixed before it starts: at most
+//!   `server.max_unpacked_entries` entries and `server.max_unpacked_bytes` bytes, and never
+//!   more than each filesystem it lands on (the uploads' and the workspace's, which the add
+//!   copies it to) has free above the history's pressure line ([`crate::ops::pressure_line`]),
+//!   shared between them when they are one. Bytes are counted as they are decompressed, never
+//!   taken from the sizes the archive declares, and a chunk that would pass the budget is
+//!   not written: a bomb leaves at most the budget on disk; and the free space is looked at
+//!   again before each chunk (other unpacks and writers run meanwhile). A refused or
+//!   failed unpack removes what it wrote before it answers (413, as OpenViking answers an
+//!   upload over its size limit).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -21,15 +30,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::json;
 
+use crate::ops::OpsError;
 use crate::server::auth::Identity;
 use crate::server::reply::ApiError;
 
 /// How long an upload waits to be added.
 pub const KEEP: Duration = Duration::from_secs(3600);
-/// Entries a zip may hold.
-pub const MAX_ENTRIES: usize = 100_000;
-/// Bytes a zip may unpack to.
-pub const MAX_UNPACKED: u64 = 4 << 30;
 
 /// One upload, until it is added.
 pub struct Upload {
@@ -201,22 +207,104 @@ fn bad_zip(msg: impl Into<String>) -> ApiError {
     ApiError::invalid(format!("uploaded archive: {}", msg.into()))
 }
 
-/// Unpack the zip at `zip` into the directory `into` (which exists), safely (module doc).
-/// Returns the number of files written.
-pub fn unpack(zip: &Path, into: &Path) -> Result<usize, ApiError> {
+/// What an unpack may write (module doc).
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// Bytes, decompressed.
+    pub bytes: u64,
+    /// Entries, files and directories.
+    pub entries: usize,
+    /// Why `bytes` is what it is, for the refusal's message.
+    why: String,
+}
+
+/// Free bytes above the pressure line on the filesystem holding `path` (`None`: unknown).
+fn room(path: &Path) -> Option<u64> {
+    let st = crate::sys::statvfs(path).ok()?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let total = st.f_blocks.saturating_mul(st.f_frsize);
+    Some(free.saturating_sub(crate::ops::pressure_line(total)))
+}
+
+impl Budget {
+    /// The budget of an unpack of at most `max_bytes` and `max_entries`, whose bytes land on
+    /// the filesystem of each of `disks` (one room shared by the disks on one filesystem).
+    pub fn new(max_bytes: u64, max_entries: usize, disks: &[&Path]) -> Budget {
+        use std::os::unix::fs::MetadataExt;
+        let mut b = Budget {
+            bytes: max_bytes,
+            entries: max_entries,
+            why: format!("{max_bytes} bytes (server.max_unpacked_bytes)"),
+        };
+        let devs: Vec<Option<u64>> = disks
+            .iter()
+            .map(|d| std::fs::metadata(d).ok().map(|m| m.dev()))
+            .collect();
+        for (d, dev) in disks.iter().zip(&devs) {
+            let Some(r) = room(d) else { continue };
+            let sharing = devs.iter().filter(|o| dev.is_some() && *o == dev).count();
+            let r = r / sharing.max(1) as u64;
+            if r < b.bytes {
+                b.bytes = r;
+                b.why = format!(
+                    "{r} bytes, what {} has free above the space kept for the history",
+                    d.display()
+                );
+            }
+        }
+        b
+    }
+}
+
+/// An archive over its budget: 413, as OpenViking's oversized upload.
+fn too_large(what: String, budget: &Budget) -> ApiError {
+    ApiError::framework(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        format!("Upload exceeds size limit: the uploaded archive {what}"),
+    )
+    .with_details(json!({
+        "max_unpacked_bytes": budget.bytes,
+        "max_unpacked_entries": budget.entries,
+    }))
+}
+
+/// Unpack the zip at `zip` into the directory `into` (which exists, empty), safely and within
+/// `budget` (module doc); on failure `into` is left empty. Returns the number of files written.
+pub fn unpack(zip: &Path, into: &Path, budget: &Budget) -> Result<usize, ApiError> {
+    let r = unpack_within(zip, into, budget);
+    if r.is_err() {
+        for e in std::fs::read_dir(into).into_iter().flatten().flatten() {
+            let p = e.path();
+            let _ = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+    r
+}
+
+fn unpack_within(zip: &Path, into: &Path, budget: &Budget) -> Result<usize, ApiError> {
     let file = std::fs::File::open(zip).map_err(internal)?;
     let mut ar = zip::ZipArchive::new(file).map_err(|e| bad_zip(e.to_string()))?;
-    if ar.len() > MAX_ENTRIES {
-        return Err(ApiError::new(
-            "RESOURCE_EXHAUSTED",
+    let too_many = || {
+        too_large(
             format!(
-                "uploaded archive holds {} entries (at most {MAX_ENTRIES})",
-                ar.len()
+                "holds more than {} entries (server.max_unpacked_entries)",
+                budget.entries
             ),
-        ));
+            budget,
+        )
+    };
+    // The entries of the central directory, which are the ones iterated below: refused
+    // before anything is written.
+    if ar.len() > budget.entries {
+        return Err(too_many());
     }
     let mut total = 0u64;
     let mut files = 0usize;
+    let mut buf = vec![0u8; 64 << 10];
     for i in 0..ar.len() {
         let mut entry = ar.by_index(i).map_err(|e| bad_zip(e.to_string()))?;
         let name = entry
@@ -258,17 +346,37 @@ pub fn unpack(zip: &Path, into: &Path) -> Result<usize, ApiError> {
             .mode(0o644)
             .open(&dest)
             .map_err(|e| bad_zip(format!("{name}: {e}")))?;
-        let left = MAX_UNPACKED - total;
-        let n = std::io::copy(&mut (&mut entry).take(left + 1), &mut out)
-            .map_err(|e| bad_zip(format!("{name}: {e}")))?;
-        total += n;
-        if total > MAX_UNPACKED {
-            return Err(ApiError::new(
-                "RESOURCE_EXHAUSTED",
-                format!("uploaded archive unpacks to more than {MAX_UNPACKED} bytes"),
-            ));
+        let write_err = |e| ApiError::from_ops("temp_upload", OpsError::io(&dest, e));
+        // Counted as decompressed: what the archive says an entry holds is not believed.
+        loop {
+            let n = match entry.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(bad_zip(format!("{name}: {e}"))),
+            };
+            if total + n as u64 > budget.bytes {
+                return Err(too_large(
+                    format!("unpacks to more than {}", budget.why),
+                    budget,
+                ));
+            }
+            // A statvfs a chunk (a microsecond beside the chunk's write): what others wrote
+            // since the budget was set counts too.
+            if room(into).is_some_and(|r| r < n as u64) {
+                return Err(too_large(
+                    format!(
+                        "would leave {} with less free space than is kept for the history \
+                         ({total} bytes unpacked)",
+                        into.display()
+                    ),
+                    budget,
+                ));
+            }
+            out.write_all(&buf[..n]).map_err(write_err)?;
+            total += n as u64;
         }
-        out.flush().map_err(internal)?;
+        out.flush().map_err(write_err)?;
         files += 1;
     }
     Ok(files)
@@ -291,6 +399,10 @@ fn safe_rel(name: &str) -> Result<PathBuf, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn roomy() -> Budget {
+        Budget::new(1 << 30, 1000, &[])
+    }
 
     fn zip_of(entries: &[(&str, &[u8])]) -> tempfile::NamedTempFile {
         // A stored (uncompressed) zip written by hand: local headers, central directory.
@@ -354,12 +466,91 @@ mod tests {
         !crc
     }
 
+    /// A zip of `files` entries of `each` zero bytes, deflated (a thousand to one).
+    fn bomb(files: usize, each: u64) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let mut w = zip::ZipWriter::new(f.reopen().unwrap());
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        let zeros = vec![0u8; 1 << 20];
+        for i in 0..files {
+            w.start_file(format!("z{i}.bin"), opts).unwrap();
+            let mut left = each;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                w.write_all(&zeros[..n]).unwrap();
+                left -= n as u64;
+            }
+        }
+        w.finish().unwrap();
+        f
+    }
+
+    /// Bytes allocated under `dir`.
+    fn du(dir: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            n += m.blocks() * 512;
+            if m.is_dir() {
+                n += du(&e.path());
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn a_bomb_is_refused_at_its_budget_and_leaves_nothing() {
+        // 64 MiB in a zip of about 64 KiB; the budget 8 MiB.
+        let z = bomb(1, 64 << 20);
+        assert!(std::fs::metadata(z.path()).unwrap().len() < 1 << 20);
+        let d = tempfile::tempdir().unwrap();
+        let budget = Budget::new(8 << 20, 10, &[d.path()]);
+        assert_eq!(budget.bytes, 8 << 20);
+        let e = unpack(z.path(), d.path(), &budget).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+        assert!(e.message.contains("8388608 bytes"), "{e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+        // Spread over files, the same; and within it, unpacked whole.
+        let z = bomb(4, 3 << 20);
+        assert!(unpack(z.path(), d.path(), &budget).is_err());
+        assert_eq!(du(d.path()), 0);
+        let z = bomb(2, 3 << 20);
+        assert_eq!(unpack(z.path(), d.path(), &budget).unwrap(), 2);
+        assert_eq!(du(d.path()) >> 20, 6);
+        // Entries are counted too.
+        let d = tempfile::tempdir().unwrap();
+        let z = bomb(11, 1);
+        let e = unpack(z.path(), d.path(), &budget).unwrap_err();
+        assert!(e.message.contains("more than 10 entries"), "{e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_budget_keeps_the_disks_free_space_above_the_pressure_line() {
+        let d = tempfile::tempdir().unwrap();
+        let st = crate::sys::statvfs(d.path()).unwrap();
+        let free = st.f_bavail * st.f_frsize;
+        let line = crate::ops::pressure_line(st.f_blocks * st.f_frsize);
+        let room = free.saturating_sub(line);
+        // Alone on its filesystem, and shared by two paths on it.
+        let b = Budget::new(u64::MAX, 10, &[d.path()]);
+        assert!(
+            b.bytes <= room && b.bytes + (64 << 20) >= room,
+            "{b:?} vs {room}"
+        );
+        let b2 = Budget::new(u64::MAX, 10, &[d.path(), d.path()]);
+        assert!(b2.bytes <= room / 2 + (32 << 20), "{b2:?} vs {room}");
+        assert!(b2.why.contains("free above"), "{b2:?}");
+    }
+
     #[test]
     fn a_zip_unpacks_only_inside_and_only_namespace_names() {
         let z = zip_of(&[("a.md", b"alpha"), ("sub/", b""), ("sub/b.md", b"beta")]);
         assert!(is_zip(z.path()));
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(unpack(z.path(), d.path()).unwrap(), 2);
+        assert_eq!(unpack(z.path(), d.path(), &roomy()).unwrap(), 2);
         assert_eq!(std::fs::read(d.path().join("sub/b.md")).unwrap(), b"beta");
         for evil in [
             "../x",
@@ -371,16 +562,16 @@ mod tests {
         ] {
             let z = zip_of(&[(evil, b"x")]);
             let d = tempfile::tempdir().unwrap();
-            let e = unpack(z.path(), d.path()).unwrap_err();
+            let e = unpack(z.path(), d.path(), &roomy()).unwrap_err();
             assert_eq!(e.code, "INVALID_ARGUMENT", "{evil}: {e}");
             assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{evil}");
         }
         let long = format!("{}.md", "x".repeat(300));
         let z = zip_of(&[(long.as_str(), b"x")]);
-        assert!(unpack(z.path(), tempfile::tempdir().unwrap().path()).is_err());
+        assert!(unpack(z.path(), tempfile::tempdir().unwrap().path(), &roomy()).is_err());
         // A name twice is written once at most (refused, or the archive reader keeps one).
         let z = zip_of(&[("a.md", b"1"), ("a.md", b"2")]);
-        let n = unpack(z.path(), tempfile::tempdir().unwrap().path());
+        let n = unpack(z.path(), tempfile::tempdir().unwrap().path(), &roomy());
         assert!(n.as_ref().map_or(true, |&n| n == 1), "{n:?}");
     }
 }
