@@ -524,6 +524,16 @@ fn the_directory_of_every_users_tree_is_never_summarised() {
             })
             .unwrap();
     }
+    // fsck names it.
+    let shared = |ops: &Ops| {
+        ops.fsck(false, false)
+            .unwrap()
+            .problems
+            .into_iter()
+            .filter(|pr| matches!(pr, vikingfs::ops::Problem::SharedSummary { .. }))
+            .count()
+    };
+    assert_eq!(shared(&ops), 1);
     drop(ops);
     let ws = Workspace::open(d.path().join("ws"), "default", "default").unwrap();
     let ops = Ops::open(&ws, &Config::default()).unwrap();
@@ -545,4 +555,5 @@ fn the_directory_of_every_users_tree_is_never_summarised() {
         fs("user/bob/.abstract.md").exists(),
         "bob's own summary stays"
     );
+    assert_eq!(shared(&ops), 0);
 }
