@@ -261,6 +261,14 @@ impl VPath {
     pub fn scope(&self) -> Option<&str> {
         self.components().next()
     }
+
+    /// Does this directory hold several users' trees (the root, and `user`, which holds every
+    /// `user/{id}`)? Nothing derived from its children may be shown to one user, so it gets no
+    /// summary (`ops::keys::has_summary`), and a summary an older vikingfs wrote there is
+    /// shown only to a caller who sees every user (`server::auth::Identity::may_read_summary`).
+    pub fn holds_user_trees(&self) -> bool {
+        self.0.is_empty() || self.0 == "user"
+    }
 }
 
 impl fmt::Display for VPath {

@@ -36,6 +36,9 @@ pub enum Problem {
     /// A directory without its summaries or their records, or whose records are older than
     /// its `.abstract.md`.
     MissingSummary { uri: String, stale: bool },
+    /// A summary of a directory that holds every user's tree (`user`), which an older vikingfs
+    /// wrote: it quotes each user's abstract (repair queues its removal).
+    SharedSummary { uri: String },
     /// A job that failed for good.
     DeadJob {
         queue: String,
@@ -95,6 +98,11 @@ impl std::fmt::Display for Problem {
             Problem::MissingSummary { uri, stale: true } => {
                 write!(f, "summary records older than the summary: {uri}")
             }
+            Problem::SharedSummary { uri } => write!(
+                f,
+                "summary of a directory holding every user's tree (an older vikingfs wrote \
+                 it; it quotes each user): {uri}"
+            ),
             Problem::DeadJob { queue, key, error } => write!(
                 f,
                 "dead {queue} job {}: {error}",
@@ -330,6 +338,23 @@ impl Check<'_> {
             }
         }
         let mut jobs: Vec<NewJob> = Vec::new();
+        // Summaries where none belongs (`has_summary`): an older vikingfs summarised `user`.
+        let user = VPath::root().join("user")?;
+        let shared = [
+            (super::jobs::ABSTRACT_FILE, Level::Abstract),
+            (super::jobs::OVERVIEW_FILE, Level::Overview),
+        ]
+        .into_iter()
+        .map(|(file, level)| -> Result<bool> {
+            Ok(self.lstat(&user.join(file)?)?.is_some()
+                || have.contains_key(&(user.clone(), level)))
+        })
+        .collect::<Result<Vec<bool>>>()?;
+        if shared.contains(&true) {
+            rep.problems
+                .push(Problem::SharedSummary { uri: user.uri() });
+            jobs.push(semantic_job(&user, None));
+        }
         for f in &files {
             let Some(meta) = self.lstat(f)? else {
                 continue;

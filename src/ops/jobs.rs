@@ -621,6 +621,12 @@ impl Ops {
             self.drop_sidecars_of(dir)?;
             return self.job_finished(job, lc);
         }
+        if is_dir && !has_summary(dir) {
+            // A directory holding several users' trees (`user`): an older vikingfs summarised
+            // it, quoting every user's abstract. What it wrote goes, under the lock it was
+            // written under.
+            return self.unsummarise(dir, job, lc);
+        }
         if !self.derive.summarised(dir) || !is_dir {
             // Gone (or never a directory): drop summary records built from it, by version, so
             // a directory re-created meanwhile keeps its fresh ones.
@@ -704,6 +710,56 @@ impl Ops {
             crate::crash_point!("job.semantic.indexed");
         }
         self.job_finished(job, lc)
+    }
+
+    /// Remove the summary of `dir`, a directory that gets none (its sidecars and their
+    /// records), under the lock the semantic job writes them under.
+    fn unsummarise(&self, dir: &VPath, job: &Job, lc: Option<&str>) -> Result<(), JobError> {
+        let paths = [
+            dir.join(ABSTRACT_FILE).map_err(OpsError::from)?,
+            dir.join(OVERVIEW_FILE).map_err(OpsError::from)?,
+        ];
+        if let JobLock::Held(_g) = self.job_lock(&paths, lc)? {
+            for level in [Level::Abstract, Level::Overview] {
+                if let Some(v) = self.index.version_of(dir, level).map_err(retry)? {
+                    self.index
+                        .delete_if_version(dir, level, &v)
+                        .map_err(retry)?;
+                }
+            }
+            for p in &paths {
+                match std::fs::remove_file(self.backing(p)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(OpsError::io(self.backing(p), e).into())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.job_finished(job, lc)
+    }
+
+    /// Queue the removal of summaries an older vikingfs wrote where none belongs (`user`, which
+    /// holds every user's tree: see [`has_summary`]), when there are any: run at every open of
+    /// the engine, so a workspace upgraded in place loses them at its next daemon's start.
+    pub(crate) fn forget_shared_summaries(&self) -> Result<(), OpsError> {
+        let user = VPath::root().join("user")?;
+        let mut left = false;
+        for (file, level) in [
+            (ABSTRACT_FILE, Level::Abstract),
+            (OVERVIEW_FILE, Level::Overview),
+        ] {
+            left |= std::fs::symlink_metadata(self.backing(&user.join(file)?)).is_ok()
+                || self.index.version_of(&user, level)?.is_some();
+        }
+        if left {
+            tracing::info!(
+                "removing the summary of viking://user an older vikingfs wrote (it quoted \
+                 every user's tree)"
+            );
+            self.queue.enqueue_many(&[semantic_job(&user, None)])?;
+        }
+        Ok(())
     }
 
     /// Enqueue the parent's summary; inside a resource whose lifecycle is open, as part of it.

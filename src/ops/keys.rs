@@ -52,9 +52,11 @@ pub fn semantic_job(dir: &VPath, lifecycle: Option<&str>) -> NewJob {
     )
 }
 
-/// Does a directory get a summary? Every directory but the namespace root.
+/// Does a directory get a summary? Every directory but those that hold several users' trees
+/// (the namespace root and `user`): a summary quotes its children's text and names, and one
+/// user must never read another's through a shared parent.
 pub(crate) fn has_summary(dir: &VPath) -> bool {
-    !dir.is_root()
+    !dir.holds_user_trees()
 }
 
 /// `rederive:{uri}`.

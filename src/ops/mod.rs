@@ -283,6 +283,12 @@ impl Ops {
         if let Err(e) = ops.recover() {
             tracing::warn!("recovering interrupted operations: {}", Chain(&e));
         }
+        if let Err(e) = ops.forget_shared_summaries() {
+            tracing::warn!(
+                "queueing the removal of viking://user's summary: {}",
+                Chain(&e)
+            );
+        }
         Ok(ops)
     }
 }

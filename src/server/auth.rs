@@ -11,7 +11,12 @@
 //!   when its last key is removed. The workspace's Unix socket is owner-only and always
 //!   trusted as root.
 //! - A user sees its account's `resources` and `agent` trees and its own `user/{id}` tree,
-//!   never another user's: [`Identity::path`] is the one check every route and tool makes.
+//!   never another user's: [`Identity`] decides, once, what may leave the server for a caller,
+//!   and every route and tool applies it to every byte it returns — [`Identity::path`] to a
+//!   URI it is given, [`Identity::may_see`] to each path it names or reads (listings, grep,
+//!   glob, history), [`Identity::may_read`] to each index hit (a directory's summary is
+//!   readable only by who may read all its children: never `viking://` and `viking://user`
+//!   for one user), [`Identity::visible_trees`] to an operation over a whole tree.
 //!   A workspace serves one account (its files are `viking/{account}/`): another account is
 //!   not found.
 
@@ -25,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::reply::ApiError;
+use crate::index::Level;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
@@ -89,7 +95,8 @@ impl Identity {
         self.role != Role::User && !self.acting
     }
 
-    /// May this caller see `p` (a listing filters its entries by this)?
+    /// May this caller see `p`: its name, and its bytes when it is a file (a listing filters
+    /// its entries by this)?
     pub fn may_see(&self, p: &VPath) -> bool {
         if self.may_see_every_user() {
             return true;
@@ -99,6 +106,47 @@ impl Identity {
             (Some("user"), Some(u)) => u == self.user,
             _ => true,
         }
+    }
+
+    /// May this caller read the summary (abstract, overview, and their index records) of
+    /// directory `dir`? A summary quotes its children's names and text, so the summary of a
+    /// directory that holds several users' trees (`viking://`, `viking://user`) would hand one
+    /// user the others': none is made there now (`ops::keys::has_summary`), and one an older
+    /// vikingfs made is shown only to a caller who sees every user.
+    pub fn may_read_summary(&self, dir: &VPath) -> bool {
+        self.may_see_every_user() || (self.may_see(dir) && !dir.holds_user_trees())
+    }
+
+    /// May this caller read the text the index keeps of `p` at `level` (a search hit, its
+    /// snippet, the file or sidecar behind it)? The one rule every face applies to what it
+    /// found: a file's text is its own ([`Self::may_see`]), a directory's is its summary
+    /// ([`Self::may_read_summary`]).
+    pub fn may_read(&self, p: &VPath, level: Level) -> bool {
+        match level {
+            Level::Content => self.may_see(p),
+            Level::Abstract | Level::Overview => self.may_read_summary(p),
+        }
+    }
+
+    /// The trees below `p` this caller sees whole: `p` itself, or, for a directory that holds
+    /// other users' trees, the parts of it that are not theirs (`viking://user` is the
+    /// caller's own `user/{id}`; the root is every scope, `user` narrowed so). What an
+    /// operation over a whole tree (a restore) is confined to.
+    pub fn visible_trees(&self, p: &VPath) -> Vec<VPath> {
+        if self.may_see_every_user() || !p.holds_user_trees() {
+            return vec![p.clone()];
+        }
+        let own = VPath::root().join("user").and_then(|u| u.join(&self.user));
+        if !p.is_root() {
+            return own.into_iter().collect();
+        }
+        crate::uri::SCOPES
+            .iter()
+            .filter_map(|s| match *s {
+                "user" => own.clone().ok(),
+                s => VPath::root().join(s).ok(),
+            })
+            .collect()
     }
 }
 
@@ -183,12 +231,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A user or account name as a path component: what `Workspace::open` accepts, and nothing a
-/// path or a header could misread.
+/// path or a header could misread. Never a summary's or an internal file's name: a user named
+/// `.abstract.md` would own `user/.abstract.md`, the summary of every user's tree.
 pub fn valid_name(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 128
         && v != "."
         && v != ".."
+        && !crate::uri::is_sidecar_name(v)
+        && !crate::uri::is_internal_name(v)
         && v.chars().all(|c| c.is_alphanumeric() || "-_.@".contains(c))
 }
 
@@ -750,6 +801,70 @@ mod tests {
             ..bob.clone()
         };
         assert!(admin.path("viking://user/alice/secret.md").is_ok());
+    }
+
+    #[test]
+    fn no_summary_of_a_shared_parent_reaches_one_user() {
+        let bob = Identity {
+            account: "acme".into(),
+            user: "bob".into(),
+            role: Role::User,
+            peer: None,
+            agent: None,
+            acting: false,
+        };
+        let p = |s: &str| VPath::from_rel(s).unwrap();
+        // `user` holds every user's tree: its summary quotes them all.
+        for shared in ["", "user"] {
+            assert!(!bob.may_read_summary(&p(shared)), "{shared:?}");
+            assert!(!bob.may_read(&p(shared), Level::Abstract), "{shared:?}");
+            assert!(!bob.may_read(&p(shared), Level::Overview), "{shared:?}");
+        }
+        assert!(bob.may_see(&p("user")), "the directory itself is listed");
+        assert!(!bob.may_see(&p("user/.abstract.md")));
+        for own in [
+            "resources",
+            "resources/a",
+            "agent",
+            "user/bob",
+            "user/bob/memories",
+        ] {
+            assert!(bob.may_read_summary(&p(own)), "{own}");
+            assert!(bob.may_read(&p(own), Level::Overview), "{own}");
+        }
+        assert!(!bob.may_read_summary(&p("user/alice")));
+        assert!(!bob.may_read(&p("user/alice/x.md"), Level::Content));
+        assert!(bob.may_read(&p("user/bob/x.md"), Level::Content));
+        // A restore of a shared parent is confined to what the caller sees whole.
+        let trees = |who: &Identity, s: &str| -> Vec<String> {
+            who.visible_trees(&p(s))
+                .iter()
+                .map(|t| t.as_str().to_string())
+                .collect()
+        };
+        assert_eq!(trees(&bob, "user"), ["user/bob"]);
+        assert_eq!(trees(&bob, ""), ["resources", "user/bob", "agent"]);
+        assert_eq!(trees(&bob, "resources/a"), ["resources/a"]);
+        // Root (and an admin) sees every user: the shared parents are theirs to read.
+        let root = Identity {
+            role: Role::Root,
+            ..bob.clone()
+        };
+        assert!(root.may_read_summary(&p("user")));
+        assert_eq!(trees(&root, ""), [""]);
+        let acting = Identity {
+            acting: true,
+            ..root
+        };
+        assert!(
+            !acting.may_read_summary(&p("user")),
+            "root acting as bob is bob"
+        );
+        // Nobody can be named as a summary (and so own `user/.abstract.md`).
+        for bad in [".abstract.md", ".overview.md", ".path.ovlock"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+        assert!(valid_name("bob.smith"));
     }
 
     #[test]

@@ -17,14 +17,13 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::auth::Identity;
 use super::extract::{Body, Params};
 use super::reply::{ok, ApiError, ApiResult};
-use super::routes::Routes;
+use super::routes::{get, post, Routes};
 use super::{blocking, Api, Local};
 use crate::error::Chain;
 use crate::index::{Evidence, Mode};
@@ -49,7 +48,7 @@ pub fn routes() -> Routes {
         // A file's whole content: as large as the command's own write takes.
         .route(
             "/vikingfs/v1/write",
-            post(write).layer(DefaultBodyLimit::disable()),
+            post(write).map(|m| m.layer(DefaultBodyLimit::disable())),
         )
         .route("/vikingfs/v1/add", post(add))
         .route("/vikingfs/v1/reindex", post(reindex))
@@ -60,7 +59,7 @@ pub fn routes() -> Routes {
         .route("/vikingfs/v1/session/commit", post(session_commit))
         .route("/vikingfs/v1/session/archive", post(session_archive))
         .route("/vikingfs/v1/session/rollback", post(session_rollback))
-        .route_layer(middleware::from_fn(local_only))
+        .map(|r| r.route_layer(middleware::from_fn(local_only)))
 }
 
 /// Off the socket these routes do not exist.

@@ -28,7 +28,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{self, header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
 use axum::Router;
 use base64::Engine as _;
 use rmcp::model::{
@@ -46,7 +45,7 @@ use tower::ServiceExt as _;
 
 use super::auth::Identity;
 use super::reply::ApiError;
-use super::routes::Routes;
+use super::routes::{any, Routes};
 use super::{Api, Local};
 
 /// The tools, as `tools/list` gives them.
@@ -60,9 +59,12 @@ const MAX_ANSWER: usize = 1 << 30;
 /// `MAX_INLINE_TOOL_RESULT_MEDIA_BYTES`); larger media are refused with a hint.
 const MAX_INLINE_MEDIA: u64 = 3_932_160;
 
-/// `/mcp` (and `/mcp/`): the caller is checked as every route checks it, then rmcp's streamable
-/// HTTP service answers, its tools sending their requests through this same API in-process.
-pub fn routes(api: &Arc<Api>) -> Routes {
+/// rmcp's streamable HTTP service over the tools.
+type McpService = StreamableHttpService<Tools, NeverSessionManager>;
+
+/// The service answering `/mcp` for `api`: its tools send their requests through this same
+/// API in-process.
+fn service(api: &Arc<Api>) -> McpService {
     let tools = Tools {
         up: Upstream::in_process(api.clone(), false),
     };
@@ -75,19 +77,26 @@ pub fn routes(api: &Arc<Api>) -> Routes {
     if !api.auth.is_open() {
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
+    StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(NeverSessionManager::default()),
         config,
-    );
-    let api = api.clone();
-    let handler = move |req: Request| {
-        let (service, api) = (service.clone(), api.clone());
+    )
+}
+
+/// `/mcp` (and `/mcp/`): the caller is checked as every route checks it, then rmcp's streamable
+/// HTTP service answers. The service is made at the first request, from the router's state
+/// (so that the routes can be listed without an API: `routes::endpoints`).
+pub fn routes() -> Routes {
+    let made: Arc<OnceLock<McpService>> = Arc::default();
+    let handler = move |axum::extract::State(api): axum::extract::State<Arc<Api>>, req: Request| {
+        let made = made.clone();
         async move {
             let (parts, body) = req.into_parts();
             if let Err(e) = Identity::of(&api, &parts) {
                 return unauthorized(e);
             }
+            let service = made.get_or_init(|| service(&api)).clone();
             let resp = service
                 .oneshot(Request::from_parts(parts, body))
                 .await

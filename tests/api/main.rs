@@ -6,6 +6,7 @@
 mod support;
 
 mod api_abuse;
+mod api_access;
 mod api_clients_search;
 mod api_envelope;
 mod api_fs;

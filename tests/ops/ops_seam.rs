@@ -543,3 +543,85 @@ fn fsck_names_a_job_running_past_its_deadline() {
     drop(release);
     pool.stop();
 }
+
+/// `viking://user` holds every user's tree: it gets no summary (one would quote each user's
+/// abstract to every other), and one an older vikingfs wrote, with its records, is removed
+/// after the next open of the engine (issue 43, finding 1).
+#[test]
+fn the_directory_of_every_users_tree_is_never_summarised() {
+    let (d, ops) = setup();
+    mkdir(&ops, "user/bob");
+    ops.write_file(
+        &p("user/bob/note.md"),
+        b"The garage PIN is 4711 zebrafinch.\n",
+    )
+    .unwrap();
+    drain(&ops);
+    let data = ops.workspace().clone();
+    let fs = |rel: &str| data.fs_path(&p(rel));
+    assert!(
+        fs("user/bob/.abstract.md").exists(),
+        "bob's own tree is summarised"
+    );
+    for sidecar in ["user/.abstract.md", "user/.overview.md"] {
+        assert!(!fs(sidecar).exists(), "{sidecar}");
+    }
+    for level in [Level::Abstract, Level::Overview] {
+        assert_eq!(ops.index().version_of(&p("user"), level).unwrap(), None);
+    }
+
+    // What an older vikingfs left: the summary of `user`, quoting bob, and its records.
+    for (sidecar, level) in [
+        ("user/.abstract.md", Level::Abstract),
+        ("user/.overview.md", Level::Overview),
+    ] {
+        std::fs::write(
+            fs(sidecar),
+            "- `bob/` — The garage PIN is 4711 zebrafinch.\n",
+        )
+        .unwrap();
+        ops.index()
+            .upsert(&vikingfs::index::Record {
+                uri: p("user"),
+                level,
+                text: "bob: The garage PIN is 4711 zebrafinch.".into(),
+                vector: None,
+                snippet: "bob: The garage PIN is 4711 zebrafinch.".into(),
+                source_version: "old".into(),
+                partial: false,
+            })
+            .unwrap();
+    }
+    // fsck names it.
+    let shared = |ops: &Ops| {
+        ops.fsck(false, false)
+            .unwrap()
+            .problems
+            .into_iter()
+            .filter(|pr| matches!(pr, vikingfs::ops::Problem::SharedSummary { .. }))
+            .count()
+    };
+    assert_eq!(shared(&ops), 1);
+    drop(ops);
+    let ws = Workspace::open(d.path().join("ws"), "default", "default").unwrap();
+    let ops = Ops::open(&ws, &Config::default()).unwrap();
+    drain(&ops);
+    for sidecar in ["user/.abstract.md", "user/.overview.md"] {
+        assert!(!fs(sidecar).exists(), "{sidecar} removed");
+    }
+    for level in [Level::Abstract, Level::Overview] {
+        assert_eq!(
+            ops.index().version_of(&p("user"), level).unwrap(),
+            None,
+            "{level:?} record removed"
+        );
+    }
+    let hits = ops.find("zebrafinch", 10, None).unwrap();
+    assert!(!hits.is_empty(), "bob's note is found");
+    assert!(hits.iter().all(|h| h.uri != p("user")), "{hits:?}");
+    assert!(
+        fs("user/bob/.abstract.md").exists(),
+        "bob's own summary stays"
+    );
+    assert_eq!(shared(&ops), 0);
+}

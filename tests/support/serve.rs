@@ -166,6 +166,18 @@ pub fn http(
     headers: &[&str],
     body: Option<&[u8]>,
 ) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_full(addr, method, path, headers, body);
+    (status, body)
+}
+
+/// [`http`], with the response's head (status line and headers) too.
+pub fn http_full(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: Option<&[u8]>,
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let body = body.unwrap_or(b"");
@@ -192,7 +204,7 @@ pub fn http(
     {
         rest = dechunk(&rest);
     }
-    (status, rest)
+    (status, head, rest)
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {

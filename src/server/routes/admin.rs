@@ -18,11 +18,10 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::Routes;
+use super::{get, post, put, Routes};
 use crate::server::auth::{check_name, Identity, KeyUser, KeysError, Role};
 use crate::server::extract::{Body, Params};
 use crate::server::reply::{self, ok, ApiError, ApiResult};

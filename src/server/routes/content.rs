@@ -16,12 +16,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::fs::{abstract_or_placeholder, not_found, overview_or_placeholder, wait_drained, View};
-use super::Routes;
+use super::{get, post, Routes};
 use crate::ops::OpsError;
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};

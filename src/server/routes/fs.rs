@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{RawQuery, State};
-use axum::routing::{delete, get, post};
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 
-use super::Routes;
+use super::{delete, get, post, Routes};
 use crate::ops::OpsError;
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
@@ -121,9 +120,9 @@ impl Node {
 pub(super) struct View {
     root: DataRoot,
     ws: crate::workspace::Workspace,
-    /// The caller sees one user's tree only: the summaries of the directories that hold
-    /// every user's tree (`viking://`, `viking://user`) name the others, so it is not shown them.
-    confined: bool,
+    /// Who reads: what it may see and whose summaries it may read are
+    /// [`Identity::may_see`] and [`Identity::may_read_summary`].
+    who: Identity,
 }
 
 /// An I/O failure on `p` in OpenViking's codes (through the one mapping of `OpsError`).
@@ -149,8 +148,11 @@ impl View {
         let ws = api.ops.workspace().clone();
         let root = DataRoot::open(&ws.data_root())
             .map_err(|e| io_error("viking://", ws.data_root(), e))?;
-        let confined = !who.may_see_every_user();
-        Ok(View { root, ws, confined })
+        Ok(View {
+            root,
+            ws,
+            who: who.clone(),
+        })
     }
 
     fn err(&self, p: &VPath, e: std::io::Error) -> ApiError {
@@ -260,7 +262,7 @@ impl View {
     /// The body of directory `dir`'s summary `file` (`.abstract.md` or `.overview.md`), as
     /// OpenViking shows it (a frontmatter block dropped); `None` when there is none yet.
     pub fn summary(&self, dir: &VPath, file: &str) -> Option<String> {
-        if self.confined && (dir.is_root() || dir.as_str() == "user") {
+        if !self.who.may_read_summary(dir) {
             return None;
         }
         let p = dir.join(file).ok()?;

@@ -4,6 +4,11 @@
 //! the peer's share of the server (`super::limits`), the `X-Process-Time` header, and the
 //! envelope for the framework's own answers (an unknown route, a wrong method, a body over the
 //! limit).
+//!
+//! [`Routes`] is axum's router with the (method, path) pairs it serves beside it, made by the
+//! same calls ([`get`], [`post`], …, [`Routes::route`]): [`endpoints`] lists every route the
+//! server answers, so a test can call each of them (the access test does: a route added later
+//! is probed the day it is added).
 
 pub mod admin;
 pub mod content;
@@ -21,9 +26,11 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request};
+use axum::handler::Handler;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{self, MethodRouter};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -31,7 +38,153 @@ use super::limits;
 use super::reply::ApiError;
 use super::Api;
 
-pub type Routes = Router<Arc<Api>>;
+/// One route the server answers: a method (`ANY` for a route that takes every method) and
+/// a path as the router matches it (`{sid}` a parameter).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Endpoint {
+    pub method: &'static str,
+    pub path: String,
+}
+
+/// A group of routes: the router, and the endpoints it serves.
+pub struct Routes {
+    router: Router<Arc<Api>>,
+    served: Vec<Endpoint>,
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Routes {
+    pub fn new() -> Routes {
+        Routes {
+            router: Router::new(),
+            served: Vec::new(),
+        }
+    }
+
+    /// Serve `path` by `methods`.
+    pub fn route(mut self, path: &str, methods: Methods) -> Routes {
+        self.router = self.router.route(path, methods.router);
+        self.served
+            .extend(methods.methods.into_iter().map(|method| Endpoint {
+                method,
+                path: path.to_string(),
+            }));
+        self
+    }
+
+    pub fn merge(mut self, other: Routes) -> Routes {
+        self.router = self.router.merge(other.router);
+        self.served.extend(other.served);
+        self
+    }
+
+    /// The router changed by `f` (a layer around these routes), serving the same endpoints.
+    pub fn map(mut self, f: impl FnOnce(Router<Arc<Api>>) -> Router<Arc<Api>>) -> Routes {
+        self.router = f(self.router);
+        self
+    }
+}
+
+/// The handlers of one path, by method, and the methods they are.
+pub struct Methods {
+    router: MethodRouter<Arc<Api>>,
+    methods: Vec<&'static str>,
+}
+
+macro_rules! method {
+    ($(#[$doc:meta])* $name:ident, $m:literal) => {
+        $(#[$doc])*
+        pub fn $name<H: Handler<T, Arc<Api>>, T: 'static>(handler: H) -> Methods {
+            Methods {
+                router: routing::$name(handler),
+                methods: vec![$m],
+            }
+        }
+
+        impl Methods {
+            $(#[$doc])*
+            pub fn $name<H: Handler<T, Arc<Api>>, T: 'static>(mut self, handler: H) -> Methods {
+                self.router = self.router.$name(handler);
+                self.methods.push($m);
+                self
+            }
+        }
+    };
+}
+
+method!(
+    /// `GET` by `handler`.
+    get,
+    "GET"
+);
+method!(
+    /// `POST` by `handler`.
+    post,
+    "POST"
+);
+method!(
+    /// `PUT` by `handler`.
+    put,
+    "PUT"
+);
+method!(
+    /// `PATCH` by `handler`.
+    patch,
+    "PATCH"
+);
+method!(
+    /// `DELETE` by `handler`.
+    delete,
+    "DELETE"
+);
+
+/// Every method by `handler`.
+pub fn any<H: Handler<T, Arc<Api>>, T: 'static>(handler: H) -> Methods {
+    Methods {
+        router: routing::any(handler),
+        methods: vec!["ANY"],
+    }
+}
+
+impl Methods {
+    /// The handlers changed by `f` (a layer around them), for the same methods.
+    pub fn map(
+        mut self,
+        f: impl FnOnce(MethodRouter<Arc<Api>>) -> MethodRouter<Arc<Api>>,
+    ) -> Methods {
+        self.router = f(self.router);
+        self
+    }
+}
+
+/// Every route's group.
+fn all() -> Routes {
+    Routes::new()
+        .merge(system::routes())
+        .merge(admin::routes())
+        .merge(fs::routes())
+        .merge(content::routes())
+        .merge(resources::routes())
+        .merge(super::mcp::routes())
+        .merge(search::routes())
+        .merge(sessions::routes())
+        .merge(snapshot::routes())
+        .merge(tasks::routes())
+        .merge(observer::routes())
+        .merge(super::local::routes())
+}
+
+/// Every route the router answers (the same groups [`router`] serves), in order.
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut e = all().served;
+    e.sort();
+    e
+}
 
 /// Every route, with the layers around them.
 pub fn router(api: Arc<Api>) -> Router {
@@ -42,19 +195,8 @@ pub fn router(api: Arc<Api>) -> Router {
         grace: api.config.body_timeout,
         min_rate: api.config.min_body_rate,
     };
-    Router::new()
-        .merge(system::routes())
-        .merge(admin::routes())
-        .merge(fs::routes())
-        .merge(content::routes())
-        .merge(resources::routes())
-        .merge(super::mcp::routes(&api))
-        .merge(search::routes())
-        .merge(sessions::routes())
-        .merge(snapshot::routes())
-        .merge(tasks::routes())
-        .merge(observer::routes())
-        .merge(super::local::routes())
+    all()
+        .router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

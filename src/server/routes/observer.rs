@@ -10,11 +10,10 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::Routes;
+use super::{get, Routes};
 use crate::error::Chain;
 use crate::server::auth::Identity;
 use crate::server::extract::Params;

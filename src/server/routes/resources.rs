@@ -19,12 +19,11 @@ use std::sync::Arc;
 
 use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
 use axum::extract::State;
-use axum::routing::post;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::fs::wait_drained;
-use super::Routes;
+use super::{post, Routes};
 use crate::ops::{AddOptions, OpsError};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::Body;

@@ -9,7 +9,9 @@
 //!   names them), `level`, `score`, `abstract` and `tags`.
 //! - What the caller may not see never comes back: a user key's default scope is its own
 //!   `user/{id}` tree and `resources` (OpenViking's `default_target_directories`), an explicit
-//!   `target_uri` passes [`Identity::path`], and every hit passes [`Identity::may_see`].
+//!   `target_uri` passes [`Identity::path`], and every hit passes [`Identity::may_read`] (a
+//!   summary's hit is its directory's summary: never that of `viking://user`, which holds
+//!   every user's tree, for a caller who sees one).
 //! - No LLM anywhere: `search` does no intent analysis (OpenViking skips it too when no
 //!   planner is configured, and then ignores `session_id`), so it answers as `find` does and
 //!   returns no `query_plan`; `mode: "context"` ([`context`]) budgets and renders the same
@@ -27,11 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::routing::post;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::Routes;
+use super::{post, Routes};
 use crate::index::{Hit, Level, Mode};
 use crate::ops::search::{self, PendingSummaries, Query};
 use crate::server::auth::{Identity, Role};
@@ -458,7 +459,8 @@ pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>,
     let mut all: Vec<Hit> = Vec::new();
     for under in scopes {
         let keep = |h: &Hit| {
-            who.may_see(&h.uri)
+            // A summary's hit is its directory's: a shared parent's quotes other users.
+            who.may_read(&h.uri, h.level)
                 && (under.is_some() || in_default_scope(who, &h.uri, skills))
                 && ask.accept.accepts(ws, h)
         };

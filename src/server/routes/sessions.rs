@@ -21,12 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::routing::{get, patch, post};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::search::estimate_tokens;
-use super::Routes;
+use super::{get, patch, post, Routes};
 use crate::error::Chain;
 use crate::semantic::memory::Message;
 use crate::server::auth::Identity;

@@ -11,20 +11,20 @@
 //! operation, recorded, undoable). `commit` has nothing to do (everything is kept already)
 //! and answers the HEAD commit; `diff-paths`, `versions` and the ignore file are not served.
 //!
-//! Account-scoped like every route: a caller sees only entries under paths it may see, and a
-//! user key must name the paths (OpenViking refuses log, show and restore without them too).
+//! Account-scoped like every route: a caller sees only entries under paths it may see, a user
+//! key must name the paths (OpenViking refuses log, show and restore without them too), and a
+//! restore of a directory holding other users' trees rewinds only the caller's part of it.
 
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::fs::repeated;
-use super::Routes;
+use super::{get, post, Routes};
 use crate::fs::PastSource;
 use crate::journal::Recorded;
 use crate::ops::{rfc3339, PastView};
@@ -445,6 +445,10 @@ async fn restore(
             .filter_map(|s| VPath::from_rel(s).ok())
             .collect();
     }
+    // A directory holding other users' trees is rewound only where the caller sees it whole:
+    // a rewind of `viking://user` by one user is a rewind of its own tree, and names (and
+    // changes) nothing of the others'.
+    let under: Vec<VPath> = under.iter().flat_map(|p| who.visible_trees(p)).collect();
     let dry_run = b.dry_run;
     blocking(move || {
         let (mut written, mut deleted, mut conflicts) = (Vec::new(), Vec::new(), Vec::new());

@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Routes;
+use super::{get, post, Routes};
 use crate::error::Chain;
 use crate::server::auth::Identity;
 use crate::server::extract::Body;

@@ -10,11 +10,10 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Routes;
+use super::{get, post, Routes};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::Params;
 use crate::server::reply::{ok, ApiError, ApiResult};
