@@ -1,8 +1,9 @@
 //! undo: put back what the history kept, as an ordinary locked operation.
 //!
 //! `undo PATH` restores PATH (a file or a tree) as it was before the last command that
-//! changed it (removed it, cut it, overwrote it or renamed another file over it): the newest run of history entries under PATH made by one process (an
-//! `rm -rf` through the mount is one entry per file and directory, all of one pid); `--at T`
+//! changed it (removed it, cut it, overwrote it or renamed another file over it): the newest run of history entries under PATH made by one command (an
+//! `rm -rf` through the mount is one entry per file and directory, all of one pid; each API
+//! request and each MCP tool call is a command of its own, named by its caller); `--at T`
 //! restores it as it was at T instead. For each path the earliest entry after that point
 //! holds its content then. A removed path that exists again is a conflict, left alone
 //! (reported) unless `force`; whatever is replaced goes into the history first.
@@ -283,7 +284,7 @@ impl Locked {
                 mode: 0,
                 uid: 0,
                 gid: 0,
-                pid: Some(crate::process::requester()),
+                pid: crate::process::requester_pid(),
                 cmd: self.command_of(crate::process::requester()),
             })
             .collect();
@@ -357,17 +358,24 @@ impl Locked {
     }
 }
 
-/// When the newest run of one process's entries began (ms): entries newest first.
+/// When the newest run of one command's entries began (ms): entries newest first.
 fn last_run_start(all: &[Recorded]) -> Option<i64> {
     let newest = all.first()?;
     let mut start = newest.at_ms;
     for r in all {
-        if r.entry.pid != newest.entry.pid || start - r.at_ms > RUN_GAP_MS {
+        if !same_command(&r.entry, &newest.entry) || start - r.at_ms > RUN_GAP_MS {
             break;
         }
         start = r.at_ms;
     }
     Some(start)
+}
+
+/// Whether two entries are of one command: one process (its command line may be unknown
+/// for some of its entries, read after it exited), or, without a pid — an API request, an
+/// MCP tool call (`process::requester_pid`) — one caller's name, which names the request.
+fn same_command(a: &Entry, b: &Entry) -> bool {
+    a.pid == b.pid && (a.pid.is_some() || a.cmd == b.cmd)
 }
 
 /// Copy the kept `blob` (a file, symlink or tree) to `dest`, keeping modes, owners and

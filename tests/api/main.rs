@@ -14,4 +14,5 @@ mod api_keys;
 mod api_mcp;
 mod api_search;
 mod api_sessions;
+mod api_undo;
 mod cli_daemon;
