@@ -20,7 +20,7 @@ use std::path::Path;
 
 use super::history::walkdir;
 use super::{Locked, OpsError, Result};
-use crate::journal::{Entry, Recorded};
+use crate::journal::{Entry, Intent, Recorded, UndoItem};
 use crate::lock::LockKind;
 use crate::uri::VPath;
 
@@ -180,11 +180,60 @@ impl Locked {
         if dry_run || (plan.is_empty() && created.is_empty() && moves.is_empty()) {
             return Ok((report, Vec::new()));
         }
+        // The plan is journalled before anything changes: a crash from here on leaves the
+        // intent, and the next start (any process's recovery) finishes the undo as planned.
+        let token = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let intent = Intent::Undo {
+            path: p.as_str().to_string(),
+            point_ms: point,
+            token: token.clone(),
+            rewind,
+            restore: plan
+                .iter()
+                .map(|(t, blob, merge, replace)| UndoItem {
+                    path: t.as_str().to_string(),
+                    blob: blob.clone(),
+                    merge: *merge,
+                    replace: *replace,
+                })
+                .collect(),
+            created: created.iter().map(|c| c.as_str().to_string()).collect(),
+            moves: moves
+                .iter()
+                .map(|(f, t)| (f.as_str().to_string(), t.as_str().to_string()))
+                .collect(),
+        };
+        let id = self.journal.begin(&intent, &super::add::process_owner())?;
         // The jobs first, under the lock: a crash while copying leaves every restored file
         // with its job queued (a job for a path not restored finds nothing and is dropped),
         // and no job runs before the lock is released.
+        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
+        crate::crash_point!("undo.queued");
+        let work = Work {
+            plan: &plan,
+            created: &created,
+            moves: &moves,
+            point,
+            rewind,
+            token: &token,
+            resume: false,
+        };
+        let (changed, entries) = self.put_back(&work, &mut report)?;
+        crate::crash_point!("undo.restored");
+        self.journal.finish_recording(&[id], &entries)?;
+        Ok((report, changed))
+    }
+
+    /// The jobs of what an undo changes: each restored path and what a kept tree holds, both
+    /// names of each rename moved back, and what a rewind takes out.
+    fn undo_jobs(
+        &self,
+        plan: &[Planned],
+        moves: &[(VPath, VPath)],
+        created: &[VPath],
+    ) -> Vec<crate::queue::NewJob> {
         let mut jobs = Vec::new();
-        for (t, blob, _, _) in &plan {
+        for (t, blob, _, _) in plan {
             jobs.extend(self.derive.jobs_for_change(t));
             for (f, md) in walkdir(&self.blob_path(blob)) {
                 let rel = f
@@ -200,20 +249,49 @@ impl Locked {
                 }
             }
         }
-        for (from, to) in &moves {
+        for (from, to) in moves {
             jobs.extend(self.derive.jobs_for_change(from));
             jobs.extend(self.derive.jobs_for_change(to));
         }
-        self.queue.submit(&jobs)?;
-        crate::crash_point!("undo.queued");
+        for c in created {
+            jobs.extend(self.derive.jobs_for_change(c));
+        }
+        jobs
+    }
+
+    /// Carry out an undo's plan under its lock: take out what a rewind removes, move renames
+    /// back, put each version back (each whole or not at all: [`Locked::place`]), directory
+    /// times as kept. `resume`: a crashed undo's plan, finished by recovery — what it put back
+    /// already (the kept version is there, [`same_version`]) is left as it is, and what a
+    /// rewind takes out is never what it put back. Returns the paths changed and the `undo`
+    /// entries to record with the intent's close.
+    fn put_back(&self, w: &Work<'_>, report: &mut UndoReport) -> Result<(Vec<VPath>, Vec<Entry>)> {
+        let Work {
+            plan,
+            created,
+            moves,
+            point,
+            rewind,
+            token,
+            resume,
+        } = *w;
+        // Put back by this undo, before a crash: never taken out again as "made since".
+        let ours = |c: &VPath| {
+            plan.iter().any(|(t, ..)| c.starts_with(t))
+                || moves.iter().any(|(from, _)| c.starts_with(from))
+        };
         // What was made since goes first (a name it took may be a rename's old name), then
         // the renames go back, then the versions are restored.
-        let jobs: Vec<_> = created
-            .iter()
-            .flat_map(|c| self.derive.jobs_for_change(c))
-            .collect();
-        self.queue.submit(&jobs)?;
-        for c in &created {
+        self.queue.submit(
+            &created
+                .iter()
+                .flat_map(|c| self.derive.jobs_for_change(c))
+                .collect::<Vec<_>>(),
+        )?;
+        for c in created {
+            if resume && ours(c) {
+                continue;
+            }
             match self.lstat(c)? {
                 None => continue,
                 Some(m) if m.is_dir() && self.has_sources(c)? => continue, // older things in it
@@ -221,7 +299,7 @@ impl Locked {
             }
         }
         let mut back = Vec::new();
-        for (from, to) in &moves {
+        for (from, to) in moves {
             if created.contains(to) {
                 continue; // made since: gone with the rest of what was made
             }
@@ -247,32 +325,69 @@ impl Locked {
             back.push(from.clone());
             back.push(to.clone());
         }
-        for (target, blob, merge, replace) in &plan {
-            if *replace && self.lstat(target)?.is_some() {
-                // What is there now goes into the history first (a rename undone above may
-                // have taken it away already).
-                self.set_aside_for_undo(target)?;
-            }
+        let mut temps = Temps {
+            token,
+            made: 0,
+            dirs: Default::default(),
+        };
+        let mut done = Vec::new();
+        for (target, blob, merge, replace) in plan {
+            let kept = self.blob_path(blob);
             let dest = self.backing(target);
+            if resume && same_version(&kept, &dest) {
+                done.push(target.clone()); // put back before the crash
+                continue;
+            }
+            if resume && std::fs::symlink_metadata(&kept).is_err() {
+                // Given back since the crash (retention, a full disk): nothing to put back.
+                report
+                    .conflicts
+                    .push((target.uri(), "not kept any more".into()));
+                continue;
+            }
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| OpsError::io(parent, e))?;
             }
-            copy_back(&self.blob_path(blob), &dest, *merge)?;
+            let here = self.lstat(target)?;
+            if *merge && here.as_ref().is_some_and(|m| m.is_dir()) {
+                self.merge_back(&kept, target, &mut temps)?;
+                done.push(target.clone());
+                continue;
+            }
+            // What is there now goes into the history first (a rename undone above may
+            // have taken it away already); anything else there was not planned for (made
+            // since the plan) and is left alone.
+            if here.is_some() && !*replace {
+                report.restored.retain(|(u, _)| *u != target.uri());
+                report.conflicts.push((target.uri(), "exists now".into()));
+                continue;
+            }
+            let tmp = temps.make(&kept, &dest)?;
+            if here.is_some() {
+                self.set_aside_for_undo(target)?;
+            }
+            if temps.place(&tmp, &dest)? {
+                done.push(target.clone());
+            } else {
+                report.restored.retain(|(u, _)| *u != target.uri());
+                report.conflicts.push((target.uri(), "exists now".into()));
+            }
         }
         // A directory's times as kept, once everything restored into it is in (children
         // restored after it moved them on).
         for (target, blob, _, _) in plan.iter().rev() {
             if let Ok(md) = std::fs::symlink_metadata(self.blob_path(blob)) {
-                if md.is_dir() {
+                if md.is_dir() && done.contains(target) {
                     let dest = self.backing(target);
                     keep_meta(&dest, &md).map_err(|e| OpsError::io(&dest, e))?;
                 }
             }
         }
-        crate::crash_point!("undo.restored");
-        let entries: Vec<Entry> = plan
+        // The renames into place survive a power loss before the intent is closed.
+        temps.sync_dirs();
+        let entries: Vec<Entry> = done
             .iter()
-            .map(|(t, _, _, _)| Entry {
+            .map(|t| Entry {
                 op: "undo".into(),
                 path: t.as_str().to_string(),
                 new_path: None,
@@ -288,11 +403,130 @@ impl Locked {
                 cmd: self.command_of(crate::process::requester()),
             })
             .collect();
-        self.journal.record(&entries)?;
-        let mut changed: Vec<VPath> = plan.into_iter().map(|(t, ..)| t).collect();
-        changed.extend(created);
+        let mut changed = done;
+        changed.extend(created.iter().cloned());
         changed.extend(back);
-        Ok((report, changed))
+        Ok((changed, entries))
+    }
+
+    /// Put the kept tree `kept` back into the existing directory at `target`: what is
+    /// missing there is made whole beside it and renamed in, a directory on both sides is
+    /// merged in turn, and a file that differs from its kept version goes into the history
+    /// first (nothing is overwritten in place).
+    fn merge_back(&self, kept: &Path, target: &VPath, temps: &mut Temps<'_>) -> Result<()> {
+        let dest = self.backing(target);
+        let rd = std::fs::read_dir(kept).map_err(|e| OpsError::io(kept, e))?;
+        let mut names: Vec<_> = rd.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            let n = name.to_string_lossy();
+            if !super::is_source_name(&n) {
+                continue;
+            }
+            let (from, child) = (kept.join(&name), target.join_rel(&n)?);
+            let to = self.backing(&child);
+            let from_dir = std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir());
+            match std::fs::symlink_metadata(&to) {
+                Ok(m) if m.is_dir() && from_dir => self.merge_back(&from, &child, temps)?,
+                Ok(_) if same_version(&from, &to) => {}
+                there => {
+                    let tmp = temps.make(&from, &to)?;
+                    if there.is_ok() {
+                        self.set_aside_for_undo(&child)?;
+                    }
+                    temps.place(&tmp, &to)?;
+                }
+            }
+        }
+        let md = std::fs::symlink_metadata(kept).map_err(|e| OpsError::io(kept, e))?;
+        keep_meta(&dest, &md).map_err(|e| OpsError::io(&dest, e))
+    }
+
+    /// Finish the undo a dead process left half-done (its intent `id`): the temporaries it
+    /// left go, then its plan is carried out again from the start (see [`Locked::put_back`]'s
+    /// `resume`), and its entries are recorded with the intent's close.
+    pub(super) fn finish_undo(&self, id: i64, intent: &Intent) -> Result<()> {
+        let Intent::Undo {
+            path,
+            point_ms,
+            token,
+            rewind,
+            restore,
+            created,
+            moves,
+        } = intent
+        else {
+            return Ok(());
+        };
+        let p = VPath::from_rel(path)?;
+        let anchor = self.existing_ancestor(&p)?;
+        let guard = self
+            .locks
+            .acquire(&[(anchor, LockKind::Tree)], std::time::Duration::ZERO)?;
+        let plan = restore
+            .iter()
+            .map(|u| {
+                Ok((
+                    VPath::from_rel(&u.path)?,
+                    u.blob.clone(),
+                    u.merge,
+                    u.replace,
+                ))
+            })
+            .collect::<Result<Vec<Planned>>>()?;
+        let created = created
+            .iter()
+            .map(|c| VPath::from_rel(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let moves = moves
+            .iter()
+            .map(|(f, t)| Ok((VPath::from_rel(f)?, VPath::from_rel(t)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.clear_temps(&plan, token);
+        // Again: the dead process may have died before it queued them.
+        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
+        let work = Work {
+            plan: &plan,
+            created: &created,
+            moves: &moves,
+            point: *point_ms,
+            rewind: *rewind,
+            token,
+            resume: true,
+        };
+        let (changed, entries) = self.put_back(&work, &mut UndoReport::default())?;
+        self.journal.finish_recording(&[id], &entries)?;
+        drop(guard);
+        for t in &changed {
+            self.changed_behind(t);
+        }
+        Ok(())
+    }
+
+    /// Remove the temporaries undo `token` made (beside each target, and inside a directory
+    /// merged into).
+    fn clear_temps(&self, plan: &[Planned], token: &str) {
+        let prefix = temp_prefix(token);
+        let mut dirs = std::collections::BTreeSet::new();
+        for (t, _, merge, _) in plan {
+            let dest = self.backing(t);
+            if let Some(parent) = dest.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+            if *merge {
+                dirs.extend(walkdir(&dest).filter(|(_, m)| m.is_dir()).map(|(d, _)| d));
+                dirs.insert(dest);
+            }
+        }
+        for d in dirs {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    if let Err(err) = super::history::remove_any(&e.path()) {
+                        tracing::warn!(path = %e.path().display(), "removing an undo's temporary: {err}");
+                    }
+                }
+            }
+        }
     }
 
     /// What under `p` was made after `point` (its birth time is later) and has no entry in
@@ -378,42 +612,144 @@ fn same_command(a: &Entry, b: &Entry) -> bool {
     a.pid == b.pid && (a.pid.is_some() || a.cmd == b.cmd)
 }
 
-/// Copy the kept `blob` (a file, symlink or tree) to `dest`, keeping modes, owners and
-/// times; into an existing directory when `merge`. Only source names of a tree are copied.
-fn copy_back(blob: &Path, dest: &Path, merge: bool) -> Result<()> {
+/// A planned version: (target, blob, merge into an existing directory, replace what is there).
+type Planned = (VPath, String, bool, bool);
+
+/// What [`Locked::put_back`] carries out.
+#[derive(Clone, Copy)]
+struct Work<'a> {
+    plan: &'a [Planned],
+    created: &'a [VPath],
+    moves: &'a [(VPath, VPath)],
+    point: i64,
+    rewind: bool,
+    token: &'a str,
+    resume: bool,
+}
+
+/// The start of the names of undo `token`'s temporaries: internal names
+/// (`.vikingfs.tmp.*`: never listed through the mount, never indexed), which `fsck` names as a
+/// half-done restore when no live undo is making them.
+pub(crate) fn temp_prefix(token: &str) -> String {
+    format!("{TEMP_PREFIX}{token}.")
+}
+
+/// See [`temp_prefix`].
+pub(crate) const TEMP_PREFIX: &str = ".vikingfs.tmp.undo.";
+
+/// The temporaries of one undo: each version is made whole in one beside its target, on disk
+/// (fsync; a tree's with one syncfs), then renamed into place without replacing anything.
+struct Temps<'a> {
+    token: &'a str,
+    made: u64,
+    /// The directories renamed into, synced once at the end.
+    dirs: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+impl Temps<'_> {
+    /// A copy of the kept `kept` (file, symlink or tree; only a tree's source names), with
+    /// its modes, owners and times, in a new temporary beside `dest`.
+    fn make(&mut self, kept: &Path, dest: &Path) -> Result<std::path::PathBuf> {
+        let dir = dest.parent().unwrap_or(Path::new("/"));
+        let tmp = dir.join(format!("{}{}", temp_prefix(self.token), self.made));
+        self.made += 1;
+        // A leftover of the same name (a crash of this very undo) goes first.
+        let _ = super::history::remove_any(&tmp);
+        let made = copy_whole(kept, &tmp);
+        if made.is_err() {
+            let _ = super::history::remove_any(&tmp);
+        }
+        made?;
+        crate::crash_point!("undo.made");
+        Ok(tmp)
+    }
+
+    /// Rename `tmp` to `dest` unless something is there; `Ok(false)` (and `tmp` gone) if it
+    /// is.
+    fn place(&mut self, tmp: &Path, dest: &Path) -> Result<bool> {
+        use crate::sys::{renameat, RenameFlags, CWD};
+        let placed = match renameat(CWD, tmp, CWD, dest, RenameFlags::NOREPLACE) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => false,
+            // A filesystem without RENAME_NOREPLACE: under the undo's lock, nothing else
+            // makes the name between the look and the rename.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                match std::fs::symlink_metadata(dest) {
+                    Err(_) => {
+                        std::fs::rename(tmp, dest).map_err(|e| OpsError::io(dest, e))?;
+                        true
+                    }
+                    Ok(_) => false,
+                }
+            }
+            Err(e) => {
+                let _ = super::history::remove_any(tmp);
+                return Err(OpsError::io(dest, e));
+            }
+        };
+        if !placed {
+            let _ = super::history::remove_any(tmp);
+            return Ok(false);
+        }
+        if let Some(d) = dest.parent() {
+            self.dirs.insert(d.to_path_buf());
+        }
+        crate::crash_point!("undo.placed");
+        Ok(true)
+    }
+
+    /// fsync each directory renamed into (logged, not returned: what is in place is whole).
+    fn sync_dirs(&self) {
+        for d in &self.dirs {
+            if let Err(e) = std::fs::File::open(d).and_then(|f| f.sync_all()) {
+                tracing::warn!(dir = %d.display(), "syncing a directory an undo restored into: {e}");
+            }
+        }
+    }
+}
+
+/// Copy the kept `kept` (a file, symlink or tree) to the new name `to`, keeping modes,
+/// owners and times, and put it on disk. Only source names of a tree are copied.
+fn copy_whole(kept: &Path, to: &Path) -> Result<()> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |e| OpsError::io(&p, e)
     };
-    let md = std::fs::symlink_metadata(blob).map_err(io(blob))?;
-    if md.is_dir() {
-        if !merge {
-            std::fs::create_dir(dest).map_err(io(dest))?;
+    let md = std::fs::symlink_metadata(kept).map_err(io(kept))?;
+    if !md.is_dir() {
+        copy_one(kept, to, &md)?;
+        if md.is_file() {
+            std::fs::File::open(to)
+                .and_then(|f| f.sync_all())
+                .map_err(io(to))?;
         }
-        for (from, m) in walkdir(blob) {
-            let rel = from.strip_prefix(blob).unwrap_or(&from);
-            if !rel
-                .iter()
-                .all(|c| super::is_source_name(&c.to_string_lossy()))
-            {
-                continue;
-            }
-            let to = dest.join(rel);
-            if m.is_dir() {
-                match std::fs::create_dir(&to) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                        return Err(OpsError::io(&to, e))
-                    }
-                    _ => {}
-                }
-            } else {
-                copy_one(&from, &to, &m)?;
-            }
-        }
-        keep_meta(dest, &md).map_err(io(dest))?;
         return Ok(());
     }
-    copy_one(blob, dest, &md)
+    std::fs::create_dir(to).map_err(io(to))?;
+    let mut dirs = vec![(to.to_path_buf(), md)];
+    for (from, m) in walkdir(kept) {
+        let rel = from.strip_prefix(kept).unwrap_or(&from);
+        if !rel
+            .iter()
+            .all(|c| super::is_source_name(&c.to_string_lossy()))
+        {
+            continue;
+        }
+        let t = to.join(rel);
+        if m.is_dir() {
+            std::fs::create_dir(&t).map_err(io(&t))?;
+            dirs.push((t, m));
+        } else {
+            copy_one(&from, &t, &m)?;
+        }
+    }
+    // Deepest first: a directory's times once everything in it is made.
+    for (d, m) in dirs.iter().rev() {
+        keep_meta(d, m).map_err(io(d))?;
+    }
+    // One flush for the whole tree (an fsync per file would cost one each).
+    let f = std::fs::File::open(to).map_err(io(to))?;
+    crate::sys::syncfs(&f).map_err(io(to))
 }
 
 fn copy_one(from: &Path, to: &Path, md: &std::fs::Metadata) -> Result<()> {
@@ -421,11 +757,33 @@ fn copy_one(from: &Path, to: &Path, md: &std::fs::Metadata) -> Result<()> {
     if md.file_type().is_symlink() {
         let target = std::fs::read_link(from).map_err(err)?;
         std::os::unix::fs::symlink(target, to).map_err(err)?;
-        return Ok(());
+        return std::os::unix::fs::lchown(to, Some(md.uid()), Some(md.gid())).map_err(err);
     }
     // copy_file_range: a reflink where the filesystem has them.
     std::fs::copy(from, to).map_err(err)?;
     keep_meta(to, md).map_err(err)
+}
+
+/// Whether `dest` is the kept version at `kept` put back (its kind, mode, owner and, for a
+/// file, size and mtime to the nanosecond — set from the kept one; a directory's mtime; a
+/// symlink's target): what recovery leaves as it is.
+fn same_version(kept: &Path, dest: &Path) -> bool {
+    let (Ok(a), Ok(b)) = (
+        std::fs::symlink_metadata(kept),
+        std::fs::symlink_metadata(dest),
+    ) else {
+        return false;
+    };
+    if a.file_type() != b.file_type()
+        || a.mode() != b.mode()
+        || (a.uid(), a.gid()) != (b.uid(), b.gid())
+    {
+        return false;
+    }
+    if a.file_type().is_symlink() {
+        return std::fs::read_link(kept).ok() == std::fs::read_link(dest).ok();
+    }
+    (a.is_dir() || a.len() == b.len()) && (a.mtime(), a.mtime_nsec()) == (b.mtime(), b.mtime_nsec())
 }
 
 /// Mode, owner and times as they were.
