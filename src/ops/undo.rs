@@ -9,10 +9,20 @@
 //! (reported) unless `force`; whatever is replaced goes into the history first.
 //!
 //! Order: a TREE lock on PATH's nearest existing ancestor (so nothing under it changes
-//! meanwhile) → each kept version copied back (directories first, the blob kept, so the undo
-//! can be undone and the entry still shows it) → an `undo` entry per path → the jobs a write
-//! of each restored file queues (its record, its directory's summary). Only source names are
+//! meanwhile) → the plan journalled (`Intent::Undo`) → each kept version copied back
+//! (directories first, the blob kept, so the undo can be undone and the entry still shows
+//! it) → the jobs a write of each restored file queues (its record, its directory's summary)
+//! → an `undo` entry per path, committed with the intent's close. Only source names are
 //! restored: a kept tree's summaries and lock files are derived or transient.
+//!
+//! Invariants (crash safety): a version is copied whole, and onto the disk, into a temporary
+//! of an internal name beside its target (`.vikingfs.tmp.undo.TOKEN.N`: never listed, never
+//! indexed), then renamed into place with `RENAME_NOREPLACE` — a restored path is absent or
+//! whole, never partly written, and nothing there is replaced (what an undo replaces went
+//! into the history first). While the intent is open, the next process to open the workspace
+//! finishes the plan (`finish_undo`): it removes the temporaries, leaves what was put back
+//! (the kept version is there: [`same_version`]) and puts back the rest; `fsck` names an undo
+//! it could not finish and its temporaries.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -204,11 +214,7 @@ impl Locked {
                 .collect(),
         };
         let id = self.journal.begin(&intent, &super::add::process_owner())?;
-        // The jobs first, under the lock: a crash while copying leaves every restored file
-        // with its job queued (a job for a path not restored finds nothing and is dropped),
-        // and no job runs before the lock is released.
-        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
-        crate::crash_point!("undo.queued");
+        crate::crash_point!("undo.planned");
         let work = Work {
             plan: &plan,
             created: &created,
@@ -219,6 +225,11 @@ impl Locked {
             resume: false,
         };
         let (changed, entries) = self.put_back(&work, &mut report)?;
+        // The jobs once what they derive from is in place, still under the lock: a job that
+        // ran before (a directory's summary looks for the directory without a lock) would
+        // find nothing and be dropped. A crash before this leaves the intent, whose recovery
+        // queues them.
+        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
         crate::crash_point!("undo.restored");
         self.journal.finish_recording(&[id], &entries)?;
         Ok((report, changed))
@@ -483,8 +494,6 @@ impl Locked {
             .map(|(f, t)| Ok((VPath::from_rel(f)?, VPath::from_rel(t)?)))
             .collect::<Result<Vec<_>>>()?;
         self.clear_temps(&plan, token);
-        // Again: the dead process may have died before it queued them.
-        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
         let work = Work {
             plan: &plan,
             created: &created,
@@ -495,6 +504,8 @@ impl Locked {
             resume: true,
         };
         let (changed, entries) = self.put_back(&work, &mut UndoReport::default())?;
+        // Again: the dead process may have died before it queued them.
+        self.queue.submit(&self.undo_jobs(&plan, &moves, &[]))?;
         self.journal.finish_recording(&[id], &entries)?;
         drop(guard);
         for t in &changed {

@@ -532,7 +532,7 @@ matrix! {
     write_locked => "write.locked",
     write_enqueued => "write.enqueued",
     write_written => "write.written",
-    undo_queued => "undo.queued",
+    undo_planned => "undo.planned",
     undo_made => "undo.made",
     undo_placed => "undo.placed",
     undo_restored => "undo.restored",
