@@ -39,7 +39,7 @@ points! {
     // copy made in a temporary beside its target → renamed into place → jobs queued →
     // entries recorded with the intent's close. Recovery finishes the plan.
     "undo.planned" => "the undo's plan journalled (intent) under the lock; nothing copied yet",
-    "undo.made" => "a version copied whole (on disk) into a temporary beside its target; not in place",
+    "undo.made" => "a version copied whole into a temporary beside its target (on disk once its round's syncfs ran); not in place",
     "undo.placed" => "a version renamed into place; the rest of the plan not yet",
     "undo.restored" => "every version in place and the jobs queued; intent open, no undo entry yet",
     // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.

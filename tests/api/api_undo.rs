@@ -61,8 +61,14 @@ fn undo_after_http_writes_and_a_delete_gives_back_the_newest_version() {
     );
     assert_eq!(code, 200, "rm: {v}");
     assert!(!s.ws.join("viking/default/user/bob/notes").exists());
-    // Each request is named by its caller, with its key, not the daemon's pid.
     let h = history(&s, "viking://user/bob/notes");
+    let shown = String::from_utf8_lossy(&s.cli(&["history", "viking://user/bob/notes"]).stdout)
+        .into_owned();
+    assert_eq!(
+        undo_then_read(&s, "viking://user/bob/notes", "user/bob/notes/note.md"),
+        "two"
+    );
+    // Each request is named by its caller, with its key, not the daemon's pid.
     assert!(h.len() >= 2, "{h:?}");
     for e in &h {
         let cmd = e["cmd"].as_str().unwrap_or_default();
@@ -73,14 +79,7 @@ fn undo_after_http_writes_and_a_delete_gives_back_the_newest_version() {
     }
     let cmds: std::collections::HashSet<_> = h.iter().map(|e| e["cmd"].to_string()).collect();
     assert_eq!(cmds.len(), h.len(), "one name per request: {h:?}");
-    let shown = String::from_utf8_lossy(&s.cli(&["history", "viking://user/bob/notes"]).stdout)
-        .into_owned();
     assert!(shown.contains("(api: user bob (user), key "), "{shown}");
-
-    assert_eq!(
-        undo_then_read(&s, "viking://user/bob/notes", "user/bob/notes/note.md"),
-        "two"
-    );
 }
 
 #[test]
@@ -103,6 +102,10 @@ fn undo_after_mcp_tool_calls_and_a_forget_gives_back_the_newest_version() {
     assert!(!s.ws.join("viking/default/user/bob/agent").exists());
     // Streamable HTTP is stateless here: the client is named by its User-Agent.
     let h = history(&s, "viking://user/bob/agent");
+    assert_eq!(
+        undo_then_read(&s, "viking://user/bob/agent", "user/bob/agent/note.md"),
+        "two"
+    );
     assert!(h.len() >= 2, "{h:?}");
     for e in &h {
         let cmd = e["cmd"].as_str().unwrap_or_default();
@@ -113,10 +116,6 @@ fn undo_after_mcp_tool_calls_and_a_forget_gives_back_the_newest_version() {
             "{e}"
         );
     }
-    assert_eq!(
-        undo_then_read(&s, "viking://user/bob/agent", "user/bob/agent/note.md"),
-        "two"
-    );
 
     // `vikingfs mcp` on stdio, through the daemon's socket: the session knows the client's
     // name from its initialize call.
@@ -135,6 +134,10 @@ fn undo_after_mcp_tool_calls_and_a_forget_gives_back_the_newest_version() {
         String::from_utf8_lossy(&out.stderr)
     );
     let h = history(&s, "viking://resources/agent");
+    assert_eq!(
+        undo_then_read(&s, "viking://resources/agent", "resources/agent/note.md"),
+        "two"
+    );
     assert!(h.len() >= 2, "{h:?}");
     for e in &h {
         let cmd = e["cmd"].as_str().unwrap_or_default();
@@ -143,8 +146,4 @@ fn undo_after_mcp_tool_calls_and_a_forget_gives_back_the_newest_version() {
             "{e}"
         );
     }
-    assert_eq!(
-        undo_then_read(&s, "viking://resources/agent", "resources/agent/note.md"),
-        "two"
-    );
 }
