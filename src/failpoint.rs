@@ -35,9 +35,13 @@ points! {
     "history.kept" => "the version an overwrite replaces kept; no entry yet, nothing replaced",
     // session::rollback (src/session/rollback.rs): per memory file, lines out → the archive marked.
     "rollback.rewritten" => "a memory file's lines of the commit taken out; the archive not marked",
-    // ops::undo (src/ops/undo.rs): lock → jobs queued → content copied back → entries.
-    "undo.queued" => "the restored paths' jobs queued under the lock; nothing copied yet",
-    "undo.restored" => "content copied back; no undo entry yet",
+    // ops::undo (src/ops/undo.rs): lock → plan journalled (intent) → per version: a whole
+    // copy made in a temporary beside its target → renamed into place → jobs queued →
+    // entries recorded with the intent's close. Recovery finishes the plan.
+    "undo.planned" => "the undo's plan journalled (intent) under the lock; nothing copied yet",
+    "undo.made" => "a version copied whole into a temporary beside its target (on disk once its round's syncfs ran); not in place",
+    "undo.placed" => "a version renamed into place; the rest of the plan not yet",
+    "undo.restored" => "every version in place and the jobs queued; intent open, no undo entry yet",
     // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.
     // A file without records takes no intent: locked → (embedding queued) → renamed.
     "mv.locked" => "both locks held, src and dst re-checked; nothing changed yet",

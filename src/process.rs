@@ -144,3 +144,13 @@ pub fn for_caller<T>(caller: Option<String>, f: impl FnOnce() -> T) -> T {
 pub fn caller() -> Option<String> {
     CALLER.with(|c| c.borrow().clone())
 }
+
+/// The process the history's entries name as the one that asked: [`requester`], but `None`
+/// for a remote caller (an API request, an MCP tool call), which [`caller`] names instead —
+/// the daemon's pid, shared by every such caller, would make all of them one command.
+pub fn requester_pid() -> Option<u32> {
+    match caller() {
+        Some(_) => None,
+        None => Some(requester()),
+    }
+}

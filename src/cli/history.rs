@@ -90,7 +90,9 @@ fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Resul
         let who = match (e.pid, &e.cmd) {
             (Some(p), Some(c)) => format!("  pid {p} ({c})"),
             (Some(p), None) => format!("  pid {p}"),
-            _ => String::new(),
+            // An API request or an MCP tool call: its caller's name.
+            (None, Some(c)) => format!("  ({c})"),
+            (None, None) => String::new(),
         };
         let to = e
             .new_path

@@ -59,6 +59,39 @@ pub enum Intent {
         handle: String,
         file: bool,
     },
+    /// `path` is being put back as it was at `point_ms` (`crate::ops::undo`): its plan, so
+    /// that recovery finishes it as planned. Each version is made in a temporary of an
+    /// internal name beside its target (`.vikingfs.tmp.undo.{token}.N`), then renamed into
+    /// place without replacing anything: a target is absent or whole, never partly made.
+    Undo {
+        path: String,
+        point_ms: i64,
+        token: String,
+        /// A rewind (`--since`): `created` are taken out, `moves` moved back first.
+        #[serde(default)]
+        rewind: bool,
+        /// The versions to put back, parents first.
+        restore: Vec<UndoItem>,
+        /// What a rewind takes out (made since the point), files first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        created: Vec<String>,
+        /// Renames since the point, newest first: (from, to), moved back to `from`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        moves: Vec<(String, String)>,
+    },
+}
+
+/// One version an undo puts back ([`Intent::Undo`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndoItem {
+    pub path: String,
+    pub blob: String,
+    /// Into the directory there (a kept tree over an existing directory).
+    #[serde(default)]
+    pub merge: bool,
+    /// What is there is moved into the history first.
+    #[serde(default)]
+    pub replace: bool,
 }
 
 impl Intent {
@@ -68,6 +101,12 @@ impl Intent {
             Intent::Mv { src, dst, .. } => format!("mv viking://{src} viking://{dst}"),
             Intent::Add { temp, target, .. } => {
                 format!("add {} -> viking://{target}", temp.display())
+            }
+            Intent::Undo { path, restore, .. } => {
+                format!(
+                    "undo viking://{path} ({} version(s) to put back)",
+                    restore.len()
+                )
             }
         }
     }

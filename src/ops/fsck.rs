@@ -72,6 +72,9 @@ pub enum Problem {
     Interrupted { op: String, owner_alive: bool },
     /// Scratch left behind by a dead process (staging, removed trees, temp files).
     Leftover { path: PathBuf },
+    /// A version an undo was putting back when its process died (a temporary beside the
+    /// target, never in place): the undo's intent, if still open, puts it back whole.
+    HalfRestored { path: PathBuf },
     /// The index's records, lexical rows and packed vectors disagree (repair rebuilds the
     /// index from the files).
     IndexInconsistent { detail: String },
@@ -152,6 +155,9 @@ impl std::fmt::Display for Problem {
                 if *owner_alive { " (still running)" } else { "" }
             ),
             Problem::Leftover { path } => write!(f, "leftover scratch: {}", path.display()),
+            Problem::HalfRestored { path } => {
+                write!(f, "half-done restore (undo) left: {}", path.display())
+            }
             Problem::IndexInconsistent { detail } => write!(f, "index inconsistent: {detail}"),
             Problem::MissingVectors { count } => {
                 write!(f, "{count} record(s) without a vector and none queued")
@@ -181,8 +187,11 @@ impl Ops {
             rep.repaired += self.recover()?;
         }
         // Interrupted operations.
+        let me = super::add::process_owner();
         for row in self.journal.intents_owned()? {
-            let alive = !matches!(liveness(&row.owner), Liveness::Dead(_));
+            // One this process claimed and could not finish (the recovery above) is not
+            // running.
+            let alive = !matches!(liveness(&row.owner), Liveness::Dead(_)) && row.owner != me;
             rep.problems.push(Problem::Interrupted {
                 op: row.intent.describe(),
                 owner_alive: alive,
@@ -233,6 +242,21 @@ impl Check<'_> {
                 _ => None,
             })
             .collect();
+        // The undos in progress (their process lives): their temporaries are not left over.
+        let undoing: Vec<String> = self
+            .journal
+            .intents_owned()?
+            .into_iter()
+            .filter(|r| {
+                !matches!(liveness(&r.owner), Liveness::Dead(_))
+                    && r.owner != super::add::process_owner()
+            })
+            .filter_map(|r| match r.intent {
+                crate::journal::Intent::Undo { token, .. } => Some(token),
+                _ => None,
+            })
+            .collect();
+        let mut half = Vec::new();
         let mut found = Vec::new();
         if let Ok(rd) = std::fs::read_dir(self.ws.tmp_dir()) {
             for e in rd.flatten() {
@@ -258,7 +282,12 @@ impl Check<'_> {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let Ok(ft) = e.file_type() else { continue };
-                if ft.is_dir() {
+                if let Some(rest) = name.strip_prefix(super::undo::TEMP_PREFIX) {
+                    // A file or a whole tree, never descended into.
+                    if !undoing.iter().any(|t| rest.starts_with(&format!("{t}."))) {
+                        half.push(e.path());
+                    }
+                } else if ft.is_dir() {
                     stack.push(e.path());
                 } else if name.starts_with(".vikingfs.tmp.") {
                     let old = e
@@ -286,6 +315,17 @@ impl Check<'_> {
                 }
             }
             rep.problems.push(Problem::Leftover { path });
+        }
+        // A repair recovered first, so the undo whose temporary this is was finished (or
+        // cannot be): what it left is only scratch now.
+        for path in half {
+            if repair {
+                match super::history::remove_any(&path) {
+                    Ok(()) => rep.repaired += 1,
+                    Err(e) => tracing::warn!(path = %path.display(), "removing leftover: {e}"),
+                }
+            }
+            rep.problems.push(Problem::HalfRestored { path });
         }
         Ok(())
     }

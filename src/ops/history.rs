@@ -187,8 +187,12 @@ impl Stores {
             .map_err(|e| OpsError::io(self.backing(p), e))?;
         let _ = crate::sys::set_path_xattr(&to, BLOB_PATH_XATTR, p.as_str().as_bytes());
         let pid = crate::process::requester();
-        if let Some(mut e) = self.removal_entry(p.as_str(), &blob, Some(pid), self.command_of(pid))
-        {
+        if let Some(mut e) = self.removal_entry(
+            p.as_str(),
+            &blob,
+            crate::process::requester_pid(),
+            self.command_of(pid),
+        ) {
             e.op = op.into();
             self.record_soon(vec![e]);
             self.flush_entries();
@@ -314,7 +318,7 @@ impl Stores {
                 mode: md.mode(),
                 uid: md.uid(),
                 gid: md.gid(),
-                pid: Some(pid),
+                pid: crate::process::requester_pid(),
                 cmd: cmd.clone(),
             }
         };
@@ -344,7 +348,12 @@ impl Stores {
         });
         let entry = match kept {
             Ok(true) => self
-                .removal_entry(p.as_str(), &blob, Some(pid), cmd.clone())
+                .removal_entry(
+                    p.as_str(),
+                    &blob,
+                    crate::process::requester_pid(),
+                    cmd.clone(),
+                )
                 .map(|mut e| {
                     e.op = op.into();
                     // A copy is born now: the version kept is of the file it was made from

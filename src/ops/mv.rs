@@ -189,7 +189,7 @@ impl Locked {
             mode: md.mode(),
             uid: md.uid(),
             gid: md.gid(),
-            pid: Some(pid),
+            pid: crate::process::requester_pid(),
             cmd: self.command_of(pid),
         }]
     }

@@ -192,8 +192,8 @@ impl Timeline {
 }
 
 /// `entries` (in the order recorded) cut into changes: the runs of one process's entries
-/// for one command (an API request names its route) less than a second apart (an `rm -rf`
-/// is an entry per file, one change).
+/// for one command (an API request or an MCP tool call has no pid, and a name of its own in
+/// its command) less than a second apart (an `rm -rf` is an entry per file, one change).
 pub fn changes(entries: &[Recorded]) -> impl Iterator<Item = &[Recorded]> {
     entries.chunk_by(|a, b| {
         a.entry.pid == b.entry.pid

@@ -4,7 +4,8 @@
 //! any vikingfs process may claim the intent (compare-and-swap in the journal, so only one
 //! does), take the operation's locks — free at once, as their owner is dead — and finish it
 //! forward: an rm removes what is left, an mv moves the records after the files, an add syncs
-//! the staging again and queues its jobs.
+//! the staging again and queues its jobs, an undo puts back what its plan has not yet put
+//! back (`undo::finish_undo`).
 
 use std::time::Duration;
 
@@ -123,6 +124,8 @@ impl Locked {
                 let t = VPath::from_rel(target)?;
                 self.recover_add(id, temp, &t, handle, *file)?;
             }
+            // Finished forward as planned: what it put back stays, the rest is put back.
+            Intent::Undo { .. } => self.finish_undo(id, intent)?,
         }
         Ok(())
     }

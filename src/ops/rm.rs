@@ -203,10 +203,10 @@ impl Locked {
             guard,
             trash,
             blob,
-            pid: Some({
-                let pid = crate::process::requester();
-                (pid, self.command_of(pid))
-            }),
+            pid: Some((
+                crate::process::requester_pid(),
+                self.command_of(crate::process::requester()),
+            )),
         };
         let records = self.settle(removed)?;
         Ok(RmReport { records })

@@ -44,8 +44,8 @@ pub(crate) struct Removed {
     pub trash: Option<PathBuf>,
     /// Its content kept in the history as this blob: the entry goes with the intent's close.
     pub blob: Option<String>,
-    /// Who removed it: pid and command line.
-    pub pid: Option<(u32, Option<String>)>,
+    /// Who removed it: pid (none for a remote caller) and command line.
+    pub pid: Option<(Option<u32>, Option<String>)>,
 }
 
 /// The removals waiting and the settler thread that takes them.
@@ -186,7 +186,7 @@ impl Locked {
             .filter_map(|r| {
                 let blob = r.blob.as_deref()?;
                 let (pid, cmd) = r.pid.clone().unzip();
-                let entry = self.removal_entry(r.path.as_str(), blob, pid, cmd.flatten());
+                let entry = self.removal_entry(r.path.as_str(), blob, pid.flatten(), cmd.flatten());
                 if entry.is_none() {
                     // Moved away from under us: nothing to record (a spooled intent of it is
                     // settled all the same).

@@ -581,6 +581,7 @@ impl Auth {
                 .as_deref()
                 .is_some_and(|r| same(r.as_bytes(), digest(key).as_bytes()))
             {
+                super::caller::note_key("root key");
                 as_root(account, user)?
             } else {
                 let rec = self
@@ -596,6 +597,8 @@ impl Auth {
                         rec.user, rec.account
                     )));
                 }
+                // Who the history's entries name (the key, not only its user).
+                super::caller::note_key(&rec.id);
                 let acting = rec.role == Role::Admin && user.is_some();
                 let user = match rec.role {
                     Role::Admin => user.unwrap_or(&rec.user).to_string(),

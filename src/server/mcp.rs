@@ -186,6 +186,10 @@ impl Upstream {
         for (k, v) in &caller.headers {
             b = b.header(k, v);
         }
+        if let Some(call) = &caller.call {
+            // Over the daemon's socket (the router in this process gets the extension too).
+            b = b.header(super::caller::MCP_CALL_HEADER, call.as_str());
+        }
         let bytes = match body {
             Some(v) => {
                 b = b.header(header::CONTENT_TYPE, "application/json");
@@ -200,6 +204,10 @@ impl Upstream {
             Via::Router { api, router, owner } => {
                 if *owner || caller.local {
                     req.extensions_mut().insert(Local);
+                }
+                if let Some(call) = &caller.call {
+                    req.extensions_mut()
+                        .insert(super::caller::McpCall(call.clone()));
                 }
                 let router = router
                     .get_or_init(|| {
@@ -302,6 +310,9 @@ fn with_query(path: &str, query: &[(&str, String)]) -> String {
 struct Caller {
     headers: HeaderMap,
     local: bool,
+    /// This tool call, as the history names it (`client C, tool T, call R`): every request it
+    /// makes is one command for `undo` (`super::caller`).
+    call: Option<String>,
 }
 
 impl Caller {
@@ -319,7 +330,32 @@ impl Caller {
         Caller {
             headers,
             local: parts.extensions.get::<Local>().is_some(),
+            call: None,
         }
+    }
+
+    /// `self`, making tool call `tool`, named by the client's name from the `clientInfo` of
+    /// its initialize request (a session over stdio). Streamable HTTP here is stateless: a
+    /// tool call does not know the initialize that came before it (rmcp gives it its own
+    /// default), so the client's `User-Agent` names it instead.
+    fn calling(mut self, ctx: &RequestContext<RoleServer>, tool: &str) -> Caller {
+        let said = ctx
+            .peer
+            .peer_info()
+            .map(|i| i.client_info.clone())
+            .filter(|c| *c != rmcp::model::Implementation::default());
+        let agent = || {
+            let parts = ctx.extensions.get::<http::request::Parts>()?;
+            let ua = parts.headers.get(header::USER_AGENT)?.to_str().ok()?;
+            Some(format!("user-agent {ua}"))
+        };
+        let client = match said {
+            Some(c) => format!("client {}", c.name),
+            None => agent().unwrap_or_else(|| "client unnamed".into()),
+        };
+        let call = super::caller::new_name();
+        self.call = Some(format!("{client}, tool {tool}, call {call}"));
+        self
     }
 }
 
@@ -458,7 +494,7 @@ impl ServerHandler for Tools {
             let f = Failure::text(format!("Unknown tool: {}", request.name));
             return Ok(to_result(Err(f), false).into());
         };
-        let caller = Caller::of(&context);
+        let caller = Caller::of(&context).calling(&context, &tool.name);
         let args = Value::Object(request.arguments.unwrap_or_default());
         let outcome = self.dispatch(&tool.name, &caller, args).await;
         Ok(to_result(outcome, tool.output_schema.is_some()).into())

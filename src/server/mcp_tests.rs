@@ -159,6 +159,7 @@ fn caller() -> Caller {
     Caller {
         headers,
         local: false,
+        call: None,
     }
 }
 
@@ -553,6 +554,7 @@ async fn a_caller_on_the_socket_stays_the_owner_and_stdio_sends_no_headers() {
     let local = Caller {
         headers: HeaderMap::new(),
         local: true,
+        call: None,
     };
     tools.dispatch("health", &local, json!({})).await.unwrap();
     tools

@@ -64,6 +64,12 @@ pub fn ftruncate(f: impl AsFd, len: u64) -> io::Result<()> {
 }
 
 /// `statvfs` of the filesystem holding `path`.
+/// `syncfs(fd)`: everything written to the filesystem `fd` is on, on disk (one call for a
+/// whole tree of new files, where an fsync each would cost a disk flush each).
+pub fn syncfs(fd: impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::syncfs(fd)?)
+}
+
 pub fn statvfs(path: &Path) -> io::Result<StatVfs> {
     Ok(rustix::fs::statvfs(path)?)
 }

@@ -16,4 +16,5 @@ mod api_limits;
 mod api_mcp;
 mod api_search;
 mod api_sessions;
+mod api_undo;
 mod cli_daemon;
