@@ -16,6 +16,7 @@ mod mount_fds;
 mod mount_full_disk;
 mod mount_history;
 mod mount_hosts;
+mod mount_links;
 mod mount_locks;
 mod mount_logs;
 mod mount_pjdfstest;
