@@ -89,6 +89,11 @@ pub fn fstat(fd: impl AsFd) -> io::Result<Stat> {
     Ok(Stat(rustix::fs::fstat(fd)?))
 }
 
+/// `fchmod(fd, mode)` (not on an `O_PATH` descriptor).
+pub fn chmod_fd(fd: impl AsFd, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::fchmod(fd, Mode::from_bits_retain(mode))?)
+}
+
 /// `mkdirat(dir, name, mode)`.
 pub fn mkdirat<P: Arg>(dir: impl AsFd, name: P, mode: u32) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(

@@ -19,6 +19,7 @@ mod mount_hosts;
 mod mount_links;
 mod mount_locks;
 mod mount_logs;
+mod mount_modes;
 mod mount_pjdfstest;
 mod mount_postgres;
 mod mount_race;
