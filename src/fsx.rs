@@ -70,18 +70,9 @@ pub fn replace_at(
     Ok(())
 }
 
-/// The mode a new file gets from `open(…, 0666)` in this process: 0666 less the umask, read
-/// from /proc (umask(2) cannot be read without being set, which races with other threads).
+/// The mode a new file gets from `open(…, 0666)` in this process: 0666 less the umask.
 pub fn new_file_mode() -> u32 {
-    let umask = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022);
-    0o666 & !umask
+    0o666 & !sys::umask()
 }
 
 /// [`replace_at`] by path.

@@ -38,6 +38,11 @@ pub enum UriError {
     NameTooLong(String),
     #[error("{0:?} names no session (expected viking://session/SID)")]
     NoSession(String),
+    #[error(
+        "{0} is no place for a resource: add-resource puts content under viking://resources \
+         (or a user's resources/)"
+    )]
+    NotForResources(String),
 }
 
 /// Names that belong to the lock engine, OpenViking or vikingfs itself. They never appear in
@@ -234,6 +239,20 @@ impl VPath {
         self.0.split('/').filter(|c| !c.is_empty())
     }
 
+    /// Whether add-resource may put content here: OpenViking's
+    /// `matches_content_kind(uri, "resource")` — `resources` and below, a user's
+    /// `user/{id}/resources` and below, or a peer's `user/{id}/peers/{peer}/resources` and
+    /// below. Never an agent's tree, memories, skills or sessions.
+    pub fn is_resource_target(&self) -> bool {
+        let c: Vec<&str> = self.components().collect();
+        matches!(
+            c.as_slice(),
+            ["resources", ..]
+                | ["user", _, "resources", ..]
+                | ["user", _, "peers", _, "resources", ..]
+        )
+    }
+
     /// True when `self` is `other` or lies below it, component-wise (`a/bc` is not below `a/b`).
     pub fn starts_with(&self, other: &VPath) -> bool {
         other.0.is_empty()
@@ -363,5 +382,34 @@ mod tests {
         assert_eq!(a.depth(), 3);
         assert!(VPath::root().join("nope").is_err());
         assert_eq!(VPath::root().join("user").unwrap().as_str(), "user");
+    }
+
+    #[test]
+    fn resource_targets_are_openvikings_resource_content() {
+        let t = |u: &str| p(u).unwrap().is_resource_target();
+        for yes in [
+            "viking://resources",
+            "viking://resources/docs/a.md",
+            "viking://user/alice/resources",
+            "viking://user/alice/resources/x",
+            "viking://user/alice/peers/bob/resources/x",
+        ] {
+            assert!(t(yes), "{yes}");
+        }
+        for no in [
+            "viking://",
+            "viking://agent",
+            "viking://agent/notes",
+            "viking://agent/skills/s",
+            "viking://user",
+            "viking://user/alice",
+            "viking://user/alice/memories",
+            "viking://user/alice/memories/resources",
+            "viking://user/alice/sessions/s1",
+            "viking://user/alice/peers/bob/memories",
+            "viking://user/alice/skills/s",
+        ] {
+            assert!(!t(no), "{no}");
+        }
     }
 }

@@ -360,8 +360,10 @@ pub fn run_daemon(
     pid_file: Option<&Path>,
 ) -> anyhow::Result<i32> {
     let ready = take_ready_pipe();
-    // Modes arrive already masked by the caller's umask.
-    sys::clear_umask();
+    // The daemon keeps the umask it was started with: what it makes for itself (the
+    // history, spools, uploads, files written over the API) gets the modes any program's
+    // would. What a caller makes through the mount arrives with the caller's umask applied
+    // by the kernel (no FUSE_DONT_MASK): `DirectMutations` puts back what this one takes off.
     sys::raise_nofile_limit();
     // Every thread spawned from here on inherits the mask; only sigwait below sees them.
     let set = BlockedSignals::block(&STOP_SIGNALS).context("block signals")?;

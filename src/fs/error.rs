@@ -26,7 +26,8 @@ impl ToErrno for UriError {
             | UriError::DotComponent(_)
             | UriError::Nul(_)
             | UriError::EmptyComponent(_)
-            | UriError::NoSession(_) => libc::EINVAL,
+            | UriError::NoSession(_)
+            | UriError::NotForResources(_) => libc::EINVAL,
         }
     }
 }

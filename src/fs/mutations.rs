@@ -201,6 +201,9 @@ pub trait Mutations: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct DirectMutations {
     root: DataRoot,
+    /// The daemon's own umask (it keeps the one it was started with): the bits of a
+    /// caller's mode it takes off are put back ([`DirectMutations::lost_bits`]).
+    umask: u32,
 }
 
 impl DirectMutations {
@@ -210,7 +213,26 @@ impl DirectMutations {
 
     /// The mutations through `root`, a data root descriptor another layer holds already.
     pub fn at(root: DataRoot) -> Self {
-        DirectMutations { root }
+        DirectMutations {
+            root,
+            umask: sys::umask(),
+        }
+    }
+
+    /// The permission bits of `mode` the daemon's umask takes off. The mode a request brings
+    /// is the caller's, its umask already applied by the kernel (no `FUSE_DONT_MASK`): a
+    /// node made through the mount gets exactly it, as on a native filesystem, whatever
+    /// umask the daemon runs with. Zero (no extra call) when the caller's umask is at least
+    /// the daemon's, as it mostly is.
+    fn lost_bits(&self, mode: u32) -> u32 {
+        mode & 0o777 & self.umask
+    }
+
+    /// Put back on `name` in `dir`, just made, the bits `lost` the daemon's umask took off
+    /// (keeping what the kernel added: a set-group-ID parent's bit on a directory).
+    fn restore_bits(dir: BorrowedFd<'_>, name: &CStr, lost: u32) -> io::Result<()> {
+        let st = sys::lstatat(dir, name)?;
+        sys::chmodat(dir, name, (st.st_mode & 0o7777) | lost)
     }
 
     /// Whether `p` is a directory now (not following a final symlink).
@@ -282,6 +304,11 @@ impl Mutations for DirectMutations {
         let excl = sys::oflags(flags) | OFlags::CREATE | OFlags::EXCL;
         match self.root.openat(path.as_bytes(), excl, mode) {
             Ok(fd) => {
+                let lost = self.lost_bits(mode);
+                if lost != 0 {
+                    let st = sys::fstat(&fd).map_err(e)?;
+                    sys::chmod_fd(&fd, (st.st_mode & 0o7777) | lost).map_err(e)?;
+                }
                 let f = File::from(fd);
                 self.give_to(path, owner, mode).map_err(e)?;
                 Ok(f)
@@ -310,8 +337,14 @@ impl Mutations for DirectMutations {
 
     fn mkdir(&self, path: &VPath, mode: u32, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            self.root
-                .at(path.as_bytes(), |d, n| sys::mkdirat(d, n, mode))?;
+            let lost = self.lost_bits(mode);
+            self.root.at(path.as_bytes(), |d, n| {
+                sys::mkdirat(d, n, mode)?;
+                if lost != 0 {
+                    Self::restore_bits(d, n, lost)?;
+                }
+                Ok(())
+            })?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mkdir", path, e))
@@ -319,8 +352,14 @@ impl Mutations for DirectMutations {
 
     fn mknod(&self, path: &VPath, mode: u32, rdev: u64, owner: Owner) -> MResult<()> {
         let run = || -> io::Result<()> {
-            self.root
-                .at(path.as_bytes(), |d, n| sys::mknodat(d, n, mode, rdev))?;
+            let lost = self.lost_bits(mode);
+            self.root.at(path.as_bytes(), |d, n| {
+                sys::mknodat(d, n, mode, rdev)?;
+                if lost != 0 {
+                    Self::restore_bits(d, n, lost)?;
+                }
+                Ok(())
+            })?;
             self.give_to(path, owner, mode)
         };
         run().map_err(|e| MutationError::io("mknod", path, e))

@@ -31,7 +31,8 @@ pub struct AddOptions {
     /// Where to put it; default `PARENT/NAME` (or `NAME_1`, … when taken).
     pub to: Option<VPath>,
     /// The directory the default target is made in (it must exist); default
-    /// `viking://resources`. Ignored with `to`.
+    /// `viking://resources`. Ignored with `to`. Either must be a resource target
+    /// ([`VPath::is_resource_target`]): anything else is refused.
     pub parent: Option<VPath>,
 }
 
@@ -110,6 +111,13 @@ impl Locked {
         opts: &AddOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<AddReport> {
+        // OpenViking's rule for every face (the API, MCP, the CLI, the socket): a resource
+        // goes under resources/, never into an agent's tree, memories or sessions.
+        if let Some(t) = opts.to.as_ref().or(opts.parent.as_ref()) {
+            if !t.is_resource_target() {
+                return Err(crate::uri::UriError::NotForResources(t.uri()).into());
+            }
+        }
         let meta = std::fs::metadata(local).map_err(|e| OpsError::io(local, e))?;
         let is_file = meta.is_file();
         if !is_file && !meta.is_dir() {

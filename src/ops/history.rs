@@ -111,7 +111,7 @@ impl Stores {
         // Made once per process, not checked on every removal: one gone since (removed by
         // hand) is made again by whoever puts a blob there ([`Stores::put_blob`]).
         if !self.blobs_made.load(std::sync::atomic::Ordering::Relaxed) {
-            std::fs::create_dir_all(self.blobs_dir()).ok()?;
+            self.make_blobs_dir().ok()?;
             self.blobs_made
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
@@ -126,11 +126,28 @@ impl Stores {
     ) -> std::io::Result<T> {
         match put() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.blobs_dir().is_dir() => {
-                std::fs::create_dir_all(self.blobs_dir())?;
+                self.make_blobs_dir()?;
                 put()
             }
             r => r,
         }
+    }
+
+    /// `history/` and its `blobs/`, mode 0700 whatever the umask (and made so when an older
+    /// daemon left them open): what every user removed lies there with its own mode, and
+    /// these two are what keep one user from reading another's, or anyone from planting a
+    /// blob. Only the daemon (and its owner's CLI) reads them.
+    fn make_blobs_dir(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let blobs = self.blobs_dir();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&blobs)?;
+        for d in [blobs.parent().unwrap_or(&blobs), &blobs] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(())
     }
 
     /// The entry of a removal of `path` whose content is now blob `blob`, made from the blob

@@ -377,9 +377,8 @@ impl Locked {
                         .push((target.uri(), "not kept any more".into()));
                     continue;
                 }
-                if let Some(parent) = dest.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| OpsError::io(parent, e))?;
-                }
+                // Missing parents no planned version makes, with their kept modes.
+                self.make_parents(target, point)?;
                 let here = self.lstat(target)?;
                 if *merge && here.as_ref().is_some_and(|m| m.is_dir()) {
                     self.merge_back(&kept, target, &mut temps)?;
@@ -605,6 +604,45 @@ impl Locked {
         dirs.sort_by_key(|d| std::cmp::Reverse(d.depth()));
         files.extend(dirs);
         Ok(files)
+    }
+
+    /// Make the directories above `target` that are gone, top down, each with the mode and
+    /// owner its own entry kept (a removal through the mount records every directory it
+    /// takes, `rm -r` included): undoing one file brings its parents back as they were, not
+    /// as a umask would make them. One with no entry after `point` gets the default mode.
+    fn make_parents(&self, target: &VPath, point: i64) -> Result<()> {
+        let mut missing = Vec::new();
+        let mut at = target.parent();
+        while let Some(d) = at {
+            if d.depth() <= 1 || self.lstat(&d)?.is_some() {
+                break;
+            }
+            at = d.parent();
+            missing.push(d);
+        }
+        for d in missing.into_iter().rev() {
+            let dest = self.backing(&d);
+            match std::fs::create_dir(&dest) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(OpsError::io(&dest, e))
+                }
+                _ => {}
+            }
+            // Newest first: the last is the earliest after the point, the directory then.
+            let kept = self.history(Some(&d), point)?.into_iter().rfind(|r| {
+                r.at_ms > point
+                    && r.entry.path == d.as_str()
+                    && r.entry.kind == "dir"
+                    && r.entry.op != "undo"
+            });
+            if let Some(r) = kept {
+                let mode = std::fs::Permissions::from_mode(r.entry.mode & 0o7777);
+                std::fs::set_permissions(&dest, mode).map_err(|e| OpsError::io(&dest, e))?;
+                std::os::unix::fs::lchown(&dest, Some(r.entry.uid), Some(r.entry.gid))
+                    .map_err(|e| OpsError::io(&dest, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// The nearest ancestor of `p` (itself included) that exists: what the undo locks (a

@@ -28,6 +28,23 @@ pub fn openat<P: Arg>(dir: impl AsFd, name: P, flags: OFlags, mode: u32) -> io::
     )?)
 }
 
+/// `openat2(dir, name, flags | O_CLOEXEC)` resolved strictly below `dir` without following
+/// any symlink on the way, the last component included (`RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`): a symlink anywhere is `ELOOP`, a `..`
+/// that would climb out of `dir` is `EXDEV`. `ENOSYS` on a kernel older than 5.6 (or where a
+/// seccomp filter refuses the call).
+pub fn openat_beneath<P: Arg>(dir: impl AsFd, name: P, flags: OFlags) -> io::Result<OwnedFd> {
+    use rustix::fs::ResolveFlags;
+    let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    Ok(rustix::fs::openat2(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC,
+        Mode::empty(),
+        how,
+    )?)
+}
+
 /// Open the directory `name` in `dir` `O_PATH`: a descriptor that only names it, for `*at`
 /// calls (`ENOTDIR` when something else is there).
 pub fn open_dir_path<P: Arg>(dir: impl AsFd, name: P) -> io::Result<OwnedFd> {
@@ -70,6 +87,11 @@ pub fn lstatat<P: Arg>(dir: impl AsFd, name: P) -> io::Result<Stat> {
 /// `fstat` of a descriptor (an `O_PATH` one included).
 pub fn fstat(fd: impl AsFd) -> io::Result<Stat> {
     Ok(Stat(rustix::fs::fstat(fd)?))
+}
+
+/// `fchmod(fd, mode)` (not on an `O_PATH` descriptor).
+pub fn chmod_fd(fd: impl AsFd, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::fchmod(fd, Mode::from_bits_retain(mode))?)
 }
 
 /// `mkdirat(dir, name, mode)`.

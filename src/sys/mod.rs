@@ -2,12 +2,13 @@
 //! return `io::Result`, so that no other module calls `libc` (its constants aside) or holds an
 //! `unsafe` block for a system call.
 //!
-//! - `at`: one call on a name relative to a directory descriptor (`openat`, `fstatat`,
-//!   `mkdirat`, `unlinkat`, `renameat2`, `linkat`, `symlinkat`, `mknodat`, `fchownat`,
-//!   `fchmodat`, `utimensat`, `readlinkat`, `faccessat`), and [`proc_path`] for the calls that
-//!   only take a path.
-//! - `root`: [`DataRoot`], the data root's `O_PATH` descriptor, and the walk of a relative
-//!   path of PATH_MAX bytes or more in chunks.
+//! - `at`: one call on a name relative to a directory descriptor (`openat`, `openat2` beneath
+//!   it with no symlink, `fstatat`, `mkdirat`, `unlinkat`, `renameat2`, `linkat`,
+//!   `symlinkat`, `mknodat`, `fchownat`, `fchmodat`, `utimensat`, `readlinkat`,
+//!   `faccessat`), and [`proc_path`] for the calls that only take a path.
+//! - `root`: [`DataRoot`], the data root's `O_PATH` descriptor, the walk of a relative path
+//!   of PATH_MAX bytes or more in chunks, and the open that follows no symlink and never
+//!   leaves the root (`DataRoot::open_nofollow`: what every read for a remote caller uses).
 //! - `dir`: reading a directory (`getdents64`).
 //! - `file`: calls on an open file: allocation, copies, seeks, `flock`, `statvfs`, xattrs.
 //! - `handle`: export file handles (`name_to_handle_at`, `open_by_handle_at`).

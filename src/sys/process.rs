@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::process::Command;
 
-use rustix::fs::{FileType, Mode};
+use rustix::fs::FileType;
 use rustix::io::{Errno, FdFlags};
 use rustix::process::{Pid, Resource, Rlimit};
 
@@ -38,9 +38,17 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// Create files with exactly the modes asked for from now on: umask 0.
-pub fn clear_umask() {
-    rustix::process::umask(Mode::empty());
+/// The process's umask, read from /proc (umask(2) cannot be read without being set, which
+/// races with other threads creating files); 0o022 when /proc does not say.
+pub fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
 
 /// The soft limit of open descriptors (RLIMIT_NOFILE); `u64::MAX` when unlimited.

@@ -142,13 +142,50 @@ impl DataRoot {
         self.at(rel, |d, n| at::openat(d, n, flags, mode))
     }
 
-    /// Open `rel` with `flags` without following a symlink anywhere on the way: each
-    /// directory is opened `O_PATH | O_NOFOLLOW | O_DIRECTORY` relative to the one before
-    /// (a symlink there is `ENOTDIR`), the last `flags | O_NOFOLLOW` (a symlink: `ELOOP`).
-    /// For a reader on behalf of a remote caller (the HTTP API): a symlink a local user made
-    /// through the mount must not hand it the host's files. `rel` has no `.` or `..`
-    /// component (a namespace path), so the walk never leaves the root.
+    /// Open `rel` with `flags` without following a symlink anywhere on the way, and never
+    /// leaving the root: a symlink on the way is `ENOTDIR`, a final one `ELOOP`. For a reader
+    /// on behalf of a remote caller (the HTTP API, MCP): a symlink a local user made through
+    /// the mount (to `/etc`, or into another user's tree) must not hand it what it points at.
+    ///
+    /// One `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it
+    /// (5.6 on); it answers `ELOOP` for a symlink anywhere, so that answer (rare: a caller
+    /// asked for a path through a link) is looked at again by the walk below, which tells a
+    /// link on the way from a final one as the callers expect. Elsewhere, and for a path of
+    /// PATH_MAX bytes or more, the walk alone: each directory opened `O_PATH | O_NOFOLLOW |
+    /// O_DIRECTORY` relative to the one before, the last `flags | O_NOFOLLOW`. `rel` has no
+    /// `.` or `..` component (a namespace path), so neither leaves the root.
     pub fn open_nofollow(&self, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Set once a call met a kernel (or a seccomp filter) without openat2.
+        static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+        if rel.len() < PATH_MAX && !NO_OPENAT2.load(Ordering::Relaxed) {
+            let name: &[u8] = if rel.is_empty() { b"." } else { rel };
+            // openat2 refuses (EINVAL) what openat ignores beside O_PATH (O_NOCTTY, …).
+            let flags2 = if flags.contains(OFlags::PATH) {
+                flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW)
+            } else {
+                flags
+            };
+            match with_c(name, |c| at::openat_beneath(self.as_fd(), c, flags2)) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                }
+                // ELOOP: told apart by the walk. EPERM: an older seccomp filter's answer
+                // for a call it does not know, or the open's own; EINVAL: flags openat2 is
+                // stricter about than openat. The walk gives the answer openat would.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ELOOP | libc::EPERM | libc::EINVAL)
+                    ) => {}
+                r => return r,
+            }
+        }
+        self.walk_nofollow(rel, flags)
+    }
+
+    /// [`DataRoot::open_nofollow`] by a walk of one component at a time.
+    fn walk_nofollow(&self, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
         let mut parts = rel
             .split(|&b| b == b'/')
             .filter(|c| !c.is_empty())
@@ -259,6 +296,47 @@ mod tests {
         std::fs::write(d.path().join("plain"), b"x").unwrap();
         let e = root.make_dir_all(b"plain/sub").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR));
+    }
+
+    #[test]
+    fn open_nofollow_never_follows_a_link_on_the_way_or_at_the_end() {
+        let d = tempfile::tempdir().unwrap();
+        let (inside, outside) = (d.path().join("in"), d.path().join("out"));
+        std::fs::create_dir_all(inside.join("a")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(inside.join("a/f"), b"mine").unwrap();
+        std::fs::write(outside.join("secret"), b"theirs").unwrap();
+        std::os::unix::fs::symlink(&outside, inside.join("a/dir")).unwrap();
+        std::os::unix::fs::symlink("../../out/secret", inside.join("a/rel")).unwrap();
+        std::os::unix::fs::symlink("f", inside.join("a/same")).unwrap();
+        let root = DataRoot::open(&inside).unwrap();
+        let read = OFlags::RDONLY;
+        let fd = root.open_nofollow(b"a/f", read).unwrap();
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut s).unwrap();
+        assert_eq!(s, "mine");
+        let errno = |rel: &[u8]| root.open_nofollow(rel, read).unwrap_err().raw_os_error();
+        assert_eq!(
+            errno(b"a/dir/secret"),
+            Some(libc::ENOTDIR),
+            "a link on the way"
+        );
+        assert_eq!(errno(b"a/rel"), Some(libc::ELOOP), "a link out, at the end");
+        assert_eq!(
+            errno(b"a/same"),
+            Some(libc::ELOOP),
+            "even one that stays inside"
+        );
+        assert_eq!(errno(b"a/dir"), Some(libc::ELOOP));
+        assert_eq!(errno(b"a/none"), Some(libc::ENOENT));
+        assert!(
+            root.open_nofollow(b"", OFlags::PATH).is_ok(),
+            "the root itself"
+        );
+        // What openat ignores beside O_PATH, openat2 refuses: it must still open.
+        let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOCTTY;
+        let fd = root.open_nofollow(b"a", dir).unwrap();
+        assert_eq!(super::dir::dir_names(&fd).unwrap().len(), 4);
     }
 
     #[test]

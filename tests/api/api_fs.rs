@@ -1136,3 +1136,115 @@ fn bodies_and_reads_over_the_limit_are_refused_and_downloads_stream() {
     );
     assert_eq!((code, bytes.len()), (200, 150_000));
 }
+
+/// One MCP `tools/call` at the daemon's `/mcp` (stateless, JSON answers) with `headers`: the
+/// tool's result (`isError` and its text).
+fn mcp_call(s: &Served, headers: &[&str], tool: &str, args: Value) -> (bool, String) {
+    let mut h = headers.to_vec();
+    h.push("Accept: application/json, text/event-stream");
+    let (code, v) = s.json(
+        "POST",
+        "/mcp",
+        &h,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let r = &v["result"];
+    let text = r["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_else(|| v.to_string());
+    (r["isError"] == true, text)
+}
+
+/// add-resource puts content under resources/ only: OpenViking answers a `to` or `parent`
+/// elsewhere (an agent's tree, the caller's own memories) 400 `INVALID_URI` with
+/// `validate_content_target_uri`'s message, and another user's tree is root's alone (an admin
+/// key is refused, 403). Over HTTP and through MCP's add_resource.
+#[test]
+fn add_resource_targets_resources_only() {
+    let s = Served::with_config(json!({ "server": { "root_api_key": "root-secret" } }));
+    let key = |user: &str, role: &[&str]| {
+        let mut args = vec!["key", "add", "--user", user];
+        args.extend_from_slice(role);
+        let out = s.cli(&args);
+        assert!(out.status.success(), "{out:?}");
+        format!("X-API-Key: {}", String::from_utf8_lossy(&out.stdout).trim())
+    };
+    let (alice, admin) = (key("alice", &[]), key("ann", &["--role", "admin"]));
+    let add = |who: &str, field: &str, target: &str| {
+        let id = ok(upload(&s, &[who], "note.md", b"a note"))["temp_file_id"].clone();
+        s.json(
+            "POST",
+            "/api/v1/resources",
+            &[who],
+            &json!({"temp_file_id": id, field: target, "create_parent": field == "parent"}),
+        )
+    };
+    for (field, target) in [
+        ("to", "viking://agent/notes/note.md"),
+        ("to", "viking://user/alice/memories/note.md"),
+        ("parent", "viking://user/alice/memories"),
+        ("parent", "viking://agent"),
+        ("to", "viking://user/alice/sessions/s1/note.md"),
+    ] {
+        let e = err(add(&alice, field, target), 400, "INVALID_URI");
+        assert_eq!(
+            e["message"],
+            format!("Invalid URI: {target} ({field} must target resource content)"),
+            "{e}"
+        );
+        assert_eq!(e["details"]["uri"], target, "{e}");
+    }
+    // An admin reads every user's tree but adds into none of them (OpenViking: root only).
+    let e = err(
+        add(&admin, "to", "viking://user/alice/resources/planted.md"),
+        403,
+        "PERMISSION_DENIED",
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("Access denied"),
+        "{e}"
+    );
+    for p in [
+        "agent/notes",
+        "user/alice/memories",
+        "user/alice/resources/planted.md",
+    ] {
+        assert!(!data(&s).join(p).exists(), "{p} was made");
+    }
+    // Resource content is taken: the shared tree, and the caller's own resources/.
+    for target in [
+        "viking://resources/from-alice.md",
+        "viking://user/alice/resources/mine.md",
+    ] {
+        let r = ok(add(&alice, "to", target));
+        assert_eq!(r["root_uri"], target, "{r}");
+    }
+    // MCP's add_resource is the same route: refused with OpenViking's message as its text.
+    let id = ok(upload(&s, &[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
+    let (is_error, text) = mcp_call(
+        &s,
+        &[&alice],
+        "add_resource",
+        json!({"temp_file_id": id, "to": "viking://agent/m.md"}),
+    );
+    assert!(is_error, "{text}");
+    assert!(text.contains("to must target resource content"), "{text}");
+    assert!(!data(&s).join("agent/m.md").exists());
+    let id = ok(upload(&s, &[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
+    let (is_error, text) = mcp_call(
+        &s,
+        &[&alice],
+        "add_resource",
+        json!({"temp_file_id": id, "to": "viking://resources/m.md"}),
+    );
+    assert!(!is_error, "{text}");
+    assert!(data(&s).join("resources/m.md").is_file(), "{text}");
+}

@@ -553,3 +553,52 @@ fn observers_show_the_queue_the_index_and_the_models() {
         "INVALID_ARGUMENT"
     );
 }
+
+/// A session's archive files are read as every file for a remote caller: a symlink made in
+/// one's own session (through a mount, by a local user) to the host's or another user's file
+/// hands over nothing through the archive and context routes.
+#[test]
+fn links_in_a_sessions_archive_are_not_followed() {
+    let s = Served::new();
+    let add = |text: &str| {
+        result(post(
+            &s,
+            "/api/v1/sessions/s1/messages",
+            &[],
+            json!({"role": "user", "content": text}),
+        ))
+    };
+    add("I prefer dark mode");
+    add("and green tea");
+    let commit = result(post(
+        &s,
+        "/api/v1/sessions/s1/commit",
+        &[],
+        json!({"keep_recent_count": 0}),
+    ));
+    let t = task_end(&s, &[], commit["task_id"].as_str().unwrap());
+    assert_eq!(t["status"], "completed", "{t}");
+    let outside = s.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.md"), "host secret overview").unwrap();
+    let line = json!({"role": "user", "content": "host secret message"}).to_string();
+    std::fs::write(outside.join("secret.jsonl"), format!("{line}\n")).unwrap();
+    let arch =
+        s.ws.join("viking/default/user/default/sessions/s1/history/archive_001");
+    for (name, to) in [
+        (".overview.md", "secret.md"),
+        (".abstract.md", "secret.md"),
+        ("messages.jsonl", "secret.jsonl"),
+    ] {
+        std::fs::remove_file(arch.join(name)).unwrap();
+        std::os::unix::fs::symlink(outside.join(to), arch.join(name)).unwrap();
+    }
+    for path in [
+        "/api/v1/sessions/s1/archives/archive_001",
+        "/api/v1/sessions/s1/context",
+    ] {
+        let (code, v) = get(&s, path, &[]);
+        assert_eq!(code, 200, "{path}: {v}");
+        assert!(!v.to_string().contains("host secret"), "{path}: {v}");
+    }
+}

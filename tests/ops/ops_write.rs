@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use vikingfs::config::Config;
 use vikingfs::ops::{AddOptions, Ops, OpsError};
-use vikingfs::uri::VPath;
+use vikingfs::uri::{UriError, VPath};
 use vikingfs::workspace::Workspace;
 
 fn engine() -> (tempfile::TempDir, Workspace, Arc<Ops>) {
@@ -119,31 +119,72 @@ fn add_resource_goes_into_the_parent_named() {
     let src = d.path().join("src");
     std::fs::create_dir_all(src.join("notes")).unwrap();
     std::fs::write(src.join("notes/n.md"), "note").unwrap();
+    ops.mkdir(&p("resources/shelf"), false).unwrap();
     let opts = AddOptions {
-        parent: Some(p("agent")),
+        parent: Some(p("resources/shelf")),
         ..AddOptions::default()
     };
     let first = ops
         .add_resource(&src.join("notes"), &opts, &mut |_, _| {})
         .unwrap();
-    assert_eq!(first.target, p("agent/notes"));
+    assert_eq!(first.target, p("resources/shelf/notes"));
     let again = ops
         .add_resource(&src.join("notes"), &opts, &mut |_, _| {})
         .unwrap();
     assert_eq!(
         again.target,
-        p("agent/notes_1"),
+        p("resources/shelf/notes_1"),
         "a taken name gets a suffix"
     );
-    assert!(ws.fs_path(&p("agent/notes_1/n.md")).is_file());
+    assert!(ws.fs_path(&p("resources/shelf/notes_1/n.md")).is_file());
     let missing = AddOptions {
-        parent: Some(p("agent/nope")),
+        parent: Some(p("resources/nope")),
         ..AddOptions::default()
     };
     assert!(matches!(
         ops.add_resource(&src.join("notes"), &missing, &mut |_, _| {}),
         Err(OpsError::NotFound(_))
     ));
+}
+
+/// add-resource puts content under resources/ only (OpenViking's
+/// `validate_content_target_uri(kind="resource")`), whichever face asks: an agent's tree, a
+/// user's memories or sessions are refused before anything is copied.
+#[test]
+fn add_resource_refuses_a_target_outside_resources() {
+    let (d, ws, ops) = engine();
+    let src = d.path().join("src");
+    std::fs::create_dir_all(src.join("notes")).unwrap();
+    std::fs::write(src.join("notes/n.md"), "note").unwrap();
+    for (to, parent) in [
+        (Some("agent/notes"), None),
+        (Some("user/alice/memories/notes"), None),
+        (Some("user/alice/sessions/s1/notes"), None),
+        (None, Some("agent")),
+        (None, Some("user/alice/memories")),
+    ] {
+        let opts = AddOptions {
+            to: to.map(p),
+            parent: parent.map(p),
+        };
+        let e = ops
+            .add_resource(&src.join("notes"), &opts, &mut |_, _| {})
+            .unwrap_err();
+        assert!(
+            matches!(e, OpsError::Uri(UriError::NotForResources(_))),
+            "{to:?} {parent:?}: {e}"
+        );
+    }
+    assert!(!ws.fs_path(&p("agent/notes")).exists());
+    assert!(!ws.fs_path(&p("user/alice/memories/notes")).exists());
+    let opts = AddOptions {
+        to: Some(p("user/alice/resources/notes")),
+        parent: None,
+    };
+    let r = ops
+        .add_resource(&src.join("notes"), &opts, &mut |_, _| {})
+        .unwrap();
+    assert_eq!(r.target, p("user/alice/resources/notes"));
 }
 
 /// An add-resource update keeps what it replaces and what it drops: each in the history

@@ -75,6 +75,25 @@ impl Mount {
         m
     }
 
+    /// A mount whose daemon also serves OpenViking's API (and MCP) on a loopback port the
+    /// kernel picks, with `config` (JSON) as the user's config file and `env` set for the
+    /// daemon alone; returns it with the API's address.
+    pub fn with_api(config: &str, env: &[(&str, &str)]) -> (Mount, std::net::SocketAddr) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".vikingfs")).unwrap();
+        std::fs::write(dir.path().join(".vikingfs/config.json"), config).unwrap();
+        let m = Mount {
+            ws: dir.path().join("ws"),
+            mp: dir.path().join("mnt"),
+            dir,
+            options: vec!["api=127.0.0.1:0".into()],
+        };
+        std::fs::create_dir_all(&m.mp).unwrap();
+        m.mount_with_env(env);
+        let addr = super::serve::wait_for_api(&m.ws, Path::new("/dev/null"));
+        (m, addr)
+    }
+
     /// `vikingfs --workspace WS ARGS` with this mount's HOME.
     pub fn cli(&self, args: &[&str]) -> Command {
         let mut c = vikingfs(self.dir.path());

@@ -136,7 +136,7 @@ impl Drop for Served {
 }
 
 /// The API address the daemon of `ws` registered (it binds before it registers).
-fn wait_for_api(ws: &Path, log: &Path) -> SocketAddr {
+pub fn wait_for_api(ws: &Path, log: &Path) -> SocketAddr {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let dir = ws.join(".vikingfs/daemons");

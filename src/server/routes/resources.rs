@@ -8,6 +8,10 @@
 //!   server on loopback), from a path on the server's own disk. OpenViking refuses host paths
 //!   over HTTP altogether; a user key here is refused the same way (`PERMISSION_DENIED`), so a
 //!   remote user never reads the host's files through add-resource.
+//! - The target (`to` or `parent`) is resource content only, as OpenViking's
+//!   `validate_content_target_uri(kind="resource")` has it: `viking://resources/…`, or a
+//!   user's (or peer's) `resources/…`; anything else is `INVALID_URI` (400), and another
+//!   user's tree is root's alone (`PERMISSION_DENIED`, also for an admin key).
 //! - vikingfs fetches nothing remote (URLs, git, connectors) and keeps no watches:
 //!   those requests answer `UNIMPLEMENTED`.
 
@@ -184,14 +188,46 @@ async fn add(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<AddBody>)
             )));
         }
     }
-    let to = non_empty(&b.to).map(|u| who.path(u)).transpose()?;
-    let parent = non_empty(&b.parent).map(|u| who.path(u)).transpose()?;
+    let to = non_empty(&b.to)
+        .map(|u| target(&who, "to", u))
+        .transpose()?;
+    let parent = non_empty(&b.parent)
+        .map(|u| target(&who, "parent", u))
+        .transpose()?;
     if to.is_some() && parent.is_some() {
         return Err(ApiError::invalid(
             "Cannot specify both 'to' and 'parent' at the same time.",
         ));
     }
     blocking(move || add_now(&api, &who, &b, to, parent)).await
+}
+
+/// `to` or `parent` as OpenViking's `validate_content_target_uri(kind="resource")` takes it:
+/// a URI the caller may name, of resource content ([`VPath::is_resource_target`]: 400
+/// `INVALID_URI` with OpenViking's message otherwise), and in another user's tree only for
+/// root (its `is_accessible`: an admin key reads every user's tree but adds into none of
+/// them, 403).
+fn target(who: &Identity, field: &str, raw: &str) -> Result<VPath, ApiError> {
+    let p = who.path(raw)?;
+    if !p.is_resource_target() {
+        let reason = format!("{field} must target resource content");
+        return Err(
+            ApiError::new("INVALID_URI", format!("Invalid URI: {raw} ({reason})"))
+                .with_details(json!({ "uri": raw, "reason": reason })),
+        );
+    }
+    let others = {
+        let mut c = p.components();
+        match (c.next(), c.next()) {
+            (Some("user"), Some(u)) => u != who.user,
+            _ => false,
+        }
+    };
+    if who.role != Role::Root && others {
+        return Err(ApiError::denied(format!("Access denied for {}", p.uri()))
+            .with_details(json!({ "resource": p.uri() })));
+    }
+    Ok(p)
 }
 
 /// The name an upload is added under when the request names none.

@@ -20,18 +20,21 @@
 //!   of BM25 and cosine for hybrid), not a cosine; `score_threshold` is therefore applied to a hit's cosine
 //!   similarity when it has one, and a hit found by the query's words alone is kept.
 //! - `grep` and `glob` walk the files (hidden names and other users' trees skipped), bounded
-//!   by `node_limit`, `level_limit` and [`WALK_MAX_FILES`].
+//!   by `node_limit`, `level_limit` and [`WALK_MAX_FILES`]. They follow no symlink, as `rg`
+//!   without `-L`: a link made through the mount (to `/etc`, into another user's tree) is
+//!   listed by glob as the name it is and never read or descended; every file they or
+//!   `read_content` read is opened below the data root with no link on the way.
 
 mod context;
 mod filter;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::fs::View;
 use super::{post, Routes};
 use crate::index::{Hit, Level, Mode};
 use crate::ops::search::{self, PendingSummaries, Query};
@@ -39,6 +42,7 @@ use crate::server::auth::{Identity, Role};
 use crate::server::extract::Body;
 use crate::server::reply::{ok, ApiError, ApiResult};
 use crate::server::{blocking, Api};
+use crate::sys::{DataRoot, OFlags, Stat};
 use crate::uri::VPath;
 use filter::Accept;
 
@@ -532,12 +536,28 @@ fn finite(x: f32) -> f64 {
     }
 }
 
-/// The text of the file behind a hit (a summary's sidecar), when it is text.
-pub(super) fn read_text(path: &Path, max: u64) -> Option<String> {
+/// The text of the file behind a hit (a summary's sidecar), when it is text: read below the
+/// data root without following a symlink on the way or at the end (`DataRoot::open_nofollow`),
+/// and only a regular file (a FIFO made through the mount must not block the request).
+pub(super) fn read_text(api: &Api, p: &VPath, max: u64) -> Option<String> {
+    let root = DataRoot::open(&api.ops.workspace().data_root()).ok()?;
+    read_text_in(&root, p, max)
+}
+
+/// [`read_text`] below a data root already open.
+fn read_text_in(root: &DataRoot, p: &VPath, max: u64) -> Option<String> {
     use std::io::Read;
+    let fd = root
+        .open_nofollow(
+            p.as_bytes(),
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+        )
+        .ok()?;
+    if !crate::sys::fstat(&fd).ok()?.is_file() {
+        return None;
+    }
     let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
+    std::fs::File::from(fd)
         .take(max)
         .read_to_end(&mut buf)
         .ok()?;
@@ -550,7 +570,6 @@ pub(super) fn read_text(path: &Path, max: u64) -> Option<String> {
 
 /// `FindResult.to_dict()`.
 fn result_json(api: &Api, ask: &Ask, hits: &[Hit], provenance: bool, read_content: bool) -> Value {
-    let ws = api.ops.workspace();
     let mut buckets: [Vec<Value>; 3] = Default::default();
     for h in hits {
         let mut v = hit_json(h);
@@ -559,7 +578,7 @@ fn result_json(api: &Api, ask: &Ask, hits: &[Hit], provenance: bool, read_conten
                 Level::Content => Some(h.uri.clone()),
                 _ => VPath::parse_uri(&hit_uri(h), "").ok(),
             };
-            if let Some(t) = p.and_then(|p| read_text(&ws.fs_path(&p), READ_MAX_BYTES)) {
+            if let Some(t) = p.and_then(|p| read_text(api, &p, READ_MAX_BYTES)) {
                 v["content"] = Value::String(t);
             }
         }
@@ -660,12 +679,21 @@ async fn grep(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<GrepBody
     let depth = b.level_limit.max(0) as usize;
     let include_tags = b.include_tags;
     blocking(move || {
-        let ws = api.ops.workspace();
-        let files = walk(ws, &who, &root, exclude.as_ref(), depth, WalkWants::Files)?;
+        let view = View::open(&api, &who)?;
+        let data = DataRoot::open(&api.ops.workspace().data_root())
+            .map_err(|e| ApiError::internal(format!("open the data root: {e}")))?;
+        let files = walk(
+            &view,
+            &who,
+            &root,
+            exclude.as_ref(),
+            depth,
+            WalkWants::Files,
+        )?;
         let mut matches = Vec::new();
         let mut scanned = 0usize;
         'files: for (p, _) in files {
-            let Some(text) = read_text(&ws.fs_path(&p), GREP_MAX_FILE_BYTES) else {
+            let Some(text) = read_text_in(&data, &p, GREP_MAX_FILE_BYTES) else {
                 continue;
             };
             scanned += 1;
@@ -736,26 +764,25 @@ async fn glob(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<GlobBody
     let limit = node_limit(b.node_limit);
     let entries = b.extra_fields.is_some() || b.include_tags;
     blocking(move || {
-        let ws = api.ops.workspace();
-        let found = walk(ws, &who, &root, None, usize::MAX, WalkWants::Both)?;
+        let view = View::open(&api, &who)?;
+        let found = walk(&view, &who, &root, None, usize::MAX, WalkWants::Both)?;
         let base = root.as_str().len();
         let mut matches = Vec::new();
-        for (p, meta) in found {
+        for (p, st) in found {
             let rel = p.as_str()[base..].trim_start_matches('/');
             if !matcher.is_match(rel) {
                 continue;
             }
             if entries {
-                let mtime = meta
-                    .modified()
+                let (secs, nanos) = st.mtime();
+                let mtime = jiff::Timestamp::new(secs, nanos as i32)
                     .ok()
-                    .and_then(|t| jiff::Timestamp::try_from(t).ok())
                     .map(|t| t.to_string());
                 matches.push(json!({
                     "name": p.name(),
                     "uri": p.uri(),
-                    "size": meta.len(),
-                    "isDir": meta.is_dir(),
+                    "size": st.st_size,
+                    "isDir": st.is_dir(),
                     "modTime": mtime,
                     "tags": [],
                 }));
@@ -774,22 +801,29 @@ async fn glob(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<GlobBody
 
 #[derive(Clone, Copy, PartialEq)]
 enum WalkWants {
+    /// Regular files only (what grep reads).
     Files,
+    /// Every entry: directories, files, and symlinks as the names they are (what glob lists).
     Both,
 }
 
-/// The visible entries under `root` (itself when it is a file), depth-first in name order,
-/// at most `depth` directories down and [`WALK_MAX_FILES`] entries: hidden names (summaries,
-/// metadata, lock files) are skipped, as OpenViking's listing skips them, and so are trees
-/// the caller may not see and `exclude`.
+/// The visible entries under `root` (itself when it is no directory), depth-first in name
+/// order, at most `depth` directories down and [`WALK_MAX_FILES`] entries: hidden names
+/// (summaries, metadata, lock files) are skipped, as OpenViking's listing skips them, and so
+/// are trees the caller may not see and `exclude`.
+///
+/// Nothing is followed, as `rg` without `-L`: every directory is opened below the data root
+/// with no symlink on the way (`View`), a symlink is never descended (nor read: grep takes
+/// regular files only), and `root` itself being one is no directory. A link made through the
+/// mount to `/etc`, or into another user's tree, hands the caller nothing it points at.
 fn walk(
-    ws: &crate::workspace::Workspace,
+    view: &View,
     who: &Identity,
     root: &VPath,
     exclude: Option<&VPath>,
     depth: usize,
     wants: WalkWants,
-) -> Result<Vec<(VPath, std::fs::Metadata)>, ApiError> {
+) -> Result<Vec<(VPath, Stat)>, ApiError> {
     let under_excluded = |p: &VPath| {
         exclude.is_some_and(|x| {
             p == x
@@ -797,44 +831,40 @@ fn walk(
                     && p.as_str().as_bytes().get(x.as_str().len()) == Some(&b'/'))
         })
     };
-    let meta = std::fs::metadata(ws.fs_path(root)).map_err(|_| ApiError::not_found(&root.uri()))?;
+    let st = view
+        .stat(root)?
+        .ok_or_else(|| ApiError::not_found(&root.uri()))?;
     let mut out = Vec::new();
+    let keep = |st: &Stat| wants == WalkWants::Both || st.is_file();
     if under_excluded(root) {
         return Ok(out);
     }
-    if !meta.is_dir() {
-        out.push((root.clone(), meta));
+    if !st.is_dir() {
+        if keep(&st) {
+            out.push((root.clone(), st));
+        }
         return Ok(out);
     }
     let mut stack: Vec<(VPath, usize)> = vec![(root.clone(), 0)];
     while let Some((dir, d)) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(ws.fs_path(&dir)) else {
+        // Gone meanwhile, or no longer a directory: nothing to list.
+        let Ok(kids) = view.children(&dir, who, false) else {
             continue;
         };
-        let mut names: Vec<(String, std::fs::Metadata)> = rd
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let m = e.metadata().ok()?;
-                (!name.starts_with('.')).then_some((name, m))
-            })
-            .collect();
-        names.sort_by(|a, b| a.0.cmp(&b.0));
         let mut subdirs = Vec::new();
-        for (name, m) in names {
-            let Ok(p) = dir.join(&name) else { continue };
-            if !who.may_see(&p) || under_excluded(&p) {
+        for n in kids {
+            if n.name.starts_with('.') || under_excluded(&n.path) {
                 continue;
             }
-            if m.is_dir() {
+            if n.is_dir() {
                 if wants == WalkWants::Both {
-                    out.push((p.clone(), m));
+                    out.push((n.path.clone(), n.st));
                 }
                 if d < depth {
-                    subdirs.push(p);
+                    subdirs.push(n.path);
                 }
-            } else {
-                out.push((p, m));
+            } else if keep(&n.st) {
+                out.push((n.path, n.st));
             }
             if out.len() >= WALK_MAX_FILES {
                 return Ok(out);

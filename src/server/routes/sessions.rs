@@ -4,7 +4,10 @@
 //!
 //! - A session is always the caller's: `{sid}` resolves under `user/{who.user}/sessions/`
 //!   ([`SessionPath::of_user`], one path component), so no key reaches another user's
-//!   sessions, whatever the id.
+//!   sessions, whatever the id. The archive files this module reads itself (`.done`,
+//!   summaries, archived messages) are opened below the data root with no symlink on the
+//!   way ([`read_below`]); the live log and metadata are read by `crate::session`, which
+//!   does follow links (not yet no-follow).
 //! - Appends, commits and their locks are [`Sessions`](crate::session::Sessions)' (the same code the CLI and the mount
 //!   run); deleting a session is `ops`' recursive `rm` of its directory.
 //! - `commit` runs phase 1 in the request and answers with a `session_commit` task that
@@ -35,6 +38,7 @@ use crate::server::{blocking, Api};
 use crate::session::layout::{self, SessionPath, ABSTRACT, DONE, FAILED, MESSAGES, OVERVIEW};
 use crate::session::meta::Meta;
 use crate::session::SessionError;
+use crate::uri::VPath;
 
 pub fn routes() -> Routes {
     Routes::new()
@@ -668,11 +672,11 @@ async fn commit(
 fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, ApiError> {
     let ws = &api.sessions.ws;
     let key = s.archive(n).as_str().to_string();
-    let done = ws.fs_path(&s.archive_file(n, DONE));
-    let failed = ws.fs_path(&s.archive_file(n, FAILED));
+    let done = s.archive_file(n, DONE);
+    let failed = s.archive_file(n, FAILED);
     let mut pause = Duration::from_millis(20);
     loop {
-        if let Some(v) = read_json(&done) {
+        if let Some(v) = read_json(ws, &done) {
             return Ok(json!({
                 "session_id": sid,
                 "archive_uri": s.archive(n).uri(),
@@ -683,7 +687,7 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
                 "completed_at": v.get("completed_at").cloned().unwrap_or(Value::Null),
             }));
         }
-        if let Some(v) = read_json(&failed) {
+        if let Some(v) = read_json(ws, &failed) {
             let why = v["error"].as_str().unwrap_or("phase 2 failed").to_string();
             return Err(ApiError::internal(why));
         }
@@ -698,7 +702,7 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
             .queue()
             .has_pending(crate::queue::SESSION_COMMIT, &key)
             .unwrap_or(true);
-        if !pending && !done.exists() && !failed.exists() {
+        if !pending && !ws.fs_path(&done).exists() && !ws.fs_path(&failed).exists() {
             return Err(ApiError::internal(format!(
                 "phase 2 of {} ended without completing (its job is dead: see `vikingfs \
                  status`; `vikingfs session recover --requeue` retries it)",
@@ -710,9 +714,30 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
     }
 }
 
-fn read_json(path: &std::path::Path) -> Option<Value> {
-    let b = std::fs::read(path).ok()?;
+fn read_json(ws: &crate::workspace::Workspace, p: &VPath) -> Option<Value> {
+    let b = read_below(ws, p)?;
     Some(serde_json::from_slice(&b).unwrap_or(Value::Null))
+}
+
+/// A file of the caller's session as every route reads for a remote caller: below the data
+/// root with no symlink on the way or at the end (`DataRoot::open_nofollow`), and only a
+/// regular file. A link made through the mount in one's own session (an archive's
+/// `.overview.md` to another user's file, `history` to `/etc`) hands over nothing.
+fn read_below(ws: &crate::workspace::Workspace, p: &VPath) -> Option<Vec<u8>> {
+    use crate::sys::{DataRoot, OFlags};
+    let root = DataRoot::open(&ws.data_root()).ok()?;
+    let fd = root
+        .open_nofollow(
+            p.as_bytes(),
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+        )
+        .ok()?;
+    if !crate::sys::fstat(&fd).ok()?.is_file() {
+        return None;
+    }
+    let mut b = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut b).ok()?;
+    Some(b)
 }
 
 #[derive(Deserialize, Default)]
@@ -752,8 +777,7 @@ fn archive_states(
 }
 
 fn archive_messages(api: &Api, s: &SessionPath, n: u32) -> Vec<Message> {
-    let path = api.sessions.ws.fs_path(&s.archive_file(n, MESSAGES));
-    let text = std::fs::read(path).unwrap_or_default();
+    let text = read_below(&api.sessions.ws, &s.archive_file(n, MESSAGES)).unwrap_or_default();
     crate::semantic::memory::parse_messages(&String::from_utf8_lossy(&text)).messages
 }
 
@@ -787,11 +811,8 @@ async fn context(
             match st {
                 None => pending_archives.push(*n),
                 Some(true) => {
-                    let path = ws.fs_path(&s.archive_file(*n, OVERVIEW));
-                    latest_overview = std::fs::read_to_string(path)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string();
+                    let b = read_below(ws, &s.archive_file(*n, OVERVIEW)).unwrap_or_default();
+                    latest_overview = String::from_utf8_lossy(&b).trim().to_string();
                     break;
                 }
                 Some(false) => break,
@@ -864,10 +885,8 @@ async fn archive(
             return Err(gone());
         }
         let read = |name: &str| {
-            std::fs::read_to_string(ws.fs_path(&s.archive_file(n, name)))
-                .unwrap_or_default()
-                .trim()
-                .to_string()
+            let b = read_below(ws, &s.archive_file(n, name)).unwrap_or_default();
+            String::from_utf8_lossy(&b).trim().to_string()
         };
         ok(json!({
             "archive_id": archive_id,

@@ -59,13 +59,22 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(format!("temporary uploads: {e}"))
 }
 
+/// Mode 0700: uploads are bound to the user who sent them, and nobody else on the host reads
+/// them either.
+fn private() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o700)
+}
+
 /// This process's uploads.
 pub fn uploads() -> Result<&'static Uploads, ApiError> {
     UPLOADS
         .get_or_init(|| {
             sweep_dead();
+            // 0700 spelled out: tempfile leaves a directory's mode to the umask.
             tempfile::Builder::new()
                 .prefix(&format!("vikingfs-uploads-{}-", std::process::id()))
+                .permissions(private())
                 .tempdir()
                 .map(|dir| Uploads {
                     dir,
@@ -119,6 +128,7 @@ impl Uploads {
     pub fn staging(&self) -> Result<tempfile::TempDir, ApiError> {
         tempfile::Builder::new()
             .prefix("add-")
+            .permissions(private())
             .tempdir_in(self.dir.path())
             .map_err(internal)
     }

@@ -576,7 +576,6 @@ pub fn assemble(api: &Api, who: &Identity, ask: &Ask, b: &SearchBody) -> ApiResu
         (None, None) => None,
     };
     let penalties = penalties(b.other_peer_penalty.as_ref());
-    let ws = api.ops.workspace();
 
     // Gather: one ranked retrieval, wide enough for the excluded and the buckets.
     let width = match &quotas {
@@ -708,7 +707,7 @@ pub fn assemble(api: &Api, who: &Identity, ask: &Ask, b: &SearchBody) -> ApiResu
             } else {
                 Some(c.path.clone())
             };
-            let text = path.and_then(|p| read_text(&ws.fs_path(&p), READ_MAX_BYTES));
+            let text = path.and_then(|p| read_text(api, &p, READ_MAX_BYTES));
             contents.insert(c.base_uri.clone(), text);
         }
     }

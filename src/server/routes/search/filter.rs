@@ -267,7 +267,8 @@ fn parse_filter(v: &Value) -> Result<Filter, ApiError> {
 
 /// The hit's source's modification time (seconds since the epoch).
 fn mtime(ws: &Workspace, h: &Hit) -> Option<f64> {
-    let m = std::fs::metadata(ws.fs_path(&h.uri)).ok()?;
+    // The link itself, never what it points at (a link made through the mount).
+    let m = std::fs::symlink_metadata(ws.fs_path(&h.uri)).ok()?;
     let d = m
         .modified()
         .ok()?

@@ -1,0 +1,181 @@
+//! Symbolic links made through the mount never lead a remote caller out of what it may read:
+//! alice's grep and glob (over HTTP and through MCP) neither read nor list what a link in her
+//! own tree points at, be it the host's `/etc` or bob's tree.
+
+use std::net::SocketAddr;
+
+use serde_json::{json, Value};
+
+use crate::support::daemon::Mount;
+use crate::support::serve::http;
+
+/// `POST path` with a JSON body as the caller `key`: the status and the answer.
+fn post(addr: SocketAddr, key: &str, path: &str, body: &Value) -> (u16, Value) {
+    let auth = format!("X-API-Key: {key}");
+    let b = serde_json::to_vec(body).unwrap();
+    let (code, bytes) = http(
+        addr,
+        "POST",
+        path,
+        &[
+            &auth,
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+        ],
+        Some(&b),
+    );
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// An MCP `tools/call` at `/mcp`: the tool's text.
+fn mcp(addr: SocketAddr, key: &str, tool: &str, args: Value) -> String {
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": tool, "arguments": args}});
+    let (code, v) = post(addr, key, "/mcp", &req);
+    assert_eq!(code, 200, "{v}");
+    v["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool result: {v}"))
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What no answer to alice may hold: the host's `/etc/passwd` (its first line starts
+/// `root:x`) or bob's secret.
+const CONTENT: [&str; 2] = ["root:x", "garage PIN 4711"];
+
+/// Nor a name only `/etc` or bob's tree has.
+const NAMES: [&str; 3] = ["passwd", "hostname", "bob-only.md"];
+
+fn assert_clean(what: &str, text: &str) {
+    for leak in CONTENT.iter().chain(&NAMES) {
+        assert!(!text.contains(leak), "{what} leaks {leak:?}: {text}");
+    }
+}
+
+#[test]
+fn grep_and_glob_follow_no_link_out_of_the_callers_tree() {
+    let (m, addr) = Mount::with_api(r#"{"server": {"root_api_key": "root-secret"}}"#, &[]);
+    let key = |user: &str| {
+        let out = m.cli(&["key", "add", "--user", user]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let alice = key("alice");
+    key("bob");
+    let (a, b) = (m.mp.join("user/alice"), m.mp.join("user/bob"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("bob-only.md"), "bob's garage PIN 4711\n").unwrap();
+    std::fs::write(a.join("note.md"), "alice's own line\n").unwrap();
+    // Made through the mount, as a local user would: out to the host, and into bob's tree
+    // (relative, and by the backing path).
+    let links: [(&str, String); 6] = [
+        ("etc", "/etc".into()),
+        ("pw.md", "/etc/passwd".into()),
+        ("bobdir", "../bob".into()),
+        ("bob.md", "../bob/bob-only.md".into()),
+        (
+            "bobabs",
+            m.ws.join("viking/default/user/bob").display().to_string(),
+        ),
+        ("sub", ".".into()),
+    ];
+    for (name, target) in &links {
+        std::os::unix::fs::symlink(target, a.join(name)).unwrap();
+    }
+    // Followed, each of these hands over the host's or bob's bytes or names.
+    assert!(std::fs::read_to_string(a.join("bob.md"))
+        .unwrap()
+        .contains("4711"));
+
+    let grep = |uri: &str, pattern: &str| {
+        post(
+            addr,
+            &alice,
+            "/api/v1/search/grep",
+            &json!({"uri": uri, "pattern": pattern}),
+        )
+    };
+    let glob = |uri: &str| {
+        post(
+            addr,
+            &alice,
+            "/api/v1/search/glob",
+            &json!({"uri": uri, "pattern": "**"}),
+        )
+    };
+    // Her own file is found, so the walks below do reach the links.
+    let (code, v) = grep("viking://user/alice", "own line");
+    assert_eq!((code, &v["result"]["count"]), (200, &json!(1)), "{v}");
+    for uri in [
+        "viking://user/alice",
+        "viking://user/alice/etc",
+        "viking://user/alice/pw.md",
+        "viking://user/alice/bobdir",
+        "viking://user/alice/bob.md",
+        "viking://user/alice/bobabs",
+        "viking://user/alice/sub",
+    ] {
+        let (code, v) = grep(uri, "x:0:0|PIN");
+        assert!(code == 200 || code == 404, "grep {uri}: {code} {v}");
+        assert_clean(&format!("grep {uri}"), &v.to_string());
+        if code == 200 {
+            assert_eq!(v["result"]["count"], 0, "grep {uri}: {v}");
+        }
+        let (code, v) = glob(uri);
+        assert!(code == 200 || code == 404, "glob {uri}: {code} {v}");
+        assert_clean(&format!("glob {uri}"), &v.to_string());
+    }
+    // Below a link on the way: nothing there for her.
+    for uri in [
+        "viking://user/alice/etc/passwd",
+        "viking://user/alice/bobdir/bob-only.md",
+        "viking://user/alice/sub/bob.md",
+    ] {
+        let (code, v) = grep(uri, "x:0:0|PIN");
+        assert_eq!(code, 404, "grep {uri}: {v}");
+        for leak in CONTENT {
+            assert!(
+                !v.to_string().contains(leak),
+                "grep {uri} leaks {leak:?}: {v}"
+            );
+        }
+    }
+    // glob lists a link as the name it is, never what it points at.
+    let (_, v) = glob("viking://user/alice");
+    let names: Vec<&str> = v["result"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"viking://user/alice/etc"), "{v}");
+    assert!(names.len() <= links.len() + 1, "{v}");
+
+    // MCP's grep and glob are the same routes, for the same caller.
+    for uri in [
+        "viking://user/alice",
+        "viking://user/alice/etc",
+        "viking://user/alice/bobdir",
+    ] {
+        let t = mcp(
+            addr,
+            &alice,
+            "grep",
+            json!({"uri": uri, "pattern": ["x:0:0", "PIN"]}),
+        );
+        assert_clean(&format!("MCP grep {uri}"), &t);
+        let t = mcp(addr, &alice, "glob", json!({"uri": uri, "pattern": "**"}));
+        assert_clean(&format!("MCP glob {uri}"), &t);
+    }
+    let t = mcp(
+        addr,
+        &alice,
+        "grep",
+        json!({"uri": "viking://user/alice", "pattern": "own line"}),
+    );
+    assert!(t.contains("alice's own line"), "{t}");
+}
