@@ -271,7 +271,7 @@ impl Locked {
     }
 
     /// Carry out an undo's plan under its lock: take out what a rewind removes, move renames
-    /// back, put each version back (each whole or not at all: [`Locked::place`]), directory
+    /// back, put each version back (each whole or not at all: [`Temps::place`]), directory
     /// times as kept. `resume`: a crashed undo's plan, finished by recovery — what it put back
     /// already (the kept version is there, [`same_version`]) is left as it is, and what a
     /// rewind takes out is never what it put back. Returns the paths changed and the `undo`
