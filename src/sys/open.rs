@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::OFlags;
@@ -38,6 +38,21 @@ pub enum Opened {
 /// own).
 pub fn open_regular<P: Arg + Copy>(dir: impl AsFd, name: P) -> io::Result<Opened> {
     let path = at::openat(&dir, name, OFlags::PATH | OFlags::NOFOLLOW, 0)?;
+    // No /proc (a chroot without it): the name opened again, never blocking and never
+    // following a link.
+    open_checked(path, |flags| {
+        at::openat(&dir, name, flags | OFlags::NOFOLLOW, 0)
+    })
+}
+
+/// The read of [`open_regular`] once its name is open `O_PATH` (`path`, by whatever walk the
+/// caller trusts): its type read on that descriptor, and only a regular file opened, through
+/// the descriptor itself; `again` opens the name once more where `/proc` is missing (the file
+/// is kept only if it is the one checked).
+pub(super) fn open_checked(
+    path: OwnedFd,
+    again: impl FnOnce(OFlags) -> io::Result<OwnedFd>,
+) -> io::Result<Opened> {
     let st = at::fstat(&path)?;
     if !st.is_file() {
         return Ok(Opened::Other(st));
@@ -46,11 +61,7 @@ pub fn open_regular<P: Arg + Copy>(dir: impl AsFd, name: P) -> io::Result<Opened
     // O_NOATIME: the owner's or CAP_FOWNER's only (EPERM otherwise: read as usual).
     let fd = match at::reopen(&path, flags | OFlags::NOATIME) {
         Err(e) if e.raw_os_error() == Some(Errno::PERM.raw_os_error()) => at::reopen(&path, flags),
-        // No /proc (a chroot without it): open the name again, never blocking and never
-        // following a link, and keep it only if it is still the file checked above.
-        Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => {
-            at::openat(&dir, name, flags | OFlags::NOFOLLOW, 0)
-        }
+        Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => again(flags),
         r => r,
     }?;
     let now = at::fstat(&fd)?;

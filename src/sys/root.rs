@@ -184,6 +184,18 @@ impl DataRoot {
         self.walk_nofollow(rel, flags)
     }
 
+    /// The regular file at `rel` for reading on a caller's behalf: no symlink followed on the
+    /// way or at the end ([`DataRoot::open_nofollow`]), and nothing but a regular file opened
+    /// (as [`super::open_regular`]: a FIFO, socket or device is never opened, its type read on
+    /// an `O_PATH` descriptor first). Anything else is the error [`super::not_regular`] names.
+    pub fn open_regular_beneath(&self, rel: &[u8]) -> io::Result<(std::fs::File, Stat)> {
+        let path = self.open_nofollow(rel, OFlags::PATH | OFlags::NOFOLLOW)?;
+        match super::open::open_checked(path, |flags| self.open_nofollow(rel, flags))? {
+            super::Opened::File(f, st) => Ok((f, st)),
+            super::Opened::Other(st) => Err(super::not_regular(&st)),
+        }
+    }
+
     /// [`DataRoot::open_nofollow`] by a walk of one component at a time.
     fn walk_nofollow(&self, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
         let mut parts = rel

@@ -193,25 +193,27 @@ impl View {
     }
 
     /// The regular file `p`, open for reading, with its `stat`.
+    /// Nothing else is opened at all: a FIFO, socket or device node made through the mount
+    /// is refused on its type (`sys::DataRoot::open_regular_beneath`), never opened.
     pub fn open_file(&self, p: &VPath) -> Result<(std::fs::File, Stat), ApiError> {
-        let fd = self.open_at(p, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        let st = sys::fstat(&fd).map_err(|e| self.err(p, e))?;
-        if st.is_dir() {
-            return Err(ApiError::invalid(format!(
-                "Directory URI is not readable as a file: {}. List it first, then read a file URI.",
-                p.uri()
-            ))
-            .with_details(
-                json!({"resource": p.uri(), "expected": "file", "actual": "directory"}),
-            ));
-        }
-        if !st.is_file() {
-            return Err(
-                ApiError::invalid(format!("{} is not a regular file", p.uri()))
-                    .with_details(json!({ "resource": p.uri() })),
-            );
-        }
-        Ok((std::fs::File::from(fd), st))
+        self.root
+            .open_regular_beneath(p.as_bytes())
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => symlink(p),
+                Some(libc::ENOENT | libc::ENOTDIR) => not_found(p),
+                Some(libc::EISDIR) => ApiError::invalid(format!(
+                    "Directory URI is not readable as a file: {}. List it first, then read a file URI.",
+                    p.uri()
+                ))
+                .with_details(
+                    json!({"resource": p.uri(), "expected": "file", "actual": "directory"}),
+                ),
+                Some(libc::ENXIO) => {
+                    ApiError::invalid(format!("{} is not a regular file", p.uri()))
+                        .with_details(json!({ "resource": p.uri() }))
+                }
+                _ => self.err(p, e),
+            })
     }
 
     /// What a listing of directory `dir` shows `who`, by name.

@@ -42,7 +42,7 @@ use crate::server::auth::{Identity, Role};
 use crate::server::extract::Body;
 use crate::server::reply::{ok, ApiError, ApiResult};
 use crate::server::{blocking, Api};
-use crate::sys::{DataRoot, OFlags, Stat};
+use crate::sys::{DataRoot, Stat};
 use crate::uri::VPath;
 use filter::Accept;
 
@@ -547,17 +547,10 @@ pub(super) fn read_text(api: &Api, p: &VPath, max: u64) -> Option<String> {
 /// [`read_text`] below a data root already open.
 fn read_text_in(root: &DataRoot, p: &VPath, max: u64) -> Option<String> {
     use std::io::Read;
-    let fd = root
-        .open_nofollow(
-            p.as_bytes(),
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-        )
-        .ok()?;
-    if !crate::sys::fstat(&fd).ok()?.is_file() {
-        return None;
-    }
     let mut buf = Vec::new();
-    std::fs::File::from(fd)
+    root.open_regular_beneath(p.as_bytes())
+        .ok()?
+        .0
         .take(max)
         .read_to_end(&mut buf)
         .ok()?;

@@ -724,19 +724,10 @@ fn read_json(ws: &crate::workspace::Workspace, p: &VPath) -> Option<Value> {
 /// regular file. A link made through the mount in one's own session (an archive's
 /// `.overview.md` to another user's file, `history` to `/etc`) hands over nothing.
 fn read_below(ws: &crate::workspace::Workspace, p: &VPath) -> Option<Vec<u8>> {
-    use crate::sys::{DataRoot, OFlags};
-    let root = DataRoot::open(&ws.data_root()).ok()?;
-    let fd = root
-        .open_nofollow(
-            p.as_bytes(),
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-        )
-        .ok()?;
-    if !crate::sys::fstat(&fd).ok()?.is_file() {
-        return None;
-    }
+    let root = crate::sys::DataRoot::open(&ws.data_root()).ok()?;
     let mut b = Vec::new();
-    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut b).ok()?;
+    std::io::Read::read_to_end(&mut root.open_regular_beneath(p.as_bytes()).ok()?.0, &mut b)
+        .ok()?;
     Some(b)
 }
 
