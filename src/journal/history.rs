@@ -34,7 +34,8 @@ pub struct Entry {
     /// a rewind to a point before it knows the path did not hold it then.
     #[serde(default)]
     pub born_ms: Option<i64>,
-    /// `file`, `dir` or `symlink`.
+    /// `file`, `dir`, `symlink`, or a special file kept from a removal: `fifo`, `socket`,
+    /// `char` or `block` (a device node).
     pub kind: String,
     /// Bytes of content (a tree's files together).
     pub size: u64,

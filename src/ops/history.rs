@@ -162,13 +162,7 @@ impl Stores {
         let at = self.blob_path(blob);
         let md = std::fs::symlink_metadata(&at).ok()?;
         use std::os::unix::fs::MetadataExt;
-        let kind = if md.is_dir() {
-            "dir"
-        } else if md.file_type().is_symlink() {
-            "symlink"
-        } else {
-            "file"
-        };
+        let kind = kind_of(md.file_type());
         Some(Entry {
             op: "rm".into(),
             path: path.to_string(),
@@ -224,6 +218,29 @@ impl Stores {
             remove_any(&self.blob_path(b)).map_err(|e| OpsError::io(self.blob_path(b), e))?;
         }
         Ok(())
+    }
+}
+
+/// What an entry calls kept content of type `t`: `file`, `dir`, `symlink`, or the special
+/// file it is (`fifo`, `socket`, `char`, `block`: the names [`special_hash`] hashes them by),
+/// so `history` shows what was removed. Only `dir` changes what undo and the past view do
+/// (undo makes a special file again from the kept one's own type).
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "dir"
+    } else if t.is_symlink() {
+        "symlink"
+    } else if t.is_fifo() {
+        "fifo"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "char"
+    } else if t.is_block_device() {
+        "block"
+    } else {
+        "file"
     }
 }
 

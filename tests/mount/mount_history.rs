@@ -801,11 +801,12 @@ fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
     assert_eq!(backing(&m, "c.md"), "three\n");
 }
 
-/// A FIFO, a socket and a device node (`/dev/zero`'s numbers: a read of it never ends)
-/// removed through the mount are kept as what they are. The history's hashing job never
-/// opens them (a FIFO's open waits for a writer forever): each gets the hash of its type and
-/// device number, so `wait` and `umount` return within seconds and fsck is clean; `undo`
-/// makes each again as it was, never opening the kept one.
+/// A FIFO, a socket and device nodes (`/dev/zero`'s numbers: a read of it never ends; a
+/// loop device's) removed through the mount are kept as what they are, and their entries say
+/// so (`kind`: fifo, socket, char, block). The history's hashing job never opens them (a
+/// FIFO's open waits for a writer forever): each gets the hash of its type and device
+/// number, so `wait` and `umount` return within seconds and fsck is clean; `undo` makes each
+/// again as it was, never opening the kept one.
 #[test]
 fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     use sha2::Digest;
@@ -815,9 +816,9 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     let r = m.res();
     ok(
         &r,
-        "mkfifo ff && mknod zero c 1 5 && \
+        "mkfifo ff && mknod zero c 1 5 && mknod blk b 7 0 && \
          python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' && \
-         printf plain > plain.md && rm ff zero sock plain.md",
+         printf plain > plain.md && rm ff zero blk sock plain.md",
     );
     let sha = |s: &str| -> String {
         sha2::Sha256::digest(s.as_bytes())
@@ -826,26 +827,29 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
             .collect()
     };
     let want = [
-        ("resources/ff", sha("fifo")),
-        ("resources/zero", sha("char 1:5")),
-        ("resources/sock", sha("socket")),
-        ("resources/plain.md", sha("plain")),
+        ("resources/ff", sha("fifo"), "fifo"),
+        ("resources/zero", sha("char 1:5"), "char"),
+        ("resources/blk", sha("block 7:0"), "block"),
+        ("resources/sock", sha("socket"), "socket"),
+        ("resources/plain.md", sha("plain"), "file"),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = m.cli(&["history", "--json"]).output().unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let hash_of = |path: &str| {
+        let entry = |path: &str| {
             v.as_array()
                 .unwrap()
                 .iter()
                 .find(|e| e["path"] == path)
-                .and_then(|e| e["sha256"].as_str().map(str::to_string))
+                .unwrap_or_else(|| panic!("no entry of {path}: {v}"))
+                .clone()
         };
-        let got: Vec<_> = want.iter().map(|(p, _)| hash_of(p)).collect();
-        if got.iter().all(Option::is_some) {
-            for ((p, h), g) in want.iter().zip(&got) {
-                assert_eq!(g.as_ref(), Some(h), "{p}");
+        let got: Vec<_> = want.iter().map(|(p, _, _)| entry(p)).collect();
+        if got.iter().all(|e| e["sha256"].is_string()) {
+            for ((p, h, kind), e) in want.iter().zip(&got) {
+                assert_eq!(e["sha256"].as_str(), Some(h.as_str()), "{p}");
+                assert_eq!(e["kind"], *kind, "{p}");
             }
             break;
         }
@@ -861,7 +865,7 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
         t.elapsed()
     );
     m.check_index_agrees();
-    for name in ["ff", "zero", "sock"] {
+    for name in ["ff", "zero", "blk", "sock"] {
         undo(&m, &format!("viking://resources/{name}"));
     }
     let kind = |name: &str| std::fs::symlink_metadata(m.backing().join(name)).unwrap();
@@ -870,6 +874,9 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     let zero = kind("zero");
     assert!(zero.file_type().is_char_device());
     assert_eq!((libc::major(zero.rdev()), libc::minor(zero.rdev())), (1, 5));
+    let blk = kind("blk");
+    assert!(blk.file_type().is_block_device());
+    assert_eq!((libc::major(blk.rdev()), libc::minor(blk.rdev())), (7, 0));
     // And through the mount, as the kernel sees them.
     assert!(std::fs::symlink_metadata(r.join("ff"))
         .unwrap()
