@@ -7,6 +7,12 @@
 //! ([`super::Engine::finish_recording`]): until then the intent is open, and recovery either
 //! records the entry or rolls the operation back, so a kept blob never lacks its entry once
 //! its operation is done.
+//!
+//! The `sha256` column holds the kept content's hash (hex), NULL until the `history_hash`
+//! job made it, or [`UNHASHABLE`] and why the job could not read the content (a blob the
+//! daemon may not read, one gone): such an entry is not handed to the job again (it would
+//! fail the same way each run, and hold up none of the others), and `fsck` names it; a hash
+//! made later (`fsck --repair`) replaces the mark. [`Recorded`] splits the two.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +34,8 @@ pub struct Entry {
     /// a rewind to a point before it knows the path did not hold it then.
     #[serde(default)]
     pub born_ms: Option<i64>,
-    /// `file`, `dir` or `symlink`.
+    /// `file`, `dir`, `symlink`, or a special file kept from a removal: `fifo`, `socket`,
+    /// `char` or `block` (a device node).
     pub kind: String,
     /// Bytes of content (a tree's files together).
     pub size: u64,
@@ -56,9 +63,17 @@ pub struct Recorded {
     /// entry without content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Why the `history_hash` job could not hash the kept content (then `sha256` is `None`
+    /// and the job leaves the entry alone; `fsck` names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_error: Option<String>,
     #[serde(flatten)]
     pub entry: Entry,
 }
+
+/// The start of a `sha256` value that is no hash but why there is none (a hex digest never
+/// starts so).
+const UNHASHABLE: &str = "!";
 
 /// The table's columns, in [`row`]'s order.
 const COLUMNS: &str =
@@ -72,7 +87,16 @@ pub(super) fn insert(s: &mut dyn Sql, e: &Entry) -> crate::sql::Result<i64> {
 /// Insert `r` as it was recorded elsewhere: its time and hash kept (a new id, in the order
 /// given).
 pub(super) fn insert_recorded(s: &mut dyn Sql, r: &Recorded) -> crate::sql::Result<i64> {
-    insert_row(s, &r.entry, Some(r.at_ms), r.sha256.as_deref())
+    let failed = r
+        .hash_error
+        .as_ref()
+        .map(|why| format!("{UNHASHABLE}{why}"));
+    insert_row(
+        s,
+        &r.entry,
+        Some(r.at_ms),
+        r.sha256.as_deref().or(failed.as_deref()),
+    )
 }
 
 /// One row of `e`, recorded at `at_ms` (`None`: now, by the store's clock).
@@ -117,10 +141,18 @@ fn insert_row(
 }
 
 fn row(r: Row) -> Recorded {
+    let (sha256, hash_error) = match r.opt_text(15) {
+        Some(v) => match v.strip_prefix(UNHASHABLE) {
+            Some(why) => (None, Some(why.to_string())),
+            None => (Some(v), None),
+        },
+        None => (None, None),
+    };
     Recorded {
         id: r.int(0),
         at_ms: r.int(1),
-        sha256: r.opt_text(15),
+        sha256,
+        hash_error,
         entry: Entry {
             op: r.text(2),
             path: r.text(3),
@@ -169,8 +201,8 @@ pub(super) fn list(
     Ok(rows.into_iter().map(row).collect())
 }
 
-/// Remove the entries `ids`.
-/// Up to `limit` entries with content and no hash yet, oldest first: (id, blob).
+/// Up to `limit` entries with content and no hash yet (nor a mark that it could not be
+/// made), oldest first: (id, blob).
 pub(super) fn unhashed(s: &mut dyn Sql, limit: usize) -> crate::sql::Result<Vec<(i64, String)>> {
     let rows = s.rows(
         "SELECT id, blob FROM {history} WHERE sha256 IS NULL AND blob IS NOT NULL
@@ -180,7 +212,23 @@ pub(super) fn unhashed(s: &mut dyn Sql, limit: usize) -> crate::sql::Result<Vec<
     Ok(rows.into_iter().map(|r| (r.int(0), r.text(1))).collect())
 }
 
-/// Set the hashes of entries (by id; one gone since is no matter).
+/// Mark entries whose content could not be hashed, each with why (by id; one gone since is
+/// no matter): [`unhashed`] passes them over.
+pub(super) fn set_hash_failures(
+    s: &mut dyn Sql,
+    failures: &[(i64, String)],
+) -> crate::sql::Result<()> {
+    for (id, why) in failures {
+        s.exec(
+            "UPDATE {history} SET sha256 = ?2 WHERE id = ?1",
+            &[(*id).into(), format!("{UNHASHABLE}{why}").as_str().into()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Set the hashes of entries (by id; one gone since is no matter; a mark of a failure
+/// before is replaced).
 pub(super) fn set_hashes(s: &mut dyn Sql, hashes: &[(i64, String)]) -> crate::sql::Result<()> {
     for (id, h) in hashes {
         s.exec(
@@ -191,6 +239,7 @@ pub(super) fn set_hashes(s: &mut dyn Sql, hashes: &[(i64, String)]) -> crate::sq
     Ok(())
 }
 
+/// Remove the entries `ids`.
 pub(super) fn forget(s: &mut dyn Sql, ids: &[i64]) -> crate::sql::Result<()> {
     for id in ids {
         s.exec("DELETE FROM {history} WHERE id = ?1", &[(*id).into()])?;

@@ -225,6 +225,8 @@ pub trait Engine: Send + Sync {
     fn unhashed(&self, limit: usize) -> Result<Vec<(i64, String)>>;
     /// Set the content hashes of entries.
     fn set_hashes(&self, hashes: &[(i64, String)]) -> Result<()>;
+    /// Mark entries whose content could not be hashed, with why.
+    fn set_hash_failures(&self, failures: &[(i64, String)]) -> Result<()>;
     /// Every intent, oldest first.
     fn intents(&self) -> Result<Vec<IntentData>>;
     /// Insert the lifecycle (kept if it exists) and its keys (kept if they exist).
@@ -473,6 +475,15 @@ impl Journal {
             return Ok(());
         }
         self.engine.set_hashes(hashes)
+    }
+
+    /// Mark entries whose content could not be hashed, each with why: [`Journal::unhashed`]
+    /// passes them over from then on (`fsck` names them; a hash set later replaces the mark).
+    pub fn set_hash_failures(&self, failures: &[(i64, String)]) -> Result<()> {
+        if failures.is_empty() {
+            return Ok(());
+        }
+        self.engine.set_hash_failures(failures)
     }
 
     /// How many times this process changed the history (recorded or forgot entries): a

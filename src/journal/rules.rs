@@ -170,6 +170,10 @@ impl<B: Backend> Engine for B {
         self.write(|s| history::set_hashes(s, hashes))
     }
 
+    fn set_hash_failures(&self, failures: &[(i64, String)]) -> Result<()> {
+        self.write(|s| history::set_hash_failures(s, failures))
+    }
+
     fn intents(&self) -> Result<Vec<IntentData>> {
         self.each(intents)
     }

@@ -49,6 +49,13 @@ pub enum Problem {
     HistoryWithoutContent { uri: String, blob: String },
     /// Kept content no entry or open intent names (a prune cut short).
     ContentWithoutHistory { blob: String },
+    /// A history entry whose kept content the `history_hash` job could not read (`reason`):
+    /// the job passes it over from then on; a repair hashes it again.
+    UnhashableContent {
+        uri: String,
+        blob: String,
+        reason: String,
+    },
     /// Jobs whose worker stopped renewing its lease (handed on to the next worker): `alive`,
     /// the claimant's pid when it is a live process of this host.
     ExpiredJobs {
@@ -136,6 +143,12 @@ impl std::fmt::Display for Problem {
             Problem::ContentWithoutHistory { blob } => {
                 write!(f, "kept content {blob} has no history entry")
             }
+            Problem::UnhashableContent { uri, blob, reason } => write!(
+                f,
+                "history entry of {uri}: its content ({blob}) could not be hashed: {reason} \
+                 (the hashing job passes it over; make it readable by the daemon's user, \
+                 then `vikingfs fsck --repair` hashes it)"
+            ),
             Problem::StaleLock { uri, owner, reason } => {
                 write!(f, "stale lock on {uri} by {owner}: {reason}")
             }
@@ -527,9 +540,11 @@ impl Check<'_> {
         Ok(())
     }
 
-    /// Entries against the content kept: an entry whose blob is gone is forgotten; a blob
-    /// no entry and no open intent names is adopted when it names its path (a removal a crash
-    /// cut short before its entry), else removed (a prune cut short).
+    /// Entries against the content kept: an entry whose blob is gone is forgotten; an entry
+    /// whose content the hashing job could not read is hashed again (named again, with the
+    /// new reason, when that fails too); a blob no entry and no open intent names is adopted
+    /// when it names its path (a removal a crash cut short before its entry), else removed (a
+    /// prune cut short).
     fn history(&self, repair: bool, rep: &mut FsckReport) -> Result<()> {
         let entries = self.stores().history(None, 0)?;
         let named: HashSet<String> = entries
@@ -545,15 +560,23 @@ impl Check<'_> {
                     }),
             )
             .collect();
-        let mut lost = Vec::new();
+        let (mut lost, mut unhashed) = (Vec::new(), Vec::new());
         for r in &entries {
             let Some(b) = &r.entry.blob else { continue };
+            // Content gone is named so, once, whether or not the hashing job met it first.
             if std::fs::symlink_metadata(self.blob_path(b)).is_err() {
                 rep.problems.push(Problem::HistoryWithoutContent {
                     uri: format!("viking://{}", r.entry.path),
                     blob: b.clone(),
                 });
                 lost.push(r.id);
+            } else if let Some(reason) = &r.hash_error {
+                rep.problems.push(Problem::UnhashableContent {
+                    uri: format!("viking://{}", r.entry.path),
+                    blob: b.clone(),
+                    reason: reason.clone(),
+                });
+                unhashed.push((r.id, self.blob_path(b)));
             }
         }
         let mut orphans = Vec::new();
@@ -572,6 +595,15 @@ impl Check<'_> {
         if repair {
             self.journal.forget_history(&lost)?;
             rep.repaired += lost.len();
+            for (id, p) in unhashed {
+                match super::history::content_hash(&p) {
+                    Ok(h) => {
+                        self.journal.set_hashes(&[(id, h)])?;
+                        rep.repaired += 1;
+                    }
+                    Err(e) => self.journal.set_hash_failures(&[(id, e.to_string())])?,
+                }
+            }
             for p in orphans {
                 // A removal's blob names its path (a crash came before its entry): adopted.
                 let named = crate::sys::path_xattr(&p, super::history::BLOB_PATH_XATTR)

@@ -162,13 +162,7 @@ impl Stores {
         let at = self.blob_path(blob);
         let md = std::fs::symlink_metadata(&at).ok()?;
         use std::os::unix::fs::MetadataExt;
-        let kind = if md.is_dir() {
-            "dir"
-        } else if md.file_type().is_symlink() {
-            "symlink"
-        } else {
-            "file"
-        };
+        let kind = kind_of(md.file_type());
         Some(Entry {
             op: "rm".into(),
             path: path.to_string(),
@@ -224,6 +218,29 @@ impl Stores {
             remove_any(&self.blob_path(b)).map_err(|e| OpsError::io(self.blob_path(b), e))?;
         }
         Ok(())
+    }
+}
+
+/// What an entry calls kept content of type `t`: `file`, `dir`, `symlink`, or the special
+/// file it is (`fifo`, `socket`, `char`, `block`: the names [`special_hash`] hashes them by),
+/// so `history` shows what was removed. Only `dir` changes what undo and the past view do
+/// (undo makes a special file again from the kept one's own type).
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "dir"
+    } else if t.is_symlink() {
+        "symlink"
+    } else if t.is_fifo() {
+        "fifo"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "char"
+    } else if t.is_block_device() {
+        "block"
+    } else {
+        "file"
     }
 }
 
@@ -531,9 +548,15 @@ const HASH_BATCH: usize = 256;
 
 impl Stores {
     /// The `history_hash` job: the SHA-256 of every kept content without one yet, oldest
-    /// first, a batch per journal write, until none is left. Idempotent: a run that died
-    /// leaves the rest for the next, and content pruned meanwhile is passed over. Returns
-    /// how many entries got their hash.
+    /// first, a batch per journal write, until none is left. Content that cannot be hashed
+    /// (a blob the daemon may not read, one removed by hand, a read error) marks its entry
+    /// with why instead ([`crate::journal::Journal::set_hash_failures`]): the job goes on
+    /// with the others and never comes back to it (it would fail the same way on every
+    /// run), `fsck` names it and `fsck --repair` hashes it again. Only trouble of this
+    /// process ([`process_trouble`]) fails the job, which the queue retries with back-off,
+    /// the hashes made before it kept. Idempotent: a run that died leaves the rest for the
+    /// next, and content pruned meanwhile is passed over (its entry went first, so its mark
+    /// finds no row). Returns how many entries got their hash.
     pub(crate) fn hash_history(&self) -> Result<usize> {
         let mut done = 0;
         let quiet = self.history_generation();
@@ -543,24 +566,32 @@ impl Stores {
             if self.history_generation() != quiet {
                 return Ok(done);
             }
+            // Every entry of a batch gets its hash or its mark (unless cut short below), so
+            // the next batch is of entries not tried yet.
             let todo = self.journal.unhashed(HASH_BATCH)?;
             if todo.is_empty() {
                 return Ok(done);
             }
-            let mut hashes = Vec::new();
-            let mut gone = 0;
+            let (mut hashes, mut failed, mut cut) = (Vec::new(), Vec::new(), None);
             for (id, blob) in &todo {
-                match content_hash(&self.blob_path(blob)) {
+                let at = self.blob_path(blob);
+                match content_hash(&at) {
                     Ok(h) => hashes.push((*id, h)),
-                    // Pruned since: its entry goes with it (or fsck names it).
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => gone += 1,
-                    Err(e) => return Err(OpsError::io(self.blob_path(blob), e)),
+                    Err(e) if process_trouble(&e) => {
+                        cut = Some(OpsError::io(at, e));
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(blob, "kept content not hashed (fsck names it): {e}");
+                        failed.push((*id, e.to_string()));
+                    }
                 }
             }
             done += hashes.len();
             self.journal.set_hashes(&hashes)?;
-            if gone == todo.len() {
-                return Ok(done); // only content pruned meanwhile: nothing more to do now
+            self.journal.set_hash_failures(&failed)?;
+            if let Some(e) = cut {
+                return Err(e);
             }
             // Between batches, the other workers and the mount have the cores.
             std::thread::sleep(HASH_PAUSE);
@@ -596,6 +627,17 @@ impl Stores {
         *last = Some((pid, c.clone()));
         c
     }
+}
+
+/// Is `e`, met hashing kept content, the trouble of the process rather than of the content
+/// (out of descriptors or memory)? It would pass, and so must not mark the entry as
+/// unhashable.
+fn process_trouble(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::OutOfMemory
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+        )
 }
 
 /// The SHA-256 (hex) of kept content at `p`: a file's bytes; a symlink's target; a special
@@ -696,6 +738,7 @@ mod tests {
             id: at_ms,
             at_ms,
             sha256: None,
+            hash_error: None,
             entry: Entry {
                 op: "rm".into(),
                 path: format!("resources/f{at_ms}"),

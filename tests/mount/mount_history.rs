@@ -801,11 +801,12 @@ fn blobs_removed_by_hand_are_made_again_by_the_next_keep() {
     assert_eq!(backing(&m, "c.md"), "three\n");
 }
 
-/// A FIFO, a socket and a device node (`/dev/zero`'s numbers: a read of it never ends)
-/// removed through the mount are kept as what they are. The history's hashing job never
-/// opens them (a FIFO's open waits for a writer forever): each gets the hash of its type and
-/// device number, so `wait` and `umount` return within seconds and fsck is clean; `undo`
-/// makes each again as it was, never opening the kept one.
+/// A FIFO, a socket and device nodes (`/dev/zero`'s numbers: a read of it never ends; a
+/// loop device's) removed through the mount are kept as what they are, and their entries say
+/// so (`kind`: fifo, socket, char, block). The history's hashing job never opens them (a
+/// FIFO's open waits for a writer forever): each gets the hash of its type and device
+/// number, so `wait` and `umount` return within seconds and fsck is clean; `undo` makes each
+/// again as it was, never opening the kept one.
 #[test]
 fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     use sha2::Digest;
@@ -815,9 +816,9 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     let r = m.res();
     ok(
         &r,
-        "mkfifo ff && mknod zero c 1 5 && \
+        "mkfifo ff && mknod zero c 1 5 && mknod blk b 7 0 && \
          python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' && \
-         printf plain > plain.md && rm ff zero sock plain.md",
+         printf plain > plain.md && rm ff zero blk sock plain.md",
     );
     let sha = |s: &str| -> String {
         sha2::Sha256::digest(s.as_bytes())
@@ -826,26 +827,29 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
             .collect()
     };
     let want = [
-        ("resources/ff", sha("fifo")),
-        ("resources/zero", sha("char 1:5")),
-        ("resources/sock", sha("socket")),
-        ("resources/plain.md", sha("plain")),
+        ("resources/ff", sha("fifo"), "fifo"),
+        ("resources/zero", sha("char 1:5"), "char"),
+        ("resources/blk", sha("block 7:0"), "block"),
+        ("resources/sock", sha("socket"), "socket"),
+        ("resources/plain.md", sha("plain"), "file"),
     ];
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = m.cli(&["history", "--json"]).output().unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let hash_of = |path: &str| {
+        let entry = |path: &str| {
             v.as_array()
                 .unwrap()
                 .iter()
                 .find(|e| e["path"] == path)
-                .and_then(|e| e["sha256"].as_str().map(str::to_string))
+                .unwrap_or_else(|| panic!("no entry of {path}: {v}"))
+                .clone()
         };
-        let got: Vec<_> = want.iter().map(|(p, _)| hash_of(p)).collect();
-        if got.iter().all(Option::is_some) {
-            for ((p, h), g) in want.iter().zip(&got) {
-                assert_eq!(g.as_ref(), Some(h), "{p}");
+        let got: Vec<_> = want.iter().map(|(p, _, _)| entry(p)).collect();
+        if got.iter().all(|e| e["sha256"].is_string()) {
+            for ((p, h, kind), e) in want.iter().zip(&got) {
+                assert_eq!(e["sha256"].as_str(), Some(h.as_str()), "{p}");
+                assert_eq!(e["kind"], *kind, "{p}");
             }
             break;
         }
@@ -861,7 +865,7 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
         t.elapsed()
     );
     m.check_index_agrees();
-    for name in ["ff", "zero", "sock"] {
+    for name in ["ff", "zero", "blk", "sock"] {
         undo(&m, &format!("viking://resources/{name}"));
     }
     let kind = |name: &str| std::fs::symlink_metadata(m.backing().join(name)).unwrap();
@@ -870,6 +874,9 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
     let zero = kind("zero");
     assert!(zero.file_type().is_char_device());
     assert_eq!((libc::major(zero.rdev()), libc::minor(zero.rdev())), (1, 5));
+    let blk = kind("blk");
+    assert!(blk.file_type().is_block_device());
+    assert_eq!((libc::major(blk.rdev()), libc::minor(blk.rdev())), (7, 0));
     // And through the mount, as the kernel sees them.
     assert!(std::fs::symlink_metadata(r.join("ff"))
         .unwrap()
@@ -884,6 +891,105 @@ fn removed_special_files_are_hashed_as_what_they_are_and_undone() {
         "umount took {:?}",
         t.elapsed()
     );
+}
+
+/// Kept content the daemon may not read (`chmod 000` before the removal, under a daemon
+/// without the capabilities that let root read anything, as a daemon a user runs is) does
+/// not hold up the others: the hashing job hashes the entries before and after it, marks it
+/// with why and finishes (no job failing for good, retried meanwhile), and fsck names that
+/// entry alone, with the reason and the remedy; `fsck --repair`, run by someone who may read
+/// it, hashes it.
+#[test]
+fn content_the_daemon_cannot_read_is_named_and_the_rest_hashed() {
+    use sha2::Digest;
+    use std::time::{Duration, Instant};
+    let no_dac = "-dac_override,-dac_read_search";
+    let m = Mount::wrapped(
+        &["setpriv", "--inh-caps", no_dac, "--bounding-set", no_dac],
+        &[("VIKINGFS_HISTORY_HASH_QUIET_MS", "300")],
+    );
+    let r = m.res();
+    ok(
+        &r,
+        "printf one > a.md && printf two > b.md && printf three > c.md",
+    );
+    // Their jobs done first: one reading b.md after the chmod would fail on it too.
+    support::assert_ok(
+        &m.cli(&["wait", "--timeout", "60"]).output().unwrap(),
+        &["wait"],
+    );
+    ok(&r, "chmod 000 b.md && rm a.md && rm b.md && rm c.md");
+    let sha = |s: &str| -> String {
+        sha2::Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let entry = |v: &serde_json::Value, name: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["path"] == format!("resources/{name}"))
+            .unwrap_or_else(|| panic!("no entry of {name}: {v}"))
+            .clone()
+    };
+    loop {
+        let out = m.cli(&["history", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (a, b, c) = (entry(&v, "a.md"), entry(&v, "b.md"), entry(&v, "c.md"));
+        if a["sha256"].is_string() && c["sha256"].is_string() && b["hash_error"].is_string() {
+            assert_eq!(a["sha256"], sha("one"));
+            assert_eq!(c["sha256"], sha("three"));
+            assert!(b["sha256"].is_null(), "{b}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the entries beside the unreadable one not hashed within 30 s: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The job finished: nothing pending, nothing failed.
+    let t = Instant::now();
+    support::assert_ok(
+        &m.cli(&["wait", "--timeout", "30"]).output().unwrap(),
+        &["wait"],
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "wait took {:?}",
+        t.elapsed()
+    );
+    m.assert_no_dead_jobs();
+    let out = m.cli(&["fsck", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v}");
+    assert_eq!(problems[0]["kind"], "unhashable_content", "{v}");
+    assert_eq!(problems[0]["uri"], "viking://resources/b.md", "{v}");
+    assert!(
+        problems[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{v}"
+    );
+    let text = String::from_utf8(m.cli(&["fsck"]).output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains("viking://resources/b.md") && text.contains("vikingfs fsck --repair"),
+        "{text}"
+    );
+    // The remedy: a repair by this (root) process, which may read it.
+    let out = m.cli(&["fsck", "--repair"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    support::assert_fsck_clean(&m.cli(&["fsck", "--json"]).output().unwrap());
+    let out = m.cli(&["history", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = entry(&v, "b.md");
+    assert_eq!(b["sha256"], sha("two"), "{b}");
+    assert!(b["hash_error"].is_null(), "{b}");
 }
 
 /// A stopping daemon stops within seconds whatever its jobs are doing: here the embedding job

@@ -47,6 +47,7 @@ backends!(
     the_journal_rules_hold,
     two_handles_share_one_journal_and_one_takes_over_a_dead_owners_intent,
     history_entries_go_with_their_intents_close_and_list_by_prefix,
+    content_that_cannot_be_hashed_is_marked_and_passed_over,
 );
 
 /// The history's rows, the same on every backend: an entry is committed with its intent's
@@ -113,6 +114,68 @@ fn history_entries_go_with_their_intents_close_and_list_by_prefix(backend: Backe
     let left = j.history(None, 0).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].entry.path, "resources/d/b.md");
+}
+
+/// An entry whose content the hashing job could not read is marked with why: it is not
+/// handed to the job again (the others are), it lists with its reason and no hash, a hash
+/// set later replaces the mark, and a move to another store keeps the mark.
+fn content_that_cannot_be_hashed_is_marked_and_passed_over(backend: Backend) {
+    let t = JournalTest::new(backend);
+    let j = t.handle();
+    let entry = |path: &str, blob: &str| vikingfs::journal::Entry {
+        op: "rm".into(),
+        path: path.into(),
+        new_path: None,
+        born_ms: None,
+        kind: "file".into(),
+        size: 1,
+        blob: Some(blob.into()),
+        reason: None,
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        pid: None,
+        cmd: None,
+    };
+    j.record(&[
+        entry("resources/a", "ba"),
+        entry("resources/b", "bb"),
+        entry("resources/c", "bc"),
+    ])
+    .unwrap();
+    let ids: Vec<i64> = j.unhashed(10).unwrap().iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 3);
+    let why = "Permission denied (os error 13)";
+    j.set_hash_failures(&[(ids[1], why.into())]).unwrap();
+    let left: Vec<String> = j
+        .unhashed(10)
+        .unwrap()
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(left, ["ba", "bc"], "the marked one is passed over");
+    let of = |j: &Journal, path: &str| {
+        j.history(None, 0)
+            .unwrap()
+            .into_iter()
+            .find(|r| r.entry.path == path)
+            .unwrap()
+    };
+    let b = of(&j, "resources/b");
+    assert_eq!((b.sha256, b.hash_error.as_deref()), (None, Some(why)));
+    // A move to another store (`vikingfs migrate`) keeps the mark.
+    let dir = tempfile::tempdir().unwrap();
+    let other = Journal::open(&dir.path().join("ops.db")).unwrap();
+    other
+        .engine()
+        .import(&j.engine().export().unwrap())
+        .unwrap();
+    assert_eq!(of(&other, "resources/b").hash_error.as_deref(), Some(why));
+    assert_eq!(other.unhashed(10).unwrap().len(), 2);
+    let h = "ab".repeat(32);
+    j.set_hashes(&[(ids[1], h.clone())]).unwrap();
+    let b = of(&j, "resources/b");
+    assert_eq!((b.sha256, b.hash_error), (Some(h), None));
 }
 
 fn the_journal_rules_hold(backend: Backend) {

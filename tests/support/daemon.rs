@@ -46,6 +46,14 @@ impl Mount {
         m
     }
 
+    /// A fresh mount whose daemon runs under `wrapper` (a command line it ends, as
+    /// `setpriv …`), with `env` set for it alone. A later [`Mount::mount`] runs it bare.
+    pub fn wrapped(wrapper: &[&str], env: &[(&str, &str)]) -> Mount {
+        let m = Self::unmounted(&[]);
+        m.start(wrapper, env);
+        m
+    }
+
     fn unmounted(options: &[&str]) -> Mount {
         let dir = tempfile::tempdir().expect("tempdir");
         let ws = dir.path().join("ws");
@@ -153,7 +161,26 @@ impl Mount {
 
     /// [`Mount::mount`] with extra environment for the daemon (e.g. a crash point).
     pub fn mount_with_env(&self, env: &[(&str, &str)]) {
-        let mut c = vikingfs(self.dir.path());
+        self.start(&[], env);
+    }
+
+    /// `vikingfs mount` of this workspace, run by `wrapper` when it is not empty.
+    fn start(&self, wrapper: &[&str], env: &[(&str, &str)]) {
+        let bare = vikingfs(self.dir.path());
+        let mut c = match wrapper.split_first() {
+            None => bare,
+            Some((prog, args)) => {
+                let mut c = Command::new(prog);
+                c.args(args).arg(bare.get_program());
+                for (k, v) in bare.get_envs() {
+                    match v {
+                        Some(v) => c.env(k, v),
+                        None => c.env_remove(k),
+                    };
+                }
+                c
+            }
+        };
         c.envs(env.iter().copied());
         c.arg("mount").arg("--pid-file").arg(self.pid_file());
         for o in &self.options {
