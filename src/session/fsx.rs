@@ -181,7 +181,8 @@ pub fn open_append(ws: &Workspace, p: &VPath) -> Result<File, SessionError> {
         | OFlags::NOFOLLOW
         | OFlags::NONBLOCK
         | OFlags::NOCTTY;
-    let fd = sys::openat(&dfd, p.name(), flags, 0o644).map_err(|e| error(ws, p, e))?;
+    let mode = crate::fsx::new_file_mode();
+    let fd = sys::openat(&dfd, p.name(), flags, mode).map_err(|e| error(ws, p, e))?;
     regular(ws, p, fd)
 }
 
