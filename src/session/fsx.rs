@@ -264,3 +264,50 @@ pub fn metadata(ws: &Workspace, p: &VPath) -> Result<Option<std::fs::Metadata>, 
     }
     Ok(Some(m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each primitive refuses a link on the way and at the end as [`SessionError::Link`]
+    /// naming it, and neither reads nor writes where it points.
+    #[test]
+    fn no_primitive_follows_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(d.path().join("ws"), "default", "alice").unwrap();
+        let outside = d.path().join("etc");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("passwd"), "root:x:0:0\n").unwrap();
+        let s = VPath::from_rel("user/alice/sessions/s").unwrap();
+        create_dir_durable(&ws, &s).unwrap();
+        let at = |name: &str| s.join(name).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.fs_path(&at("history"))).unwrap();
+        let passwd = outside.join("passwd");
+        std::os::unix::fs::symlink(&passwd, ws.fs_path(&at("messages.jsonl"))).unwrap();
+        let link = |r: Result<(), SessionError>, name: &str| match r {
+            Err(SessionError::Link(uri)) => assert_eq!(uri, at(name).uri()),
+            other => panic!("{name}: {other:?}"),
+        };
+        let under = VPath::from_rel("user/alice/sessions/s/history/archive_001/f").unwrap();
+        link(atomic_write(&ws, &under, b"x"), "history");
+        link(read_opt(&ws, &under).map(drop), "history");
+        link(exists(&ws, &under).map(drop), "history");
+        link(entries(&ws, &at("history")).map(drop), "history");
+        link(is_dir(&ws, &at("history")).map(drop), "history");
+        let live = at("messages.jsonl");
+        link(read_opt(&ws, &live).map(drop), "messages.jsonl");
+        link(open_append(&ws, &live).map(drop), "messages.jsonl");
+        link(open_rw(&ws, &live).map(drop), "messages.jsonl");
+        link(atomic_write(&ws, &live, b"x"), "messages.jsonl");
+        link(metadata(&ws, &live).map(drop), "messages.jsonl");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        assert_eq!(std::fs::read_to_string(&passwd).unwrap(), "root:x:0:0\n");
+        // What is no link works as before.
+        let f = at("note");
+        atomic_write(&ws, &f, b"one\n").unwrap();
+        std::io::Write::write_all(&mut open_append(&ws, &f).unwrap(), b"two\n").unwrap();
+        assert_eq!(read_opt(&ws, &f).unwrap().unwrap(), b"one\ntwo\n");
+        assert!(exists(&ws, &f).unwrap() && !is_dir(&ws, &f).unwrap());
+        assert_eq!(read_opt(&ws, &at("none")).unwrap(), None);
+    }
+}

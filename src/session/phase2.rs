@@ -308,7 +308,9 @@ impl SessionCommitHandler {
         let files: Vec<VPath> = [MESSAGES, MEMORY_DIFF, DONE]
             .iter()
             .map(|f| s.archive_file(n, f))
-            .filter(|p| fsx::stat(&self.sessions.ws, p).is_ok_and(|st| st.is_some()))
+            .filter(|p| {
+                fsx::stat(&self.sessions.ws, p).is_ok_and(|st| st.is_some_and(|st| st.is_file()))
+            })
             .collect();
         self.sessions.notify_written_quiet(&files)?;
         Ok(())
