@@ -150,42 +150,27 @@ pub fn parse_archive_name(name: &str) -> Option<u32> {
     digits.parse().ok().filter(|n| *n > 0)
 }
 
-/// Archive numbers present under `history/`, sorted.
+/// Archive numbers present under `history/`, sorted (read without following a link: a link
+/// at `history` is [`SessionError::Link`]).
 pub fn archives_on_disk(ws: &Workspace, s: &SessionPath) -> Result<Vec<u32>, SessionError> {
-    let dir = ws.fs_path(&s.history());
-    let mut out = Vec::new();
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(SessionError::io(&dir, e)),
-    };
-    for e in rd {
-        let e = e.map_err(|e| SessionError::io(&dir, e))?;
-        if let Some(n) = e.file_name().to_str().and_then(parse_archive_name) {
-            out.push(n);
-        }
-    }
+    let mut out: Vec<u32> = super::fsx::entries(ws, &s.history())?
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(name, _)| name.to_str().and_then(parse_archive_name))
+        .collect();
     out.sort_unstable();
     Ok(out)
 }
 
-/// Every session directory of `user`, sorted by id.
+/// Every session directory of `user`, sorted by id (a link among them is no session).
 pub fn list_sessions(ws: &Workspace, user: &str) -> Result<Vec<SessionPath>, SessionError> {
     let root = sessions_root(user)?;
-    let dir = ws.fs_path(&root);
     let mut out = Vec::new();
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(SessionError::io(&dir, e)),
-    };
-    for e in rd {
-        let e = e.map_err(|e| SessionError::io(&dir, e))?;
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+    for (name, st) in super::fsx::entries(ws, &root)?.unwrap_or_default() {
+        let Some(name) = name.to_str().map(str::to_string) else {
             continue;
         };
-        if !is_dir {
+        if !st.is_dir() {
             continue;
         }
         if let Ok(p) = root.join(&name) {

@@ -58,7 +58,7 @@ impl Sessions {
             // Queued before the write, under our locks: a job that runs at once waits for
             // them and reads the new line; a crash after the write cannot leave it unqueued.
             self.notify_written(&[s.messages(), s.meta()])?;
-            let mut f = fsx::open_append(&path)?;
+            let mut f = fsx::open_append(&self.ws, &s.messages())?;
             crate::crash_point!("session.add.before_write");
             let n = f.write(&buf).map_err(|e| SessionError::io(&path, e))?;
             if n != buf.len() {
@@ -105,8 +105,7 @@ impl Sessions {
 
     /// The live messages (valid ones and, separately, invalid lines verbatim).
     pub fn live_messages(&self, s: &SessionPath) -> Result<ParsedMessages, SessionError> {
-        let path = self.ws.fs_path(&s.messages());
-        let bytes = fsx::read_opt(&path)?.unwrap_or_default();
+        let bytes = fsx::read_opt(&self.ws, &s.messages())?.unwrap_or_default();
         Ok(parse_messages(&String::from_utf8_lossy(&bytes)))
     }
 }

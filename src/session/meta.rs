@@ -87,12 +87,12 @@ pub enum PendingState {
 impl Meta {
     /// Read `.meta.json`; a missing file is an empty record.
     pub fn load(ws: &Workspace, s: &SessionPath) -> Result<Meta, SessionError> {
-        let path = ws.fs_path(&s.meta());
-        match fsx::read_opt(&path)? {
+        match fsx::read_opt(ws, &s.meta())? {
             None => Ok(Meta::default()),
-            Some(b) => {
-                serde_json::from_slice(&b).map_err(|source| SessionError::Meta { path, source })
-            }
+            Some(b) => serde_json::from_slice(&b).map_err(|source| SessionError::Meta {
+                path: ws.fs_path(&s.meta()),
+                source,
+            }),
         }
     }
 
@@ -103,7 +103,7 @@ impl Meta {
         self.updated_at = Some(now_rfc3339());
         let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
         text.push(b'\n');
-        fsx::atomic_write(&ws.fs_path(&s.meta()), &text)
+        fsx::atomic_write(ws, &s.meta(), &text)
     }
 
     /// [`store`](Self::store) for a change only counters depend on (an append): no directory
@@ -112,15 +112,14 @@ impl Meta {
         self.updated_at = Some(now_rfc3339());
         let mut text = serde_json::to_vec_pretty(self).expect("Meta always serialises");
         text.push(b'\n');
-        fsx::atomic_write_advisory(&ws.fs_path(&s.meta()), &text)
+        fsx::atomic_write_advisory(ws, &s.meta(), &text)
     }
 
     /// Create `.meta.json` for a new session unless it exists: link(2) of a complete temp file
     /// cannot replace a file another process created meanwhile, so no lock is needed. True
     /// when this call created it (exactly one of several racing creators gets true).
     pub fn create_if_missing(ws: &Workspace, s: &SessionPath) -> Result<bool, SessionError> {
-        let dest = ws.fs_path(&s.meta());
-        if dest.exists() {
+        if fsx::exists(ws, &s.meta())? {
             return Ok(false);
         }
         let now = now_rfc3339();
@@ -134,8 +133,7 @@ impl Meta {
         };
         let mut text = serde_json::to_vec_pretty(&meta).expect("Meta always serialises");
         text.push(b'\n');
-        let dir = ws.fs_path(&s.dir);
-        fsx::create_dir_durable(&dir)?;
+        fsx::create_dir_durable(ws, &s.dir)?;
         let tmp = tempfile::Builder::new()
             .prefix("session-meta-")
             .tempfile_in(ws.tmp_dir())
@@ -143,11 +141,7 @@ impl Meta {
         std::io::Write::write_all(&mut tmp.as_file(), &text)
             .and_then(|_| tmp.as_file().sync_all())
             .map_err(|e| SessionError::io(tmp.path(), e))?;
-        match std::fs::hard_link(tmp.path(), &dest) {
-            Ok(()) => fsx::sync_dir(&dir).map(|()| true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(SessionError::io(&dest, e)),
-        }
+        fsx::link_new(ws, tmp.as_file(), &s.meta())
     }
 }
 

@@ -81,6 +81,11 @@ pub enum SessionError {
     /// person can look (no byte is ever dropped on a guess).
     #[error("{path}: {reason}; left untouched, inspect .meta.json's pending_commit")]
     Diverged { path: PathBuf, reason: String },
+    /// A symbolic link where a session's file or directory (or a memory it writes) should be:
+    /// never followed (see [`fsx`]), so a link made through the mount cannot lead a session's
+    /// reads or writes out of the workspace or into another user's tree.
+    #[error("{0} is a symbolic link, which sessions do not follow")]
+    Link(String),
     /// A rollback that cannot be done as asked (the reason says what to do).
     #[error("{0}")]
     Rollback(String),

@@ -65,7 +65,7 @@ impl Sessions {
         s: &SessionPath,
         keep: usize,
     ) -> Result<CommitReport, SessionError> {
-        if !self.ws.fs_path(&s.dir).is_dir() {
+        if !fsx::is_dir(&self.ws, &s.dir)? {
             return Err(SessionError::NoSuchSession(s.dir.uri()));
         }
         let _lock = self.lock_tree(s)?;
@@ -76,8 +76,7 @@ impl Sessions {
         };
         report.recovered.extend(self.recover_locked(s)?);
 
-        let live_path = self.ws.fs_path(&s.messages());
-        let live = fsx::read_opt(&live_path)?.unwrap_or_default();
+        let live = fsx::read_opt(&self.ws, &s.messages())?.unwrap_or_default();
         let mut meta = Meta::load(&self.ws, s)?;
         let cut = archive_cut(&live, keep);
         let prefix = &live[..cut];
@@ -145,11 +144,7 @@ impl Sessions {
     pub fn requeue_undone(&self, s: &SessionPath) -> Result<Vec<u32>, SessionError> {
         let mut out = Vec::new();
         for n in super::layout::archives_on_disk(&self.ws, s)? {
-            if !self
-                .ws
-                .fs_path(&s.archive_file(n, super::layout::DONE))
-                .exists()
-            {
+            if !fsx::exists(&self.ws, &s.archive_file(n, super::layout::DONE))? {
                 self.enqueue_phase2(s, n)?;
                 out.push(n);
             }
@@ -164,11 +159,12 @@ impl Sessions {
             return Ok(None);
         };
         let live_path = self.ws.fs_path(&s.messages());
-        let archive_path = self.ws.fs_path(&s.archive_file(p.archive, MESSAGES));
+        let archive = s.archive_file(p.archive, MESSAGES);
+        let archive_path = self.ws.fs_path(&archive);
         let prefix_len = usize::try_from(p.prefix_len).unwrap_or(usize::MAX);
         let rec = match p.state {
             PendingState::Preparing => {
-                let live = fsx::read_opt(&live_path)?.unwrap_or_default();
+                let live = fsx::read_opt(&self.ws, &s.messages())?.unwrap_or_default();
                 if live.len() < prefix_len || sha256_hex(&live[..prefix_len]) != p.prefix_sha256 {
                     return Err(SessionError::Diverged {
                         path: live_path,
@@ -179,7 +175,7 @@ impl Sessions {
                         ),
                     });
                 }
-                let archived = fsx::read_opt(&archive_path)?;
+                let archived = fsx::read_opt(&self.ws, &archive)?;
                 if archived.as_deref().map(sha256_hex) != Some(p.prefix_sha256.clone()) {
                     self.write_archive(s, p.archive, &live[..prefix_len])?;
                 }
@@ -187,7 +183,7 @@ impl Sessions {
                 TrimRecord::new(&live[prefix_len..], &live)
             }
             PendingState::Trimming => {
-                let archived = fsx::read_opt(&archive_path)?;
+                let archived = fsx::read_opt(&self.ws, &archive)?;
                 if archived.as_deref().map(sha256_hex) != Some(p.prefix_sha256.clone()) {
                     return Err(SessionError::Diverged {
                         path: archive_path,
@@ -231,8 +227,9 @@ impl Sessions {
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.marked_trimming");
         let live_path = self.ws.fs_path(&s.messages());
-        if live_path.exists() {
+        if fsx::exists(&self.ws, &s.messages())? {
             trim::run(
+                fsx::open_rw(&self.ws, &s.messages())?,
                 &live_path,
                 rec,
                 |r| {
@@ -246,7 +243,7 @@ impl Sessions {
         meta.pending_commit = None;
         meta.commit_count += 1;
         meta.last_commit_at = Some(now_rfc3339());
-        meta.message_count = live_message_count(&live_path)?;
+        meta.message_count = live_message_count(&self.ws, &s.messages())?;
         meta.last_archive = Some(meta.last_archive.unwrap_or(0).max(n));
         meta.store(&self.ws, s)?;
         crate::crash_point!("session.commit.ready");
@@ -260,8 +257,8 @@ impl Sessions {
     }
 
     fn write_archive(&self, s: &SessionPath, n: u32, bytes: &[u8]) -> Result<(), SessionError> {
-        fsx::create_dir_durable(&self.ws.fs_path(&s.archive(n)))?;
-        fsx::atomic_write(&self.ws.fs_path(&s.archive_file(n, MESSAGES)), bytes)
+        fsx::create_dir_durable(&self.ws, &s.archive(n))?;
+        fsx::atomic_write(&self.ws, &s.archive_file(n, MESSAGES), bytes)
     }
 
     /// Queue phase 2 of archive `n`, keyed by the archive so a repeat does not add a job.
@@ -274,8 +271,11 @@ impl Sessions {
 }
 
 /// Messages (valid or not) left in the live file.
-fn live_message_count(path: &std::path::Path) -> Result<u64, SessionError> {
-    let bytes = fsx::read_opt(path)?.unwrap_or_default();
+fn live_message_count(
+    ws: &crate::workspace::Workspace,
+    p: &crate::uri::VPath,
+) -> Result<u64, SessionError> {
+    let bytes = fsx::read_opt(ws, p)?.unwrap_or_default();
     let parsed = parse_messages(&String::from_utf8_lossy(&bytes));
     Ok((parsed.messages.len() + parsed.invalid.len()) as u64)
 }

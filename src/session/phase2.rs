@@ -127,7 +127,7 @@ impl SessionCommitHandler {
         {
             self.sessions.recover(s)?;
         }
-        if ws.fs_path(&s.archive_file(n, DONE)).exists() {
+        if fsx::exists(ws, &s.archive_file(n, DONE))? {
             // A run that died after `.done` may not have queued its embeddings.
             self.index_archive(s, n)?;
             return Ok(Phase2Report {
@@ -135,13 +135,13 @@ impl SessionCommitHandler {
                 ..Default::default()
             });
         }
-        if !ws.fs_path(&s.archive(n)).is_dir() {
+        if !fsx::is_dir(ws, &s.archive(n))? {
             // The session (or this archive) was removed since: nothing left to process.
             tracing::info!(archive = %s.archive(n).uri(), "archive gone; phase 2 skipped");
             return Ok(Phase2Report::default());
         }
-        let archive_path = ws.fs_path(&s.archive_file(n, MESSAGES));
-        let bytes = fsx::read_opt(&archive_path)?
+        let archive = s.archive_file(n, MESSAGES);
+        let bytes = fsx::read_opt(ws, &archive)?
             .ok_or_else(|| Phase2Error::NoArchive(s.archive(n).uri()))?;
         let text = String::from_utf8_lossy(&bytes);
         let parsed = parse_messages(&text);
@@ -154,7 +154,7 @@ impl SessionCommitHandler {
             None => {
                 let ctx = ExtractContext {
                     user: s.user().to_string(),
-                    archive_date: archive_date(&archive_path),
+                    archive_date: archive_date(ws, &archive),
                 };
                 let memories = self.extractor.extract(&ctx, &parsed.messages)?;
                 let mem_root = s.memories();
@@ -164,7 +164,7 @@ impl SessionCommitHandler {
                     });
                 let mut text = serde_json::to_vec_pretty(&diff).expect("a diff serialises");
                 text.push(b'\n');
-                fsx::atomic_write(&ws.fs_path(&s.archive_file(n, MEMORY_DIFF)), &text)?;
+                fsx::atomic_write(ws, &s.archive_file(n, MEMORY_DIFF), &text)?;
                 diff
             }
         };
@@ -190,14 +190,13 @@ impl SessionCommitHandler {
                 .sessions
                 .lock(&[(p.clone(), LockKind::Exact)])
                 .map_err(SessionError::from)?;
-            let path = ws.fs_path(&p);
-            let existing = fsx::read_opt(&path)?.map(|b| String::from_utf8_lossy(&b).into_owned());
+            let existing = fsx::read_opt(ws, &p)?.map(|b| String::from_utf8_lossy(&b).into_owned());
             if let Some(content) = apply_diff_entry(existing.as_deref(), entry) {
                 let content = fields::add_source(&content, source.clone());
                 if existing.is_some() {
                     self.ops.keep_rewritten(&p, &by);
                 }
-                fsx::atomic_write(&path, content.as_bytes())?;
+                fsx::atomic_write(ws, &p, content.as_bytes())?;
             }
             // Queued after the write and under the lock, so the embedding job reads the new
             // content (a job that ran before the file existed would find nothing to index);
@@ -223,14 +222,11 @@ impl SessionCommitHandler {
             "invalid_lines": diff.summary.invalid_lines,
         });
         // A failure recorded by an earlier run is resolved now.
-        let failed = ws.fs_path(&s.archive_file(n, FAILED));
-        if failed.exists() {
-            std::fs::remove_file(&failed).map_err(|e| SessionError::io(&failed, e))?;
+        let failed = s.archive_file(n, FAILED);
+        if fsx::stat(ws, &failed)?.is_some() {
+            fsx::remove_file(ws, &failed)?;
         }
-        fsx::atomic_write(
-            &ws.fs_path(&s.archive_file(n, DONE)),
-            format!("{done}\n").as_bytes(),
-        )?;
+        fsx::atomic_write(ws, &s.archive_file(n, DONE), format!("{done}\n").as_bytes())?;
         self.sessions
             .notify_written_quiet(&[s.archive_file(n, DONE)])?;
         crate::crash_point!("session.job.done");
@@ -249,9 +245,8 @@ impl SessionCommitHandler {
         let ws = &self.sessions.ws;
         let dir = s.archive(n);
         let (abs_p, ovw_p) = (s.archive_file(n, ABSTRACT), s.archive_file(n, OVERVIEW));
-        let (abs, ovw) = (ws.fs_path(&abs_p), ws.fs_path(&ovw_p));
-        let indexed = |path: &std::path::Path, level| -> Result<bool, Phase2Error> {
-            let Ok(m) = std::fs::metadata(path) else {
+        let indexed = |path: &VPath, level| -> Result<bool, Phase2Error> {
+            let Some(m) = fsx::metadata(ws, path)? else {
                 return Ok(false);
             };
             let v = self
@@ -260,36 +255,34 @@ impl SessionCommitHandler {
                 .map_err(OpsError::from)?;
             Ok(v == Some(source_version(&m)))
         };
-        if indexed(&abs, Level::Abstract)? && indexed(&ovw, Level::Overview)? {
+        if indexed(&abs_p, Level::Abstract)? && indexed(&ovw_p, Level::Overview)? {
             return Ok(());
         }
         // A run that died after writing the sidecars keeps them; otherwise summarise.
         let (abs_text, ovw_text, write) =
-            match (std::fs::read_to_string(&abs), std::fs::read_to_string(&ovw)) {
-                (Ok(a), Ok(o)) => (a, o, false),
-                _ => {
-                    let input = DirInput {
-                        uri: dir.uri(),
-                        children: vec![Child::file(MESSAGES, conversation_text(text))],
-                        weights: None,
-                    };
-                    let sm = self.summarizer.summarize(&input)?.enforce_limits();
-                    (sm.abstract_md, sm.overview_md, true)
-                }
+            match (fsx::read_opt(ws, &abs_p)?, fsx::read_opt(ws, &ovw_p)?) {
+                (Some(a), Some(o)) => match (String::from_utf8(a), String::from_utf8(o)) {
+                    (Ok(a), Ok(o)) => (a, o, false),
+                    _ => self.summary_of(&dir, text)?,
+                },
+                _ => self.summary_of(&dir, text)?,
             };
-        let _guard = self
-            .sessions
-            .lock(&[(abs_p, LockKind::Exact), (ovw_p, LockKind::Exact)])?;
+        let _guard = self.sessions.lock(&[
+            (abs_p.clone(), LockKind::Exact),
+            (ovw_p.clone(), LockKind::Exact),
+        ])?;
         if write {
             // Overview first: the abstract is what the parent's summary reads.
-            fsx::atomic_write(&ovw, ovw_text.as_bytes())?;
-            fsx::atomic_write(&abs, abs_text.as_bytes())?;
+            fsx::atomic_write(ws, &ovw_p, ovw_text.as_bytes())?;
+            fsx::atomic_write(ws, &abs_p, abs_text.as_bytes())?;
         }
         for (level, path, text) in [
-            (Level::Abstract, &abs, &abs_text),
-            (Level::Overview, &ovw, &ovw_text),
+            (Level::Abstract, &abs_p, &abs_text),
+            (Level::Overview, &ovw_p, &ovw_text),
         ] {
-            let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+            let meta = fsx::metadata(ws, path)?.ok_or_else(|| {
+                SessionError::io(ws.fs_path(path), std::io::ErrorKind::NotFound.into())
+            })?;
             self.ops
                 .put_record(&dir, level, text, source_version(&meta), false)?;
         }
@@ -298,13 +291,26 @@ impl SessionCommitHandler {
         Ok(())
     }
 
+    /// A fresh summary of archive `dir`'s conversation: (abstract, overview, to be written).
+    fn summary_of(&self, dir: &VPath, text: &str) -> Result<(String, String, bool), Phase2Error> {
+        let input = DirInput {
+            uri: dir.uri(),
+            children: vec![Child::file(MESSAGES, conversation_text(text))],
+            weights: None,
+        };
+        let sm = self.summarizer.summarize(&input)?.enforce_limits();
+        Ok((sm.abstract_md, sm.overview_md, true))
+    }
+
     /// Queue the embeddings of the archive's files (jobs are keyed, so repeats coalesce, and
     /// an embedding job skips a file whose record is current).
     fn index_archive(&self, s: &SessionPath, n: u32) -> Result<(), Phase2Error> {
         let files: Vec<VPath> = [MESSAGES, MEMORY_DIFF, DONE]
             .iter()
             .map(|f| s.archive_file(n, f))
-            .filter(|p| self.sessions.ws.fs_path(p).exists())
+            .filter(|p| {
+                fsx::stat(&self.sessions.ws, p).is_ok_and(|st| st.is_some_and(|st| st.is_file()))
+            })
             .collect();
         self.sessions.notify_written_quiet(&files)?;
         Ok(())
@@ -313,7 +319,7 @@ impl SessionCommitHandler {
     /// A job that can never succeed leaves `.failed.json` in its archive, as OpenViking does.
     fn record_failure(&self, s: &SessionPath, n: u32, err: &Phase2Error) {
         let ws = &self.sessions.ws;
-        if !ws.fs_path(&s.archive(n)).is_dir() {
+        if !fsx::is_dir(ws, &s.archive(n)).unwrap_or(false) {
             return;
         }
         let body = json!({
@@ -322,7 +328,8 @@ impl SessionCommitHandler {
             "failed_at": now_rfc3339(),
         });
         let _ = fsx::atomic_write(
-            &ws.fs_path(&s.archive_file(n, FAILED)),
+            ws,
+            &s.archive_file(n, FAILED),
             format!("{body}\n").as_bytes(),
         );
     }
@@ -371,8 +378,9 @@ fn parse_payload(v: &Value) -> Result<(SessionPath, u32), Phase2Error> {
 /// A memory file's text, relative to `memories/`.
 fn read_text(ws: &crate::workspace::Workspace, root: &VPath, rel: &str) -> Option<String> {
     let p = root.join_rel(rel).ok()?;
-    crate::sys::read_file(&ws.fs_path(&p))
+    fsx::read_opt(ws, &p)
         .ok()
+        .flatten()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
@@ -394,8 +402,8 @@ fn conversation_text(jsonl: &str) -> String {
 }
 
 /// The day the archive was written (its file's mtime, stable across resumed runs).
-fn archive_date(path: &std::path::Path) -> Option<Date> {
-    let t = std::fs::metadata(path).ok()?.modified().ok()?;
+fn archive_date(ws: &crate::workspace::Workspace, p: &VPath) -> Option<Date> {
+    let t = fsx::metadata(ws, p).ok()??.modified().ok()?;
     let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     Date::from_days((secs / 86_400) as i64)
 }
@@ -478,8 +486,7 @@ impl Sessions {
         s: &SessionPath,
         n: u32,
     ) -> Result<Option<MemoryDiff>, SessionError> {
-        let path = self.ws.fs_path(&s.archive_file(n, MEMORY_DIFF));
-        match fsx::read_opt(&path)? {
+        match fsx::read_opt(&self.ws, &s.archive_file(n, MEMORY_DIFF))? {
             None => Ok(None),
             // A diff that does not parse was not written by us (ours are renamed in whole):
             // extracting again and replacing it is the only way forward.

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::layout::{self, SessionPath, DONE, FAILED, MEMORY_DIFF};
 use super::meta::Meta;
-use super::{SessionError, Sessions};
+use super::{fsx, SessionError, Sessions};
 
 /// One row per session of `user`: `{session, uri, live_messages, live_invalid_lines,
 /// archives, pending_commit}`.
@@ -32,14 +32,14 @@ pub fn list(sessions: &Sessions, user: &str) -> Result<Vec<Value>, SessionError>
 /// archives: [{archive, uri, done, failed, memory_summary}], pending_commit}`.
 pub fn show(sessions: &Sessions, s: &SessionPath) -> Result<Value, SessionError> {
     let ws = &sessions.ws;
-    if !ws.fs_path(&s.dir).is_dir() {
+    if !fsx::is_dir(ws, &s.dir)? {
         return Err(SessionError::NoSuchSession(s.dir.uri()));
     }
     let live = sessions.live_messages(s)?;
     let mut archives = Vec::new();
     for n in layout::archives_on_disk(ws, s)? {
-        let done = ws.fs_path(&s.archive_file(n, DONE)).exists();
-        let failed = ws.fs_path(&s.archive_file(n, FAILED)).exists();
+        let done = fsx::exists(ws, &s.archive_file(n, DONE))?;
+        let failed = fsx::exists(ws, &s.archive_file(n, FAILED))?;
         let diff = memory_diff(sessions, s, n);
         archives.push(json!({
             "archive": layout::archive_name(n),
@@ -63,14 +63,18 @@ pub fn show(sessions: &Sessions, s: &SessionPath) -> Result<Value, SessionError>
 /// Archive `n` of `s` after its phase 2 ran (or did not): `{memory_diff, failed}`, `failed`
 /// being `{error, path}` when phase 2 gave up on it.
 pub fn archive_outcome(sessions: &Sessions, s: &SessionPath, n: u32) -> Value {
-    let failed = sessions.ws.fs_path(&s.archive_file(n, FAILED));
-    let failure = crate::sys::read_file(&failed).ok().map(|b| {
-        let v: Value = serde_json::from_slice(&b).unwrap_or_default();
-        json!({
-            "error": v["error"].as_str().unwrap_or("unknown error"),
-            "path": failed,
-        })
-    });
+    let failed_p = s.archive_file(n, FAILED);
+    let failed = sessions.ws.fs_path(&failed_p);
+    let failure = fsx::read_opt(&sessions.ws, &failed_p)
+        .ok()
+        .flatten()
+        .map(|b| {
+            let v: Value = serde_json::from_slice(&b).unwrap_or_default();
+            json!({
+                "error": v["error"].as_str().unwrap_or("unknown error"),
+                "path": failed,
+            })
+        });
     json!({
         "memory_diff": memory_diff(sessions, s, n),
         "failed": failure,
@@ -79,7 +83,8 @@ pub fn archive_outcome(sessions: &Sessions, s: &SessionPath, n: u32) -> Value {
 
 /// The `memory_diff.json` phase 2 wrote for archive `n`, when it did.
 fn memory_diff(sessions: &Sessions, s: &SessionPath, n: u32) -> Option<Value> {
-    crate::sys::read_file(&sessions.ws.fs_path(&s.archive_file(n, MEMORY_DIFF)))
+    fsx::read_opt(&sessions.ws, &s.archive_file(n, MEMORY_DIFF))
         .ok()
+        .flatten()
         .and_then(|b| serde_json::from_slice(&b).ok())
 }

@@ -43,7 +43,9 @@ pub struct RollbackReport {
 
 /// Has archive `n` of `s` been rolled back?
 pub fn rolled_back(ws: &crate::workspace::Workspace, s: &SessionPath, n: u32) -> bool {
-    ws.fs_path(&s.archive_file(n, ROLLED_BACK)).exists()
+    // A link there (or on the way) is no marker: the archive counts as not rolled back, and
+    // the rollback that would write the marker reports the link.
+    fsx::exists(ws, &s.archive_file(n, ROLLED_BACK)).unwrap_or(false)
 }
 
 impl Sessions {
@@ -57,7 +59,7 @@ impl Sessions {
             SessionError::Rollback("a rollback needs the operations engine".into())
         })?;
         let on_disk = archives_on_disk(&self.ws, s)?;
-        if on_disk.is_empty() && !self.ws.fs_path(&s.dir).exists() {
+        if on_disk.is_empty() && !fsx::exists(&self.ws, &s.dir)? {
             return Err(SessionError::NoSuchSession(s.dir.uri()));
         }
         let mut todo: Vec<u32> = match archive {
@@ -77,9 +79,10 @@ impl Sessions {
                 report.already.push(n);
                 continue;
             }
-            let diff_path = self.ws.fs_path(&s.archive_file(n, MEMORY_DIFF));
-            if !self.ws.fs_path(&s.archive_file(n, DONE)).exists() {
-                if archive.is_none() && !diff_path.exists() {
+            let diff_p = s.archive_file(n, MEMORY_DIFF);
+            let diff_path = self.ws.fs_path(&diff_p);
+            if !fsx::exists(&self.ws, &s.archive_file(n, DONE))? {
+                if archive.is_none() && !fsx::exists(&self.ws, &diff_p)? {
                     continue; // a commit that wrote nothing yet and may never: nothing to undo
                 }
                 return Err(SessionError::Rollback(format!(
@@ -88,7 +91,7 @@ impl Sessions {
                     s.sid
                 )));
             }
-            let diff: MemoryDiff = match fsx::read_opt(&diff_path)? {
+            let diff: MemoryDiff = match fsx::read_opt(&self.ws, &diff_p)? {
                 Some(b) => serde_json::from_slice(&b)
                     .map_err(|e| SessionError::Rollback(format!("{}: {e}", diff_path.display())))?,
                 None => MemoryDiff::default(),
@@ -96,9 +99,8 @@ impl Sessions {
             let by = format!("session rollback {} archive_{n:03}", s.sid);
             for entry in diff.adds.iter().chain(&diff.updates) {
                 let p = s.memories().join_rel(&entry.rel_path)?;
-                let path = self.ws.fs_path(&p);
                 let guard = self.lock(&[(p.clone(), LockKind::Exact)])?;
-                let Some(bytes) = fsx::read_opt(&path)? else {
+                let Some(bytes) = fsx::read_opt(&self.ws, &p)? else {
                     continue; // removed since: nothing of it left to take out
                 };
                 let text = String::from_utf8_lossy(&bytes).into_owned();
@@ -116,7 +118,7 @@ impl Sessions {
                     continue;
                 }
                 ops.keep_rewritten(&p, &by);
-                fsx::atomic_write(&path, out.as_bytes())?;
+                fsx::atomic_write(&self.ws, &p, out.as_bytes())?;
                 self.notify_written(std::slice::from_ref(&p))?;
                 drop(guard);
                 crate::crash_point!("rollback.rewritten");
@@ -127,7 +129,8 @@ impl Sessions {
                 "lines": report.lines,
             });
             fsx::atomic_write(
-                &self.ws.fs_path(&s.archive_file(n, ROLLED_BACK)),
+                &self.ws,
+                &s.archive_file(n, ROLLED_BACK),
                 format!("{marker}\n").as_bytes(),
             )?;
             report.archives.push(n);

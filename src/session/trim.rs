@@ -25,7 +25,7 @@
 //! by. vikingfs's own appender finishes a pending commit before it appends, so only foreign
 //! writers can produce that, and only by duplicating archived bytes verbatim.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -118,20 +118,16 @@ pub fn classify(rec: &TrimRecord, f: &[u8]) -> Result<Step, String> {
     Err("the live file matches no state of the recorded rewrite".into())
 }
 
-/// Drive the file at `path` to the record's target. `persist` stores a replacement record
-/// (in `.meta.json`) before the file is touched under it; `between` runs between the copy and
-/// the truncation (a crash point).
+/// Drive `file` (open for reading and writing; `path` names it in errors) to the record's
+/// target. `persist` stores a replacement record (in `.meta.json`) before the file is touched
+/// under it; `between` runs between the copy and the truncation (a crash point).
 pub fn run(
+    file: File,
     path: &Path,
     mut rec: TrimRecord,
     mut persist: impl FnMut(&TrimRecord) -> Result<(), SessionError>,
     mut between: impl FnMut(),
 ) -> Result<(), SessionError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| SessionError::io(path, e))?;
     // Three rounds at most: restart, copy, truncate; more means the file keeps changing under us.
     for _ in 0..6 {
         let cur = read_all(&file, path)?;

@@ -1139,7 +1139,7 @@ fn bodies_and_reads_over_the_limit_are_refused_and_downloads_stream() {
 
 /// One MCP `tools/call` at the daemon's `/mcp` (stateless, JSON answers) with `headers`: the
 /// tool's result (`isError` and its text).
-fn mcp_call(s: &Served, headers: &[&str], tool: &str, args: Value) -> (bool, String) {
+pub fn mcp_call(s: &Served, headers: &[&str], tool: &str, args: Value) -> (bool, String) {
     let mut h = headers.to_vec();
     h.push("Accept: application/json, text/event-stream");
     let (code, v) = s.json(

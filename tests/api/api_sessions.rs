@@ -602,3 +602,152 @@ fn links_in_a_sessions_archive_are_not_followed() {
         assert!(!v.to_string().contains("host secret"), "{path}: {v}");
     }
 }
+
+/// Every file and link under `dir` with its content (a link: its target), sorted: what a
+/// write through a followed link would change.
+fn tree_of(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.strip_prefix(dir).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_symlink() {
+                let to = std::fs::read_link(&p).unwrap().display().to_string();
+                out.push((name, format!("-> {to}")));
+            } else if m.is_dir() {
+                out.push((name, "/".into()));
+                todo.push(p);
+            } else {
+                out.push((name, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A link made through the mount where a session's directory or file should be (as it lies
+/// on the backing directory: `history` to a directory outside the workspace standing in for
+/// `/etc`, `messages.jsonl` to a file outside, `.meta.json` into bob's tree, the whole
+/// `sessions/` outside) is never followed by alice's session routes or MCP `remember`: no
+/// answer holds the bytes it points at, nothing is written outside or into bob's tree, and
+/// the routes that need the file answer 400 naming the link.
+#[test]
+fn links_where_a_sessions_files_should_be_lead_nowhere() {
+    let s = keyed();
+    let add = |who: &str, sid: &str, text: &str| {
+        post(
+            &s,
+            &format!("/api/v1/sessions/{sid}/messages"),
+            &[who],
+            json!({"role": "user", "content": text}),
+        )
+    };
+    for sid in ["hist", "live", "meta"] {
+        result(add(ALICE, sid, "alice's own line"));
+    }
+    result(add(BOB, "b1", "bob secret message"));
+    let ns = s.ws.join("viking/default/user");
+    let (alice, bob) = (ns.join("alice/sessions"), ns.join("bob/sessions"));
+    // Bob's metadata, with a field OpenViking would hand back as it is.
+    let bob_meta = bob.join("b1/.meta.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&bob_meta).unwrap()).unwrap();
+    m["note"] = json!("bob secret meta");
+    std::fs::write(&bob_meta, serde_json::to_vec(&m).unwrap()).unwrap();
+
+    // "/etc": outside the workspace, with a finished archive and a conversation in it.
+    let etc = s.dir.path().join("etc");
+    let line = |t: &str| format!("{}\n", json!({"role": "user", "content": t}));
+    std::fs::create_dir_all(etc.join("archive_001")).unwrap();
+    std::fs::write(etc.join("archive_001/.done"), "{\"archive\":1}\n").unwrap();
+    std::fs::write(etc.join("archive_001/.overview.md"), "host secret overview").unwrap();
+    std::fs::write(etc.join("archive_001/.abstract.md"), "host secret abstract").unwrap();
+    std::fs::write(
+        etc.join("archive_001/messages.jsonl"),
+        line("host secret archived"),
+    )
+    .unwrap();
+    std::fs::write(etc.join("passwd.jsonl"), line("host secret live")).unwrap();
+    std::os::unix::fs::symlink(&etc, alice.join("hist/history")).unwrap();
+    std::fs::remove_file(alice.join("live/messages.jsonl")).unwrap();
+    std::os::unix::fs::symlink(etc.join("passwd.jsonl"), alice.join("live/messages.jsonl"))
+        .unwrap();
+    std::fs::remove_file(alice.join("meta/.meta.json")).unwrap();
+    std::os::unix::fs::symlink(&bob_meta, alice.join("meta/.meta.json")).unwrap();
+    let (etc_before, bob_before) = (tree_of(&etc), std::fs::read(&bob_meta).unwrap());
+
+    let leaks = |v: &Value| {
+        let t = v.to_string();
+        t.contains("host secret") || t.contains("bob secret")
+    };
+    let link_refused = |(code, v): (u16, Value), what: &str| {
+        assert_eq!(code, 400, "{what}: {v}");
+        assert_eq!(v["error"]["code"], "INVALID_ARGUMENT", "{what}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("symbolic link"), "{what}: {msg}");
+        assert!(!leaks(&v), "{what}: {v}");
+    };
+    for sid in ["hist", "live", "meta"] {
+        let base = format!("/api/v1/sessions/{sid}");
+        // Reads: the linked bytes never come back (a read that needs the link fails).
+        for path in [
+            base.clone(),
+            format!("{base}/context"),
+            format!("{base}/archives/archive_001"),
+        ] {
+            let (code, v) = get(&s, &path, &[ALICE]);
+            assert!([200, 400, 404].contains(&code), "{path}: {code} {v}");
+            assert!(!leaks(&v), "{path}: {v}");
+        }
+        // A commit needs every file the link stands for: refused, nothing archived anywhere.
+        link_refused(
+            post(&s, &format!("{base}/commit"), &[ALICE], json!({})),
+            &format!("{sid} commit"),
+        );
+    }
+    link_refused(get(&s, "/api/v1/sessions/live", &[ALICE]), "live get");
+    link_refused(get(&s, "/api/v1/sessions/meta", &[ALICE]), "meta get");
+    link_refused(
+        get(&s, "/api/v1/sessions/hist/context", &[ALICE]),
+        "hist context",
+    );
+    link_refused(add(ALICE, "live", "into the host file"), "live add");
+    link_refused(add(ALICE, "meta", "into bob's metadata"), "meta add");
+    let (_, v) = get(&s, "/api/v1/sessions", &[ALICE]);
+    assert!(!leaks(&v), "{v}");
+
+    // MCP's remember makes a new session under alice's `sessions/`: a link there leads
+    // nowhere either.
+    std::fs::rename(&alice, ns.join("alice/sessions.aside")).unwrap();
+    std::os::unix::fs::symlink(&etc, &alice).unwrap();
+    let (is_error, text) = crate::api_fs::mcp_call(
+        &s,
+        &[ALICE],
+        "remember",
+        json!({"messages": [{"role": "user", "content": "remember me"}]}),
+    );
+    assert!(is_error, "{text}");
+    assert!(text.contains("symbolic link"), "{text}");
+
+    assert_eq!(
+        tree_of(&etc),
+        etc_before,
+        "nothing written outside the workspace"
+    );
+    assert_eq!(
+        std::fs::read(&bob_meta).unwrap(),
+        bob_before,
+        "nothing written into bob's tree"
+    );
+    // The links stay links: nothing of what they point at was copied into alice's tree.
+    let aside = ns.join("alice/sessions.aside");
+    for (link, to) in [
+        ("hist/history", etc.clone()),
+        ("live/messages.jsonl", etc.join("passwd.jsonl")),
+        ("meta/.meta.json", bob_meta.clone()),
+    ] {
+        assert_eq!(std::fs::read_link(aside.join(link)).unwrap(), to, "{link}");
+    }
+}

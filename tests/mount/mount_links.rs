@@ -179,3 +179,98 @@ fn grep_and_glob_follow_no_link_out_of_the_callers_tree() {
     );
     assert!(t.contains("alice's own line"), "{t}");
 }
+
+/// `GET path` as the caller `key`: the status and the answer.
+fn get(addr: SocketAddr, key: &str, path: &str) -> (u16, Value) {
+    let auth = format!("X-API-Key: {key}");
+    let (code, bytes) = http(addr, "GET", path, &[&auth], None);
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// A link made through the mount where one of alice's session files should be (`history` to a
+/// directory outside the workspace standing in for `/etc`, `messages.jsonl` to a file there)
+/// is never followed by the session routes nor the CLI's session commands: the commit and
+/// the append that would write through it are refused naming the link, no answer holds what
+/// it points at, and nothing is written outside.
+#[test]
+fn a_sessions_files_follow_no_link_out_of_the_workspace() {
+    let (m, addr) = Mount::with_api(r#"{"server": {"root_api_key": "root-secret"}}"#, &[]);
+    let out = m.cli(&["key", "add", "--user", "alice"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let alice = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let add = |sid: &str, text: &str| {
+        post(
+            addr,
+            &alice,
+            &format!("/api/v1/sessions/{sid}/messages"),
+            &json!({"role": "user", "content": text}),
+        )
+    };
+    for sid in ["s1", "s2"] {
+        let (code, v) = add(sid, "alice's own line");
+        assert_eq!(code, 200, "{v}");
+    }
+    let etc = m.dir.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    let secret = format!(
+        "{}\n",
+        json!({"role": "user", "content": "root:x:0:0 host"})
+    );
+    std::fs::write(etc.join("passwd"), &secret).unwrap();
+    let sessions = m.mp.join("user/alice/sessions");
+    std::os::unix::fs::symlink(&etc, sessions.join("s1/history")).unwrap();
+    std::fs::remove_file(sessions.join("s2/messages.jsonl")).unwrap();
+    std::os::unix::fs::symlink(etc.join("passwd"), sessions.join("s2/messages.jsonl")).unwrap();
+    // Followed, the link hands over the host's file.
+    assert!(std::fs::read_to_string(sessions.join("s2/messages.jsonl"))
+        .unwrap()
+        .contains("root:x"));
+
+    let refused = |(code, v): (u16, Value), what: &str| {
+        assert_eq!(code, 400, "{what}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("symbolic link")),
+            "{what}: {v}"
+        );
+        assert_clean(what, &v.to_string());
+    };
+    refused(
+        post(addr, &alice, "/api/v1/sessions/s1/commit", &json!({})),
+        "commit s1",
+    );
+    refused(
+        post(addr, &alice, "/api/v1/sessions/s2/commit", &json!({})),
+        "commit s2",
+    );
+    refused(add("s2", "into the host file"), "add s2");
+    refused(get(addr, &alice, "/api/v1/sessions/s2"), "get s2");
+    refused(
+        get(addr, &alice, "/api/v1/sessions/s1/context"),
+        "context s1",
+    );
+    for path in ["/api/v1/sessions/s2/context", "/api/v1/sessions/s1"] {
+        let (code, v) = get(addr, &alice, path);
+        assert!([200, 400].contains(&code), "{path}: {code} {v}");
+        assert_clean(path, &v.to_string());
+    }
+    // The CLI's session commands (through the daemon, as root) refuse it in one line too.
+    for args in [
+        ["session", "commit", "viking://user/alice/sessions/s1"],
+        ["session", "show", "viking://user/alice/sessions/s2"],
+    ] {
+        let out = m.cli(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        assert!(err.contains("symbolic link"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert_clean(&format!("{args:?}"), &String::from_utf8_lossy(&out.stdout));
+    }
+    let names: Vec<_> = std::fs::read_dir(&etc)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["passwd"], "nothing written outside the workspace");
+    assert_eq!(std::fs::read_to_string(etc.join("passwd")).unwrap(), secret);
+}

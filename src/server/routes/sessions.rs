@@ -6,8 +6,11 @@
 //!   ([`SessionPath::of_user`], one path component), so no key reaches another user's
 //!   sessions, whatever the id. The archive files this module reads itself (`.done`,
 //!   summaries, archived messages) are opened below the data root with no symlink on the
-//!   way ([`read_below`]); the live log and metadata are read by `crate::session`, which
-//!   does follow links (not yet no-follow).
+//!   way ([`read_below`]); everything else (the live log, the metadata, the archive list, the
+//!   files a commit writes) goes through `crate::session`'s no-follow primitives
+//!   (`session::fsx`). A link where a session file or directory should be (made through the
+//!   mount: `history -> /etc`, `messages.jsonl` into another user's tree) is `400
+//!   INVALID_ARGUMENT` naming it, never followed.
 //! - Appends, commits and their locks are [`Sessions`](crate::session::Sessions)' (the same code the CLI and the mount
 //!   run); deleting a session is `ops`' recursive `rm` of its directory.
 //! - `commit` runs phase 1 in the request and answers with a `session_commit` task that
@@ -35,6 +38,7 @@ use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
 use crate::server::reply::{ok, ApiError, ApiResult};
 use crate::server::{blocking, Api};
+use crate::session::fsx;
 use crate::session::layout::{self, SessionPath, ABSTRACT, DONE, FAILED, MESSAGES, OVERVIEW};
 use crate::session::meta::Meta;
 use crate::session::SessionError;
@@ -82,6 +86,9 @@ fn session_error(sid: &str, uri: &str, e: SessionError) -> ApiError {
         SessionError::Lock(crate::lock::LockError::Busy { .. }) => ApiError::busy(uri, message),
         SessionError::BadMessage(_) | SessionError::NotASession(_) => ApiError::invalid(message),
         SessionError::Uri(_) => ApiError::invalid_uri(uri, &e),
+        SessionError::Link(link) => {
+            ApiError::invalid(message).with_details(json!({ "resource": link }))
+        }
         SessionError::Diverged { .. } => {
             ApiError::new("FAILED_PRECONDITION", message).with_details(json!({ "resource": uri }))
         }
@@ -119,8 +126,9 @@ fn session_of(who: &Identity, sid: &str) -> Result<SessionPath, ApiError> {
         .map_err(|e| ApiError::invalid(format!("invalid session id {sid:?}: {}", Chain(&e))))
 }
 
-fn exists(api: &Api, s: &SessionPath) -> bool {
-    api.sessions.ws.fs_path(&s.dir).is_dir()
+/// Whether the caller's session `s` exists (a link at its place is an error, not a session).
+fn exists(api: &Api, s: &SessionPath, sid: &str) -> Result<bool, ApiError> {
+    fsx::is_dir(&api.sessions.ws, &s.dir).map_err(|e| session_error(sid, &s.dir.uri(), e))
 }
 
 fn user_json(who: &Identity) -> Value {
@@ -197,9 +205,10 @@ async fn list(State(api): State<Arc<Api>>, who: Identity) -> ApiResult {
         let rows: Vec<Value> = all
             .iter()
             .map(|s| {
-                let mtime = std::fs::metadata(ws.fs_path(&s.dir))
-                    .and_then(|m| m.modified())
+                let mtime = fsx::metadata(ws, &s.dir)
                     .ok()
+                    .flatten()
+                    .and_then(|m| m.modified().ok())
                     .and_then(|t| jiff::Timestamp::try_from(t).ok())
                     .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
                 json!({
@@ -274,7 +283,7 @@ async fn show(
     let s = session_of(&who, &sid)?;
     blocking(move || {
         let uri = s.dir.uri();
-        if !exists(&api, &s) {
+        if !exists(&api, &s, &sid)? {
             if !p.auto_create {
                 return Err(not_found(&sid));
             }
@@ -344,7 +353,7 @@ async fn show(
 async fn delete(State(api): State<Arc<Api>>, who: Identity, Path(sid): Path<String>) -> ApiResult {
     let s = session_of(&who, &sid)?;
     blocking(move || {
-        if !exists(&api, &s) {
+        if !exists(&api, &s, &sid)? {
             return Err(not_found(&sid));
         }
         api.ops
@@ -620,7 +629,7 @@ async fn commit(
     let s = session_of(&who, &sid)?;
     blocking(move || {
         let uri = s.dir.uri();
-        if !exists(&api, &s) {
+        if !exists(&api, &s, &sid)? {
             return Err(not_found(&sid));
         }
         let (messages, _) = live(&api, &s, &sid)?;
@@ -691,7 +700,7 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
             let why = v["error"].as_str().unwrap_or("phase 2 failed").to_string();
             return Err(ApiError::internal(why));
         }
-        if !ws.fs_path(&s.archive(n)).is_dir() {
+        if !fsx::is_dir(ws, &s.archive(n)).map_err(|e| session_error(sid, &key, e))? {
             return Err(ApiError::new(
                 "NOT_FOUND",
                 format!("Session '{sid}' no longer exists"),
@@ -702,7 +711,8 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
             .queue()
             .has_pending(crate::queue::SESSION_COMMIT, &key)
             .unwrap_or(true);
-        if !pending && !ws.fs_path(&done).exists() && !ws.fs_path(&failed).exists() {
+        let exists = |p: &VPath| fsx::exists(ws, p).map_err(|e| session_error(sid, &key, e));
+        if !pending && !exists(&done)? && !exists(&failed)? {
             return Err(ApiError::internal(format!(
                 "phase 2 of {} ended without completing (its job is dead: see `vikingfs \
                  status`; `vikingfs session recover --requeue` retries it)",
@@ -749,20 +759,18 @@ fn archive_states(
     sid: &str,
 ) -> Result<Vec<(u32, Option<bool>)>, ApiError> {
     let ws = &api.sessions.ws;
-    let mut v: Vec<(u32, Option<bool>)> = layout::archives_on_disk(ws, s)
-        .map_err(|e| session_error(sid, &s.dir.uri(), e))?
-        .into_iter()
-        .map(|n| {
-            let state = if ws.fs_path(&s.archive_file(n, DONE)).exists() {
-                Some(true)
-            } else if ws.fs_path(&s.archive_file(n, FAILED)).exists() {
-                Some(false)
-            } else {
-                None
-            };
-            (n, state)
-        })
-        .collect();
+    let err = |e| session_error(sid, &s.dir.uri(), e);
+    let mut v = Vec::new();
+    for n in layout::archives_on_disk(ws, s).map_err(err)? {
+        let state = if fsx::exists(ws, &s.archive_file(n, DONE)).map_err(err)? {
+            Some(true)
+        } else if fsx::exists(ws, &s.archive_file(n, FAILED)).map_err(err)? {
+            Some(false)
+        } else {
+            None
+        };
+        v.push((n, state));
+    }
     v.reverse();
     Ok(v)
 }
@@ -789,7 +797,7 @@ async fn context(
     }
     let s = session_of(&who, &sid)?;
     blocking(move || {
-        if !exists(&api, &s) {
+        if !exists(&api, &s, &sid)? {
             return Err(not_found(&sid));
         }
         let ws = &api.sessions.ws;
@@ -863,7 +871,7 @@ async fn archive(
 ) -> ApiResult {
     let s = session_of(&who, &sid)?;
     blocking(move || {
-        if !exists(&api, &s) {
+        if !exists(&api, &s, &sid)? {
             return Err(not_found(&sid));
         }
         let gone = || {
@@ -872,7 +880,9 @@ async fn archive(
         };
         let n = layout::parse_archive_name(&archive_id).ok_or_else(gone)?;
         let ws = &api.sessions.ws;
-        if !ws.fs_path(&s.archive_file(n, DONE)).exists() {
+        if !fsx::exists(ws, &s.archive_file(n, DONE))
+            .map_err(|e| session_error(&sid, &s.dir.uri(), e))?
+        {
             return Err(gone());
         }
         let read = |name: &str| {
