@@ -117,12 +117,16 @@ run() {
             sed "s/^/  $t $kind by thread: /" >&2
     fi
     [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
-    local settle=0
+    local settle=0 th1
     if [ "$t" != bindfs ]; then
         # Until settled (records gone, the history recorded, the summaries redone): what the
         # removal left for after its replies.
+        th1=$(threads_ms "$t")
         settle=$(secs env HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" \
             wait --timeout 1200)
+        join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$th1" | sort) <(threads_ms "$t" | sort) |
+            awk '$3 - $2 >= 30 {printf "%s %d ms  ", $1, $3 - $2} END {print ""}' |
+            sed "s/^/  $t $kind until settled, by thread: /" >&2
     fi
     echo "$s $((c1 - c0)) $settle $(($(cpu_ms "$t") - c0))"
 }
