@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::serve::{http, Served};
+use crate::support::serve::{enc, http, Served};
 use crate::support::vikingfs;
 
 const ROOT: &str = "X-API-Key: root-secret";
@@ -36,18 +36,6 @@ fn unrouted(code: u16, v: &Value) -> bool {
         && v["error"]["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("Not Found: /"))
-}
-
-/// Percent-encoding of a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// One request to a URI-taking route: `GET path?uri=U` or `METHOD path` with a JSON body.

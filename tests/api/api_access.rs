@@ -18,7 +18,7 @@ use vikingfs::index::{Index, Level, Record};
 use vikingfs::server::routes::{endpoints, Endpoint};
 use vikingfs::uri::VPath;
 
-use crate::support::serve::{http_full, Served};
+use crate::support::serve::{enc, http_full, Served};
 
 const ROOT: &str = "X-API-Key: root-secret";
 /// Bob's canary: one word, so the lexical index keeps it as a term. Alice never sends it (an
@@ -28,18 +28,6 @@ const CANARY: &str = "zebrafinch";
 /// hunting for another's secrets would.
 const LURE: &str = "quokkasnark";
 const ACCEPT: &str = "Accept: application/json, text/event-stream";
-
-/// Percent-encoding of a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
 
 /// `uri/name`, as a URI below `uri`.
 fn child(uri: &str, name: &str) -> String {

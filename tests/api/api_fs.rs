@@ -994,16 +994,7 @@ fn files_below(root: &Path) -> Vec<String> {
 fn a_user_key_sees_only_its_own_user_tree() {
     let s = Served::with_config(json!({ "server": { "root_api_key": "root-secret" } }));
     let root = ["X-API-Key: root-secret"];
-    let ws = vikingfs::workspace::Workspace::open(&s.ws, "default", "default").unwrap();
-    let (_, bob) = vikingfs::server::auth::Keys::of(&ws)
-        .add(
-            "default",
-            "bob",
-            vikingfs::server::auth::Role::User,
-            None,
-            false,
-        )
-        .unwrap();
+    let bob = s.user_key("bob", vikingfs::server::auth::Role::User);
     let bob_h = format!("X-API-Key: {bob}");
     let bob_h = [bob_h.as_str()];
     for who in ["alice", "bob"] {

@@ -14,16 +14,7 @@ use crate::support::serve::{clients, python, Served};
 /// TREE-locked by `vikingfs lock` for `secs`.
 fn served_with_held_lock(secs: u32) -> (Served, String, std::process::Child) {
     let s = Served::with_config(json!({ "server": { "root_api_key": "root-secret" } }));
-    let ws = vikingfs::workspace::Workspace::open(&s.ws, "default", "default").unwrap();
-    let (_, key) = vikingfs::server::auth::Keys::of(&ws)
-        .add(
-            "default",
-            "bob",
-            vikingfs::server::auth::Role::User,
-            None,
-            false,
-        )
-        .unwrap();
+    let key = s.user_key("bob", vikingfs::server::auth::Role::User);
     let held = s.ws.join("viking/default/resources/held");
     std::fs::create_dir_all(&held).unwrap();
     std::fs::write(held.join("keep.md"), "kept").unwrap();

@@ -10,16 +10,7 @@ use crate::support::serve::{clients, python, Served};
 /// A daemon with a root key and a user key for bob; bob's key header.
 fn served_with_bob() -> (Served, String) {
     let s = Served::with_config(json!({ "server": { "root_api_key": "root-secret" } }));
-    let ws = vikingfs::workspace::Workspace::open(&s.ws, "default", "default").unwrap();
-    let (_, bob) = vikingfs::server::auth::Keys::of(&ws)
-        .add(
-            "default",
-            "bob",
-            vikingfs::server::auth::Role::User,
-            None,
-            false,
-        )
-        .unwrap();
+    let bob = s.user_key("bob", vikingfs::server::auth::Role::User);
     (s, format!("X-API-Key: {bob}"))
 }
 

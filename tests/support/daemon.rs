@@ -69,17 +69,16 @@ impl Mount {
 
     /// Mount with `config` (JSON) as the user's `~/.vikingfs/config.json`.
     pub fn with_config(config: &str) -> Mount {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir_all(dir.path().join(".vikingfs")).unwrap();
-        std::fs::write(dir.path().join(".vikingfs/config.json"), config).unwrap();
-        let m = Mount {
-            ws: dir.path().join("ws"),
-            mp: dir.path().join("mnt"),
-            dir,
-            options: Vec::new(),
-        };
-        std::fs::create_dir_all(&m.mp).unwrap();
+        let m = Self::configured(config, &[]);
         m.mount();
+        m
+    }
+
+    /// A fresh mount (not mounted yet) with `config` (JSON) as the user's config file.
+    fn configured(config: &str, options: &[&str]) -> Mount {
+        let m = Self::unmounted(options);
+        std::fs::create_dir_all(m.dir.path().join(".vikingfs")).unwrap();
+        std::fs::write(m.dir.path().join(".vikingfs/config.json"), config).unwrap();
         m
     }
 
@@ -87,16 +86,7 @@ impl Mount {
     /// kernel picks, with `config` (JSON) as the user's config file and `env` set for the
     /// daemon alone; returns it with the API's address.
     pub fn with_api(config: &str, env: &[(&str, &str)]) -> (Mount, std::net::SocketAddr) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir_all(dir.path().join(".vikingfs")).unwrap();
-        std::fs::write(dir.path().join(".vikingfs/config.json"), config).unwrap();
-        let m = Mount {
-            ws: dir.path().join("ws"),
-            mp: dir.path().join("mnt"),
-            dir,
-            options: vec!["api=127.0.0.1:0".into()],
-        };
-        std::fs::create_dir_all(&m.mp).unwrap();
+        let m = Self::configured(config, &["api=127.0.0.1:0"]);
         m.mount_with_env(env);
         let addr = super::serve::wait_for_api(&m.ws, Path::new("/dev/null"));
         (m, addr)

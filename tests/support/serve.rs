@@ -70,6 +70,16 @@ impl Served {
         format!("http://{}", self.addr)
     }
 
+    /// A new key of user `user` (role `role`) of the default account, as `vikingfs key add`
+    /// makes one.
+    pub fn user_key(&self, user: &str, role: vikingfs::server::auth::Role) -> String {
+        let ws = vikingfs::workspace::Workspace::open(&self.ws, "default", "default").unwrap();
+        vikingfs::server::auth::Keys::of(&ws)
+            .add("default", user, role, None, false)
+            .unwrap()
+            .1
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
     }
@@ -156,6 +166,18 @@ pub fn wait_for_api(ws: &Path, log: &Path) -> SocketAddr {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Percent-encoding of a query value.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// A plain HTTP/1.1 request with `Connection: close`.
