@@ -267,21 +267,20 @@ fn read_at(api: &Api, at: Option<i64>, p: &VPath, limit: u64) -> Result<Option<V
     };
     let io = |e: std::io::Error| ApiError::internal(format!("read {}: {e}", p.uri()));
     let root = crate::sys::DataRoot::open(ws.root()).map_err(io)?;
-    let fd = match root.open_nofollow(
-        rel.as_os_str().as_encoded_bytes(),
-        crate::sys::OFlags::RDONLY | crate::sys::OFlags::NONBLOCK,
-    ) {
-        Ok(fd) => fd,
+    // Only a regular file is opened at all (a FIFO or device node there is no content).
+    let (mut file, st) = match root.open_regular_beneath(rel.as_os_str().as_encoded_bytes()) {
+        Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(super::fs::symlink(p)),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::EISDIR | libc::ENXIO)
+            ) =>
+        {
             return Ok(None)
         }
         Err(e) => return Err(io(e)),
     };
-    let st = crate::sys::fstat(&fd).map_err(io)?;
-    if !st.is_file() {
-        return Ok(None);
-    }
     if st.st_size as u64 > limit {
         return Err(ApiError::new(
             "RESOURCE_EXHAUSTED",
@@ -290,7 +289,7 @@ fn read_at(api: &Api, at: Option<i64>, p: &VPath, limit: u64) -> Result<Option<V
         .with_details(json!({ "limit_bytes": limit, "path": p.uri() })));
     }
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes).map_err(io)?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
     Ok(Some(bytes))
 }
 
