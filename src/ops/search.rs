@@ -57,6 +57,26 @@ pub fn find(
 ) -> Result<Found> {
     // The words rank; the rest of the syntax filters (`index::query`).
     let parsed = Parsed::parse(q.text).map_err(OpsError::BadQuery)?;
+    let found = find_parsed(ws, index, queue, embedder, q, &parsed)?;
+    if found.hits.is_empty() && parsed.judges_text() {
+        // The phrases or exclusions left nothing: perhaps not meant as operators. The words
+        // as text (the path and extension filters still apply).
+        let mut again = find_parsed(ws, index, queue, embedder, q, &parsed.as_text())?;
+        again.orphans_removed += found.orphans_removed;
+        return Ok(again);
+    }
+    Ok(found)
+}
+
+/// [`find`] of a parsed query.
+fn find_parsed(
+    ws: &Workspace,
+    index: &Index,
+    queue: Option<&dyn PendingSummaries>,
+    embedder: Option<&dyn Embedder>,
+    q: &Query,
+    parsed: &Parsed,
+) -> Result<Found> {
     let text = parsed.text.as_str();
     let vector = match embedder {
         Some(e) if q.mode != Mode::Lexical && index.has_dense() && !text.is_empty() => {
@@ -81,7 +101,7 @@ pub fn find(
         floor: SEMANTIC_FLOOR,
     };
     let mut found = index.find(&req, |h| match verdict(ws, queue, h) {
-        Verdict::Show if !admitted(ws, &parsed, h) => Verdict::Hide,
+        Verdict::Show if !admitted(ws, parsed, h) => Verdict::Hide,
         v => v,
     })?;
     if let Some(id) = id {

@@ -351,6 +351,10 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
                 "docs/notes.md",
                 "# Notes\n\nThe guard keeps the lock.\n".to_string(),
             ),
+            (
+                "docs/gpg.md",
+                "gpgconf --apply-defaults writes the global defaults\n".to_string(),
+            ),
         ],
     );
     env.add_waited(&src, "viking://resources/repo");
@@ -365,6 +369,16 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
         v
     };
     assert_eq!(files("lock guard"), ["guard.py", "lock.rs", "notes.md"]);
+    // A dash inside a word, or in a sentence, is text: the one page that answers is found.
+    assert_eq!(
+        files("Run gpgconf --apply-defaults for all users."),
+        ["gpg.md"]
+    );
+    assert_eq!(files("gpgconf --apply-defaults"), ["gpg.md"]);
+    // Operators that leave nothing: the words are run again as text (the path filter kept).
+    assert_eq!(files("\"guard lock\""), ["guard.py", "lock.rs", "notes.md"]);
+    assert_eq!(files("lock -guard"), ["guard.py", "lock.rs", "notes.md"]);
+    assert_eq!(files("\"guard lock\" path:docs/*"), ["notes.md"]);
     assert_eq!(files("\"lock guard\""), ["guard.py", "lock.rs"]);
     assert_eq!(files("\"lock guard\" -tokio"), ["lock.rs"]);
     assert_eq!(files("lock ext:py"), ["guard.py"]);
