@@ -11,6 +11,12 @@
 //!   to the query's best cosine ([`fused_score`]). Reciprocal rank fusion, used before, read
 //!   only the ranks: on code it let a file at lexical rank 10 and semantic rank 12 beat
 //!   lexical's right first answer (hybrid MRR@10 0.514 against lexical's 0.566);
+//! - each list's first result stays among the fused first [`HEAD`] ([`keep_firsts`]): what
+//!   either retrieval is surest of is never lost from the first page;
+//! - a file whose name is the query's (every word of its name stem asked for: `killall5`,
+//!   `git-diff-files`, `LockGuard`) gains [`NAME_BONUS`] of the best score, less when its
+//!   name stands for only some of the query ([`name_share`]), so it outranks the siblings
+//!   that only mention it (lexical and hybrid; semantic is the model's cosine alone);
 //! - a directory summary counts [`SUMMARY_WEIGHT`] of a file with the same evidence, so the
 //!   content ranks above what summarises it;
 //! - the caller's verdict drops results whose source is gone (and deletes those records,
@@ -217,6 +223,12 @@ fn fuse(lex: Vec<Hit>, dense: Vec<Hit>, req: &SearchRequest) -> Vec<Hit> {
     let mut by_key: HashMap<(VPath, Level), Hit> = HashMap::new();
     // The floor first: a cosine under it says nothing, in any mode.
     let dense: Vec<Hit> = dense.into_iter().filter(|h| h.score >= req.floor).collect();
+    // Each list's first, which the fused head keeps (below).
+    let firsts: Vec<(VPath, Level)> = [lex.first(), dense.first()]
+        .into_iter()
+        .flatten()
+        .map(|h| (h.uri.clone(), h.level))
+        .collect();
     let calibration = Calibration {
         best_bm25: lex
             .iter()
@@ -246,18 +258,22 @@ fn fuse(lex: Vec<Hit>, dense: Vec<Hit>, req: &SearchRequest) -> Vec<Hit> {
             }
         }
     }
+    let terms = super::text::query_terms(req.text);
     let mut out: Vec<Hit> = by_key
         .into_values()
         .map(|mut h| {
             let e = h.evidence;
+            let named = name_share(&h, &terms);
             let raw = match req.mode {
-                Mode::Lexical => e.bm25.unwrap_or(0.0),
                 Mode::Semantic => e.cosine.unwrap_or(0.0),
-                Mode::Hybrid if req.vector.is_none() => {
-                    // Lexical alone (no model): BM25 orders, as in lexical mode.
-                    e.bm25.unwrap_or(0.0)
+                // Hybrid without the query's vector (no model) is lexical.
+                Mode::Hybrid if req.vector.is_some() => {
+                    fused_score(&e, &calibration) + NAME_BONUS * named
                 }
-                Mode::Hybrid => fused_score(&e, &calibration),
+                // BM25 orders, a name raising it by a share of the query's best.
+                Mode::Lexical | Mode::Hybrid => {
+                    e.bm25.unwrap_or(0.0) + NAME_BONUS * named * calibration.best_bm25
+                }
             };
             h.score = raw * weight(h.level);
             h
@@ -275,7 +291,55 @@ fn fuse(lex: Vec<Hit>, dense: Vec<Hit>, req: &SearchRequest) -> Vec<Hit> {
             .then_with(|| a.uri.cmp(&b.uri))
             .then(a.level.cmp(&b.level))
     });
+    if req.mode == Mode::Hybrid && req.vector.is_some() {
+        keep_firsts(&mut out, &firsts);
+    }
     out
+}
+
+/// Put each of `firsts` (the first result of each list) that the fusion ranked below the
+/// first [`HEAD`] at the head's last places: what either retrieval is surest of is never
+/// lost from the first page (the fused scores alone lost man pages found only by the
+/// model, 21 of them its first answer). Its score becomes one between its new neighbours',
+/// so a caller that sorts by score again keeps the order.
+fn keep_firsts(out: &mut Vec<Hit>, firsts: &[(VPath, Level)]) {
+    let mut late: Vec<usize> = firsts
+        .iter()
+        .filter_map(|k| out.iter().position(|h| (&h.uri, h.level) == (&k.0, k.1)))
+        .filter(|&at| at >= HEAD)
+        .collect();
+    late.sort_unstable();
+    late.dedup();
+    // Taken out from the back, so the earlier places stay put; kept in their fused order.
+    let mut moving: Vec<Hit> = late.iter().rev().map(|&at| out.remove(at)).collect();
+    moving.reverse();
+    let slot = HEAD - moving.len();
+    for (i, mut h) in moving.into_iter().enumerate() {
+        let at = slot + i;
+        h.score = (out[at - 1].score + out[at].score) / 2.0;
+        out.insert(at, h);
+    }
+}
+
+/// How much a file whose name is the query's ([`name_share`] 1) gains: a share of the best
+/// score (hybrid: of the fused scale, 0 to 1; lexical: of the query's best BM25). A page
+/// named `killall5` outranks `kill`, which only mentions it, for the query `killall5`.
+pub const NAME_BONUS: f32 = 0.3;
+
+/// How much a content hit's name is the query's, 0 to 1: 1 when its name stands for every
+/// term of the query (`git-diff-files` for "git diff files"), half the share it stands for
+/// when only for some (`git-diff` for the same query: 1/3), 0 when some word of its name is
+/// not asked for ([`super::text::name_in_query`]). A directory's summary is never raised
+/// by its name.
+fn name_share(h: &Hit, terms: &[String]) -> f32 {
+    if h.level != Level::Content || terms.is_empty() {
+        return 0.0;
+    }
+    match super::text::name_in_query(h.uri.name(), terms) {
+        Some(n) if n >= terms.len() => 1.0,
+        Some(n) => 0.5 * n as f32 / terms.len() as f32,
+        None => 0.0,
+    }
 }
 
 /// What a query's two lists are measured against: their best values, and the floor.
@@ -371,6 +435,67 @@ mod tests {
         let out = fuse(lex, dense, &req(Mode::Hybrid));
         assert_eq!(names(&out), ["b.md", "a.md"]);
         assert!((out[0].score - (LEXICAL_WEIGHT * 0.9 + (1.0 - LEXICAL_WEIGHT))).abs() < 1e-5);
+    }
+
+    #[test]
+    fn the_page_named_by_the_query_outranks_siblings_that_mention_it() {
+        // `kill.1` and `c99-gcc.1` hold the query's words more often; the page whose name
+        // is the query is the one asked for, in every mode that reads words.
+        let named = |q: &'static str, mode: Mode, lex: Vec<Hit>, dense: Vec<Hit>| {
+            let r = SearchRequest {
+                text: q,
+                vector: (mode == Mode::Hybrid).then_some(&[1.0][..]),
+                ..req(mode)
+            };
+            names(&fuse(lex, dense, &r))[0].to_string()
+        };
+        for mode in [Mode::Lexical, Mode::Hybrid] {
+            let lex = vec![
+                hit("kill.1", 8.0, Some(8.0)),
+                hit("killall5.8", 6.5, Some(6.5)),
+            ];
+            let dense = vec![hit("kill.1", 0.7, None), hit("killall5.8", 0.65, None)];
+            assert_eq!(
+                named("killall5", mode, lex, dense),
+                "killall5.8",
+                "{mode:?}"
+            );
+            let lex = vec![
+                hit("c99-gcc.1", 9.0, Some(9.0)),
+                hit("c89-gcc.1", 7.0, Some(7.0)),
+            ];
+            assert_eq!(named("c89-gcc", mode, lex, vec![]), "c89-gcc.1", "{mode:?}");
+            // Both named: the name standing for more of the query wins.
+            let lex = vec![
+                hit("git-diff.1", 9.0, Some(9.0)),
+                hit("git-diff-files.1", 8.0, Some(8.0)),
+            ];
+            assert_eq!(
+                named("git diff files", mode, lex.clone(), vec![]),
+                "git-diff-files.1"
+            );
+            assert_eq!(named("git diff", mode, lex, vec![]), "git-diff.1");
+        }
+    }
+
+    #[test]
+    fn each_lists_first_stays_on_the_first_page() {
+        // Twelve pages both lists found well, and one each list alone ranks first: the
+        // model's first has no keyword, lexical's first no cosine above the floor.
+        let lex: Vec<Hit> = std::iter::once(hit("lexfirst.md", 20.0, Some(20.0)))
+            .chain((0..12).map(|i| hit(&format!("both{i:02}.md"), 19.0, Some(19.0))))
+            .collect();
+        let dense: Vec<Hit> = std::iter::once(hit("semfirst.md", 0.90, None))
+            .chain((0..12).map(|i| hit(&format!("both{i:02}.md"), 0.89, None)))
+            .collect();
+        let out = fuse(lex, dense, &req(Mode::Hybrid));
+        let head = names(&out[..HEAD]);
+        assert!(head.contains(&"lexfirst.md"), "{head:?}");
+        assert!(head.contains(&"semfirst.md"), "{head:?}");
+        assert!(
+            out.windows(2).all(|w| w[0].score >= w[1].score),
+            "scores still fall"
+        );
     }
 
     #[test]

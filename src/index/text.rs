@@ -212,6 +212,59 @@ pub fn each_term(text: &str, mut each: impl FnMut(String)) {
     });
 }
 
+/// How many of `terms` (a query's, [`query_terms`]) a file's name stands for when every word
+/// of its stem (the name up to its first `.`, a leading dot aside: `git-diff-files` of
+/// `git-diff-files.1.gz`) is among them: a word as a whole, or as its parts when it has inner
+/// capitals (`LockGuard` for `lock guard`), a CJK run as its bigrams. `None` when some word
+/// is not, or the stem has none (so `d00001.txt` is never a query's name unless asked).
+pub fn name_in_query(name: &str, terms: &[String]) -> Option<usize> {
+    let name = name.strip_prefix('.').unwrap_or(name);
+    let stem = name.split('.').next().unwrap_or(name);
+    let mut used = vec![false; terms.len()];
+    let mut mark = |t: &str| match terms.iter().position(|q| q == t) {
+        Some(i) => {
+            used[i] = true;
+            true
+        }
+        None => false,
+    };
+    let mut any = false;
+    for piece in pieces(stem) {
+        match piece {
+            Piece::Words(group) => {
+                for w in &group {
+                    any = true;
+                    let whole = mark(&w.to_lowercase());
+                    // The parts count as asked for too (a query `LockGuard` is all three
+                    // terms `lockguard lock guard`); with the whole missing they must be.
+                    let parts = camel_parts(w)
+                        .iter()
+                        .filter(|p| mark(&p.to_lowercase()))
+                        .count();
+                    if !whole && parts < camel_parts(w).len() {
+                        return None;
+                    }
+                }
+                if group.len() > 1 {
+                    mark(&group.concat().to_lowercase());
+                }
+            }
+            Piece::Cjk(run) => {
+                any = true;
+                let grams: Vec<String> = if run.len() == 1 {
+                    vec![run[0].to_string()]
+                } else {
+                    run.windows(2).map(|p| p.iter().collect()).collect()
+                };
+                if !grams.iter().all(|g| mark(g)) {
+                    return None;
+                }
+            }
+        }
+    }
+    any.then(|| used.iter().filter(|&&u| u).count())
+}
+
 /// How many of `wanted` occur among the terms of `text` (each counted once).
 pub fn matches_in(text: &str, wanted: &[String]) -> usize {
     let mut seen = vec![false; wanted.len()];
@@ -267,6 +320,30 @@ mod tests {
         assert_eq!(one_line("alpha beta", 6), "alpha");
         assert_eq!(one_line("ééé ééé", 5), "ééé é");
         assert_eq!(one_line("", 5), "");
+    }
+
+    #[test]
+    fn a_name_is_the_querys_when_each_of_its_words_is_asked_for() {
+        let q = |s: &str| query_terms(s);
+        assert_eq!(
+            name_in_query("killall5.8.gz", &q("killall5 signals")),
+            Some(1)
+        );
+        assert_eq!(name_in_query("kill.1", &q("killall5 signals")), None);
+        assert_eq!(
+            name_in_query("git-diff-files.1", &q("git diff files")),
+            Some(3)
+        );
+        assert_eq!(name_in_query("git-diff.1", &q("git diff files")), Some(2));
+        assert_eq!(name_in_query("git-diff-files.1", &q("git diff")), None);
+        assert_eq!(name_in_query("c89-gcc.1", &q("c89-gcc")), Some(2));
+        assert_eq!(name_in_query("c99-gcc.1", &q("c89-gcc")), None);
+        assert_eq!(name_in_query("LockGuard.rs", &q("lock guard")), Some(2));
+        assert_eq!(name_in_query("LockGuard.rs", &q("LockGuard")), Some(3));
+        assert_eq!(name_in_query("snake_case.py", &q("snake_case")), Some(3));
+        assert_eq!(name_in_query(".bashrc", &q("bashrc")), Some(1));
+        assert_eq!(name_in_query("d00001.txt", &q("txt")), None);
+        assert_eq!(name_in_query("...", &q("x")), None);
     }
 
     #[test]
