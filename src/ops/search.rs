@@ -208,14 +208,8 @@ fn best_passage(
     terms: &[String],
     evidence: &crate::index::Evidence,
 ) -> Option<Shown> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    crate::sys::open_file(path)
-        .ok()?
-        .take(SNIPPET_SCAN_BYTES)
-        .read_to_end(&mut buf)
-        .ok()?;
-    // Compressed or not text: the index cut other text; keep what it says.
+    let buf = indexed_bytes(path, SNIPPET_SCAN_BYTES).ok()?;
+    // Not text: the index cut other text; keep what it says.
     let text = std::str::from_utf8(&buf).ok()?;
     let passages = crate::index::passages::split(name, text);
     let matched = evidence.passage.map(|p| p as usize);
@@ -282,7 +276,6 @@ const DEFINITION_SCAN_BYTES: u64 = 1 << 20;
 /// Move the files that define `id` (a line `fn id`, `struct id`, `class id`, `def id`, ...)
 /// ahead of the rest, keeping each group's order.
 fn definitions_first(ws: &Workspace, id: &str, hits: &mut [Hit]) {
-    use std::io::Read;
     let keywords = [
         "fn",
         "struct",
@@ -335,10 +328,8 @@ fn definitions_first(ws: &Workspace, id: &str, hits: &mut [Hit]) {
         if h.level != Level::Content {
             return false;
         }
-        let mut buf = Vec::new();
-        crate::sys::open_file(&ws.fs_path(&h.uri))
-            .and_then(|f| f.take(DEFINITION_SCAN_BYTES).read_to_end(&mut buf))
-            .is_ok_and(|_| re.is_match(&String::from_utf8_lossy(&buf)))
+        indexed_bytes(&ws.fs_path(&h.uri), DEFINITION_SCAN_BYTES)
+            .is_ok_and(|buf| re.is_match(&String::from_utf8_lossy(&buf)))
     };
     let marks: Vec<bool> = hits.iter().map(defines).collect();
     let mut order: Vec<usize> = (0..hits.len()).collect();
@@ -364,11 +355,27 @@ fn admitted(ws: &Workspace, parsed: &Parsed, h: &Hit) -> bool {
     if !parsed.judges_text() {
         return true;
     }
+    let read = indexed_bytes(&ws.fs_path(&h.uri), FILTER_SCAN_BYTES);
+    is_file && read.is_ok_and(|buf| parsed.admits_text(&String::from_utf8_lossy(&buf)))
+}
+
+/// Up to `max` bytes of the text the index read from the file at `path`: what a gzip, bzip2
+/// or zstd file decompresses to (as the indexing job reads it, `content::compressed`), any
+/// other file's own bytes. So a phrase, an exclusion, a definition and a snippet judge the
+/// words the file was found by.
+fn indexed_bytes(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use crate::content::compressed::{decompress, Codec};
     use std::io::Read;
+    let mut f = crate::sys::open_file(path)?;
     let mut buf = Vec::new();
-    let read = crate::sys::open_file(&ws.fs_path(&h.uri))
-        .and_then(|f| f.take(FILTER_SCAN_BYTES).read_to_end(&mut buf));
-    is_file && read.is_ok() && parsed.admits_text(&String::from_utf8_lossy(&buf))
+    (&mut f).take(max).read_to_end(&mut buf)?;
+    if let Some(codec) = Codec::of(&buf) {
+        // A stream that does not decompress was indexed as what it is: its own bytes.
+        if let Ok((text, _)) = decompress(codec, buf.as_slice().chain(&mut f), max) {
+            return Ok(text);
+        }
+    }
+    Ok(buf)
 }
 
 fn verdict(ws: &Workspace, queue: Option<&dyn PendingSummaries>, h: &Hit) -> Verdict {

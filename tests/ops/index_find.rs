@@ -357,6 +357,10 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
             ),
         ],
     );
+    // The same line gzip'd: the index reads what it decompresses to, and so do the filters.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, b"# lock guard with tokio\nimport os\n").unwrap();
+    std::fs::write(src.join("tools/guard.py.gz"), gz.finish().unwrap()).unwrap();
     env.add_waited(&src, "viking://resources/repo");
     let files = |q: &str| -> Vec<String> {
         let mut v: Vec<String> = env
@@ -368,7 +372,10 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
         v.sort();
         v
     };
-    assert_eq!(files("lock guard"), ["guard.py", "lock.rs", "notes.md"]);
+    assert_eq!(
+        files("lock guard"),
+        ["guard.py", "guard.py.gz", "lock.rs", "notes.md"]
+    );
     // A dash inside a word, or in a sentence, is text: the one page that answers is found.
     assert_eq!(
         files("Run gpgconf --apply-defaults for all users."),
@@ -376,11 +383,17 @@ fn phrases_exclusions_and_path_filters_say_what_a_query_wants() {
     );
     assert_eq!(files("gpgconf --apply-defaults"), ["gpg.md"]);
     // Operators that leave nothing: the words are run again as text (the path filter kept).
-    assert_eq!(files("\"guard lock\""), ["guard.py", "lock.rs", "notes.md"]);
-    assert_eq!(files("lock -guard"), ["guard.py", "lock.rs", "notes.md"]);
+    let all = ["guard.py", "guard.py.gz", "lock.rs", "notes.md"];
+    assert_eq!(files("\"guard lock\""), all);
+    assert_eq!(files("lock -guard"), all);
     assert_eq!(files("\"guard lock\" path:docs/*"), ["notes.md"]);
-    assert_eq!(files("\"lock guard\""), ["guard.py", "lock.rs"]);
+    // A phrase and an exclusion judge a compressed file by its text, as the index reads it.
+    assert_eq!(
+        files("\"lock guard\""),
+        ["guard.py", "guard.py.gz", "lock.rs"]
+    );
     assert_eq!(files("\"lock guard\" -tokio"), ["lock.rs"]);
+    assert_eq!(files("\"guard with tokio\""), ["guard.py", "guard.py.gz"]);
     assert_eq!(files("lock ext:py"), ["guard.py"]);
     assert_eq!(files("lock ext:.RS ext:md"), ["lock.rs", "notes.md"]);
     assert_eq!(files("lock path:docs/*"), ["notes.md"]);
