@@ -245,6 +245,18 @@ print(json.dumps(c))' "$WORK/model.json" > "$WORK/model-f32.json"
                         --build "$label" --meta "$C/$tag-model-$backend.meta" --latency batch \
                         --results "$R" || true
             done
+            # Queries holding quotes or dashed words, as written against stripped of them
+            # (issue 46: a query is text unless it is unmistakably syntax).
+            if [ "$backend" = sqlite ] && [ "$tag" = new ]; then
+                "${EVAL[@]}" strip "$C" --out "$C/stripped" >/dev/null
+                for mode in lexical hybrid; do
+                    run "$tag $mode stripped" timeout $T_RUN "${EVAL[@]}" run-batch --bin "$bin" \
+                        --workspace "$ws" --config "$conf" --mode "$mode" --corpus "$C/stripped" \
+                        --out "$C/$tag-$mode-stripped.run" --timeout $T_RUN >/dev/null &&
+                        "${EVAL[@]}" syntax "$C" "$C/$tag-$mode-$backend.run" \
+                            "$C/$tag-$mode-stripped.run" --system "$mode" | tee -a "$C/syntax.txt" || true
+                done
+            fi
         fi
         # BENCH_KEEP=1 keeps the model's workspaces too (to query them again).
         [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$ws"
@@ -293,6 +305,7 @@ EOF
     echo
     if [ -s "$R" ]; then
         "${EVAL[@]}" table "$R" --title "== results: corpus $CORPUS (top $((10)), known-item)"
+        if [ -s "$C/syntax.txt" ]; then cat "$C/syntax.txt"; fi
     else
         echo "== results: corpus $CORPUS: no system measured"
     fi

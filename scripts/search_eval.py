@@ -19,6 +19,9 @@ Driven by scripts/bench-search.sh; each subcommand is usable on its own:
           Append one row (recall@1, recall@10, MRR@10, latency, index docs/s) to RESULTS.
   table   RESULTS [--title T]                Print the table of the rows in RESULTS.
   status  --bin B --workspace WS [--config F] Print the counts `vikingfs status --json` exposes.
+  strip   DIR --out DIR2                     DIR's queries with quotes and leading dashes removed.
+  syntax  DIR RUN STRIPPED --system NAME     MRR@10 of the queries holding quotes or dashed
+          words, as written (RUN) against stripped (STRIPPED, a run over `strip`'s copy).
   selftest                                   Check the metric code; exit 1 on a failure.
 
 A run file is JSON Lines, one object a query in qid order:
@@ -1081,6 +1084,54 @@ def score(args):
         f.write(json.dumps(row) + "\n")
 
 
+# A query "with syntax" holds a quote or a word starting with a dash: what `find` may read as
+# a phrase or an exclusion (src/index/query.rs). Stripped, it holds neither.
+SYNTAX_RE = re.compile(r'"|(?:^|\s)-+(?=\S)')
+
+
+def strip_syntax(q):
+    """`q` without its quotes and without the dashes that start its words."""
+    return " ".join(re.sub(r"^-+", "", t) for t in q.replace('"', " ").split())
+
+
+def strip(args):
+    """A copy of a corpus's queries (qrels.tsv, queries.txt; the documents stay where they are)
+    with every query's syntax characters removed."""
+    os.makedirs(args.out, exist_ok=True)
+    rows = read_qrels(args.corpus)
+    with open(os.path.join(args.out, "qrels.tsv"), "w", encoding="utf-8") as f:
+        for qid, rel, q in rows:
+            f.write(f"{qid}\t{rel}\t{strip_syntax(q)}\n")
+    with open(os.path.join(args.out, "queries.txt"), "w", encoding="utf-8") as f:
+        for _, _, q in rows:
+            f.write(strip_syntax(q) + "\n")
+    n = sum(1 for _, _, q in rows if SYNTAX_RE.search(q))
+    print(f"{n} of {len(rows)} queries hold quotes or dashed words")
+
+
+def syntax(args):
+    """MRR@10 and recall@10 of the queries with syntax characters: as written (RUN) against
+    the same queries stripped (STRIPPED, a run over `strip`'s copy)."""
+    rows = read_qrels(args.corpus)
+    want = {qid for qid, _, q in rows if SYNTAX_RE.search(q)}
+    rel = {qid: r for qid, r, _ in rows}
+
+    def pairs(path):
+        out = []
+        with open(path) as f:
+            for ln in f:
+                o = json.loads(ln)
+                if o["qid"] in want:
+                    out.append((rel[o["qid"]], ranked_files(o["hits"])))
+        return out
+
+    a, b = metrics(pairs(args.run)), metrics(pairs(args.stripped))
+    print(f"  {args.system}: {len(want)} queries with quotes or dashed words: MRR@10 "
+          f"{a['MRR@10']:.3f} as written, {b['MRR@10']:.3f} stripped "
+          f"({a['MRR@10'] - b['MRR@10']:+.3f}); recall@10 {a['recall@10']:.3f}, "
+          f"{b['recall@10']:.3f}")
+
+
 LATENCY_NOTE = {
     "process": "wall time of one `vikingfs find` process per query",
     "batch": "one `find --queries` process: its total time / number of queries (p50 = p99)",
@@ -1415,6 +1466,18 @@ def main():
     p.add_argument("results")
     p.add_argument("--title")
     p.set_defaults(fn=table)
+
+    p = sub.add_parser("strip")
+    p.add_argument("corpus")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=strip)
+
+    p = sub.add_parser("syntax")
+    p.add_argument("corpus")
+    p.add_argument("run")
+    p.add_argument("stripped")
+    p.add_argument("--system", required=True)
+    p.set_defaults(fn=syntax)
 
     p = sub.add_parser("selftest")
     p.set_defaults(fn=selftest)
