@@ -84,6 +84,66 @@ impl Analyzer {
         tx.commit()?;
         Ok(out)
     }
+
+    /// The distinct index terms of each of `words` as a document holds them (made by
+    /// [`super::text::document`], then stemmed): what [`super::Index::doc_freq`] counts a
+    /// word by. A word without any (punctuation) has none.
+    pub fn word_tokens(&mut self, words: &[&str]) -> rusqlite::Result<Vec<Vec<String>>> {
+        words
+            .iter()
+            .map(|w| {
+                let doc = super::text::document(w);
+                let mut t = if doc.is_empty() {
+                    Vec::new()
+                } else {
+                    self.tokens(&doc)?
+                };
+                t.sort();
+                t.dedup();
+                Ok(t)
+            })
+            .collect()
+    }
+}
+
+/// How many of a set of documents hold each term: the documents go into an in-memory FTS5
+/// table (postings only, `detail=none`) and its vocabulary answers. For the records of one
+/// subtree, whose terms the index's own vocabulary cannot tell apart from the rest.
+pub struct DocCounter {
+    conn: Connection,
+    added: i64,
+}
+
+impl DocCounter {
+    pub fn new() -> rusqlite::Result<DocCounter> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE d USING fts5(name, body, tokenize = '{TOKENIZER}', detail = none);
+             CREATE VIRTUAL TABLE dv USING fts5vocab(d, 'row');
+             BEGIN;"
+        ))?;
+        Ok(DocCounter { conn, added: 0 })
+    }
+
+    /// One document: its name's and its text's terms ([`super::text::document`]s).
+    pub fn add(&mut self, name: &str, body: &str) -> rusqlite::Result<()> {
+        self.added += 1;
+        self.conn
+            .prepare_cached("INSERT INTO d(rowid, name, body) VALUES (?1, ?2, ?3)")?
+            .execute(rusqlite::params![self.added, name, body])
+            .map(drop)
+    }
+
+    /// How many documents added hold each of `terms` (index terms, stemmed); a term none
+    /// holds is left out.
+    pub fn counts(&self, terms: &[&str]) -> rusqlite::Result<Vec<(String, u64)>> {
+        let list = serde_json::to_string(terms).expect("strings serialise");
+        let mut q = self.conn.prepare_cached(
+            "SELECT term, doc FROM dv WHERE term IN (SELECT value FROM json_each(?1))",
+        )?;
+        let rows = q.query_map([list], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+        rows.collect()
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +167,17 @@ mod tests {
         assert_eq!((p[0].name_len, p[0].len), (1, 5));
         assert_eq!(p[1], Postings::default());
         assert_eq!(a.tokens("running").unwrap(), ["run"]);
+        assert_eq!(
+            a.word_tokens(&["LockGuard", "locks", "..."]).unwrap(),
+            [vec!["guard", "lock", "lockguard"], vec!["lock"], vec![]]
+        );
+        let mut c = DocCounter::new().unwrap();
+        c.add("locks", "the lock").unwrap();
+        c.add("", "locking guard").unwrap();
+        c.add("x", "y").unwrap();
+        let mut n = c.counts(&["lock", "guard", "absent"]).unwrap();
+        n.sort();
+        assert_eq!(n, [("guard".to_string(), 1), ("lock".to_string(), 2)]);
         // The table is empty again after each call.
         assert_eq!(a.tokens("").unwrap(), Vec::<String>::new());
     }

@@ -2,9 +2,12 @@
 //! and the document frequencies of words (how many files use each), for weighting summary
 //! keywords.
 
+use std::collections::HashMap;
+
 use rusqlite::params;
 
 use super::{under_params, SqliteEngine, UNDER_SQL};
+use crate::index::analyze::{Analyzer, DocCounter};
 use crate::index::engine::NAME_WEIGHT;
 use crate::index::{text, Evidence, Hit, IndexError, Level};
 use crate::uri::VPath;
@@ -21,7 +24,7 @@ impl SqliteEngine {
         let Some(expr) = text::match_expr_of(terms) else {
             return Ok(Vec::new());
         };
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         let filter = match under {
             Some(p) if !p.is_root() => format!("AND {UNDER_SQL}"),
             _ => String::new(),
@@ -69,56 +72,118 @@ impl SqliteEngine {
         Ok(hits)
     }
 
-    /// See [`crate::index::Index::doc_freq`]: each term as a phrase of its index terms.
+    /// See [`crate::index::Index::doc_freq`], from FTS5's own vocabulary: `lex`'s count of
+    /// rows holding each index term (one query for all), less `lex_sum`'s (the summaries').
+    /// A subtree excluded is counted apart by tokenizing its records' terms again
+    /// ([`DocCounter`]) and taken off; when it holds more than half the files, the files
+    /// outside it are counted instead. So a summary costs the postings of its candidate
+    /// words, read without a join, plus the text of the smaller side of its subtree — not a
+    /// MATCH and a record lookup per posting of every candidate.
     pub(super) fn doc_freq(
         &self,
         terms: &[&str],
         excluding: Option<&VPath>,
     ) -> Result<(u64, Vec<u64>), IndexError> {
-        let conn = self.conn.lock();
-        let outside = match excluding {
-            Some(_) => format!("AND NOT ({UNDER_SQL})"),
-            None => String::new(),
+        let scratch = |e| IndexError::Sqlite {
+            path: ":memory:".into(),
+            source: e,
         };
-        let [p1, p2, p3] = match excluding {
-            Some(p) => under_params(p),
-            None => Default::default(),
-        };
-        let count_sql = format!(
-            "SELECT count(*) FROM records WHERE level = {} {outside}",
-            Level::Content as i64
-        );
-        let docs: i64 = match excluding {
-            Some(_) => conn
-                .prepare_cached(&count_sql)
-                .and_then(|mut s| s.query_row(params![p1, p2, p3], |r| r.get(0))),
-            None => conn
-                .prepare_cached(&count_sql)
-                .and_then(|mut s| s.query_row([], |r| r.get(0))),
-        }
-        .map_err(|e| self.sql(e))?;
-        let df_sql = format!(
-            "SELECT count(*) FROM lex JOIN records r ON r.id = lex.rowid
-              WHERE lex MATCH ?4 AND r.level = {} {outside}",
-            Level::Content as i64
-        );
-        let mut stmt = conn.prepare_cached(&df_sql).map_err(|e| self.sql(e))?;
-        let mut out = Vec::with_capacity(terms.len());
-        for t in terms {
-            let doc = text::document(t);
-            if doc.is_empty() {
-                out.push(0);
-                continue;
-            }
-            // The term's index terms as one phrase (`LockGuard` -> "lockguard lock guard", as
-            // its documents hold it). Index terms are letters and digits: nothing to escape.
-            let expr = format!("\"{doc}\"");
-            let n: i64 = stmt
-                .query_row(params![p1, p2, p3, expr], |r| r.get(0))
+        let tokens = Analyzer::new()
+            .and_then(|mut a| a.word_tokens(terms))
+            .map_err(scratch)?;
+        let mut wanted: Vec<&str> = tokens.iter().flatten().map(String::as_str).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let list = serde_json::to_string(&wanted).expect("strings serialise");
+        let conn = self.reader()?;
+        // One snapshot for the totals and the subtree.
+        let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        let files: i64 = tx
+            .query_row(
+                "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM lex_sum_docsize)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.sql(e))?;
+        let mut count: HashMap<String, i64> = HashMap::with_capacity(wanted.len());
+        for (vocab, sign) in [("lex_terms", 1), ("lex_sum_terms", -1)] {
+            let mut q = tx
+                .prepare_cached(&format!(
+                    "SELECT term, doc FROM temp.{vocab}
+                      WHERE term IN (SELECT value FROM json_each(?1))"
+                ))
                 .map_err(|e| self.sql(e))?;
-            out.push(n as u64);
+            let rows = q
+                .query_map([&list], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                })
+                .map_err(|e| self.sql(e))?;
+            for row in rows {
+                let (term, n) = row.map_err(|e| self.sql(e))?;
+                *count.entry(term).or_default() += sign * n;
+            }
         }
-        Ok((docs as u64, out))
+        let mut docs = files;
+        if let Some(dir) = excluding {
+            let [p1, p2, p3] = under_params(dir);
+            let inside: i64 = tx
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM records WHERE {UNDER_SQL} AND level = {}",
+                    Level::Content as i64
+                ))
+                .and_then(|mut s| s.query_row(params![p1, p2, p3], |r| r.get(0)))
+                .map_err(|e| self.sql(e))?;
+            docs = files - inside;
+            let smaller_inside = inside * 2 <= files;
+            let side = if smaller_inside {
+                UNDER_SQL.to_string()
+            } else {
+                format!("NOT ({UNDER_SQL})")
+            };
+            let mut counter = DocCounter::new().map_err(scratch)?;
+            let mut q = tx
+                .prepare_cached(&format!(
+                    "SELECT t.name, t.body FROM records JOIN lex_text t ON t.id = records.id
+                      WHERE {side} AND level = {}",
+                    Level::Content as i64
+                ))
+                .map_err(|e| self.sql(e))?;
+            let mut rows = q.query(params![p1, p2, p3]).map_err(|e| self.sql(e))?;
+            while let Some(r) = rows.next().map_err(|e| self.sql(e))? {
+                let name = r
+                    .get_ref(0)
+                    .and_then(|v| Ok(v.as_str()?))
+                    .map_err(|e| self.sql(e))?;
+                let body = r
+                    .get_ref(1)
+                    .and_then(|v| Ok(v.as_str()?))
+                    .map_err(|e| self.sql(e))?;
+                counter.add(name, body).map_err(scratch)?;
+            }
+            let side_counts = counter.counts(&wanted).map_err(scratch)?;
+            if smaller_inside {
+                for (term, n) in side_counts {
+                    *count.entry(term).or_default() -= n as i64;
+                }
+            } else {
+                count = side_counts
+                    .into_iter()
+                    .map(|(t, n)| (t, n as i64))
+                    .collect();
+            }
+        }
+        // A word counts the files holding its rarest index term (exact for a word of one
+        // term, the most; `LockGuard` holds three).
+        let out = tokens
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(|t| count.get(t).copied().unwrap_or(0).max(0) as u64)
+                    .min()
+                    .unwrap_or(0)
+            })
+            .collect();
+        Ok((docs.max(0) as u64, out))
     }
 }
 
@@ -137,6 +202,62 @@ mod tests {
             source_version: "v1".into(),
             partial: false,
         }
+    }
+
+    /// A search and a summary's document frequencies answer while another thread holds the
+    /// index's write connection in an open write transaction (a long batch of records): they
+    /// read on connections of their own, and see the last commit, not the batch.
+    #[test]
+    fn reads_answer_while_a_write_transaction_is_open() {
+        use std::sync::mpsc;
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        let ix = Index::open_lexical(&path).unwrap();
+        ix.upsert(&rec("resources/a.md", Level::Content, "marigold ledger"))
+            .unwrap();
+        drop(ix);
+        let eng = std::sync::Arc::new(super::SqliteEngine::open(&path).unwrap());
+        let (held, wait_held) = mpsc::channel();
+        let (release, wait_release) = mpsc::channel::<()>();
+        let writer = {
+            let eng = eng.clone();
+            std::thread::spawn(move || {
+                let mut conn = eng.conn.lock();
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .unwrap();
+                tx.execute(
+                    "INSERT INTO records(uri, level, version, snippet) \
+                     VALUES ('resources/b.md', 2, 'v', '')",
+                    [],
+                )
+                .unwrap();
+                held.send(()).unwrap();
+                // Held until the reads are done (or 10 s, were they to wait for it).
+                let _ = wait_release.recv_timeout(Duration::from_secs(10));
+                tx.commit().unwrap();
+            })
+        };
+        wait_held.recv().unwrap();
+        let start = Instant::now();
+        let hits = eng
+            .search_lexical(&["marigold".to_string()], 10, None)
+            .unwrap();
+        let (docs, df) = eng.doc_freq(&["ledger"], None).unwrap();
+        let took = start.elapsed();
+        release.send(()).unwrap();
+        writer.join().unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(
+            (docs, df),
+            (1, vec![1]),
+            "the last commit, not the open batch"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "the reads waited for the write: {took:?}"
+        );
     }
 
     #[test]
@@ -195,5 +316,49 @@ mod tests {
             .unwrap();
         let (docs, df) = ix.doc_freq(&["lock"], Some(&a)).unwrap();
         assert_eq!((docs, df), (4, vec![2]));
+
+        // A subtree holding most files: the files outside it are the ones counted.
+        ix.upsert(&rec("agent/m.md", Level::Content, "lock jobs, LockGuard"))
+            .unwrap();
+        let res = VPath::from_rel("resources").unwrap();
+        let (docs, df) = ix.doc_freq(&terms, Some(&res)).unwrap();
+        assert_eq!((docs, df), (1, vec![1, 1, 1, 0, 0, 0, 0]));
+        let (docs, df) = ix.doc_freq(&terms, None).unwrap();
+        assert_eq!((docs, df), (7, vec![5, 3, 2, 2, 1, 0, 0]));
+
+        // Summaries rewritten, renamed and deleted never count, and leave the index whole;
+        // a file deleted or rewritten no longer counts for what it held.
+        for i in 0..5 {
+            ix.upsert(&rec(
+                "resources/b",
+                Level::Abstract,
+                &format!("jobs queue lock {i}"),
+            ))
+            .unwrap();
+        }
+        // The renamed directory's summaries are made again under its new name.
+        let c = VPath::from_rel("resources/c").unwrap();
+        ix.rename_prefix(&a, &c).unwrap();
+        assert_eq!(ix.verify().unwrap(), Vec::<String>::new());
+        let (docs, df) = ix.doc_freq(&terms, None).unwrap();
+        assert_eq!((docs, df), (7, vec![5, 3, 2, 2, 1, 0, 0]));
+        ix.delete_prefixes(&[&c]).unwrap();
+        ix.delete(&VPath::from_rel("resources/b/three.md").unwrap())
+            .unwrap();
+        ix.upsert(&rec("agent/m.md", Level::Content, "nothing"))
+            .unwrap();
+        let (docs, df) = ix.doc_freq(&terms, None).unwrap();
+        assert_eq!((docs, df), (4, vec![1, 1, 0, 1, 1, 0, 0]));
+        assert_eq!(ix.verify().unwrap(), Vec::<String>::new());
+
+        // An index made before `lex_sum` gets it when opened, from its summaries' terms.
+        drop(ix);
+        let c = rusqlite::Connection::open(dir.path().join("i.db")).unwrap();
+        c.execute_batch("DROP TABLE lex_sum").unwrap();
+        drop(c);
+        let ix = Index::open_lexical(&dir.path().join("i.db")).unwrap();
+        assert_eq!(ix.verify().unwrap(), Vec::<String>::new());
+        let (docs, df) = ix.doc_freq(&terms, None).unwrap();
+        assert_eq!((docs, df), (4, vec![1, 1, 0, 1, 1, 0, 0]));
     }
 }
