@@ -89,60 +89,62 @@ impl Analyzer {
     /// [`super::text::document`], then stemmed): what [`super::Index::doc_freq`] counts a
     /// word by. A word without any (punctuation) has none.
     pub fn word_tokens(&mut self, words: &[&str]) -> rusqlite::Result<Vec<Vec<String>>> {
-        words
+        Ok(self
+            .word_terms(words)?
+            .into_iter()
+            .map(|w| w.into_iter().map(|(_, token)| token).collect())
+            .collect())
+    }
+
+    /// [`Analyzer::word_tokens`], each token with a term of the document that the tokenizer
+    /// makes it of: what to search for to find the token (a stem searched for is stemmed
+    /// again, and the porter stemmer does not always leave a stem as it is).
+    pub fn word_terms(&mut self, words: &[&str]) -> rusqlite::Result<Vec<Vec<(String, String)>>> {
+        // Every distinct term of every word one row, tokenized in one transaction.
+        let docs: Vec<String> = words.iter().map(|w| super::text::document(w)).collect();
+        let mut terms: Vec<&str> = docs
             .iter()
-            .map(|w| {
-                let doc = super::text::document(w);
-                let mut t = if doc.is_empty() {
-                    Vec::new()
-                } else {
-                    self.tokens(&doc)?
-                };
-                t.sort();
-                t.dedup();
-                Ok(t)
+            .flat_map(|d| d.split(' '))
+            .filter(|t| !t.is_empty())
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let tx = self.conn.transaction()?;
+        {
+            let mut ins =
+                tx.prepare_cached("INSERT INTO t(rowid, name, body) VALUES (?1, '', ?2)")?;
+            for (i, t) in terms.iter().enumerate() {
+                ins.execute(rusqlite::params![i as i64 + 1, t])?;
+            }
+        }
+        let mut token_of: Vec<Vec<String>> = vec![Vec::new(); terms.len()];
+        {
+            let mut q = tx.prepare_cached("SELECT doc, term FROM v")?;
+            let mut rows = q.query([])?;
+            while let Some(r) = rows.next()? {
+                let doc: i64 = r.get(0)?;
+                token_of[doc as usize - 1].push(r.get(1)?);
+            }
+        }
+        tx.execute("DELETE FROM t", [])?;
+        tx.commit()?;
+        Ok(docs
+            .iter()
+            .map(|d| {
+                let mut out: Vec<(String, String)> = Vec::new();
+                for term in d.split(' ').filter(|t| !t.is_empty()) {
+                    let i = terms.binary_search(&term).expect("listed above");
+                    // Each term of a document is one token (letters and digits only).
+                    if let [token] = token_of[i].as_slice() {
+                        if !out.iter().any(|(_, t)| t == token) {
+                            out.push((term.to_string(), token.clone()));
+                        }
+                    }
+                }
+                out.sort_by(|a, b| a.1.cmp(&b.1));
+                out
             })
-            .collect()
-    }
-}
-
-/// How many of a set of documents hold each term: the documents go into an in-memory FTS5
-/// table (postings only, `detail=none`) and its vocabulary answers. For the records of one
-/// subtree, whose terms the index's own vocabulary cannot tell apart from the rest.
-pub struct DocCounter {
-    conn: Connection,
-    added: i64,
-}
-
-impl DocCounter {
-    pub fn new() -> rusqlite::Result<DocCounter> {
-        let conn = Connection::open_in_memory()?;
-        conn.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE d USING fts5(name, body, tokenize = '{TOKENIZER}', detail = none);
-             CREATE VIRTUAL TABLE dv USING fts5vocab(d, 'row');
-             BEGIN;"
-        ))?;
-        Ok(DocCounter { conn, added: 0 })
-    }
-
-    /// One document: its name's and its text's terms ([`super::text::document`]s).
-    pub fn add(&mut self, name: &str, body: &str) -> rusqlite::Result<()> {
-        self.added += 1;
-        self.conn
-            .prepare_cached("INSERT INTO d(rowid, name, body) VALUES (?1, ?2, ?3)")?
-            .execute(rusqlite::params![self.added, name, body])
-            .map(drop)
-    }
-
-    /// How many documents added hold each of `terms` (index terms, stemmed); a term none
-    /// holds is left out.
-    pub fn counts(&self, terms: &[&str]) -> rusqlite::Result<Vec<(String, u64)>> {
-        let list = serde_json::to_string(terms).expect("strings serialise");
-        let mut q = self.conn.prepare_cached(
-            "SELECT term, doc FROM dv WHERE term IN (SELECT value FROM json_each(?1))",
-        )?;
-        let rows = q.query_map([list], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
-        rows.collect()
+            .collect())
     }
 }
 
@@ -171,13 +173,11 @@ mod tests {
             a.word_tokens(&["LockGuard", "locks", "..."]).unwrap(),
             [vec!["guard", "lock", "lockguard"], vec!["lock"], vec![]]
         );
-        let mut c = DocCounter::new().unwrap();
-        c.add("locks", "the lock").unwrap();
-        c.add("", "locking guard").unwrap();
-        c.add("x", "y").unwrap();
-        let mut n = c.counts(&["lock", "guard", "absent"]).unwrap();
-        n.sort();
-        assert_eq!(n, [("guard".to_string(), 1), ("lock".to_string(), 2)]);
+        assert_eq!(
+            a.word_terms(&["Agreed"]).unwrap(),
+            [vec![("agreed".to_string(), "agre".to_string())]]
+        );
+        assert_eq!(a.tokens("agre").unwrap(), ["agr"], "a stem stemmed again");
         // The table is empty again after each call.
         assert_eq!(a.tokens("").unwrap(), Vec::<String>::new());
     }

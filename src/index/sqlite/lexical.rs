@@ -2,12 +2,12 @@
 //! and the document frequencies of words (how many files use each), for weighting summary
 //! keywords.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::params;
 
 use super::{under_params, SqliteEngine, UNDER_SQL};
-use crate::index::analyze::{Analyzer, DocCounter};
+use crate::index::analyze::Analyzer;
 use crate::index::engine::NAME_WEIGHT;
 use crate::index::{text, Evidence, Hit, IndexError, Level};
 use crate::uri::VPath;
@@ -73,28 +73,36 @@ impl SqliteEngine {
     }
 
     /// See [`crate::index::Index::doc_freq`], from FTS5's own vocabulary: `lex`'s count of
-    /// rows holding each index term (one query for all), less `lex_sum`'s (the summaries').
-    /// A subtree excluded is counted apart by tokenizing its records' terms again
-    /// ([`DocCounter`]) and taken off; when it holds more than half the files, the files
-    /// outside it are counted instead. So a summary costs the postings of its candidate
-    /// words, read without a join, plus the text of the smaller side of its subtree — not a
-    /// MATCH and a record lookup per posting of every candidate.
+    /// rows holding each index term, less `lex_sum`'s (the summaries'), for all the words in
+    /// one query. A subtree excluded is counted apart, by a search for each term restricted
+    /// to the subtree's record ids ([`SqliteEngine::count_among`]), and taken off; when it
+    /// holds more than half the files, the files outside it are counted so instead. So a
+    /// summary reads its words' postings among the smaller side of its subtree, not every
+    /// posting of every word with a record lookup each.
     pub(super) fn doc_freq(
         &self,
         terms: &[&str],
         excluding: Option<&VPath>,
     ) -> Result<(u64, Vec<u64>), IndexError> {
-        let scratch = |e| IndexError::Sqlite {
+        let words = {
+            let mut a = self.analyzer.lock();
+            match &mut *a {
+                Some(a) => a.word_terms(terms),
+                None => Analyzer::new().and_then(|new| a.insert(new).word_terms(terms)),
+            }
+        }
+        .map_err(|source| IndexError::Sqlite {
             path: ":memory:".into(),
-            source: e,
-        };
-        let tokens = Analyzer::new()
-            .and_then(|mut a| a.word_tokens(terms))
-            .map_err(scratch)?;
-        let mut wanted: Vec<&str> = tokens.iter().flatten().map(String::as_str).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let list = serde_json::to_string(&wanted).expect("strings serialise");
+            source,
+        })?;
+        // Each token with a term that searches for it.
+        let wanted: BTreeMap<&str, &str> = words
+            .iter()
+            .flatten()
+            .map(|(term, token)| (token.as_str(), term.as_str()))
+            .collect();
+        let list =
+            serde_json::to_string(&wanted.keys().collect::<Vec<_>>()).expect("strings serialise");
         let conn = self.reader()?;
         // One snapshot for the totals and the subtree.
         let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
@@ -107,10 +115,11 @@ impl SqliteEngine {
             .map_err(|e| self.sql(e))?;
         let mut count: HashMap<String, i64> = HashMap::with_capacity(wanted.len());
         for (vocab, sign) in [("lex_terms", 1), ("lex_sum_terms", -1)] {
+            // The list outside, the vocabulary looked up by term inside (not scanned).
             let mut q = tx
                 .prepare_cached(&format!(
-                    "SELECT term, doc FROM temp.{vocab}
-                      WHERE term IN (SELECT value FROM json_each(?1))"
+                    "SELECT v.term, v.doc FROM json_each(?1) AS w
+                      CROSS JOIN temp.{vocab} AS v WHERE v.term = w.value"
                 ))
                 .map_err(|e| self.sql(e))?;
             let rows = q
@@ -125,66 +134,104 @@ impl SqliteEngine {
         }
         let mut docs = files;
         if let Some(dir) = excluding {
-            let [p1, p2, p3] = under_params(dir);
-            let inside: i64 = tx
-                .prepare_cached(&format!(
-                    "SELECT count(*) FROM records WHERE {UNDER_SQL} AND level = {}",
-                    Level::Content as i64
-                ))
-                .and_then(|mut s| s.query_row(params![p1, p2, p3], |r| r.get(0)))
-                .map_err(|e| self.sql(e))?;
-            docs = files - inside;
-            let smaller_inside = inside * 2 <= files;
-            let side = if smaller_inside {
-                UNDER_SQL.to_string()
-            } else {
-                format!("NOT ({UNDER_SQL})")
+            let ids = |cond: &str| -> Result<Vec<i64>, IndexError> {
+                let mut q = tx
+                    .prepare_cached(&format!(
+                        "SELECT id FROM records WHERE {cond} AND level = {}",
+                        Level::Content as i64
+                    ))
+                    .map_err(|e| self.sql(e))?;
+                let rows = q
+                    .query_map(under_params(dir), |r| r.get(0))
+                    .map_err(|e| self.sql(e))?;
+                rows.collect::<rusqlite::Result<Vec<i64>>>()
+                    .map_err(|e| self.sql(e))
             };
-            let mut counter = DocCounter::new().map_err(scratch)?;
-            let mut q = tx
-                .prepare_cached(&format!(
-                    "SELECT t.name, t.body FROM records JOIN lex_text t ON t.id = records.id
-                      WHERE {side} AND level = {}",
-                    Level::Content as i64
-                ))
-                .map_err(|e| self.sql(e))?;
-            let mut rows = q.query(params![p1, p2, p3]).map_err(|e| self.sql(e))?;
-            while let Some(r) = rows.next().map_err(|e| self.sql(e))? {
-                let name = r
-                    .get_ref(0)
-                    .and_then(|v| Ok(v.as_str()?))
-                    .map_err(|e| self.sql(e))?;
-                let body = r
-                    .get_ref(1)
-                    .and_then(|v| Ok(v.as_str()?))
-                    .map_err(|e| self.sql(e))?;
-                counter.add(name, body).map_err(scratch)?;
-            }
-            let side_counts = counter.counts(&wanted).map_err(scratch)?;
-            if smaller_inside {
-                for (term, n) in side_counts {
-                    *count.entry(term).or_default() -= n as i64;
+            let inside = ids(UNDER_SQL)?;
+            docs = files - inside.len() as i64;
+            if inside.len() as i64 * 2 <= files {
+                for (token, n) in self.count_among(&tx, &wanted, inside)? {
+                    *count.entry(token).or_default() -= n;
                 }
             } else {
-                count = side_counts
-                    .into_iter()
-                    .map(|(t, n)| (t, n as i64))
-                    .collect();
+                let outside = ids(&format!("NOT ({UNDER_SQL})"))?;
+                count = self.count_among(&tx, &wanted, outside)?;
             }
         }
         // A word counts the files holding its rarest index term (exact for a word of one
         // term, the most; `LockGuard` holds three).
-        let out = tokens
+        let out = words
             .iter()
-            .map(|t| {
-                t.iter()
-                    .map(|t| count.get(t).copied().unwrap_or(0).max(0) as u64)
+            .map(|w| {
+                w.iter()
+                    .map(|(_, t)| count.get(t).copied().unwrap_or(0).max(0) as u64)
                     .min()
                     .unwrap_or(0)
             })
             .collect();
         Ok((docs.max(0) as u64, out))
     }
+
+    /// How many of the records `ids` hold each token of `wanted` (with the term searched for
+    /// to find it): an FTS5 search per token, restricted to a few runs of ids (rowid ranges,
+    /// which FTS5 seeks to), each row found counted when it is one of `ids`.
+    fn count_among(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        wanted: &BTreeMap<&str, &str>,
+        mut ids: Vec<i64>,
+    ) -> Result<HashMap<String, i64>, IndexError> {
+        let mut out = HashMap::with_capacity(wanted.len());
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        ids.sort_unstable();
+        let runs = runs_of(&ids, MAX_RUNS);
+        let ids: HashSet<i64> = ids.into_iter().collect();
+        let mut q = tx
+            .prepare_cached("SELECT rowid FROM lex WHERE lex MATCH ?1 AND rowid BETWEEN ?2 AND ?3")
+            .map_err(|e| self.sql(e))?;
+        for (&token, &term) in wanted {
+            // A term of a document is letters and digits: nothing to escape.
+            let expr = format!("\"{term}\"");
+            let mut n = 0;
+            for &(lo, hi) in &runs {
+                let mut rows = q.query(params![expr, lo, hi]).map_err(|e| self.sql(e))?;
+                while let Some(r) = rows.next().map_err(|e| self.sql(e))? {
+                    if ids.contains(&r.get::<_, i64>(0).map_err(|e| self.sql(e))?) {
+                        n += 1;
+                    }
+                }
+            }
+            out.insert(token.to_string(), n);
+        }
+        Ok(out)
+    }
+}
+
+/// At most this many rowid ranges a subtree's records are searched in.
+const MAX_RUNS: usize = 16;
+
+/// Sorted `ids` as at most `max` ranges covering them all, cut at the widest gaps.
+fn runs_of(ids: &[i64], max: usize) -> Vec<(i64, i64)> {
+    let mut gaps: Vec<(i64, usize)> = ids
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1] - w[0] > 1)
+        .map(|(i, w)| (w[1] - w[0], i))
+        .collect();
+    gaps.sort_unstable_by(|a, b| b.cmp(a));
+    gaps.truncate(max.saturating_sub(1));
+    let mut cuts: Vec<usize> = gaps.into_iter().map(|(_, i)| i).collect();
+    cuts.sort_unstable();
+    let mut runs = Vec::with_capacity(cuts.len() + 1);
+    let mut start = 0;
+    for c in cuts {
+        runs.push((ids[start], ids[c]));
+        start = c + 1;
+    }
+    runs.push((ids[start], ids[ids.len() - 1]));
+    runs
 }
 
 #[cfg(test)]
@@ -258,6 +305,20 @@ mod tests {
             took < Duration::from_secs(5),
             "the reads waited for the write: {took:?}"
         );
+    }
+
+    #[test]
+    fn runs_cut_at_the_widest_gaps() {
+        assert_eq!(super::runs_of(&[5], 4), [(5, 5)]);
+        assert_eq!(
+            super::runs_of(&[1, 2, 3, 50, 51, 90], 16),
+            [(1, 3), (50, 51), (90, 90)]
+        );
+        assert_eq!(
+            super::runs_of(&[1, 2, 3, 50, 51, 90], 2),
+            [(1, 3), (50, 90)]
+        );
+        assert_eq!(super::runs_of(&[1, 2, 3, 50, 51, 90], 1), [(1, 90)]);
     }
 
     #[test]

@@ -191,6 +191,9 @@ pub struct SqliteEngine {
     conn: Mutex<Connection>,
     /// Idle read connections (`query_only`), at most [`IDLE_READERS`].
     readers: Mutex<Vec<Connection>>,
+    /// The tokenizer of the words whose document frequencies are asked for, made at the
+    /// first ask.
+    analyzer: Mutex<Option<super::analyze::Analyzer>>,
     /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
     id_set_max: usize,
 }
@@ -219,6 +222,7 @@ impl SqliteEngine {
             dim: 0,
             conn: Mutex::new(conn),
             readers: Mutex::new(Vec::new()),
+            analyzer: Mutex::new(None),
             id_set_max: search::ID_SET_MAX,
         })
     }
