@@ -318,9 +318,6 @@ pub fn serving_engine(ws: &Workspace, config: &Config) -> anyhow::Result<(Arc<Op
     ops.queue()
         .start_spool()
         .context("start the queue's spool")?;
-    // A directory's summary reads every child: once per burst of changes under it.
-    ops.queue()
-        .settle(crate::queue::SEMANTIC, crate::ops::jobs::SUMMARY_SETTLE);
     crate::cli::session::recover_at_start(&ops);
     let pool = WorkerPool::start(
         ops.queue().clone(),

@@ -35,10 +35,6 @@ const DENSE_BATCH: usize = 64;
 const SNIPPET_CHARS: usize = 200;
 /// How much of each child a directory summary reads.
 const CHILD_HEAD_BYTES: u64 = 8 * 1024;
-/// How long a serving daemon lets a directory's changes settle before its summary runs
-/// ([`crate::queue::Queue::settle`]): longer than the gaps between the files of one `tar x`
-/// or `cp -r` into it, short beside the time a person looks for the summary.
-pub const SUMMARY_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub(crate) use super::keys::has_summary;
 pub use super::keys::{

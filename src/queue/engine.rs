@@ -49,19 +49,7 @@ pub trait Engine: Send + Sync {
 
     /// Add `jobs` in one transaction (coalescing keyed ones, see the module doc); a key
     /// queued while its job runs becomes due `rerun_delay` later. Returns each job's id.
-    fn enqueue(&self, jobs: &[NewJob], rerun_delay: Duration) -> Result<Vec<i64>, QueueError> {
-        self.enqueue_settled(jobs, rerun_delay, &|_| Duration::ZERO)
-    }
-
-    /// [`Engine::enqueue`], and a keyed job of a queue `settle` gives a delay is first due
-    /// that long after it is queued, and moved on by each enqueue of its key while it waits
-    /// (see [`super::Queue::settle`]).
-    fn enqueue_settled(
-        &self,
-        jobs: &[NewJob],
-        rerun_delay: Duration,
-        settle: &dyn Fn(&str) -> Duration,
-    ) -> Result<Vec<i64>, QueueError>;
+    fn enqueue(&self, jobs: &[NewJob], rerun_delay: Duration) -> Result<Vec<i64>, QueueError>;
 
     /// Is any job of `queue` claimable now? A read: idle workers poll with it, so an empty
     /// queue costs no write.

@@ -210,13 +210,7 @@ fn claim(
     }
 }
 
-fn enqueue(
-    s: &mut dyn Sql,
-    now: i64,
-    rerun_delay_ms: i64,
-    settle_ms: i64,
-    job: &NewJob,
-) -> Result<i64> {
+fn enqueue(s: &mut dyn Sql, now: i64, rerun_delay_ms: i64, job: &NewJob) -> Result<i64> {
     let queue = job.queue.as_str();
     let payload = job.payload.to_string();
     // The row's values, ?1 to ?6 in both the insert and the coalescing update.
@@ -262,13 +256,7 @@ fn enqueue(
             &[queue.into(), key.into()],
         )?
         .is_some();
-    // Else it waits `settle` (its queue's, usually none): the first change of a burst does
-    // not run it at once, to run again after the rest.
-    let due = if running {
-        now + rerun_delay_ms.max(settle_ms)
-    } else {
-        now + settle_ms
-    };
+    let due = if running { now + rerun_delay_ms } else { now };
     // Coalesce into the pending job, keeping its place in line: its due stays, unless it was
     // backing off after a failure or waiting (a file open for writing, a full disk: it has a
     // last error): new input ends a back-off or a wait. A re-run waiting out its delay is
@@ -277,10 +265,9 @@ fn enqueue(
     // delay from now, up to ten delays after it was queued, so a burst is summarised once
     // after it rather than every delay during it. A claim racing this enqueue holds its row:
     // the update waits, then no longer matches, and a new row goes in.
-    // A settling job is moved on as a re-run is: to `settle` from now (ten delays at most).
     let mut params = row(version, due).to_vec();
-    params.push((now + (rerun_delay_ms / 2).max(settle_ms)).into());
-    params.push((rerun_delay_ms.max(settle_ms) * 10).into());
+    params.push((now + rerun_delay_ms / 2).into());
+    params.push((rerun_delay_ms * 10).into());
     let updated = s.opt(
         "UPDATE {jobs} SET version = ?3, payload = ?4,
                            due = CASE WHEN attempts > 0 OR last_error IS NOT NULL THEN ?6
@@ -498,18 +485,11 @@ impl<B: Backend> Engine for B {
         Backend::location(self)
     }
 
-    fn enqueue_settled(
-        &self,
-        jobs: &[NewJob],
-        rerun_delay: Duration,
-        settle: &dyn Fn(&str) -> Duration,
-    ) -> Result<Vec<i64>, QueueError> {
+    fn enqueue(&self, jobs: &[NewJob], rerun_delay: Duration) -> Result<Vec<i64>, QueueError> {
         let delay = ms(rerun_delay);
         self.write(|s| {
             let now = s.now()?;
-            jobs.iter()
-                .map(|j| enqueue(s, now, delay, ms(settle(&j.queue)), j))
-                .collect()
+            jobs.iter().map(|j| enqueue(s, now, delay, j)).collect()
         })
     }
 

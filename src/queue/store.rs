@@ -83,8 +83,6 @@ pub(super) struct Shared {
     wakers: Mutex<HashMap<String, Arc<Waker>>>,
     /// This process's spool, once [`Queue::start_spool`] ran (the mount daemon).
     spool: Mutex<Option<Arc<super::spool::Spool>>>,
-    /// The queues whose keyed jobs settle before they run ([`Queue::settle`]), with how long.
-    settle: Mutex<Vec<(String, Duration)>>,
 }
 
 impl Drop for Shared {
@@ -155,7 +153,6 @@ impl Queue {
                 opts,
                 wakers: Mutex::new(HashMap::new()),
                 spool: Mutex::new(None),
-                settle: Mutex::new(Vec::new()),
             }),
         };
         // Jobs a dead process spooled but never moved into the database. On a full disk
@@ -215,32 +212,6 @@ impl Queue {
             *s = Some(spool);
         }
         Ok(())
-    }
-
-    /// From now on a keyed job this process queues to `queue` is first due `delay` after it
-    /// is queued, and each enqueue of its key while it waits moves that on (to `delay` from
-    /// then, ten delays after it was first queued at most): a burst of changes in one
-    /// directory (`tar x`, `cp -r`) then runs the directory's summary once after the burst,
-    /// not once at its first change and again after the rest. For the serving daemon, whose
-    /// summaries nobody waits for; a command that waits for its jobs does not settle them.
-    pub fn settle(&self, queue: &str, delay: Duration) {
-        let mut s = self.shared.settle.lock();
-        s.retain(|(q, _)| q != queue);
-        s.push((queue.to_string(), delay));
-    }
-
-    /// Add `jobs` to the database in one transaction, with the options' delays.
-    fn add(&self, jobs: &[NewJob]) -> Result<Vec<i64>, QueueError> {
-        let settle = self.shared.settle.lock().clone();
-        let settle_of = |queue: &str| {
-            settle
-                .iter()
-                .find(|(q, _)| q == queue)
-                .map_or(Duration::ZERO, |(_, d)| *d)
-        };
-        self.shared
-            .engine
-            .enqueue_settled(jobs, self.shared.opts.rerun_delay, &settle_of)
     }
 
     /// Move everything spooled into the database and stop the flusher.
@@ -330,7 +301,10 @@ impl Queue {
     ) -> Result<i64, QueueError> {
         let job = NewJob::new(queue, key.map(str::to_string), payload.clone());
         check_name(queue)?;
-        let ids = self.add(std::slice::from_ref(&job))?;
+        let ids = self
+            .shared
+            .engine
+            .enqueue(std::slice::from_ref(&job), self.shared.opts.rerun_delay)?;
         self.notify(queue);
         Ok(ids[0])
     }
@@ -340,7 +314,9 @@ impl Queue {
         for j in jobs {
             check_name(&j.queue)?;
         }
-        self.add(jobs)?;
+        self.shared
+            .engine
+            .enqueue(jobs, self.shared.opts.rerun_delay)?;
         let mut queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
         queues.sort_unstable();
         queues.dedup();
@@ -596,52 +572,6 @@ mod tests {
             "held back while the key kept coming, not run after one delay: {claimed:?}"
         );
         q.complete(&first).unwrap();
-    }
-
-    /// `tar x` into one directory: its summary's key comes once per file. With the queue
-    /// settling, the burst runs the summary once, after it; without, the first file's
-    /// enqueue ran it at once and the rest ran it again.
-    #[test]
-    fn a_burst_of_one_key_runs_once_after_it_settles() {
-        let dir = tempfile::tempdir().unwrap();
-        let settle = Duration::from_secs(2);
-        let q = Queue::open_with(&dir.path().join("q.db"), QueueOptions::default()).unwrap();
-        q.settle("semantic", settle);
-        let lease = Duration::from_secs(60);
-        let start = std::time::Instant::now();
-        let mut runs = 0;
-        // 1,000 enqueues of one key, a worker claiming (and finishing) whatever is due.
-        for i in 0..1000 {
-            q.enqueue("semantic", Some("semantic:d"), &json!(i))
-                .unwrap();
-            q.enqueue("embedding", Some(&format!("f{i}")), &json!(i))
-                .unwrap();
-            if let Some(job) = q.claim("semantic", "w", lease).unwrap() {
-                runs += 1;
-                q.complete(&job).unwrap();
-            }
-        }
-        let burst = start.elapsed();
-        assert!(
-            q.claim("embedding", "w", lease).unwrap().is_some(),
-            "other queues do not settle"
-        );
-        let done = loop {
-            if let Some(job) = q.claim("semantic", "w", lease).unwrap() {
-                assert_eq!(job.payload, json!(999), "the last change's payload");
-                q.complete(&job).unwrap();
-                break start.elapsed();
-            }
-            assert!(start.elapsed() < burst + settle * 20, "it never ran");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if burst < settle * 10 {
-            assert_eq!(
-                runs, 0,
-                "nothing ran during a burst shorter than ten delays"
-            );
-        }
-        assert!(done >= settle, "settled first: {done:?}");
     }
 
     #[test]
