@@ -84,6 +84,68 @@ impl Analyzer {
         tx.commit()?;
         Ok(out)
     }
+
+    /// The distinct index terms of each of `words` as a document holds them (made by
+    /// [`super::text::document`], then stemmed): what [`super::Index::doc_freq`] counts a
+    /// word by. A word without any (punctuation) has none.
+    pub fn word_tokens(&mut self, words: &[&str]) -> rusqlite::Result<Vec<Vec<String>>> {
+        Ok(self
+            .word_terms(words)?
+            .into_iter()
+            .map(|w| w.into_iter().map(|(_, token)| token).collect())
+            .collect())
+    }
+
+    /// [`Analyzer::word_tokens`], each token with a term of the document that the tokenizer
+    /// makes it of: what to search for to find the token (a stem searched for is stemmed
+    /// again, and the porter stemmer does not always leave a stem as it is).
+    pub fn word_terms(&mut self, words: &[&str]) -> rusqlite::Result<Vec<Vec<(String, String)>>> {
+        // Every distinct term of every word one row, tokenized in one transaction.
+        let docs: Vec<String> = words.iter().map(|w| super::text::document(w)).collect();
+        let mut terms: Vec<&str> = docs
+            .iter()
+            .flat_map(|d| d.split(' '))
+            .filter(|t| !t.is_empty())
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let tx = self.conn.transaction()?;
+        {
+            let mut ins =
+                tx.prepare_cached("INSERT INTO t(rowid, name, body) VALUES (?1, '', ?2)")?;
+            for (i, t) in terms.iter().enumerate() {
+                ins.execute(rusqlite::params![i as i64 + 1, t])?;
+            }
+        }
+        let mut token_of: Vec<Vec<String>> = vec![Vec::new(); terms.len()];
+        {
+            let mut q = tx.prepare_cached("SELECT doc, term FROM v")?;
+            let mut rows = q.query([])?;
+            while let Some(r) = rows.next()? {
+                let doc: i64 = r.get(0)?;
+                token_of[doc as usize - 1].push(r.get(1)?);
+            }
+        }
+        tx.execute("DELETE FROM t", [])?;
+        tx.commit()?;
+        Ok(docs
+            .iter()
+            .map(|d| {
+                let mut out: Vec<(String, String)> = Vec::new();
+                for term in d.split(' ').filter(|t| !t.is_empty()) {
+                    let i = terms.binary_search(&term).expect("listed above");
+                    // Each term of a document is one token (letters and digits only).
+                    if let [token] = token_of[i].as_slice() {
+                        if !out.iter().any(|(_, t)| t == token) {
+                            out.push((term.to_string(), token.clone()));
+                        }
+                    }
+                }
+                out.sort_by(|a, b| a.1.cmp(&b.1));
+                out
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +169,15 @@ mod tests {
         assert_eq!((p[0].name_len, p[0].len), (1, 5));
         assert_eq!(p[1], Postings::default());
         assert_eq!(a.tokens("running").unwrap(), ["run"]);
+        assert_eq!(
+            a.word_tokens(&["LockGuard", "locks", "..."]).unwrap(),
+            [vec!["guard", "lock", "lockguard"], vec!["lock"], vec![]]
+        );
+        assert_eq!(
+            a.word_terms(&["Agreed"]).unwrap(),
+            [vec![("agreed".to_string(), "agre".to_string())]]
+        );
+        assert_eq!(a.tokens("agre").unwrap(), ["agr"], "a stem stemmed again");
         // The table is empty again after each call.
         assert_eq!(a.tokens("").unwrap(), Vec::<String>::new());
     }

@@ -675,12 +675,14 @@ impl Index {
 
     /// How many content records (files) there are, and how many of them hold each of
     /// `terms`, not counting those at or below `excluding` (a directory weighs its words
-    /// against the rest of the workspace). A term is matched as a query for it would be: made
-    /// into index terms by [`text::document`] and stemmed by FTS5's porter tokenizer, so
-    /// `locks` counts the files with `lock`, `locks` or `locking`. Summary records are not
-    /// counted: a summary's words are its children's, and counting them would let each
-    /// written summary shift the statistics it was made from. A term without index terms
-    /// counts 0.
+    /// against the rest of the workspace). A term is made into index terms as a document's
+    /// text would be ([`text::document`], then FTS5's porter stemmer), so `locks` counts the
+    /// files with `lock`, `locks` or `locking`; a term of several index terms (`LockGuard`:
+    /// `lockguard lock guard`) counts the files holding the rarest of them. Summary records
+    /// are not counted: a summary's words are its children's, and counting them would let
+    /// each written summary shift the statistics it was made from. A term without index
+    /// terms counts 0. Read from the index's own per-term statistics, not by a search per
+    /// term (see each engine).
     pub fn doc_freq(
         &self,
         terms: &[&str],

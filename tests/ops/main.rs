@@ -9,6 +9,7 @@ mod support;
 
 mod crash_matrix;
 mod index_crash;
+mod index_docfreq;
 mod index_engines;
 mod index_find;
 mod index_procs;

@@ -220,22 +220,22 @@ impl PgIndex {
             .collect()
     }
 
+    /// See [`crate::index::Index::doc_freq`]: every index term's files in one query (its
+    /// postings joined to their records, counted per term), a word's count its rarest term's.
     pub(super) fn frequencies(
         &self,
         terms: &[&str],
         excluding: Option<&VPath>,
     ) -> Result<(u64, Vec<u64>)> {
-        let tokens: Vec<Vec<String>> = terms
-            .iter()
-            .map(|t| {
-                let doc = text::document(t);
-                if doc.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    self.tokens(&doc)
-                }
-            })
-            .collect::<Result<_>>()?;
+        let tokens = self.analyzer.lock().word_tokens(terms).map_err(|source| {
+            crate::index::IndexError::Sqlite {
+                path: ":memory:".into(),
+                source,
+            }
+        })?;
+        let mut wanted: Vec<String> = tokens.iter().flatten().cloned().collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         let [a, b, c] = match excluding {
             Some(p) => under_params(p),
             None => Default::default(),
@@ -250,15 +250,11 @@ impl PgIndex {
             "SELECT count(*) FROM vi_records r WHERE level = {content} {}",
             outside(1)
         );
-        // A term's index terms all in one file (FTS5 asks for them as a phrase: the files
-        // hold them as the document made them, side by side).
         let df_sql = format!(
-            "SELECT count(*) FROM
-               (SELECT rid FROM vi_postings WHERE term = ANY($1)
-                 GROUP BY rid HAVING count(*) = $2) x
-               JOIN vi_records r ON r.id = x.rid
-              WHERE r.level = {content} {}",
-            outside(3)
+            "SELECT p.term, count(*) FROM vi_postings p JOIN vi_records r ON r.id = p.rid
+              WHERE p.term = ANY($1) AND r.level = {content} {}
+              GROUP BY p.term",
+            outside(2)
         );
         self.read(|s| {
             let e = self.e();
@@ -268,23 +264,22 @@ impl PgIndex {
             }
             .map_err(&e)?
             .get(0);
-            let mut out = Vec::with_capacity(tokens.len());
-            for t in &tokens {
-                let mut distinct = t.clone();
-                distinct.sort();
-                distinct.dedup();
-                if distinct.is_empty() {
-                    out.push(0);
-                    continue;
-                }
-                let n = distinct.len() as i64;
-                let row = match excluding {
-                    Some(_) => s.one(&df_sql, &[&distinct, &n, &a, &b, &c]),
-                    None => s.one(&df_sql, &[&distinct, &n]),
-                }
-                .map_err(&e)?;
-                out.push(row.get::<_, i64>(0) as u64);
+            let rows = match excluding {
+                Some(_) => s.all(&df_sql, &[&wanted, &a, &b, &c]),
+                None => s.all(&df_sql, &[&wanted]),
             }
+            .map_err(&e)?;
+            let count: std::collections::HashMap<String, i64> =
+                rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            let out = tokens
+                .iter()
+                .map(|t| {
+                    t.iter()
+                        .map(|t| count.get(t).copied().unwrap_or(0) as u64)
+                        .min()
+                        .unwrap_or(0)
+                })
+                .collect();
             Ok((docs as u64, out))
         })
     }

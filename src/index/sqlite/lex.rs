@@ -69,17 +69,25 @@ impl Quirks {
     }
 }
 
+/// The terms of one `lex` row: its name's, its text's, and whether its record is a summary
+/// (whose row `lex_sum` repeats, see [`super`]).
+pub(super) struct LexRow {
+    pub name: String,
+    pub body: String,
+    pub summary: bool,
+}
+
 /// The `lex` rows one transaction changes: each id's last state (a row of these terms, or
 /// none), applied by [`LexChanges::apply`] before the commit.
 #[derive(Default)]
 pub(super) struct LexChanges {
-    rows: BTreeMap<i64, Option<(String, String)>>,
+    rows: BTreeMap<i64, Option<LexRow>>,
 }
 
 impl LexChanges {
     /// Row `id` is to hold these terms (replacing what it holds).
-    pub(super) fn put(&mut self, id: i64, name: String, body: String) {
-        self.rows.insert(id, Some((name, body)));
+    pub(super) fn put(&mut self, id: i64, row: LexRow) {
+        self.rows.insert(id, Some(row));
     }
 
     /// Row `id` is to go.
@@ -88,7 +96,8 @@ impl LexChanges {
     }
 
     /// Write the changes in `tx`, the totals kept right: every changed row that exists now is
-    /// deleted (and taken out of the totals), then the rows to hold terms are inserted.
+    /// deleted (and taken out of the totals), then the rows to hold terms are inserted; a
+    /// summary's row the same way in `lex_sum` too.
     pub(super) fn apply(self, tx: &Transaction) -> rusqlite::Result<()> {
         if self.rows.is_empty() {
             return Ok(());
@@ -97,9 +106,14 @@ impl LexChanges {
         let mut gone_rows = 0u64;
         let mut gone_sizes: Vec<u64> = Vec::new();
         let mut existing = Vec::with_capacity(self.rows.len());
+        let mut summaries = Vec::new();
         {
             let mut size_of = tx.prepare_cached("SELECT sz FROM lex_docsize WHERE id = ?1")?;
+            let mut in_sum = tx.prepare_cached("SELECT 1 FROM lex_sum_docsize WHERE id = ?1")?;
             for &id in self.rows.keys() {
+                if in_sum.exists([id])? {
+                    summaries.push(id);
+                }
                 let Some(sz) = size_of
                     .query_row([id], |r| r.get::<_, Vec<u8>>(0))
                     .optional()?
@@ -148,11 +162,20 @@ impl LexChanges {
         for id in existing {
             delete.execute([id])?;
         }
+        let mut delete = tx.prepare_cached("DELETE FROM lex_sum WHERE rowid = ?1")?;
+        for id in summaries {
+            delete.execute([id])?;
+        }
         let mut insert =
             tx.prepare_cached("INSERT INTO lex(rowid, name, body) VALUES (?1, ?2, ?3)")?;
+        let mut insert_sum =
+            tx.prepare_cached("INSERT INTO lex_sum(rowid, name, body) VALUES (?1, ?2, ?3)")?;
         for (id, row) in self.rows {
-            if let Some((name, body)) = row {
-                insert.execute(params![id, name, body])?;
+            if let Some(r) = row {
+                insert.execute(params![id, r.name, r.body])?;
+                if r.summary {
+                    insert_sum.execute(params![id, r.name, r.body])?;
+                }
             }
         }
         Ok(())
@@ -261,6 +284,12 @@ mod tests {
              INSERT INTO lex(lex, rank) VALUES('deletemerge', 0);",
         )
         .unwrap();
+        ours.execute_batch(&super::super::lex_sum_sql()).unwrap();
+        let row = |body: String| LexRow {
+            name: "n".into(),
+            body,
+            summary: false,
+        };
         let write = |ours: &mut Connection, f: &dyn Fn(&mut LexChanges)| {
             let tx = ours.transaction().unwrap();
             let mut c = LexChanges::default();
@@ -278,7 +307,7 @@ mod tests {
         }
         write(&mut ours, &|c| {
             for (i, d) in docs.iter().enumerate() {
-                c.put(i as i64 + 1, "n".into(), d.clone());
+                c.put(i as i64 + 1, row(d.clone()));
             }
         });
         // Rewrite 120 (half with new text), delete 30, in two transactions.
@@ -306,7 +335,7 @@ mod tests {
                     d.clone()
                 };
                 c.delete(i as i64 + 1);
-                c.put(i as i64 + 1, "n".into(), t);
+                c.put(i as i64 + 1, row(t));
             }
         });
         for id in 150..180 {
@@ -365,7 +394,7 @@ mod tests {
         let c = Connection::open(&path).unwrap();
         c.execute_batch(&format!(
             "CREATE TEMP TABLE t AS SELECT id, name, body FROM lex_text;
-             DROP TABLE lex; DROP TABLE lex_text;
+             DROP TABLE lex; DROP TABLE lex_text; DROP TABLE lex_sum;
              CREATE VIRTUAL TABLE lex USING fts5(name, body, tokenize = '{}');
              INSERT INTO lex(rowid, name, body) SELECT id, name, body FROM temp.t;",
             crate::index::analyze::TOKENIZER

@@ -15,12 +15,21 @@
 //!   deletes rewrote the same big segments again and again, slower than the old deletes);
 //! - `lex_text`: the terms each `lex` row was made from (its name's and its text's, as
 //!   written), read back only when a rename changes a record's name: the one change that
-//!   must re-make a row whose text the contentless table no longer has;
+//!   must re-make a row whose text the contentless table no longer has, and to count the
+//!   words of one subtree's files for the summaries' document frequencies;
+//! - `lex_sum`: the summary records' `lex` rows again (postings only, `detail=none`), so
+//!   that the files holding a word are `lex`'s vocabulary count less `lex_sum`'s: one
+//!   query of FTS5's `fts5vocab` for all of a summary's candidate words, where a `MATCH`
+//!   joined to the records per word cost a record lookup per posting;
 //! - `chunks`: the int8 codes of up to [`CHUNK_SLOTS`] vectors packed into one blob, so a
 //!   dense search reads a few hundred blobs instead of stepping through one row per record.
 //!
+//! Reads (searches, document frequencies, lookups) go through a pool of read connections,
+//! writes through the one write connection ([`SqliteEngine`]).
+//!
 //! Invariants: every record has exactly one `lex` row and one `lex_text` row, and each of
-//! those is a record's; a
+//! those is a record's; a record has a `lex_sum` row (the same terms) exactly when it is a
+//! summary; a
 //! record with N passage vectors has N packed slots holding its id, named in its `places`
 //! in passage order (a dense search scores a record by its best passage).
 
@@ -56,6 +65,7 @@ fn create_sql() -> String {
          DROP TABLE IF EXISTS chunks;
          DROP TABLE IF EXISTS lex;
          DROP TABLE IF EXISTS lex_text;
+         DROP TABLE IF EXISTS lex_sum;
          CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
          CREATE TABLE records(
              id INTEGER PRIMARY KEY, uri TEXT NOT NULL, level INTEGER NOT NULL,
@@ -77,8 +87,52 @@ fn lex_sql() -> String {
         "CREATE VIRTUAL TABLE lex USING fts5(
              name, body, tokenize = '{}', content = '', contentless_delete = 1);
          INSERT INTO lex(lex, rank) VALUES('deletemerge', 0);
-         CREATE TABLE lex_text(id INTEGER PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL);",
+         CREATE TABLE lex_text(id INTEGER PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL);
+         {}",
+        super::analyze::TOKENIZER,
+        lex_sum_sql()
+    )
+}
+
+/// `lex_sum`, empty: the summaries' `lex` rows again, postings only (see the module's docs).
+fn lex_sum_sql() -> String {
+    format!(
+        "CREATE VIRTUAL TABLE lex_sum USING fts5(
+             name, body, tokenize = '{}', content = '', contentless_delete = 1, detail = none);
+         INSERT INTO lex_sum(lex_sum, rank) VALUES('deletemerge', 0);",
         super::analyze::TOKENIZER
+    )
+}
+
+/// An index made before `lex_sum` gets it in one write transaction (whoever opens it first),
+/// filled from the summaries' `lex_text`. A current index costs one read of the schema.
+fn upgrade_lex_sum(conn: &mut Connection) -> rusqlite::Result<()> {
+    fn missing(c: &Connection) -> rusqlite::Result<bool> {
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')
+                AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_sum')",
+            [],
+            |r| r.get(0),
+        )
+    }
+    if !missing(conn)? {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !missing(&tx)? {
+        return Ok(());
+    }
+    tx.execute_batch(&format!("{} {}", lex_sum_sql(), fill_lex_sum()))?;
+    tx.commit()
+}
+
+/// `lex_sum` made from the summaries' `lex_text`.
+fn fill_lex_sum() -> String {
+    format!(
+        "INSERT INTO lex_sum(rowid, name, body)
+              SELECT t.id, t.name, t.body FROM lex_text t JOIN records r ON r.id = t.id
+               WHERE r.level != {};",
+        Level::Content as i64
     )
 }
 
@@ -106,24 +160,40 @@ fn upgrade_lex(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.execute_batch(&format!(
         "CREATE TEMP TABLE old_lex AS SELECT rowid AS id, name, body FROM lex;
          DROP TABLE lex;
+         DROP TABLE IF EXISTS lex_sum;
          {}
          INSERT INTO lex_text(id, name, body) SELECT id, name, body FROM temp.old_lex;
          INSERT INTO lex(rowid, name, body) SELECT id, name, body FROM lex_text;
+         {}
          DROP TABLE temp.old_lex;",
-        lex_sql()
+        lex_sql(),
+        fill_lex_sum()
     ))?;
     tx.commit()?;
     tracing::info!("the index's lexical table made contentless (deletes no longer re-read text)");
     Ok(())
 }
 
-/// An open index file: one connection behind a mutex (open one per process, or per thread
-/// for parallel searches — opening is cheap).
+/// Idle read connections an engine keeps for the next reads; more are opened while more
+/// reads run at once, and closed when they end.
+const IDLE_READERS: usize = 4;
+
+/// An open index file: one connection that writes, behind a mutex (writes queue behind each
+/// other, as SQLite would make them anyway), and a pool of read connections
+/// ([`SqliteEngine::reader`]) for searches and the summaries' document frequencies. In WAL
+/// mode a reader sees the last commit and never waits for a writer: a search answers while a
+/// batch of records is being written, and a long read (a summary's statistics) holds no
+/// write back.
 pub struct SqliteEngine {
     path: PathBuf,
     /// Dimension of the stored vectors (0: none stored).
     dim: usize,
     conn: Mutex<Connection>,
+    /// Idle read connections (`query_only`), at most [`IDLE_READERS`].
+    readers: Mutex<Vec<Connection>>,
+    /// The tokenizer of the words whose document frequencies are asked for, made at the
+    /// first ask.
+    analyzer: Mutex<Option<super::analyze::Analyzer>>,
     /// See [`search::ID_SET_MAX`]; a field so tests can exercise both `under` strategies.
     id_set_max: usize,
 }
@@ -141,15 +211,52 @@ impl SqliteEngine {
             path: path.to_path_buf(),
             source,
         })?;
-        upgrade_lex(&mut conn).map_err(|source| IndexError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        upgrade_lex(&mut conn)
+            .and_then(|()| upgrade_lex_sum(&mut conn))
+            .map_err(|source| IndexError::Sqlite {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(SqliteEngine {
             path: path.to_path_buf(),
             dim: 0,
             conn: Mutex::new(conn),
+            readers: Mutex::new(Vec::new()),
+            analyzer: Mutex::new(None),
             id_set_max: search::ID_SET_MAX,
+        })
+    }
+
+    /// A read connection for one read (one snapshot per statement, or per transaction the
+    /// caller opens on it): an idle one, or a new one. It goes back to the pool when dropped.
+    fn reader(&self) -> Result<Reader<'_>> {
+        if let Some(conn) = self.readers.lock().pop() {
+            return Ok(Reader {
+                eng: self,
+                conn: Some(conn),
+            });
+        }
+        let conn = crate::db::open(
+            &self.path,
+            crate::db::Open {
+                busy_timeout: BUSY_TIMEOUT,
+                mmap_size: MMAP_SIZE,
+            },
+        )
+        .and_then(|c| {
+            // The vocabularies of the lexical tables (temp: nothing in the file), made
+            // before the connection is made read-only.
+            c.execute_batch(
+                "CREATE VIRTUAL TABLE temp.lex_terms USING fts5vocab(main, lex, 'row');
+                 CREATE VIRTUAL TABLE temp.lex_sum_terms USING fts5vocab(main, lex_sum, 'row');
+                 PRAGMA query_only = 1;",
+            )?;
+            Ok(c)
+        })
+        .map_err(|e| self.sql(e))?;
+        Ok(Reader {
+            eng: self,
+            conn: Some(conn),
         })
     }
 
@@ -190,7 +297,7 @@ impl SqliteEngine {
 
     /// The (uri, level) of the records matching the SQL condition `cond`, sorted.
     fn uris_where(&self, cond: &str, params: impl rusqlite::Params) -> Result<Vec<(VPath, Level)>> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT uri, level FROM records WHERE {cond} ORDER BY uri, level"
@@ -281,7 +388,7 @@ impl Engine for SqliteEngine {
     }
 
     fn version_of(&self, uri: &VPath, level: Level) -> Result<Option<String>> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         conn.prepare_cached("SELECT version FROM records WHERE uri = ?1 AND level = ?2")
             .and_then(|mut s| {
                 s.query_row(params![uri.as_str(), level as i64], |r| r.get(0))
@@ -301,7 +408,7 @@ impl Engine for SqliteEngine {
     }
 
     fn vector_state(&self, uri: &VPath, level: Level) -> Result<Option<(String, bool)>> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         conn.prepare_cached(
             "SELECT version, vec IS NOT NULL FROM records WHERE uri = ?1 AND level = ?2",
         )
@@ -315,7 +422,7 @@ impl Engine for SqliteEngine {
     }
 
     fn has_under(&self, prefix: &VPath) -> Result<bool> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         conn.prepare_cached(&format!(
             "SELECT EXISTS(SELECT 1 FROM records WHERE {UNDER_SQL})"
         ))
@@ -324,7 +431,7 @@ impl Engine for SqliteEngine {
     }
 
     fn stats(&self) -> Result<IndexStats> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         let n = |sql: &str| -> Result<u64> {
             conn.query_row(sql, [], |r| r.get::<_, i64>(0))
                 .map(|n| n as u64)
@@ -339,7 +446,7 @@ impl Engine for SqliteEngine {
     }
 
     fn count(&self) -> Result<u64> {
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         conn.query_row("SELECT COUNT(*) FROM records", [], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
             .map_err(|e| self.sql(e))
@@ -402,6 +509,31 @@ impl Engine for SqliteEngine {
 
     fn verify(&self) -> Result<Vec<String>> {
         SqliteEngine::verify(self)
+    }
+}
+
+/// A read connection of an engine's pool ([`SqliteEngine::reader`]).
+struct Reader<'e> {
+    eng: &'e SqliteEngine,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let mut idle = self.eng.readers.lock();
+        if idle.len() < IDLE_READERS && conn.is_autocommit() {
+            idle.push(conn);
+        }
     }
 }
 

@@ -73,7 +73,7 @@ impl SqliteEngine {
         let scale = quantise(&unit, &mut codes);
         let q = Query { unit, codes, scale };
 
-        let conn = self.conn.lock();
+        let conn = self.reader()?;
         // One read transaction: the chunk scan and the re-rank see the same snapshot.
         let tx = conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         let filter = match under {

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::chunk::Layout;
-use super::lex::LexChanges;
+use super::lex::{LexChanges, LexRow};
 use super::quant::{f32_to_bytes, normalised};
 use super::{under_params, SqliteEngine, CHUNK_SLOTS, UNDER_SQL};
 use crate::index::{text, IndexError, Level, PassageVector, Record};
@@ -255,14 +255,28 @@ impl<'t> Batch<'t> {
     }
 
     /// The record's terms: its name's and its text's, replacing what `lex` held for `id`.
-    fn put_terms(&mut self, id: i64, uri: &VPath, text: &str) -> Result<(), IndexError> {
+    fn put_terms(
+        &mut self,
+        id: i64,
+        uri: &VPath,
+        level: Level,
+        text: &str,
+    ) -> Result<(), IndexError> {
         let name = if uri.is_root() { "" } else { uri.name() };
-        self.lex_row(id, &text::document(name), &text::document(text))
+        self.lex_row(id, level, &text::document(name), &text::document(text))
     }
 
-    /// Make `lex`'s row `id` (and the `lex_text` it is made from) of these terms.
-    fn lex_row(&mut self, id: i64, name: &str, body: &str) -> Result<(), IndexError> {
-        self.lex.put(id, name.to_string(), body.to_string());
+    /// Make `lex`'s row `id` (and the `lex_text` it is made from) of these terms; a record
+    /// at `level` other than content is a summary (its row in `lex_sum` too).
+    fn lex_row(&mut self, id: i64, level: Level, name: &str, body: &str) -> Result<(), IndexError> {
+        self.lex.put(
+            id,
+            LexRow {
+                name: name.to_string(),
+                body: body.to_string(),
+                summary: level != Level::Content,
+            },
+        );
         self.exec(
             "INSERT OR REPLACE INTO lex_text(id, name, body) VALUES (?1, ?2, ?3)",
             params![id, name, body],
@@ -357,7 +371,7 @@ impl<'t> Batch<'t> {
                 (self.tx.last_insert_rowid(), Vec::new())
             }
         };
-        self.put_terms(id, &rec.uri, &rec.text)?;
+        self.put_terms(id, &rec.uri, rec.level, &rec.text)?;
         match &rec.vector {
             Some(v) => {
                 let whole = PassageVector {
@@ -561,13 +575,14 @@ impl SqliteEngine {
             }
             // Only the moved path itself changes its name; what lies below keeps its own.
             if from.name() != to.name() {
-                for (id, new, _) in renamed.iter().filter(|r| r.1 == *to) {
+                for (id, new, level) in renamed.iter().filter(|r| r.1 == *to) {
+                    let level = b.eng.level(*level)?;
                     // The contentless row is made again from its text, under the new name.
                     let body: String =
                         b.tx.prepare_cached("SELECT body FROM lex_text WHERE id = ?1")
                             .and_then(|mut s| s.query_row([id], |r| r.get(0)))
                             .map_err(|e| b.eng.sql(e))?;
-                    b.lex_row(*id, &text::document(new.name()), &body)?;
+                    b.lex_row(*id, level, &text::document(new.name()), &body)?;
                 }
             }
             Ok(renamed.len())

@@ -109,6 +109,23 @@ impl SqliteEngine {
         if stray > 0 {
             problems.push(format!("{stray} lexical texts have no record"));
         }
+        // `lex_sum` rows exactly for the summaries (by their sizes: contentless rows).
+        let unsummed = count(&format!(
+            "SELECT COUNT(*) FROM records r WHERE level != {} AND NOT EXISTS
+                (SELECT 1 FROM lex_sum_docsize WHERE id = r.id)",
+            crate::index::Level::Content as i64
+        ))?;
+        if unsummed > 0 {
+            problems.push(format!("{unsummed} summaries have no summary row"));
+        }
+        let stray = count(&format!(
+            "SELECT COUNT(*) FROM lex_sum_docsize s WHERE NOT EXISTS
+                (SELECT 1 FROM records r WHERE r.id = s.id AND r.level != {})",
+            crate::index::Level::Content as i64
+        ))?;
+        if stray > 0 {
+            problems.push(format!("{stray} summary rows are no summary's"));
+        }
         Ok(problems)
     }
 }
