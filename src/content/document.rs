@@ -237,6 +237,8 @@ struct Font<'a> {
     /// The ToUnicode map, where the font has one and it reads.
     unicode: Option<lopdf::Encoding<'a>>,
     encoding: lopdf::Encoding<'a>,
+    /// One byte a code (not a composite, Type0, font).
+    simple: bool,
     /// A simple font's glyph widths in thousandths of an em, from its first code; empty for
     /// a composite font (two-byte codes), whose text is measured as half an em a character.
     widths: Vec<f32>,
@@ -302,6 +304,8 @@ impl<'a> Fonts<'a> {
             .unwrap_or(0.0)
             .max(0.0) as usize;
         Some(Font {
+            simple: !font.has_type(b"Type0")
+                && font.get(b"Subtype").and_then(|t| t.as_name()).ok() != Some(b"Type0"),
             unicode: unicode.flatten(),
             encoding,
             widths,
@@ -339,14 +343,33 @@ fn page_text(
         }
         let args = &op.operands;
         let em = (size * scale).abs().max(0.1);
-        let mut show = |out: &mut Out, x: &mut f32, bytes: &[u8]| {
+        let show = |out: &mut Out, x: &mut f32, bytes: &[u8]| {
             let Some(font) = font else { return };
             // The ToUnicode map where it reads the string (some writers map only their
             // ligatures, or give a simple font a two-byte map), else the encoding.
             let mapped = (font.unicode.as_ref())
                 .and_then(|u| u.bytes_to_string(bytes).ok())
                 .filter(|s| !s.is_empty() && !s.contains('\u{FFFD}'));
-            let Some(s) = mapped.or_else(|| font.encoding.bytes_to_string(bytes).ok()) else {
+            let by_byte = || {
+                // A simple font's one-byte codes read through a two-byte map (gropdf's):
+                // each code as `00XX` in the map where it is there, else in the encoding.
+                let u = font.unicode.as_ref().filter(|_| font.simple)?;
+                let one = |e: &lopdf::Encoding, b: &[u8]| {
+                    e.bytes_to_string(b)
+                        .ok()
+                        .filter(|s| !s.is_empty() && !s.contains('\u{FFFD}'))
+                };
+                let mut s = String::new();
+                for &b in bytes {
+                    let c = one(u, &[0, b]).or_else(|| one(&font.encoding, &[b]));
+                    s.push_str(c.as_deref().unwrap_or(""));
+                }
+                Some(s)
+            };
+            let Some(s) = mapped
+                .or_else(by_byte)
+                .or_else(|| font.encoding.bytes_to_string(bytes).ok())
+            else {
                 return;
             };
             out.push(&s);
@@ -1088,6 +1111,11 @@ mod tests {
             if file != "sample.xlsx" {
                 // Words are kept apart: the sentence reads as written.
                 assert!(t.contains("which appears only in this"), "{file}: {t:?}");
+                // Ligatures (gropdf's fi, mapped in its ToUnicode table only) read as letters.
+                assert!(
+                    t.contains("Field notes") || t.contains("field notes"),
+                    "{file}: {t:?}"
+                );
                 assert!(
                     t.lines()
                         .any(|l| l.trim_start().starts_with("Second paragraph")),

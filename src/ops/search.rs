@@ -195,8 +195,18 @@ fn best_passage(
         .take(SNIPPET_SCAN_BYTES)
         .read_to_end(&mut buf)
         .ok()?;
-    // Compressed or not text: the index cut other text; keep what it says.
-    let text = std::str::from_utf8(&buf).ok()?;
+    // An HTML page's passages were cut from its text (`content::document`), which is cheap to
+    // derive again; a container's (PDF, office) is not at every query, and compressed or not
+    // text the index cut from other text: keep what it says.
+    let html;
+    let text = match crate::content::document::Kind::of(&buf) {
+        Some(k @ crate::content::document::Kind::Html) => {
+            html = crate::content::document::text(k, &buf, buf.len()).ok()?.0;
+            html.as_str()
+        }
+        Some(_) => return None,
+        None => std::str::from_utf8(&buf).ok()?,
+    };
     let passages = crate::index::passages::split(name, text);
     let matched = evidence.passage.map(|p| p as usize);
     let seen = TermsSeen::new(text, terms);
