@@ -8,6 +8,10 @@
 #   Corpus C (code): Python stdlib files and Rust files of the crates in ~/.cargo/registry/src
 #     (query = the first sentence of one function's doc, document = the whole file with
 #     every comment and docstring removed, named .py / .rs).
+#   Corpus D (docs): real PDF and HTML files of at most 1 MiB under /usr/share/doc and
+#     $BENCH_DOC_DIRS (e.g. an unpacked texlive-latex-recommended-doc), stored byte for byte
+#     (query = one seeded sentence of the file's text as poppler's pdftotext or Python's
+#     html.parser reads it, held by no other file; BM25 runs on that text). Needs pdftotext.
 #
 # Systems, over the same files, in one run:
 #   bm25       SQLite FTS5 bm25, tokenize='porter unicode61', query tokens OR'ed (the baseline)
@@ -34,7 +38,7 @@
 # max(lexical, semantic); on the code corpus also the figures per language. Corpus building,
 # BM25 and the metrics live in scripts/search_eval.py (`search_eval.py selftest` checks them).
 #
-# Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|code|all] [--base REV]
+# Usage: scripts/bench-search.sh [--quick] [--corpus pydoc|man|code|docs|all] [--base REV]
 #                                [--no-base] [--no-old] [--no-new] [--no-postgres] [--no-f32]
 #   --quick   300 queries per corpus instead of 1200 (the same documents; a prefix of the
 #             full run's query sample)
@@ -52,19 +56,19 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 EVAL=(python3 "$HERE/search_eval.py")
 
 QUERIES=1200
-CORPORA="pydoc man code"
+CORPORA="pydoc man code docs"
 BASE_REV=1b609a3
 RUN_BASE=1
 RUN_OLD=1
 RUN_NEW=1
 RUN_PG=1
 RUN_F32=1
-USAGE="usage: $0 [--quick] [--corpus pydoc|man|code|all] [--base REV] [--no-base] [--no-old] [--no-new] [--no-postgres] [--no-f32]"
+USAGE="usage: $0 [--quick] [--corpus pydoc|man|code|docs|all] [--base REV] [--no-base] [--no-old] [--no-new] [--no-postgres] [--no-f32]"
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUERIES=300; shift ;;
         --corpus)
-            case "${2:-}" in pydoc | man | code) CORPORA=$2 ;; all) ;; *) echo "--corpus pydoc|man|code|all" >&2; exit 2 ;; esac
+            case "${2:-}" in pydoc | man | code | docs) CORPORA=$2 ;; all) ;; *) echo "--corpus pydoc|man|code|docs|all" >&2; exit 2 ;; esac
             shift 2 ;;
         --base) [ -n "${2:-}" ] || { echo "$USAGE" >&2; exit 2; }; BASE_REV=$2; shift 2 ;;
         --no-base) RUN_BASE=0; shift ;;

@@ -38,6 +38,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -690,11 +691,133 @@ def code_docs(args, stats):
 
 
 # ---------------------------------------------------------------------------------------------
+# Corpus D (documents): real PDF and HTML files, stored byte for byte
+
+
+# Where documents are looked for: Debian's documentation, and BENCH_DOC_DIRS (colon-separated;
+# e.g. an unpacked texlive-latex-recommended-doc, whose PDFs are pdfTeX's).
+DOC_ROOTS = ["/usr/share/doc"]
+DOC_MAX_BYTES = 1 << 20  # vikingfs.index.max_file_bytes' default: a document is read whole
+DOC_QUERY_WORDS = (8, 30)
+
+
+class _HTMLText(__import__("html.parser").parser.HTMLParser):
+    """The text of an HTML page as Python's own parser sees it (scripts and styles dropped)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out, self.skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self.skip += 1
+        elif tag in ("p", "br", "div", "li", "tr", "h1", "h2", "h3", "h4", "pre", "title"):
+            self.out.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self.skip = max(0, self.skip - 1)
+        elif tag in ("p", "div", "li", "h1", "h2", "h3", "h4", "pre", "title"):
+            self.out.append("\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.out.append(data)
+
+
+def doc_text(path):
+    """A document's text by a reader that is not vikingfs's: poppler's pdftotext for a PDF,
+    Python's html.parser for a page; None when it cannot be read."""
+    if path.endswith(".pdf"):
+        try:
+            r = subprocess.run(["pdftotext", "-enc", "UTF-8", path, "-"], capture_output=True,
+                               timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
+    with open(path, "rb") as f:
+        raw = f.read()
+    h = _HTMLText()
+    try:
+        h.feed(raw.decode("utf-8", "replace"))
+    except Exception:
+        return None
+    return "".join(h.out)
+
+
+def doc_sentences(text):
+    """Sentences of a document's text: a line-wrapped paragraph joined, cut at `. ` / `? `,
+    DOC_QUERY_WORDS long, mostly words (not a table or code)."""
+    for para in re.split(r"\n\s*\n", text):
+        flat = " ".join(para.split())
+        for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", flat):
+            words = s.split()
+            if not DOC_QUERY_WORDS[0] <= len(words) <= DOC_QUERY_WORDS[1]:
+                continue
+            if len(WORD_RE.findall(s)) < 0.7 * len(words) or "\ufffd" in s:
+                continue
+            yield s
+
+
+def docs_items(stats):
+    """(src, query, None, path) of the document corpus: each PDF or HTML file under DOC_ROOTS
+    of at most DOC_MAX_BYTES, its query one seeded sentence of its text."""
+    roots = DOC_ROOTS + [d for d in os.environ.get("BENCH_DOC_DIRS", "").split(":") if d]
+    seen = set()
+    for root in roots:
+        for dp, dns, fns in os.walk(root):
+            dns.sort()
+            for fn in sorted(fns):
+                if not fn.endswith((".pdf", ".html", ".htm")):
+                    continue
+                p = os.path.join(dp, fn)
+                if os.path.islink(p) or not os.path.isfile(p):
+                    continue
+                size = os.path.getsize(p)
+                if size > DOC_MAX_BYTES or size < 512:
+                    stats["skipped_size"] += 1
+                    continue
+                with open(p, "rb") as f:
+                    h = hashlib.sha1(f.read()).hexdigest()
+                if h in seen:
+                    stats["dropped_duplicate_document"] += 1
+                    continue
+                seen.add(h)
+                text = doc_text(p)
+                if not text or count_words(text) < MIN_DOC_WORDS:
+                    stats["skipped_no_text"] += 1
+                    continue
+                stats["pdf" if fn.endswith(".pdf") else "html"] += 1
+                yield p, list(doc_sentences(text)), text
+
+
+def docs_corpus(args, stats):
+    items = list(docs_items(stats))
+    # A sentence is a query only when no other document holds it too.
+    count = collections.Counter(norm(q) for _, qs, _ in items for q in set(qs))
+    docs, queryable = [], []
+    for src, qs, text in items:
+        ok = sorted(q for q in set(qs) if count[norm(q)] == 1)
+        d = {"src": src, "body": text, "raw": src, "cut": False,
+             "ext": os.path.splitext(src)[1], "ambiguous": False}
+        docs.append(d)
+        if ok:
+            d["query"] = random.Random(f"{args.seed}:{src}").choice(ok)
+            queryable.append(d)
+        else:
+            stats["unqueried_no_unique_sentence"] += 1
+    return docs, queryable
+
+
+# ---------------------------------------------------------------------------------------------
 # Building a corpus
 
 
 def build(args):
     stats = collections.Counter()
+    if args.corpus == "docs":
+        docs, queryable = docs_corpus(args, stats)
+        return write_corpus(args, docs, queryable, stats)
     if args.corpus == "code":
         docs, queryable = code_docs(args, stats)
         return write_corpus(args, docs, queryable, stats)
@@ -758,6 +881,14 @@ def write_corpus(args, docs, queryable, stats):
         sub = f"s{i // FILES_PER_DIR:02d}"
         d["rel"] = f"{sub}/d{i + 1:05d}{d.get('ext', '.txt')}"
         os.makedirs(os.path.join(docdir, sub), exist_ok=True)
+        if "raw" in d:
+            # A document as it is (its text for BM25 beside it, in text/).
+            shutil.copyfile(d["raw"], os.path.join(docdir, d["rel"]))
+            tp = os.path.join(args.out, "text", d["rel"] + ".txt")
+            os.makedirs(os.path.dirname(tp), exist_ok=True)
+            with open(tp, "w", encoding="utf-8") as f:
+                f.write(d["body"])
+            continue
         with open(os.path.join(docdir, d["rel"]), "w", encoding="utf-8") as f:
             f.write(d["body"].rstrip() + "\n")
 
@@ -770,7 +901,7 @@ def write_corpus(args, docs, queryable, stats):
         os.path.join(args.out, "queries.txt"), "w", encoding="utf-8"
     ) as fl:
         for qid, d in enumerate(asked):
-            fq.write(f"{qid}\t{d['rel']}\t{d['query']}\n")
+            fq.write(f"{qid}\t{d['rel']}\t{' '.join(d['query'].split())}\n")
             fl.write(d["query"] + "\n")
     with open(os.path.join(args.out, "sources.tsv"), "w", encoding="utf-8") as f:
         for d in sorted(docs, key=lambda d: d["rel"]):
@@ -845,7 +976,9 @@ def bm25(args):
     n = 0
     with db:
         for rel, p in doc_files(os.path.join(args.corpus, "docs")):
-            with open(p, encoding="utf-8") as f:
+            # A document corpus: BM25 over the text another reader got out of each file.
+            tp = os.path.join(args.corpus, "text", rel + ".txt")
+            with open(tp if os.path.exists(tp) else p, encoding="utf-8") as f:
                 db.execute("INSERT INTO docs(path, body) VALUES (?, ?)", (rel, f.read()))
             n += 1
     index_secs = time.perf_counter() - t0
@@ -1406,7 +1539,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("build")
-    p.add_argument("--corpus", choices=["pydoc", "man", "code"], required=True)
+    p.add_argument("--corpus", choices=["pydoc", "man", "code", "docs"], required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--queries", type=int, default=1200)
     p.add_argument("--seed", type=int, default=20261201)

@@ -7,11 +7,14 @@
 //!   characters;
 //! - [`IgnoreRules`] (in [`rules`]): does a path get derived state at all?
 //! - [`compressed`]: the text a gzip, bzip2 or zstd file decompresses to, which is what is
-//!   derived from it.
+//!   derived from it;
+//! - [`document`]: the text a reader sees in a PDF, an office file, an EPUB or an HTML page,
+//!   which is what is derived from it.
 //!
 //! Pure functions of bytes and rule files: no locks, no stores, no queue.
 
 pub mod compressed;
+pub mod document;
 pub mod rules;
 
 pub use rules::{IgnoreRules, DEFAULT_IGNORE, IGNORE_FILE};

@@ -182,6 +182,28 @@ impl Ops {
         let mut buf = Vec::with_capacity(meta.len().min(max) as usize);
         (&f).take(max).read_to_end(&mut buf)?;
         let partial = meta.len() > buf.len() as u64;
+        // A document is derived from the text a reader sees in it (`content::document`). A
+        // container (PDF, zip) is read whole, and only when it is within the index's limit:
+        // the limit of the text wanted (`max`, a summary's short head) cuts the text, not the
+        // file. What does not read as a document is named by its kind below.
+        if let Some(kind) = crate::content::document::Kind::of(&buf) {
+            let limit = self.derive.max_file_bytes.max(max);
+            if !kind.whole() || meta.len() <= limit {
+                if kind.whole() && partial {
+                    (&f).take(limit - buf.len() as u64).read_to_end(&mut buf)?;
+                }
+                match crate::content::document::text(kind, &buf, max as usize) {
+                    Ok((text, more)) => {
+                        return Ok(Head::Text {
+                            text,
+                            version: source_version(&meta),
+                            partial: more || (partial && !kind.whole()),
+                        })
+                    }
+                    Err(why) => tracing::debug!(uri = %p.uri(), "not read as a document: {why}"),
+                }
+            }
+        }
         // Compressed text is derived from the text it holds (up to the same limit); a stream
         // that does not decompress, or holds no text, is named by its own kind.
         if let Some(codec) = crate::content::compressed::Codec::of(&buf) {

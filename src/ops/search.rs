@@ -209,8 +209,18 @@ fn best_passage(
     evidence: &crate::index::Evidence,
 ) -> Option<Shown> {
     let buf = indexed_bytes(path, SNIPPET_SCAN_BYTES).ok()?;
-    // Not text: the index cut other text; keep what it says.
-    let text = std::str::from_utf8(&buf).ok()?;
+    // An HTML page's passages were cut from its text (`content::document`), which is cheap to
+    // derive again; a container's (PDF, office) is not at every query, and text that is not
+    // UTF-8 the index cut from other text: keep what it says.
+    let html;
+    let text = match crate::content::document::Kind::of(&buf) {
+        Some(k @ crate::content::document::Kind::Html) => {
+            html = crate::content::document::text(k, &buf, buf.len()).ok()?.0;
+            html.as_str()
+        }
+        Some(_) => return None,
+        None => std::str::from_utf8(&buf).ok()?,
+    };
     let passages = crate::index::passages::split(name, text);
     let matched = evidence.passage.map(|p| p as usize);
     let seen = TermsSeen::new(text, terms);
@@ -355,8 +365,21 @@ fn admitted(ws: &Workspace, parsed: &Parsed, h: &Hit) -> bool {
     if !parsed.judges_text() {
         return true;
     }
-    let read = indexed_bytes(&ws.fs_path(&h.uri), FILTER_SCAN_BYTES);
+    let read = indexed_text(&ws.fs_path(&h.uri), FILTER_SCAN_BYTES);
     is_file && read.is_ok_and(|buf| parsed.admits_text(&String::from_utf8_lossy(&buf)))
+}
+
+/// [`indexed_bytes`], and a document's (PDF, office, EPUB, HTML) text as `content::document`
+/// reads it for the index. Only filters pay for it: they judge the words the file was found
+/// by, so a phrase inside a PDF passes; a document cut at `max` that no longer parses is
+/// judged on nothing (better a missed hit than one judged on its raw bytes).
+fn indexed_text(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use crate::content::document::{text, Kind};
+    let buf = indexed_bytes(path, max)?;
+    Ok(match Kind::of(&buf) {
+        Some(kind) => text(kind, &buf, max as usize).map(|(t, _)| t.into_bytes()).unwrap_or_default(),
+        None => buf,
+    })
 }
 
 /// Up to `max` bytes of the text the index read from the file at `path`: what a gzip, bzip2

@@ -392,3 +392,53 @@ fn compressed_text_is_found_by_what_it_holds_and_served_as_stored() {
         );
     }
 }
+
+/// Documents (PDF, DOCX, PPTX, XLSX, ODT, EPUB, HTML made by real writers:
+/// tests/data/documents/make.sh): a word that appears only inside one of them is found by
+/// `vikingfs find`, the directory's summary quotes their text rather than naming a binary,
+/// and each file is served byte for byte as stored.
+#[test]
+fn documents_are_found_by_their_text_and_served_as_stored() {
+    let m = Mount::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/documents");
+    let dst = m.res().join("papers");
+    std::fs::create_dir_all(&dst).unwrap();
+    let words = [
+        ("sample.pdf", "quokkasprocket"),
+        ("sample.docx", "marmotreel"),
+        ("sample.pptx", "ibexpulley"),
+        ("sample.xlsx", "tapirsprocket"),
+        ("sample.odt", "okapiwinch"),
+        ("sample.epub", "dugongspindle"),
+        ("sample.html", "narwhalgrommet"),
+    ];
+    for (f, _) in words {
+        std::fs::copy(fixtures.join(f), dst.join(f)).unwrap();
+    }
+    drain(&m);
+    m.check_index_agrees();
+    for (f, word) in words {
+        let hits = find(&m, word);
+        let want = format!("papers/{f}");
+        let (_, snippet) = hits
+            .iter()
+            .find(|(u, _)| u.ends_with(&want))
+            .unwrap_or_else(|| panic!("{word}: no {want} in {hits:?}"));
+        assert_clean(&want, snippet);
+        assert!(!snippet.contains('<'), "{want}: markup in {snippet:?}");
+        assert_eq!(
+            std::fs::read(dst.join(f)).unwrap(),
+            std::fs::read(fixtures.join(f)).unwrap(),
+            "{f} is served as stored"
+        );
+    }
+    let ov = std::fs::read_to_string(dst.join(".overview.md")).unwrap();
+    assert_clean("overview", &ov);
+    for kind in ["PDF document", "archive", "DOCX document", "e-book", "KiB"] {
+        assert!(!ov.contains(kind), "{kind}: {ov}");
+    }
+    assert!(
+        ov.contains("tapirsprocket") && ov.contains("quokkasprocket"),
+        "{ov}"
+    );
+}
