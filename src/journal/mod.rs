@@ -52,12 +52,16 @@ pub enum Intent {
     },
     /// `src` is being renamed to `dst`, then its records.
     Mv { src: String, dst: String, dir: bool },
-    /// The content staged in `temp` is being synced into `target` under lifecycle `handle`.
+    /// The content staged in `temp` is being synced into `target` under lifecycle `handle`;
+    /// with `overlay` (a skill installed again, a copy into an existing directory) what the
+    /// target holds beyond the staged content is kept.
     Add {
         temp: PathBuf,
         target: String,
         handle: String,
         file: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        overlay: bool,
     },
     /// `path` is being put back as it was at `point_ms` (`crate::ops::undo`): its plan, so
     /// that recovery finishes it as planned. Each version is made in a temporary of an
