@@ -497,11 +497,10 @@ fn yes() -> bool {
 fn batch_root_ok(p: &VPath) -> bool {
     let c: Vec<&str> = p.components().collect();
     match context_type(p) {
-        "memory" => match c.as_slice() {
-            ["user", _, "memories", _, ..] => true,
-            ["user", _, "peers", _, "memories", _, ..] => true,
-            _ => false,
-        },
+        "memory" => matches!(
+            c.as_slice(),
+            ["user", _, "memories", _, ..] | ["user", _, "peers", _, "memories", _, ..]
+        ),
         "resource" => match c.as_slice() {
             ["resources"] | ["user", _, "resources"] | ["user", _, "peers", _, "resources"] => {
                 false
