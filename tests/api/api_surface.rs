@@ -194,6 +194,16 @@ fn skill_routes_answer_bad_input_as_openviking_does() {
         403,
         "PERMISSION_DENIED",
     );
+    err(
+        s.json(
+            "POST",
+            "/api/v1/skills/validate",
+            &alice,
+            &json!({"strict": true}),
+        ),
+        400,
+        "INVALID_ARGUMENT",
+    );
     let e = err(
         s.json("GET", "/api/v1/skills/nope", &alice, &Value::Null),
         404,
@@ -390,6 +400,34 @@ fn cp_attrs_tags_batch_write_and_reindex_answer_bad_input_as_openviking_does() {
             assert_eq!(String::from_utf8_lossy(&out.stdout), "k=v");
         }
     }
+
+    // Root acting as alice tags (and reindexes) what alice sees: never bob's tree.
+    let bob_file = s.ws.join("viking/default/user/bob/own.md");
+    std::fs::create_dir_all(bob_file.parent().unwrap()).unwrap();
+    std::fs::write(&bob_file, "bob's\n").unwrap();
+    std::fs::create_dir_all(s.ws.join("viking/default/user/alice")).unwrap();
+    std::fs::write(s.ws.join("viking/default/user/alice/mine.md"), "alice's\n").unwrap();
+    let as_alice = ["X-API-Key: root-secret", "X-OpenViking-User: alice"];
+    let r = ok(s.json(
+        "POST",
+        "/api/v1/content/set_tags",
+        &as_alice,
+        &json!({"uri": "viking://user", "tags": ["who=alice"], "recursive": true}),
+    ));
+    let updated = r["updated_uris"].to_string();
+    assert!(updated.contains("viking://user/alice/mine.md"), "{r}");
+    assert!(!updated.contains("bob"), "{r}");
+    let attrs = |uri: &str| {
+        ok(s.json(
+            "GET",
+            &format!("/api/v1/fs/attrs?uri={}", enc(uri)),
+            &root,
+            &Value::Null,
+        ))["attrs"]["tags"]
+            .clone()
+    };
+    assert_eq!(attrs("viking://user/bob/own.md"), json!([]));
+    assert_eq!(attrs("viking://user/alice/mine.md"), json!(["who=alice"]));
 
     let bw = |body: Value| s.json("POST", "/api/v1/content/batch-write", &root, &body);
     let one = json!([{"uri": "viking://resources/d/n.md", "content": "n"}]);

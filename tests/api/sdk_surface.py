@@ -182,6 +182,15 @@ e = raises("add_skill: a bad name", OpenVikingError, lambda: c.add_skill(SKILL.f
 check("a bad name: INVALID_ARGUMENT", e.code == "INVALID_ARGUMENT", e.code)
 e = raises("add_skill: no frontmatter", OpenVikingError, lambda: c.add_skill("just text\nno frontmatter"))
 check("no frontmatter: INVALID_ARGUMENT", e.code == "INVALID_ARGUMENT", e.code)
+v = c.validate_skill(pkg_md, strict=True, skill_dir_name="pdf-tools")
+check("validate_skill: valid", v.get("valid") is True and v.get("name") == "pdf-tools", v)
+v = c.validate_skill("---\nname: Bad Name\n---\n", skill_dir_name="x")
+check(
+    "validate_skill: each rule broken, named",
+    [i["rule"] for i in v["errors"]] == ["description_required"]
+    and [i["rule"] for i in v["warnings"]] == ["name_matches_directory", "name_allowed_characters"],
+    v,
+)
 r = c.delete_skill("greeter")
 check("delete_skill: the skill's root", r.get("uri") == mine, r)
 raises("get_skill of a removed skill", NotFoundError, lambda: c.get_skill("greeter"))

@@ -399,6 +399,17 @@ fn indexed_namespace(p: &VPath) -> bool {
     !p.is_under_sessions()
 }
 
+/// What a change of `p` (`recursive`: with everything below) may reach for `who`: `p`, or
+/// for a directory holding other users' trees (`viking://`, `viking://user`) the trees of
+/// it `who` sees (`Identity::visible_trees`), never another user's.
+fn tag_targets(who: &Identity, p: &VPath, recursive: bool) -> Vec<VPath> {
+    if recursive {
+        who.visible_trees(p)
+    } else {
+        vec![p.clone()]
+    }
+}
+
 /// `content/set_tags` and `fs/attrs/set_tags`: OpenViking's `set_tags` result.
 pub(super) async fn set_tags(
     State(api): State<Arc<Api>>,
@@ -428,10 +439,14 @@ pub(super) async fn set_tags(
                 .ok_or_else(|| super::fs::not_found(&p))?;
             (Vec::new(), 1)
         } else {
-            let changed = api
-                .ops
-                .set_tags(&p, &normalized, mode, b.recursive)
-                .map_err(|e| ApiError::from_ops(&p.uri(), e))?;
+            let mut changed = Vec::new();
+            for t in tag_targets(&who, &p, b.recursive) {
+                changed.extend(
+                    api.ops
+                        .set_tags(&t, &normalized, mode, b.recursive)
+                        .map_err(|e| ApiError::from_ops(&t.uri(), e))?,
+                );
+            }
             (changed, 0)
         };
         ok(json!({
@@ -762,16 +777,27 @@ async fn reindex(
         if !p.is_root() && view.stat(&p)?.is_none() {
             return Err(super::fs::not_found(&p));
         }
+        // Only the trees the caller sees: `viking://user` for root acting as one user is
+        // that user's tree (a user key reaches only its own namespace, checked above).
+        let trees = who.visible_trees(&p);
         if let Some((tags, mode)) = &tags {
             let normalized = crate::ops::normalize_tags(tags.iter().map(String::as_str));
-            api.ops
-                .set_tags(&p, &normalized, *mode, b.recursive)
-                .map_err(|e| ApiError::from_ops(&p.uri(), e))?;
+            for t in tag_targets(&who, &p, b.recursive) {
+                api.ops
+                    .set_tags(&t, &normalized, *mode, b.recursive)
+                    .map_err(|e| ApiError::from_ops(&t.uri(), e))?;
+            }
         }
-        let rep = api
-            .ops
-            .reindex(&p, &mut |_, _| {})
-            .map_err(|e| ApiError::from_ops(&p.uri(), e))?;
+        let mut rep = crate::ops::ReindexReport::default();
+        for t in &trees {
+            let r = api
+                .ops
+                .reindex(t, &mut |_, _| {})
+                .map_err(|e| ApiError::from_ops(&t.uri(), e))?;
+            rep.files += r.files;
+            rep.removed += r.removed;
+            rep.queued += r.queued;
+        }
         if b.wait {
             wait_drained(&api)?;
         }

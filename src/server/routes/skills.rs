@@ -1,6 +1,8 @@
 //! The skill routes of OpenViking 0.5.2: `POST /api/v1/skills` (its `resources.py`
 //! `add_skill`), and `routers/skills.py`'s `GET /api/v1/skills` (list), `GET` and `DELETE
-//! /api/v1/skills/{name}`, `PUT /api/v1/skills/{name}` (update).
+//! /api/v1/skills/{name}`, `PUT /api/v1/skills/{name}` (update) and `POST
+//! /api/v1/skills/validate` (the Agent Skills format rules: `validate_skill_format`).
+//! `POST /api/v1/skills/find` is not served here yet.
 //!
 //! - A skill is a directory of files with its definition `SKILL.md` (YAML frontmatter with
 //!   `name` and `description`, then the Markdown body) at the top, installed where OpenViking
@@ -45,6 +47,7 @@ use crate::uri::VPath;
 pub fn routes() -> Routes {
     Routes::new()
         .route("/api/v1/skills", post(add).get(list))
+        .route("/api/v1/skills/validate", post(validate))
         .route(
             "/api/v1/skills/{name}",
             get(show).put(update).delete(remove),
@@ -132,8 +135,21 @@ fn scalar(raw: &str) -> Value {
     }
 }
 
-/// The frontmatter and body of a SKILL.md (module doc: top-level fields only).
+/// The frontmatter and body of a SKILL.md, with its `name` and `description` (OpenViking's
+/// `SkillLoader.parse`; module doc: top-level fields only).
 pub fn parse_skill_md(text: &str) -> Result<SkillDoc, ApiError> {
+    let doc = parse_frontmatter(text)?;
+    if !doc.meta.contains_key("name") {
+        return Err(skill_invalid("Skill must have 'name' field"));
+    }
+    if !doc.meta.contains_key("description") {
+        return Err(skill_invalid("Skill must have 'description' field"));
+    }
+    Ok(doc)
+}
+
+/// The frontmatter and body of a SKILL.md, whatever fields it has.
+fn parse_frontmatter(text: &str) -> Result<SkillDoc, ApiError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = text
         .strip_prefix("---\n")
@@ -187,12 +203,6 @@ pub fn parse_skill_md(text: &str) -> Result<SkillDoc, ApiError> {
             scalar(v)
         };
         meta.insert(k, value);
-    }
-    if !meta.contains_key("name") {
-        return Err(skill_invalid("Skill must have 'name' field"));
-    }
-    if !meta.contains_key("description") {
-        return Err(skill_invalid("Skill must have 'description' field"));
     }
     Ok(SkillDoc {
         meta,
@@ -589,6 +599,146 @@ async fn remove(
     .await
 }
 
+// ---- validate ---------------------------------------------------------------------------
+
+/// `ValidateSkillRequest` (which refuses unknown fields).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValidateBody {
+    data: Value,
+    #[serde(default)]
+    strict: bool,
+    source_path: Option<String>,
+    skill_dir_name: Option<String>,
+    #[allow(dead_code)]
+    target_uri: Option<String>,
+}
+
+fn issue(rule: &str, message: &str, field: &str) -> Value {
+    json!({ "rule": rule, "message": message, "field": field })
+}
+
+/// A list field as the validator reads it: a list, or one value as a list of one.
+fn as_list(v: Option<&Value>) -> Value {
+    match v {
+        None | Some(Value::Null) => json!([]),
+        Some(Value::Array(a)) => Value::Array(a.clone()),
+        Some(other) => json!([other]),
+    }
+}
+
+/// OpenViking's `validate_skill_format`: the SKILL.md text (or an object) checked against the
+/// Agent Skills rules; a rule's breach is an error with `strict`, a warning without.
+fn validate_format(b: &ValidateBody) -> Value {
+    let source_path = b.source_path.clone().unwrap_or_default();
+    let parsed = match &b.data {
+        Value::String(t) => parse_frontmatter(t).map(|d| {
+            let mut m = d.meta;
+            m.insert("content".into(), d.body.into());
+            m
+        }),
+        Value::Object(o) => Ok(o.clone()),
+        other => Err(ApiError::invalid(format!(
+            "Unsupported data type: {}",
+            if other.is_array() { "list" } else { "scalar" }
+        ))),
+    };
+    let meta = match parsed {
+        Ok(m) => m,
+        Err(e) => {
+            return json!({
+                "valid": false, "strict": b.strict,
+                "errors": [issue("yaml_format", &e.message, "data")],
+                "warnings": [], "source_path": source_path,
+            })
+        }
+    };
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let name = meta.get("name").and_then(Value::as_str).map(str::trim);
+    let description = meta.get("description").and_then(Value::as_str);
+    if name.is_none_or(str::is_empty) {
+        errors.push(issue("name_required", "name is required", "name"));
+    }
+    if description.is_none_or(|d| d.trim().is_empty()) {
+        errors.push(issue(
+            "description_required",
+            "description is required",
+            "description",
+        ));
+    }
+    let mut breach = |i: Value| {
+        if b.strict {
+            errors.push(i)
+        } else {
+            warnings.push(i)
+        }
+    };
+    if let Some(n) = name.filter(|n| !n.is_empty()) {
+        let dir = b.skill_dir_name.as_deref().map(str::trim).unwrap_or("");
+        if !dir.is_empty() && n != dir {
+            breach(issue(
+                "name_matches_directory",
+                &format!("name '{n}' does not match directory name '{dir}'"),
+                "name",
+            ));
+        }
+        if n.chars().count() > MAX_NAME {
+            breach(issue(
+                "name_max_length",
+                "name must not exceed 64 characters",
+                "name",
+            ));
+        }
+        if !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            breach(issue(
+                "name_allowed_characters",
+                "name may only contain letters, numbers, underscores, and hyphens",
+                "name",
+            ));
+        }
+    }
+    if description.is_some_and(|d| d.chars().count() > 1024) {
+        breach(issue(
+            "description_max_length",
+            "description must not exceed 1024 characters",
+            "description",
+        ));
+    }
+    let content = meta.get("content").and_then(Value::as_str).unwrap_or("");
+    let body_lines = content.lines().count();
+    if b.strict && body_lines > 500 {
+        warnings.push(issue(
+            "body_max_lines",
+            "SKILL.md body exceeds 500 lines",
+            "content",
+        ));
+    }
+    let tools = meta
+        .get("allowed_tools")
+        .filter(|v| !v.is_null() && *v != &json!([]) && *v != &json!(""))
+        .or_else(|| meta.get("allowed-tools"));
+    json!({
+        "valid": errors.is_empty(),
+        "strict": b.strict,
+        "name": meta.get("name").cloned().unwrap_or_else(|| json!("")),
+        "description": meta.get("description").cloned().unwrap_or_else(|| json!("")),
+        "tags": as_list(meta.get("tags")),
+        "allowed_tools": as_list(tools),
+        "body_lines": body_lines,
+        "source_path": source_path,
+        "skill_dir_name": b.skill_dir_name.clone().unwrap_or_default(),
+        "errors": errors,
+        "warnings": warnings,
+    })
+}
+
+async fn validate(_who: Identity, Body(b): Body<ValidateBody>) -> ApiResult {
+    ok(validate_format(&b))
+}
+
 // ---- add and update ---------------------------------------------------------------------
 
 /// `AddSkillRequest` (which refuses unknown fields).
@@ -957,6 +1107,51 @@ mod tests {
         ] {
             assert_eq!(parse_skill_md(text).unwrap_err().message, why);
         }
+    }
+
+    #[test]
+    fn skills_are_validated_by_the_agent_skills_rules() {
+        let v = |data: Value, strict: bool, dir: Option<&str>| {
+            validate_format(&ValidateBody {
+                data,
+                strict,
+                source_path: None,
+                skill_dir_name: dir.map(String::from),
+                target_uri: None,
+            })
+        };
+        let good = v(
+            json!("---\nname: s\ndescription: d\n---\nbody\n"),
+            true,
+            Some("s"),
+        );
+        assert_eq!(
+            (good["valid"].as_bool(), good["body_lines"].as_u64()),
+            (Some(true), Some(1)),
+            "{good}"
+        );
+        let r = v(json!("no frontmatter"), false, None);
+        assert_eq!(r["errors"][0]["rule"], "yaml_format", "{r}");
+        let r = v(json!("---\nname: a b\n---\n"), false, Some("x"));
+        let rules = |k: &str| -> Vec<String> {
+            r[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["rule"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(rules("errors"), ["description_required"]);
+        assert_eq!(
+            rules("warnings"),
+            ["name_matches_directory", "name_allowed_characters"]
+        );
+        let r = v(
+            json!({"name": "x", "description": "d", "tags": "one"}),
+            true,
+            Some("y"),
+        );
+        assert_eq!(r["valid"], false, "a breach is an error when strict: {r}");
+        assert_eq!(r["tags"], json!(["one"]));
     }
 
     #[test]
