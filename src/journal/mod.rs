@@ -629,3 +629,28 @@ fn body(intent: &Intent) -> String {
 }
 
 // The engines' rules are tested on both engines by `tests/ops/journal_engines.rs`.
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An add's `overlay` is written only when set, and an intent journalled before it
+    /// existed reads as a plain add: recovery syncs as the add that wrote it would have.
+    #[test]
+    fn an_adds_overlay_is_kept_and_an_older_intent_reads_as_a_plain_add() {
+        let add = |overlay| Intent::Add {
+            temp: "/t".into(),
+            target: "agent/skills/s".into(),
+            handle: "h".into(),
+            file: false,
+            overlay,
+        };
+        let plain = serde_json::to_string(&add(false)).unwrap();
+        assert!(!plain.contains("overlay"), "{plain}");
+        let over = serde_json::to_string(&add(true)).unwrap();
+        assert_eq!(serde_json::from_str::<Intent>(&over).unwrap(), add(true));
+        let older =
+            r#"{"op":"add","temp":"/t","target":"agent/skills/s","handle":"h","file":false}"#;
+        assert_eq!(serde_json::from_str::<Intent>(older).unwrap(), add(false));
+    }
+}

@@ -502,3 +502,80 @@ fn cp_attrs_tags_batch_write_and_reindex_answer_bad_input_as_openviking_does() {
     );
     assert!(r["scanned_records"].as_u64().unwrap() >= 3, "{r}");
 }
+
+/// `fs/cp` reads its source under the source's lock and writes under the destination's: a
+/// tree another process holds (`vikingfs lock --tree`) makes a copy out of it and a copy
+/// into it busy (409, OpenViking's `path_busy`), and neither writes anything.
+#[test]
+fn cp_takes_the_sources_lock_and_the_destinations() {
+    let s = Served::new();
+    let held = s.ws.join("viking/default/resources/held");
+    std::fs::create_dir_all(&held).unwrap();
+    std::fs::write(held.join("keep.md"), "kept\n").unwrap();
+    std::fs::write(s.ws.join("viking/default/resources/free.md"), "free\n").unwrap();
+    let mut holder = crate::support::vikingfs(&s.home)
+        .arg("--workspace")
+        .arg(&s.ws)
+        .args([
+            "lock",
+            "--tree",
+            "viking://resources/held",
+            "--",
+            "sleep",
+            "6",
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !held.join(".path.ovlock").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "vikingfs lock did not take the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cp = |from: &str, to: &str, recursive: bool| {
+        s.json(
+            "POST",
+            "/api/v1/fs/cp",
+            &[],
+            &json!({"from_uri": from, "to_uri": to, "recursive": recursive}),
+        )
+    };
+    for (from, to, recursive) in [
+        (
+            "viking://resources/held/keep.md",
+            "viking://resources/out.md",
+            false,
+        ),
+        ("viking://resources/held", "viking://resources/out", true),
+        (
+            "viking://resources/free.md",
+            "viking://resources/held/in.md",
+            false,
+        ),
+    ] {
+        let e = err(cp(from, to, recursive), 409, "CONFLICT");
+        assert_eq!(
+            e["details"]["conflict_type"], "path_busy",
+            "{from} -> {to}: {e}"
+        );
+    }
+    for p in ["out.md", "out", "held/in.md"] {
+        assert!(
+            !s.ws.join("viking/default/resources").join(p).exists(),
+            "{p}: a busy copy wrote nothing"
+        );
+    }
+    assert!(holder.wait().unwrap().success());
+    // Released: the same copy goes through.
+    ok(cp(
+        "viking://resources/held/keep.md",
+        "viking://resources/out.md",
+        false,
+    ));
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("viking/default/resources/out.md")).unwrap(),
+        "kept\n"
+    );
+}
