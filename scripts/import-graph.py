@@ -86,7 +86,7 @@ LAYERS = {
     "ops": [
         "keys at source error",
         "stores derive reserve lifecycle history prune",
-        "locked rm mv add write recover light settle undo past",
+        "locked rm mv add write recover light settle undo past tags",
         "derivers jobs rederive refresher rebuild reindex search gauges",
         "fsck migrate status",
         "mod",

@@ -43,6 +43,11 @@ pub enum UriError {
          (or a user's resources/)"
     )]
     NotForResources(String),
+    #[error(
+        "{0} is no skill's directory: a skill is installed at viking://agent/skills/NAME or \
+         viking://user/ID/skills/NAME"
+    )]
+    NotASkill(String),
 }
 
 /// Names that belong to the lock engine, OpenViking or vikingfs itself. They never appear in
@@ -250,6 +255,17 @@ impl VPath {
             ["resources", ..]
                 | ["user", _, "resources", ..]
                 | ["user", _, "peers", _, "resources", ..]
+        )
+    }
+
+    /// Whether this is a skill's directory, where OpenViking installs one:
+    /// `agent/skills/NAME` (shared with the account) or `user/{id}/skills/NAME` (the user's
+    /// own, OpenViking 0.5.2's default).
+    pub fn is_skill_dir(&self) -> bool {
+        let c: Vec<&str> = self.components().collect();
+        matches!(
+            c.as_slice(),
+            ["agent", "skills", _] | ["user", _, "skills", _]
         )
     }
 

@@ -27,7 +27,8 @@ impl ToErrno for UriError {
             | UriError::Nul(_)
             | UriError::EmptyComponent(_)
             | UriError::NoSession(_)
-            | UriError::NotForResources(_) => libc::EINVAL,
+            | UriError::NotForResources(_)
+            | UriError::NotASkill(_) => libc::EINVAL,
         }
     }
 }

@@ -52,12 +52,16 @@ pub enum Intent {
     },
     /// `src` is being renamed to `dst`, then its records.
     Mv { src: String, dst: String, dir: bool },
-    /// The content staged in `temp` is being synced into `target` under lifecycle `handle`.
+    /// The content staged in `temp` is being synced into `target` under lifecycle `handle`;
+    /// with `overlay` (a skill installed again, a copy into an existing directory) what the
+    /// target holds beyond the staged content is kept.
     Add {
         temp: PathBuf,
         target: String,
         handle: String,
         file: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        overlay: bool,
     },
     /// `path` is being put back as it was at `point_ms` (`crate::ops::undo`): its plan, so
     /// that recovery finishes it as planned. Each version is made in a temporary of an
@@ -625,3 +629,28 @@ fn body(intent: &Intent) -> String {
 }
 
 // The engines' rules are tested on both engines by `tests/ops/journal_engines.rs`.
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An add's `overlay` is written only when set, and an intent journalled before it
+    /// existed reads as a plain add: recovery syncs as the add that wrote it would have.
+    #[test]
+    fn an_adds_overlay_is_kept_and_an_older_intent_reads_as_a_plain_add() {
+        let add = |overlay| Intent::Add {
+            temp: "/t".into(),
+            target: "agent/skills/s".into(),
+            handle: "h".into(),
+            file: false,
+            overlay,
+        };
+        let plain = serde_json::to_string(&add(false)).unwrap();
+        assert!(!plain.contains("overlay"), "{plain}");
+        let over = serde_json::to_string(&add(true)).unwrap();
+        assert_eq!(serde_json::from_str::<Intent>(&over).unwrap(), add(true));
+        let older =
+            r#"{"op":"add","temp":"/t","target":"agent/skills/s","handle":"h","file":false}"#;
+        assert_eq!(serde_json::from_str::<Intent>(older).unwrap(), add(false));
+    }
+}

@@ -118,6 +118,108 @@ impl Locked {
                 return Err(crate::uri::UriError::NotForResources(t.uri()).into());
             }
         }
+        self.add_local(local, opts, false, progress)
+    }
+
+    /// Install the skill in directory `local` (its `SKILL.md` at the top) at exactly `to`, a
+    /// skill's directory ([`VPath::is_skill_dir`]): the add above, with its staging, intent,
+    /// lifecycle lock (TREE on `to`) and jobs, except that a skill installed again keeps the
+    /// files its new version does not have, as OpenViking's `add_skill` does (it writes the
+    /// new files over the package and removes nothing).
+    pub fn add_skill(&self, local: &Path, to: &VPath) -> Result<AddReport> {
+        if !to.is_skill_dir() {
+            return Err(crate::uri::UriError::NotASkill(to.uri()).into());
+        }
+        if !local.join("SKILL.md").is_file() {
+            return Err(bad(local, "holds no SKILL.md"));
+        }
+        let opts = AddOptions {
+            to: Some(to.clone()),
+            parent: None,
+        };
+        self.add_local(local, &opts, true, &mut |_, _| {})
+    }
+
+    /// `cp SRC DST` as OpenViking's `fs/cp` does it: a file copied to exactly `dst` (replaced
+    /// when it is a file), a directory (`recursive` required) merged into `dst` (made when
+    /// missing; what `dst` holds beyond the copy is kept). The source is read under its own
+    /// lock (EXACT for a file, TREE for a directory: OpenViking's lock modes for cp) into a
+    /// private staging copy; the copy is then the add above at `dst`, under `dst`'s lock of
+    /// the same kind, journalled, indexed and summarised like any add. Summaries are derived
+    /// again at `dst`, not copied. Never through the mount: there cp is the kernel's.
+    pub fn copy(&self, src: &VPath, dst: &VPath, recursive: bool) -> Result<AddReport> {
+        check_user_path(src)?;
+        check_user_path(dst)?;
+        if src == dst || dst.starts_with(src) || src.starts_with(dst) {
+            return Err(OpsError::IntoItself {
+                src: src.uri(),
+                dst: dst.uri(),
+            });
+        }
+        let is_dir = self
+            .lstat(src)?
+            .ok_or_else(|| OpsError::NotFound(src.uri()))?
+            .is_dir();
+        if is_dir && !recursive {
+            return Err(OpsError::IsADirectory(src.uri()));
+        }
+        let parent = dst.parent().expect("depth checked");
+        match self.lstat(&parent)? {
+            None => return Err(OpsError::NotFound(parent.uri())),
+            Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
+            Some(_) => {}
+        }
+        let temp = self.staging_dir()?;
+        let staged = temp.join(STAGED);
+        let kind = if is_dir {
+            LockKind::Tree
+        } else {
+            LockKind::Exact
+        };
+        let read = (|| {
+            let _guard = self.lock_existing(&[(src.clone(), kind)])?;
+            // Look again under the lock: it may have gone or changed kind meanwhile.
+            if self.lstat(src)?.map(|m| m.is_dir()) != Some(is_dir) {
+                return Err(OpsError::NotFound(src.uri()));
+            }
+            stage_from(&self.backing(src), &staged, true, &mut |_, _| {})
+        })();
+        let files = match read {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&temp);
+                return Err(e);
+            }
+        };
+        // A crash here leaves only the private staging copy, as `add.staged` does (fsck
+        // removes it); from here the copy is an add, with the add's crash points.
+        let opts = AddOptions {
+            to: Some(dst.clone()),
+            parent: None,
+        };
+        self.add_staged(temp, dst.name(), !is_dir, files, &opts, true)
+    }
+
+    /// A fresh private staging directory in the workspace's tmp dir.
+    fn staging_dir(&self) -> Result<PathBuf> {
+        let temp = self.ws.tmp_dir().join(format!(
+            "add-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&temp).map_err(|e| OpsError::io(&temp, e))?;
+        Ok(temp)
+    }
+
+    /// The add of local content `local` (staged first), its target already checked by the
+    /// caller; `overlay` keeps what the target holds beyond the new content.
+    fn add_local(
+        &self,
+        local: &Path,
+        opts: &AddOptions,
+        overlay: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<AddReport> {
         let meta = std::fs::metadata(local).map_err(|e| OpsError::io(local, e))?;
         let is_file = meta.is_file();
         if !is_file && !meta.is_dir() {
@@ -138,14 +240,9 @@ impl Locked {
         })?;
 
         // 1. Stage a private copy.
-        let temp = self.ws.tmp_dir().join(format!(
-            "add-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&temp).map_err(|e| OpsError::io(&temp, e))?;
+        let temp = self.staging_dir()?;
         let staged = temp.join(STAGED);
-        let files = match stage(&abs, &staged, progress) {
+        let files = match stage_from(&abs, &staged, false, progress) {
             Ok(n) => n,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&temp);
@@ -153,7 +250,20 @@ impl Locked {
             }
         };
         crate::crash_point!("add.staged");
+        self.add_staged(temp, &name, is_file, files, opts, overlay)
+    }
 
+    /// Steps 2-4 of an add whose content (`files` files, named `name`) is staged in `temp`.
+    fn add_staged(
+        &self,
+        temp: PathBuf,
+        name: &str,
+        is_file: bool,
+        files: usize,
+        opts: &AddOptions,
+        overlay: bool,
+    ) -> Result<AddReport> {
+        let staged = temp.join(STAGED);
         // 2. Target and lifecycle lock.
         let handle = new_handle();
         let kind = if is_file {
@@ -161,7 +271,7 @@ impl Locked {
         } else {
             LockKind::Tree
         };
-        let (target, update) = match self.claim_target(&name, is_file, opts, &handle, kind) {
+        let (target, update) = match self.claim_target(name, is_file, opts, &handle, kind) {
             Ok(t) => t,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&temp);
@@ -173,6 +283,7 @@ impl Locked {
             target: target.as_str().to_string(),
             handle: handle.clone(),
             file: is_file,
+            overlay,
         };
         let id = match self
             .journal
@@ -188,7 +299,7 @@ impl Locked {
         crate::crash_point!("add.locked");
 
         // 3. Sync, 4. jobs.
-        let synced = self.sync_into(&staged, &target, is_file)?;
+        let synced = self.sync_into(&staged, &target, is_file, overlay)?;
         crate::crash_point!("add.synced");
         let jobs = self.enqueue_add_jobs(
             &target,
@@ -201,7 +312,7 @@ impl Locked {
         crate::crash_point!("add.enqueued");
         self.finish_add(&temp, &handle, &target, id)?;
         let taken = match (&opts.to, target.parent()) {
-            (None, Some(parent)) if target.name() != name => parent.join(&name).ok(),
+            (None, Some(parent)) if target.name() != name => parent.join(name).ok(),
             _ => None,
         };
         Ok(AddReport {
@@ -292,7 +403,13 @@ impl Locked {
     }
 
     /// Make `target` hold exactly the staged content. Idempotent: staging is left complete.
-    fn sync_into(&self, staged: &Path, target: &VPath, is_file: bool) -> Result<Synced> {
+    fn sync_into(
+        &self,
+        staged: &Path,
+        target: &VPath,
+        is_file: bool,
+        overlay: bool,
+    ) -> Result<Synced> {
         let mut out = Synced::default();
         if is_file {
             let fs = self.backing(target);
@@ -303,12 +420,12 @@ impl Locked {
                 out.changed.push(target.clone());
             }
         } else {
-            self.sync_dir(staged, target, &mut out)?;
+            self.sync_dir(staged, target, overlay, &mut out)?;
         }
         Ok(out)
     }
 
-    fn sync_dir(&self, src: &Path, dst: &VPath, out: &mut Synced) -> Result<()> {
+    fn sync_dir(&self, src: &Path, dst: &VPath, overlay: bool, out: &mut Synced) -> Result<()> {
         let dst_fs = self.backing(dst);
         // 0755 whatever the umask: the daemon (which adds for the API) runs without one.
         let made = {
@@ -346,8 +463,12 @@ impl Locked {
                 .file_type()
                 .map_err(|x| OpsError::io(e.path(), x))?
                 .is_dir();
-            if want.get(&name) == Some(&is_dir) {
-                continue;
+            // An overlay keeps what the new version does not name; an entry of the other
+            // kind is still replaced (a file where the new version has a directory).
+            match want.get(&name) {
+                Some(&d) if d == is_dir => continue,
+                None if overlay => continue,
+                _ => {}
             }
             let child = dst.join(&name)?;
             self.index.delete_prefix(&child)?;
@@ -367,7 +488,7 @@ impl Locked {
             let child = dst.join(&name)?;
             let s = src.join(&name);
             if is_dir {
-                self.sync_dir(&s, &child, out)?;
+                self.sync_dir(&s, &child, overlay, out)?;
             } else {
                 let fs = self.backing(&child);
                 if same_content(&s, &fs).map_err(|e| OpsError::io(&fs, e))? {
@@ -461,6 +582,7 @@ impl Locked {
         target: &VPath,
         handle: &str,
         is_file: bool,
+        overlay: bool,
     ) -> Result<()> {
         let kind = if is_file {
             LockKind::Exact
@@ -474,7 +596,7 @@ impl Locked {
         }
         let staged = temp.join(STAGED);
         if stat(&staged)?.is_some() {
-            self.sync_into(&staged, target, is_file)?;
+            self.sync_into(&staged, target, is_file, overlay)?;
         }
         let mut files = Vec::new();
         let mut dirs = Vec::new();
@@ -494,10 +616,17 @@ impl Locked {
 }
 
 /// Copy `src` (file or tree) to `dst`. Symlinks and special files are skipped (logged);
-/// a name the namespace refuses is an error naming it. Returns the number of files.
-fn stage(src: &Path, dst: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<usize> {
+/// a name the namespace refuses is an error naming it, except, for a source in the workspace
+/// (`in_workspace`: a copy), its internal names (lock files, temporaries), which are not
+/// content and are skipped. Returns the number of files.
+fn stage_from(
+    src: &Path,
+    dst: &Path,
+    in_workspace: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<usize> {
     let mut plan: Vec<(PathBuf, bool)> = Vec::new();
-    plan_tree(src, Path::new(""), &mut plan)?;
+    plan_tree(src, Path::new(""), in_workspace, &mut plan)?;
     let total = plan.iter().filter(|(_, d)| !d).count() as u64;
     let mut done = 0u64;
     progress(0, total);
@@ -514,11 +643,23 @@ fn stage(src: &Path, dst: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u
             done += 1;
             progress(done, total);
         }
+        // A copy takes the tags along, as OpenViking's cp copies a path's records with them.
+        if in_workspace {
+            if let Some(tags) = crate::sys::path_xattr(&s, super::TAGS_XATTR) {
+                crate::sys::set_path_xattr(&d, super::TAGS_XATTR, &tags)
+                    .map_err(|e| OpsError::io(&d, e))?;
+            }
+        }
     }
     Ok(total as usize)
 }
 
-fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result<()> {
+fn plan_tree(
+    root: &Path,
+    rel: &Path,
+    in_workspace: bool,
+    plan: &mut Vec<(PathBuf, bool)>,
+) -> Result<()> {
     let here = if rel.as_os_str().is_empty() {
         root.to_path_buf()
     } else {
@@ -541,6 +682,9 @@ fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result
             .file_name()
             .into_string()
             .map_err(|n| bad(&here.join(&n), "name is not UTF-8"))?;
+        if in_workspace && crate::uri::is_internal_name(&name) {
+            continue;
+        }
         crate::uri::check_component(&name, &here.join(&name).to_string_lossy()).map_err(
             |source| OpsError::SourceName {
                 path: here.join(&name),
@@ -555,7 +699,7 @@ fn plan_tree(root: &Path, rel: &Path, plan: &mut Vec<(PathBuf, bool)>) -> Result
     }
     names.sort();
     for n in names {
-        plan_tree(root, &rel.join(n), plan)?;
+        plan_tree(root, &rel.join(n), in_workspace, plan)?;
     }
     Ok(())
 }

@@ -46,6 +46,51 @@ impl VRoot {
         }
     }
 
+    /// The extended attribute `name` of `p` (a regular file or directory, no symlink followed
+    /// on the way or at the end); `None` when it has none.
+    pub fn get_xattr(&self, p: &VPath, name: &OsStr) -> io::Result<Option<Vec<u8>>> {
+        let fd = self.xattr_target(p)?;
+        let absent = |e: &io::Error| e.raw_os_error() == Some(libc::ENODATA);
+        let len = match sys::getxattr(&fd, name, &mut []) {
+            Err(e) if absent(&e) => return Ok(None),
+            r => r?,
+        };
+        let mut buf = vec![0u8; len.max(1)];
+        match sys::getxattr(&fd, name, &mut buf) {
+            Err(e) if absent(&e) => Ok(None),
+            r => {
+                buf.truncate(r?);
+                Ok(Some(buf))
+            }
+        }
+    }
+
+    /// Set (`Some`) or remove (`None`; absent already is no error) the extended attribute
+    /// `name` of `p`, as [`Self::get_xattr`] finds it.
+    pub fn set_xattr(&self, p: &VPath, name: &OsStr, value: Option<&[u8]>) -> io::Result<()> {
+        let fd = self.xattr_target(p)?;
+        match value {
+            Some(v) => sys::setxattr(&fd, name, v, 0),
+            None => match sys::removexattr(&fd, name) {
+                Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(()),
+                r => r,
+            },
+        }
+    }
+
+    /// `p` opened `O_PATH` without following a symlink, when it is a regular file or a
+    /// directory: a symlink, FIFO or device carries no user attributes (`EPERM`).
+    fn xattr_target(&self, p: &VPath) -> io::Result<std::os::fd::OwnedFd> {
+        let fd = self
+            .0
+            .open_nofollow(p.as_bytes(), sys::OFlags::PATH | sys::OFlags::NOFOLLOW)?;
+        let st = sys::fstat(&fd)?;
+        if !(st.is_dir() || st.is_file()) {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        Ok(fd)
+    }
+
     /// mkdir(2) of `p` with `mode`.
     pub fn mkdir(&self, p: &VPath, mode: u32) -> io::Result<()> {
         self.0.at(p.as_bytes(), |d, n| sys::mkdirat(d, n, mode))

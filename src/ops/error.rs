@@ -29,6 +29,10 @@ pub enum OpsError {
     BadQuery(String),
     #[error("{0}: already exists")]
     Exists(String),
+    /// A checked write whose target is not what the caller expected (another version, a
+    /// directory in its way): nothing was written.
+    #[error("{0}")]
+    Conflict(String),
     #[error("{0} is a directory (use -r to remove a directory)")]
     IsADirectory(String),
     #[error("{0} is not a directory")]
@@ -146,6 +150,7 @@ impl ToErrno for OpsError {
         match self {
             OpsError::NotFound(_) => libc::ENOENT,
             OpsError::Exists(_) => libc::EEXIST,
+            OpsError::Conflict(_) => libc::ESTALE,
             OpsError::IsADirectory(_) => libc::EISDIR,
             OpsError::NotADirectory(_) => libc::ENOTDIR,
             OpsError::NotEmpty(_) => libc::ENOTEMPTY,

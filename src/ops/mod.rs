@@ -44,6 +44,7 @@ mod settle;
 mod source;
 pub mod status;
 pub mod stores;
+mod tags;
 mod undo;
 mod write;
 
@@ -55,7 +56,7 @@ pub use past::{changes, PastView};
 pub use prune::pressure_line;
 pub use source::source_version;
 pub(crate) use source::{is_source_name, same_but_inode, stat, stat_version};
-pub use write::{Frees, Release};
+pub use write::{BatchReport, BatchWrite, Frees, Release};
 
 use std::sync::Arc;
 
@@ -74,6 +75,7 @@ pub use fsck::{FsckReport, Problem};
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
 pub use stores::{check_backend, index_home, open_queue_of, Healed, IndexHome, Stores};
+pub use tags::{normalize_tag, normalize_tags, TagMode, TAGS_XATTR};
 pub use undo::{rfc3339, undo_time, UndoReport};
 
 /// Whether an open may re-derive what another configuration derived (see

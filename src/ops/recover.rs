@@ -120,9 +120,10 @@ impl Locked {
                 target,
                 handle,
                 file,
+                overlay,
             } => {
                 let t = VPath::from_rel(target)?;
-                self.recover_add(id, temp, &t, handle, *file)?;
+                self.recover_add(id, temp, &t, handle, *file, *overlay)?;
             }
             // Finished forward as planned: what it put back stays, the rest is put back.
             Intent::Undo { .. } => self.finish_undo(id, intent)?,

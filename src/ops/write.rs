@@ -50,7 +50,6 @@ impl Locked {
             Some(m) if !m.is_dir() => return Err(OpsError::NotADirectory(parent.uri())),
             Some(_) => {}
         }
-        let fs = self.backing(p);
         let _guard = self.lock(&[(p.clone(), crate::lock::LockKind::Exact)])?;
         let old = match self.lstat(p)? {
             Some(m) if m.is_dir() => return Err(OpsError::IsADirectory(p.uri())),
@@ -60,6 +59,13 @@ impl Locked {
         };
         let bytes = compose(old)?;
         crate::crash_point!("write.locked");
+        self.replace_locked(p, &bytes)?;
+        Ok(bytes.len())
+    }
+
+    /// Replace file `p` with `bytes`, its EXACT lock held by the caller: the record dropped
+    /// and the jobs queued first, the version replaced kept, then the atomic write.
+    fn replace_locked(&self, p: &VPath, bytes: &[u8]) -> Result<()> {
         // The old record would name this file for words it is about to lose: better no
         // result until the job has indexed the new content than a wrong one.
         self.index.delete(p)?;
@@ -68,10 +74,87 @@ impl Locked {
         // The version replaced stays in the history (its inode outlives the atomic rename).
         self.keep_version(p, "write", super::history::Keep::Link);
         self.root
-            .write_atomic(p, &bytes, crate::fsx::new_file_mode())
-            .map_err(|e| OpsError::io(&fs, e))?;
+            .write_atomic(p, bytes, crate::fsx::new_file_mode())
+            .map_err(|e| OpsError::io(self.backing(p), e))?;
         crate::crash_point!("write.written");
-        Ok(bytes.len())
+        Ok(())
+    }
+
+    /// OpenViking's `content/batch-write`: every write of `writes` under one batch of EXACT
+    /// locks (all taken, or none: busy), each checked first (a directory in the way, an
+    /// `expected_sha256` the file no longer has), then written one by one as
+    /// [`Locked::write_file`] writes (an append reads the old content under the lock). A
+    /// conflict fails the batch before anything is written, or with `skip_conflicts` leaves
+    /// that file as it is and is reported. Missing directories are made first, each a locked
+    /// mkdir. A failure midway keeps the writes done before it (as OpenViking's does).
+    pub fn write_batch(&self, writes: &[BatchWrite], skip_conflicts: bool) -> Result<BatchReport> {
+        for w in writes {
+            check_user_path(&w.path)?;
+            let parent = w.path.parent().expect("depth checked");
+            if self.lstat(&parent)?.is_none() {
+                match self.mkdir(&parent, true) {
+                    Ok(()) | Err(OpsError::Exists(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let reqs: Vec<_> = writes
+            .iter()
+            .map(|w| (w.path.clone(), crate::lock::LockKind::Exact))
+            .collect();
+        let _guard = self.lock_existing(&reqs)?;
+        let mut rep = BatchReport::default();
+        let mut todo = Vec::new();
+        for w in writes {
+            let st = self.lstat(&w.path)?;
+            let conflict = match (&st, &w.expected_sha256) {
+                (Some(m), _) if m.is_dir() => {
+                    Some(format!("Target is a directory: {}", w.path.uri()))
+                }
+                (None, Some(_)) => Some(format!(
+                    "Expected content no longer exists: {}",
+                    w.path.uri()
+                )),
+                (Some(_), Some(want)) => {
+                    use sha2::Digest;
+                    let have = hex::encode(sha2::Sha256::digest(self.read_whole(&w.path)?));
+                    (have != *want).then(|| format!("Content revision changed: {}", w.path.uri()))
+                }
+                _ => None,
+            };
+            match conflict {
+                Some(msg) if skip_conflicts => rep.conflicts.push((w.path.clone(), msg)),
+                Some(msg) => return Err(OpsError::Conflict(msg)),
+                None => todo.push((w, st.is_some())),
+            }
+        }
+        for (w, existed) in todo {
+            let bytes = if w.append && existed {
+                let mut old = self.read_whole(&w.path)?;
+                old.extend_from_slice(&w.bytes);
+                old
+            } else {
+                w.bytes.clone()
+            };
+            // As OpenViking: with skip_conflicts, a checked replace by the bytes already
+            // there is not written.
+            if skip_conflicts
+                && existed
+                && !w.append
+                && w.expected_sha256.is_some()
+                && self.read_whole(&w.path)? == bytes
+            {
+                rep.unchanged.push(w.path.clone());
+                continue;
+            }
+            self.replace_locked(&w.path, &bytes)?;
+            if existed {
+                rep.updated.push(w.path.clone());
+            } else {
+                rep.created.push(w.path.clone());
+            }
+        }
+        Ok(rep)
     }
 
     /// The content of file `p` (a final symlink is not followed: ELOOP).
@@ -190,6 +273,29 @@ impl Locked {
         }
         Ok(out)
     }
+}
+
+/// One write of [`Locked::write_batch`].
+#[derive(Debug, Clone)]
+pub struct BatchWrite {
+    pub path: VPath,
+    pub bytes: Vec<u8>,
+    /// Appended to the old content (a missing file is created with `bytes`).
+    pub append: bool,
+    /// The SHA-256 (lower-case hex) the file must hold now, checked under the lock.
+    pub expected_sha256: Option<String>,
+}
+
+/// What [`Locked::write_batch`] did, by path.
+#[derive(Debug, Clone, Default)]
+pub struct BatchReport {
+    pub created: Vec<VPath>,
+    pub updated: Vec<VPath>,
+    /// Replaced by the bytes they held already, checked by `expected_sha256` with
+    /// `skip_conflicts`: not written.
+    pub unchanged: Vec<VPath>,
+    /// Left as they were (`skip_conflicts`), with why.
+    pub conflicts: Vec<(VPath, String)>,
 }
 
 /// When [`Locked::under_exact`](super::Locked::under_exact) releases its lock.

@@ -527,6 +527,7 @@ impl Tools {
             "remember" => self.remember(c, args(name, v)?).await,
             "forget" => self.forget(c, args(name, v)?).await,
             "add_resource" => self.add_resource(c, args(name, v)?).await,
+            "add_skill" => self.add_skill(c, args(name, v)?).await,
             "health" => Ok(self.health(c).await),
             "fetch" => self.fetch(c, args(name, v)?).await,
             _ => Err(Failure::text(format!("Unknown tool: {name}"))),
@@ -1614,6 +1615,20 @@ struct AddResourceArgs {
     acl: Option<Value>,
 }
 
+#[derive(Deserialize)]
+struct AddSkillArgs {
+    #[serde(default)]
+    data: String,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    skills: Option<Vec<String>>,
+    #[serde(default)]
+    target_uri: String,
+    #[serde(default)]
+    list_only: bool,
+}
+
 /// OpenViking's `TEMP_FILE_ID_RE`: `upload_…` or `shared_…`, an optional extension.
 fn looks_like_temp_file_id(s: &str) -> bool {
     let Some(rest) = s
@@ -1764,6 +1779,76 @@ impl Tools {
             }
             (None, None) => format!("Resource added (processing in background){watch}."),
         }))
+    }
+
+    /// OpenViking's `add_skill`: SKILL.md text as `data` is installed through
+    /// `POST /api/v1/skills` (the route's target rules and access rule); a `path` is refused
+    /// with the reason, as vikingfs fetches no Git source and issues no upload tokens (a
+    /// local skill is uploaded with `temp_upload` and added by `temp_file_id` over HTTP).
+    async fn add_skill(&self, c: &Caller, a: AddSkillArgs) -> Outcome {
+        let path = a.path.trim();
+        let data = a.data.trim();
+        if !data.is_empty() && !path.is_empty() {
+            return Err(Failure::text(
+                "Error: pass either 'data' (SKILL.md text) or 'path', not both.",
+            ));
+        }
+        if data.is_empty() && path.is_empty() {
+            return Err(Failure::text(
+                "Error: provide 'data' (full SKILL.md text) or 'path' (Git URL or local path).",
+            ));
+        }
+        if path.starts_with("viking://") {
+            return Err(Failure::text(
+                "Error: 'path' must be a Git URL or a local path. To copy a skill already in \
+                 OpenViking, read its SKILL.md and pass the text as 'data'.",
+            ));
+        }
+        if !path.is_empty() {
+            return Err(Failure::text(format!(
+                "Error: vikingfs installs a skill from its SKILL.md text only: it fetches no Git \
+                 source and issues no upload links. Pass the SKILL.md text as 'data', or upload \
+                 the zipped skill directory (POST /api/v1/resources/temp_upload) and add it with \
+                 POST /api/v1/skills {{\"temp_file_id\": ...}}. Path given: {path}"
+            )));
+        }
+        let req = body(json!({
+            "data": a.data,
+            "skills": a.skills.unwrap_or_default(),
+            "list_only": a.list_only,
+            "target_uri": Some(a.target_uri.trim()).filter(|t| !t.is_empty()),
+        }));
+        let r = self.up.post(c, "/api/v1/skills", &req).await?;
+        if a.list_only {
+            let found = r["skills"].as_array().cloned().unwrap_or_default();
+            let mut lines = vec![format!(
+                "Skills in the source ({}); nothing was installed:",
+                found.len()
+            )];
+            for f in found {
+                let desc = f["description"].as_str().unwrap_or("");
+                lines.push(format!(
+                    "- {} ({}): {}",
+                    f["name"].as_str().unwrap_or("?"),
+                    f["path"].as_str().unwrap_or(""),
+                    desc.split_whitespace().collect::<Vec<_>>().join(" ")
+                ));
+            }
+            return Ok(Done::Text(lines.join("\n")));
+        }
+        let installed = match r.get("installed").and_then(Value::as_array) {
+            Some(list) => list.clone(),
+            None => vec![r],
+        };
+        let mut lines: Vec<String> = installed
+            .iter()
+            .map(|i| format!("Skill added: {}", i["root_uri"].as_str().unwrap_or("?")))
+            .collect();
+        lines.push(
+            "Read <uri>/SKILL.md to use it now; semantic search finds it once indexing completes."
+                .into(),
+        );
+        Ok(Done::Text(lines.join("\n")))
     }
 
     /// OpenViking's `health` (never a tool error: an unhealthy server says so).

@@ -461,6 +461,53 @@ async fn add_resource_posts_the_source_and_refuses_what_openviking_refuses() {
 }
 
 #[tokio::test]
+async fn add_skill_posts_the_skill_text_and_says_why_a_path_is_not_taken() {
+    let (stub, tools) = stub();
+    let md = "---\nname: s\ndescription: d\n---\nbody\n";
+    call(
+        &tools,
+        "add_skill",
+        json!({"data": md, "target_uri": "viking://agent/skills"}),
+    )
+    .await;
+    let seen = stub.seen.lock().last().cloned().unwrap();
+    assert_eq!(seen.uri, "/api/v1/skills");
+    assert_eq!(
+        seen.body,
+        json!({"data": md, "skills": [], "list_only": false,
+               "target_uri": "viking://agent/skills"})
+    );
+    let before = stub.seen.lock().len();
+    for (args, starts) in [
+        (
+            json!({"data": md, "path": "/x"}),
+            "Error: pass either 'data' (SKILL.md text) or 'path', not both.",
+        ),
+        (
+            json!({}),
+            "Error: provide 'data' (full SKILL.md text) or 'path'",
+        ),
+        (
+            json!({"path": "viking://agent/skills/s"}),
+            "Error: 'path' must be a Git URL or a local path.",
+        ),
+        (
+            json!({"path": "https://github.com/a/b"}),
+            "Error: vikingfs installs a skill from its SKILL.md text only",
+        ),
+    ] {
+        let r = call(&tools, "add_skill", args).await;
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(text(&r).starts_with(starts), "{}", text(&r));
+    }
+    assert_eq!(
+        stub.seen.lock().len(),
+        before,
+        "a refused call asks nothing"
+    );
+}
+
+#[tokio::test]
 async fn a_route_that_is_not_there_is_a_tool_error_with_its_code() {
     // The API's fallback, as routes/mod.rs answers an unknown route.
     let router = Router::new().fallback(|req: Request| async move {
@@ -584,6 +631,7 @@ fn the_tools_are_openvikings_core_tools_with_its_annotations() {
             "remember",
             "forget",
             "add_resource",
+            "add_skill",
             "health",
             "fetch"
         ]

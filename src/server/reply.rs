@@ -139,6 +139,9 @@ impl ApiError {
                 ApiError::new("ALREADY_EXISTS", message).with_details(json!({ "resource": uri }))
             }
             OpsError::Busy(_) => ApiError::busy(uri, message),
+            OpsError::Conflict(_) => {
+                ApiError::new("CONFLICT", message).with_details(json!({ "resource": uri }))
+            }
             OpsError::IsADirectory(_) => ApiError::new("FAILED_PRECONDITION", message)
                 .with_details(json!({"resource": uri, "expected": "file", "actual": "directory"})),
             OpsError::NotADirectory(_) => ApiError::new("FAILED_PRECONDITION", message)

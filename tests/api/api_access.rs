@@ -27,6 +27,9 @@ const CANARY: &str = "zebrafinch";
 /// A word beside the canary in bob's texts, which alice searches and greps for, as a user
 /// hunting for another's secrets would.
 const LURE: &str = "quokkasnark";
+
+/// A skill alice installs wherever a probe names.
+const PROBE_SKILL: &str = "---\nname: probe-skill\ndescription: alice's probe\n---\nprobe\n";
 const ACCEPT: &str = "Accept: application/json, text/event-stream";
 
 /// `uri/name`, as a URI below `uri`.
@@ -157,6 +160,7 @@ fn fill(path: &str, ids: &Ids) -> Vec<String> {
             "archive" => vec!["archive_001".into()],
             "rid" => vec!["r1".into()],
             "id" => vec![ids.bob_task.clone(), ids.alice_task.clone()],
+            "name" => vec!["bobs-tool".into(), "probe-skill".into()],
             other => {
                 panic!("route parameter {{{other}}} of {path}: the access test has no value for it")
             }
@@ -259,6 +263,63 @@ fn probes(e: &Endpoint, t: &str, ids: &Ids) -> Option<Vec<Req>> {
                 ),
             ],
             ("POST", "/api/v1/resources/temp_upload") => vec![upload()],
+            ("POST", "/api/v1/skills") => vec![Req::with(
+                "POST",
+                p,
+                json!({"data": PROBE_SKILL, "target_uri": t}),
+            )],
+            ("GET", "/api/v1/skills") => {
+                vec![Req::get(p), Req::get(format!("{p}?target_uri={u}"))]
+            }
+            ("GET", "/api/v1/skills/{name}") => vec![
+                Req::get(format!("{p}?include_integrity=true")),
+                Req::get(format!("{p}?target_uri={u}&include_source=true")),
+            ],
+            ("PUT", "/api/v1/skills/{name}") => vec![Req::with(
+                "PUT",
+                p,
+                json!({"data": PROBE_SKILL, "target_uri": t}),
+            )],
+            ("DELETE", "/api/v1/skills/{name}") => vec![Req {
+                method: "DELETE",
+                path: format!("{p}?target_uri={u}"),
+                body: None,
+            }],
+            ("POST", "/api/v1/skills/validate") => {
+                vec![Req::with(
+                    "POST",
+                    p,
+                    json!({"data": PROBE_SKILL, "source_path": t}),
+                )]
+            }
+            ("POST", "/api/v1/fs/cp") => vec![
+                Req::with(
+                    "POST",
+                    p,
+                    json!({"from_uri": t, "to_uri": "viking://user/alice/probe-copy", "recursive": true}),
+                ),
+                Req::with(
+                    "POST",
+                    p,
+                    json!({"from_uri": child(t, "note.md"), "to_uri": "viking://user/alice/probe-copy.md"}),
+                ),
+            ],
+            ("GET", "/api/v1/fs/attrs") => vec![Req::get(format!("{p}?uri={u}"))],
+            ("POST", "/api/v1/fs/attrs/set_tags" | "/api/v1/content/set_tags") => vec![Req::with(
+                "POST",
+                p,
+                json!({"uri": t, "tags": ["probe=alice"], "recursive": true}),
+            )],
+            ("POST", "/api/v1/content/batch-write") => vec![Req::with(
+                "POST",
+                p,
+                json!({"root_uri": t, "operations": [{"uri": child(t, "bw-probe.md"), "content": "probe"}]}),
+            )],
+            ("POST", "/api/v1/content/reindex") => vec![Req::with(
+                "POST",
+                p,
+                json!({"uri": t, "tags": ["probe=alice"], "wait": false}),
+            )],
             ("POST", "/api/v1/resources") => vec![Req::with(
                 "POST",
                 p,
@@ -436,6 +497,7 @@ fn mcp_probes(name: &str, t: &str, ids: &Ids) -> Option<Vec<Value>> {
         "remember" => vec![call(json!({"messages": [{"role": "user", "content": "alice likes tea"}]}))],
         "forget" => vec![call(json!({"uri": child(t, "note.md")}))],
         "add_resource" => vec![call(json!({"path": ids.bob_disk_path, "to": child(t, "mcp-res")}))],
+        "add_skill" => vec![call(json!({"data": PROBE_SKILL, "target_uri": t}))],
         "health" => vec![call(json!({}))],
         "fetch" => vec![call(json!({"id": t})), call(json!({"id": child(t, "note.md")}))],
         _ => return None,
@@ -497,6 +559,18 @@ fn no_route_or_tool_hands_alice_bobs_canary() {
         &bob,
         "viking://user/bob/memories/preferences/tea.md",
         &format!("Bob's preferences: tea, never coffee; his words are {LURE} {CANARY}.\n"),
+    );
+    // A skill of bob's own, its description the canary.
+    must(
+        &s,
+        &bob,
+        Req::with(
+            "POST",
+            "/api/v1/skills",
+            json!({"data": format!(
+                "---\nname: bobs-tool\ndescription: {LURE} {CANARY} garage PIN\n---\nUse {CANARY}.\n"
+            )}),
+        ),
     );
     let bob_session = must(&s, &bob, Req::with("POST", "/api/v1/sessions", json!({})))
         ["session_id"]
@@ -737,7 +811,7 @@ fn no_route_or_tool_hands_alice_bobs_canary() {
     calls.sort_by_key(|c| {
         matches!(
             c["params"]["name"].as_str(),
-            Some("write" | "edit" | "remember" | "forget" | "add_resource")
+            Some("write" | "edit" | "remember" | "forget" | "add_resource" | "add_skill")
         )
     });
     for c in calls {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::serve::Served;
+use crate::support::serve::{Served, DIR_ZIP};
 
 /// `s` with the query value `v` percent-encoded.
 fn q(v: &str) -> String {
@@ -812,7 +812,7 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
         ("a.md", b"alpha about tokens"),
         ("sub/b.md", b"beta about vectors"),
     ]);
-    let id = ok(upload(&s, &[], "temp_upload_x.zip", &z))["temp_file_id"]
+    let id = ok(upload(&s, &[], DIR_ZIP, &z))["temp_file_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -939,15 +939,12 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
     let before = files_below(&data(&s));
     let outside = s.dir.path().join("evil");
     for (name, evil) in [
-        (
-            "up.zip",
-            zip_of(&[("ok.md", b"fine"), ("../../../evil", b"x")]),
-        ),
-        ("abs.zip", zip_of(&[("/tmp/evil", b"x")])),
-        ("lock.zip", zip_of(&[("d/.path.ovlock", b"x")])),
-        ("nul.zip", zip_of(&[("a\u{0}b", b"x")])),
+        ("up", zip_of(&[("ok.md", b"fine"), ("../../../evil", b"x")])),
+        ("abs", zip_of(&[("/tmp/evil", b"x")])),
+        ("lock", zip_of(&[("d/.path.ovlock", b"x")])),
+        ("nul", zip_of(&[("a\u{0}b", b"x")])),
     ] {
-        let id = ok(upload(&s, &[], name, &evil))["temp_file_id"].clone();
+        let id = ok(upload(&s, &[], DIR_ZIP, &evil))["temp_file_id"].clone();
         let (code, v) = s.json(
             "POST",
             "/api/v1/resources",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::serve::Served;
+use crate::support::serve::{Served, DIR_ZIP};
 
 /// A zip of one entry, `bomb.bin`: `mib` MiB of zeros, deflated (about a thousand to one).
 /// Built from one compressed MiB repeated: each copy was compressed from a fresh state and
@@ -121,7 +121,7 @@ fn a_zip_bomb_is_refused_at_its_budget_and_leaves_nothing_behind() {
     // A GiB of zeros in a zip of about a MiB.
     let z = bomb(1024);
     assert!(z.len() < 2 << 20, "{}", z.len());
-    let id = upload(&s, "bomb.zip", &z);
+    let id = upload(&s, DIR_ZIP, &z);
     // What TMPDIR holds, looked at every 5 ms while the add runs.
     let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(0));
@@ -174,7 +174,7 @@ fn a_zip_bomb_is_refused_at_its_budget_and_leaves_nothing_behind() {
     );
     assert_eq!(code, 404, "{v}");
     // Within the budget, an archive is unpacked as before.
-    let id = upload(&s, "small.zip", &bomb(8));
+    let id = upload(&s, DIR_ZIP, &bomb(8));
     let (code, v) = s.json(
         "POST",
         "/api/v1/resources",
@@ -450,7 +450,7 @@ fn two_bombs_at_once_never_take_a_disk_below_the_historys_pressure_line() {
     // (24 MiB): the disk is the budget.
     let s = Served::with_config_env(json!({}), &[("TMPDIR", tmp.0.path())]);
     let z = bomb(1024);
-    let ids = [upload(&s, "a.zip", &z), upload(&s, "b.zip", &z)];
+    let ids = [upload(&s, DIR_ZIP, &z), upload(&s, DIR_ZIP, &z)];
     let (_, line) = tmp.free_and_line();
     let done = Arc::new(AtomicBool::new(false));
     let lowest = Arc::new(AtomicU64::new(u64::MAX));

@@ -16,5 +16,6 @@ mod api_limits;
 mod api_mcp;
 mod api_search;
 mod api_sessions;
+mod api_surface;
 mod api_undo;
 mod cli_daemon;

@@ -25,7 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 READ_ONLY = {"find", "read", "list", "tree", "grep", "glob", "health", "fetch"}
-TOOLS = READ_ONLY | {"search", "write", "edit", "remember", "forget", "add_resource"}
+TOOLS = READ_ONLY | {"search", "write", "edit", "remember", "forget", "add_resource", "add_skill"}
 # OpenViking 0.5.2's annotations of its tools (its tools/list): (readOnly, destructive, idempotent).
 ANNOTATIONS = {n: (True, False, True) for n in READ_ONLY}
 ANNOTATIONS.update(
@@ -36,6 +36,7 @@ ANNOTATIONS.update(
         "remember": (False, True, False),
         "forget": (False, True, True),
         "add_resource": (False, True, False),
+        "add_skill": (False, True, False),
     }
 )
 HEALTHY = "OpenViking is healthy (service initialized, storage: VikingFS)"
@@ -120,6 +121,24 @@ async def exercise(session, where):
     check(not r.isError and text_of(r) == f"Deleted: {parent}", f"{where}: forget says {text_of(r)!r}")
     r = await session.call_tool("read", {"uris": [uri]})
     check(r.isError and text_of(r).startswith("NOT_FOUND"), f"{where}: read after forget fails: {text_of(r)!r}")
+
+    name = f"mcp-skill-{uuid.uuid4().hex[:8]}"
+    md = f"---\nname: {name}\ndescription: A skill added over MCP\n---\n\nDo it.\n"
+    r = await session.call_tool("add_skill", {"data": md, "target_uri": "viking://agent/skills"})
+    root = f"viking://agent/skills/{name}"
+    check(
+        not r.isError and text_of(r).startswith(f"Skill added: {root}\n"),
+        f"{where}: add_skill says {text_of(r)!r}",
+    )
+    r = await session.call_tool("read", {"uris": [f"{root}/SKILL.md"]})
+    check(not r.isError and text_of(r) == md, f"{where}: the skill's SKILL.md as given: {text_of(r)!r}")
+    r = await session.call_tool("add_skill", {"data": "no frontmatter here"})
+    check(
+        r.isError and text_of(r).startswith("INVALID_ARGUMENT: SKILL.md must have YAML frontmatter"),
+        f"{where}: add_skill of a bad SKILL.md fails: {text_of(r)!r}",
+    )
+    r = await session.call_tool("add_skill", {"path": "https://github.com/a/b"})
+    check(r.isError and "fetches no Git" in text_of(r), f"{where}: add_skill of a Git URL says why not: {text_of(r)!r}")
 
 
 async def over_http(url, headers):

@@ -274,3 +274,57 @@ fn a_sessions_files_follow_no_link_out_of_the_workspace() {
     assert_eq!(names, ["passwd"], "nothing written outside the workspace");
     assert_eq!(std::fs::read_to_string(etc.join("passwd")).unwrap(), secret);
 }
+
+/// Tags set over the API (`fs/attrs/set_tags`) are the extended attribute
+/// `user.openviking.tags` of the file, which the mount shows (getxattr through the mount);
+/// one set through the mount (setxattr) is what the API's `fs/attrs` answers.
+#[test]
+fn tags_are_extended_attributes_seen_through_the_mount() {
+    let (m, addr) = Mount::with_api(r#"{"server": {"root_api_key": "root-secret"}}"#, &[]);
+    let f = m.mp.join("resources/tagged.md");
+    std::fs::write(&f, "tagged text\n").unwrap();
+    let (code, v) = post(
+        addr,
+        "root-secret",
+        "/api/v1/fs/attrs/set_tags",
+        &json!({"uri": "viking://resources/tagged.md", "tags": ["Team=Search", "env=prod"]}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let through_mount = |name: &str| {
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import os,sys; sys.stdout.buffer.write(os.getxattr(sys.argv[1], sys.argv[2]))",
+            ])
+            .arg(&f)
+            .arg(name)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "getxattr: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        through_mount("user.openviking.tags"),
+        "team=search\nenv=prod"
+    );
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; os.setxattr(sys.argv[1], 'user.openviking.tags', b'owner=alice')",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "setxattr: {out:?}");
+    let (code, bytes) = http(
+        addr,
+        "GET",
+        "/api/v1/fs/attrs?uri=viking://resources/tagged.md",
+        &["X-API-Key: root-secret"],
+        None,
+    );
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"]["attrs"]["tags"], json!(["owner=alice"]), "{v}");
+    assert_eq!(v["result"]["context_type"], "resource", "{v}");
+}

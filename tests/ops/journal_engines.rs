@@ -204,6 +204,7 @@ fn rules_hold(j: &Journal) {
         target: "resources/r".into(),
         handle: "h1".into(),
         file: false,
+        overlay: false,
     };
     let id = j.begin_add(&add, "p1", &t, LockKind::Tree).unwrap();
     j.lifecycle_start("h1", &t, LockKind::Tree, &["a".into(), "b".into()])

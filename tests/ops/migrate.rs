@@ -166,6 +166,7 @@ fn journal_rows_move_to_postgres_and_back() {
         target: "resources/r".into(),
         handle: "h1".into(),
         file: false,
+        overlay: false,
     };
     sqlite
         .begin_add(&add, "other", &target, vikingfs::lock::LockKind::Tree)

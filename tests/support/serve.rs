@@ -168,6 +168,10 @@ pub fn wait_for_api(ws: &Path, log: &Path) -> SocketAddr {
     }
 }
 
+/// The name OpenViking's SDK gives the zip it makes of a directory (`temp_upload_<uuid4
+/// hex>.zip`): the one upload name (with `ov`'s `.tmpXXXXXX.zip`) the server unpacks.
+pub const DIR_ZIP: &str = "temp_upload_0123456789abcdef0123456789abcdef.zip";
+
 /// Percent-encoding of a query value.
 pub fn enc(s: &str) -> String {
     s.bytes()

@@ -1,7 +1,14 @@
 //! The filesystem routes of OpenViking 0.5.2 (`openviking/server/routers/filesystem.py`):
 //! `GET /api/v1/fs/ls`, `GET /api/v1/fs/tree`, `GET /api/v1/fs/stat`, `POST /api/v1/fs/mkdir`,
-//! `POST /api/v1/fs/mv` and `DELETE /api/v1/fs`; and the namespace as the API shows it
-//! (`View`), which the content routes read through too.
+//! `POST /api/v1/fs/mv`, `POST /api/v1/fs/cp`, `GET /api/v1/fs/attrs` (with
+//! `POST /api/v1/fs/attrs/set_tags`, the content routes' `set_tags`) and `DELETE /api/v1/fs`;
+//! and the namespace as the API shows it (`View`), which the content routes read through too.
+//!
+//! - `cp` is the locked copy (`ops::Locked::copy`): the source read under its own lock
+//!   (EXACT for a file, TREE for a directory, OpenViking's modes for cp), added at the
+//!   destination under the destination's, indexed like any add.
+//! - A path's `attrs` are its tags (`ops::Locked::tags`: the extended attribute
+//!   `user.openviking.tags`, which the mount shows too) and its OpenViking context type.
 //!
 //! - Changes are the locked operations the mount and the CLI run (`ops.mkdir`, `ops.mv`,
 //!   `ops.rm`); reads go straight to the files, without a lock, as the mount's do.
@@ -38,6 +45,9 @@ pub fn routes() -> Routes {
         .route("/api/v1/fs/stat", get(stat))
         .route("/api/v1/fs/mkdir", post(mkdir))
         .route("/api/v1/fs/mv", post(mv))
+        .route("/api/v1/fs/cp", post(cp))
+        .route("/api/v1/fs/attrs", get(attrs))
+        .route("/api/v1/fs/attrs/set_tags", post(super::content::set_tags))
         .route("/api/v1/fs", delete(rm))
 }
 
@@ -787,6 +797,93 @@ async fn mv(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<MvBody>) -
             .mv(&src, &dst)
             .map_err(|e| ApiError::from_ops(&src.uri(), e))?;
         ok(json!({ "from": src.uri(), "to": dst.uri() }))
+    })
+    .await
+}
+
+/// `CpRequest` (unknown fields ignored, as its model does).
+#[derive(Deserialize)]
+struct CpBody {
+    from_uri: String,
+    to_uri: String,
+    #[serde(default)]
+    recursive: bool,
+}
+
+/// Copy a file to exactly `to_uri` (replacing a file there), or a directory (`recursive`)
+/// into `to_uri` (merged with what is there), as OpenViking's `fs/cp`.
+async fn cp(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<CpBody>) -> ApiResult {
+    let src = who.path(&b.from_uri)?;
+    let dst = who.path(&b.to_uri)?;
+    if src == dst {
+        return Err(ApiError::invalid("cp source and target must be different"));
+    }
+    if src.starts_with(&dst) || dst.starts_with(&src) {
+        return Err(ApiError::invalid(
+            "cp source and target subtrees must not overlap",
+        ));
+    }
+    blocking(move || {
+        let view = View::open(&api, &who)?;
+        let st = view.stat(&src)?.ok_or_else(|| not_found(&src))?;
+        if st.is_dir() && !b.recursive {
+            return Err(ApiError::invalid(format!(
+                "Cannot copy directory without --recursive: {}",
+                src.uri()
+            ))
+            .with_details(json!({"resource": src.uri(), "expected_flag": "recursive"})));
+        }
+        // Never a file replaced by a directory or the other way round.
+        if let Some(t) = view.stat(&dst)? {
+            if t.is_dir() != st.is_dir() {
+                let (want, have) = if st.is_dir() {
+                    ("directory", "file")
+                } else {
+                    ("file", "directory")
+                };
+                return Err(ApiError::invalid(format!(
+                    "cp target must be a {want}, not a {have}: {}",
+                    dst.uri()
+                ))
+                .with_details(json!({"resource": dst.uri(), "expected": want, "actual": have})));
+            }
+        }
+        let report = api
+            .ops
+            .copy(&src, &dst, b.recursive)
+            .map_err(|e| ApiError::from_ops(&src.uri(), e))?;
+        ok(json!({
+            "operation_id": report.lifecycle,
+            "operation": "copy",
+            "from": src.uri(),
+            "to": dst.uri(),
+            "recursive": st.is_dir(),
+            "phase": "completed",
+            "files_created": report.files,
+        }))
+    })
+    .await
+}
+
+/// `fs/attrs`: the path's tags and context type (OpenViking's logical attributes).
+async fn attrs(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Params(q): Params<UriQuery>,
+) -> ApiResult {
+    let p = who.path(&q.uri)?;
+    blocking(move || {
+        let view = View::open(&api, &who)?;
+        view.stat(&p)?.ok_or_else(|| not_found(&p))?;
+        let tags = api
+            .ops
+            .tags(&p)
+            .map_err(|e| ApiError::from_ops(&p.uri(), e))?;
+        ok(json!({
+            "uri": p.uri(),
+            "context_type": super::content::context_type(&p),
+            "attrs": { "tags": tags },
+        }))
     })
     .await
 }

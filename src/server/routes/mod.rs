@@ -17,6 +17,7 @@ pub mod observer;
 pub mod resources;
 pub mod search;
 pub mod sessions;
+pub mod skills;
 pub mod snapshot;
 pub mod system;
 pub mod tasks;
@@ -170,6 +171,7 @@ fn all() -> Routes {
         .merge(fs::routes())
         .merge(content::routes())
         .merge(resources::routes())
+        .merge(skills::routes())
         .merge(super::mcp::routes())
         .merge(search::routes())
         .merge(sessions::routes())

@@ -3,8 +3,8 @@
 //! `upload`) and `POST /api/v1/resources` (add-resource, the locked operation the CLI's
 //! `vikingfs add-resource` runs, `ops.add_resource`).
 //!
-//! - The content comes from an upload (`temp_file_id`; a zip is a directory, unpacked
-//!   safely) or, for a root caller only (the root key, the workspace's socket, an open
+//! - The content comes from an upload (`temp_file_id`; the SDK's or `ov`'s zip of a directory
+//!   is unpacked safely, any other file stored byte for byte: `upload::is_directory_zip_name`) or, for a root caller only (the root key, the workspace's socket, an open
 //!   server on loopback), from a path on the server's own disk. OpenViking refuses host paths
 //!   over HTTP altogether; a user key here is refused the same way (`PERMISSION_DENIED`), so a
 //!   remote user never reads the host's files through add-resource.
@@ -15,7 +15,7 @@
 //! - vikingfs fetches nothing remote (URLs, git, connectors) and keeps no watches:
 //!   those requests answer `UNIMPLEMENTED`.
 
-mod upload;
+pub(super) mod upload;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -257,7 +257,9 @@ fn add_now(
     let (local, source): (PathBuf, String) = if let Some(id) = non_empty(&b.temp_file_id) {
         let uploads = upload::uploads()?;
         let up = uploads.take(id, who)?;
-        let zipped = upload::is_zip(&up.path);
+        // Unpacked only when the client says it zipped a directory (by the name it gives
+        // the zip), never because the bytes are a zip: a .docx is stored as the .docx it is.
+        let zipped = upload::is_directory_zip_name(&up.original) && upload::is_zip(&up.path);
         let name = match non_empty(&b.source_name) {
             Some(n) => n.to_string(),
             None => default_name(&up.original, zipped),

@@ -1,6 +1,9 @@
 //! Temporary uploads for add-resource (`POST /api/v1/resources/temp_upload`), and the safe
 //! unpacking of a zipped directory, which is how OpenViking's SDK and `ov` send one.
 //!
+//! - Only a client's zip of a directory is unpacked, known by the name the client gives it
+//!   ([`is_directory_zip_name`]); every other upload is stored byte for byte as the file it
+//!   is, zip containers (.docx, .epub, .jar, a user's .zip) included.
 //! - An upload is kept under a private directory of this process in the system's temporary
 //!   directory (`vikingfs-uploads-PID-*`, mode 0700; directories of dead processes are swept
 //!   when the first upload arrives), named `upload_HEX.EXT` as OpenViking names them, bound
@@ -202,6 +205,27 @@ impl Drop for Upload {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Whether an upload named `original` is a client's zip of a directory, the only upload that
+/// is unpacked: OpenViking's SDK names the zip it makes of a directory
+/// `temp_upload_<uuid4 hex>.zip` (`openviking_sdk/uploads.py`, `zip_directory`), and `ov`
+/// uploads the `tempfile` crate's `.tmpXXXXXX.zip` (six alphanumerics, its `zip_directory`
+/// with `Builder::new().suffix(".zip")`). Any other name is a file the user chose, kept as it
+/// is even when its bytes are a zip (a .docx, .epub, .jar or .zip is a document, not a
+/// directory): OpenViking's server unpacks by the `.zip` extension alone, which would turn a
+/// user's own archive into a directory that cannot be downloaded back.
+pub fn is_directory_zip_name(original: &str) -> bool {
+    let Some(stem) = original.strip_suffix(".zip") else {
+        return false;
+    };
+    let sdk = stem.strip_prefix("temp_upload_").is_some_and(|hex| {
+        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    });
+    let ov = stem
+        .strip_prefix(".tmp")
+        .is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()));
+    sdk || ov
 }
 
 /// Whether the file at `path` is a zip archive (its first four bytes).
@@ -409,6 +433,30 @@ fn safe_rel(name: &str) -> Result<PathBuf, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_clients_directory_zips_are_unpacked_by_name() {
+        // The names OpenViking's SDK and `ov` give a zipped directory.
+        assert!(is_directory_zip_name(
+            "temp_upload_0123456789abcdef0123456789abcdef.zip"
+        ));
+        assert!(is_directory_zip_name(".tmpDrzVlL.zip"));
+        // A user's files, zips among them, are kept as they are.
+        for name in [
+            "report.docx",
+            "book.epub",
+            "lib.jar",
+            "archive.zip",
+            "temp_upload_x.zip",
+            "temp_upload_0123456789ABCDEF0123456789ABCDEF.zip",
+            "temp_upload_0123456789abcdef0123456789abcdef.zip.docx",
+            ".tmpDrzVl.zip",
+            ".tmpDrz-lL.zip",
+            "temp_upload.zip",
+        ] {
+            assert!(!is_directory_zip_name(name), "{name}");
+        }
+    }
 
     fn roomy() -> Budget {
         Budget::new(1 << 30, 1000, &[])
