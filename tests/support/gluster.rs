@@ -164,12 +164,10 @@ impl Gluster {
         c
     }
 
-    /// What glusterd and its bricks logged.
+    /// What glusterd said and logged.
     pub fn logs(&self) -> String {
         let mut out = std::fs::read_to_string(self.state.join("glusterd.out")).unwrap_or_default();
-        for f in ["log/glusterd.log"] {
-            out += &std::fs::read_to_string(self.state.join(f)).unwrap_or_default();
-        }
+        out += &std::fs::read_to_string(self.state.join("log/glusterd.log")).unwrap_or_default();
         out
     }
 
