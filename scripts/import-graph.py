@@ -76,7 +76,7 @@ def folder_graph(folder):
 LAYERS = {
     None: [
         "sys uri error errno failpoint metrics pg process db sql tail spoolfile",
-        "fsx dirtimes workspace content config embed semantic daemon",
+        "fsx dirtimes workspace content config embed semantic daemon sharedfs",
         "lock index queue journal fs",
         "ops",
         "session fuse",

@@ -8,7 +8,8 @@
 //! - the stores and the filesystem core: `lock`, `index`, `queue`, `journal`,
 //!   `fs` (which calls down only through its `Mutations` trait);
 //! - beside them, pure work and configuration: `semantic`, `embed`, `content`, `config`,
-//!   `workspace`, `daemon`, `dirtimes`, `fsx`;
+//!   `workspace`, `daemon`, `dirtimes`, `fsx`, `sharedfs` (whether a filesystem is safe for
+//!   several hosts);
 //! - leaves: `sys` (every system call std lacks), `uri`, `errno` (`ToErrno`), `tail` (work
 //!   after a reply), `error`, `db`, `pg`, `process`, `metrics`, `failpoint`.
 
@@ -40,6 +41,7 @@ pub mod queue;
 pub mod semantic;
 pub mod server;
 pub mod session;
+pub mod sharedfs;
 pub mod spoolfile;
 pub(crate) mod sql;
 pub mod sys;

@@ -379,6 +379,11 @@ pub fn run_daemon(
     let started = (|| -> anyhow::Result<Started> {
         // The pool starts before the mount's write probe is set: nothing is open for writing
         // until the mount below is live.
+        // Hosts share a workspace through PostgreSQL: its files must be on a filesystem where
+        // lock files hold between hosts (crate::sharedfs), checked before anything is opened.
+        if matches!(config.backend, crate::config::Backend::Postgres { .. }) {
+            crate::sharedfs::check(ws.root(), &ws.internal_dir())?;
+        }
         let (ops, pool) = serving_engine(&ws, config)?;
         let core = match mp {
             Some(_) => {

@@ -14,6 +14,7 @@
 //! - `handle`: export file handles (`name_to_handle_at`, `open_by_handle_at`).
 //! - `process`: the process's own state: ids, umask, limits, priority, signals, sessions.
 //! - `mount`: `mount(2)` and `umount2(2)`.
+//! - `mounts`: which mount a path is on (`/proc/self/mountinfo`, matched by device).
 //! - `open`: [`open_regular`], the one opener of the daemon's own reads: a regular file only,
 //!   never a FIFO, socket or device, never through a final symlink.
 //! - `stat`: what a `stat` says ([`Stat`]) and the timestamps `utimensat` takes.
@@ -25,6 +26,7 @@ mod dir;
 mod file;
 mod handle;
 mod mount;
+mod mounts;
 mod open;
 mod process;
 mod root;
@@ -35,6 +37,7 @@ pub use dir::*;
 pub use file::*;
 pub use handle::*;
 pub use mount::*;
+pub use mounts::*;
 pub use open::*;
 pub use process::*;
 pub use root::*;

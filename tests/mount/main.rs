@@ -14,6 +14,7 @@ mod mount_differential;
 mod mount_discovery;
 mod mount_fds;
 mod mount_full_disk;
+mod mount_gluster;
 mod mount_history;
 mod mount_hosts;
 mod mount_links;

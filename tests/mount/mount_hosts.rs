@@ -10,25 +10,26 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::daemon::*;
+use crate::support::gluster::{self, Gluster};
 use crate::support::netns::Lab;
 use crate::support::pg::PgServer;
 use crate::support::{alive, wait_gone, BIN};
 
 /// One host: its own HOME (config), mount point and daemon, in its own network namespace.
-struct Host {
-    idx: usize,
-    netns: String,
+pub(crate) struct Host {
+    pub(crate) idx: usize,
+    pub(crate) netns: String,
     /// `DIR/a` or `DIR/b`: HOME, mount point and daemon log.
-    root: PathBuf,
-    ws: PathBuf,
-    mp: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) ws: PathBuf,
+    pub(crate) mp: PathBuf,
     /// Host B: `unshare --pid --mount-proc`'s process, whose child is the daemon (PID 1 of its
     /// namespace), and `root` bind-mounted on itself as a shared mount, so the FUSE mount the
     /// daemon makes in its own mount namespace (with its own /proc) shows here too.
-    pidns: bool,
-    unshare: Option<Child>,
+    pub(crate) pidns: bool,
+    pub(crate) unshare: Option<Child>,
     /// The daemon's pid in this (the test's) PID namespace.
-    pid: Option<i32>,
+    pub(crate) pid: Option<i32>,
 }
 
 /// Run first in a host's new mount namespace (`sh -c SCRIPT PROGRAM ARGS...`, then execs
@@ -45,7 +46,7 @@ const OWN_MOUNTS_ONLY: &str = r#"
 findmnt -rn -o TARGET,PROPAGATION | while read -r t p; do
   case "$p" in shared*) [ "$t" = "$VFS_HOST_ROOT" ] || mount --make-private "$t" ;; esac
 done
-findmnt -rn -t fuse,fuse.vikingfs -o TARGET | while read -r m; do
+findmnt -rn -t fuse,fuse.vikingfs,fuse.glusterfs -o TARGET | while read -r m; do
   case "$m" in "$VFS_HOST_ROOT"/*) continue ;; esac
   p=$(findmnt -rn -o TARGET -T "${m%/*}/") || continue
   [ "$p" = "$VFS_HOST_ROOT" ] || mount --make-private "$p"
@@ -54,11 +55,11 @@ done
 exec "$0" "$@"
 "#;
 
-fn run(cmd: &mut Command) -> Output {
+pub(crate) fn run(cmd: &mut Command) -> Output {
     cmd.stdin(Stdio::null()).output().expect("run a command")
 }
 
-fn run_ok(cmd: &mut Command) -> String {
+pub(crate) fn run_ok(cmd: &mut Command) -> String {
     let out = run(cmd);
     assert!(
         out.status.success(),
@@ -69,26 +70,26 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn deadline(secs: u64) -> Instant {
+pub(crate) fn deadline(secs: u64) -> Instant {
     Instant::now() + Duration::from_secs(secs)
 }
 
 impl Host {
-    fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.root.join("home")
     }
 
-    fn name(&self) -> char {
+    pub(crate) fn name(&self) -> char {
         (b'a' + self.idx as u8) as char
     }
 
     /// `MOUNT/resources`.
-    fn res(&self) -> PathBuf {
+    pub(crate) fn res(&self) -> PathBuf {
         self.mp.join("resources")
     }
 
     /// Start the daemon with extra environment; returns once the mount is live.
-    fn mount(&mut self, env: &[(&str, &str)]) {
+    pub(crate) fn mount(&mut self, env: &[(&str, &str)]) {
         let bin = self.bin_in_ns();
         if !self.pidns {
             let mut c = bin;
@@ -166,7 +167,7 @@ impl Host {
 
     /// The daemon's command line up to the program's arguments: `vikingfs` run in this host's
     /// network namespace (and, for B, in a PID and mount namespace of its own).
-    fn bin_in_ns(&self) -> Command {
+    pub(crate) fn bin_in_ns(&self) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--net=/run/netns/{}", self.netns)).arg("--");
         if self.pidns {
@@ -194,7 +195,7 @@ impl Host {
 
     /// `vikingfs --workspace WS ARGS` as run on this host: in its network namespace, and on B
     /// in the daemon's PID and mount namespaces (its /proc), with this host's config.
-    fn cli(&self, args: &[&str]) -> Command {
+    pub(crate) fn cli(&self, args: &[&str]) -> Command {
         let mut c = Command::new("nsenter");
         match (self.pidns, self.pid) {
             (true, Some(pid)) => {
@@ -214,12 +215,12 @@ impl Host {
     }
 
     /// `vikingfs wait`: this host's daemon drains the queues (no other process works them).
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         run_ok(&mut self.cli(&["wait", "--watch", "--timeout", "300"]));
     }
 
     /// `find --queries` with one query a line: the URIs of each query's results.
-    fn find_each(&self, queries: &[String]) -> Vec<Vec<String>> {
+    pub(crate) fn find_each(&self, queries: &[String]) -> Vec<Vec<String>> {
         let file = self.root.join("queries.txt");
         std::fs::write(&file, queries.join("\n") + "\n").unwrap();
         let out = run(&mut self.cli(&[
@@ -254,7 +255,7 @@ impl Host {
 
     /// `fsck --json` on this host: the index agrees with the files (as
     /// [`Mount::check_index_agrees`]), and no queue holds a dead job.
-    fn check_index_agrees(&self) {
+    pub(crate) fn check_index_agrees(&self) {
         let out = run(&mut self.cli(&["fsck", "--json"]));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!("fsck output: {e}: {}", String::from_utf8_lossy(&out.stderr))
@@ -275,7 +276,7 @@ impl Host {
 
     /// kill -9 the daemon, wait until it is gone and its mount answers ENOTCONN, then lazily
     /// unmount what it left.
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let pid = self.pid.take().expect("a running daemon");
         // SAFETY: kill takes no pointer; `pid` is this host's daemon, not the test process.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -296,7 +297,7 @@ impl Host {
     }
 
     /// Unmount and wait for the daemon to exit (lazily, and killing it, if it must).
-    fn unmount(&mut self) {
+    pub(crate) fn unmount(&mut self) {
         let Some(pid) = self.pid.take() else {
             return;
         };
@@ -330,26 +331,50 @@ impl Drop for Host {
 
 /// Two hosts of one workspace and one PostgreSQL server. Fields drop in order: the daemons
 /// first, then the server, the network, the directory.
-struct Cluster {
-    hosts: Vec<Host>,
-    server: PgServer,
-    _lab: Lab,
-    dir: tempfile::TempDir,
+pub(crate) struct Cluster {
+    pub(crate) hosts: Vec<Host>,
+    /// The GlusterFS server whose volume holds the workspace ([`Cluster::on_gluster`]); else
+    /// the hosts share a directory of this machine.
+    pub(crate) _gluster: Option<Gluster>,
+    pub(crate) server: PgServer,
+    pub(crate) _lab: Lab,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Cluster {
     /// Hosts A and B (not mounted yet), with `storage` merged into each one's config (beside
     /// the backend and its DSN).
-    fn new(storage: serde_json::Value) -> Cluster {
+    pub(crate) fn new(storage: serde_json::Value) -> Cluster {
         Cluster::with_pidns(storage, [false, true])
     }
 
     /// [`Cluster::new`] with each host in a PID namespace of its own or not.
-    fn with_pidns(storage: serde_json::Value, pidns: [bool; 2]) -> Cluster {
-        let lab = Lab::new(2);
+    pub(crate) fn with_pidns(storage: serde_json::Value, pidns: [bool; 2]) -> Cluster {
+        Cluster::build(storage, pidns, false)
+    }
+
+    /// [`Cluster::new`] with the workspace on a GlusterFS volume with the coherence settings
+    /// (`tests/support/gluster.rs`), served from a third network namespace: host A mounts it
+    /// as the fstab line of docs/several-hosts.md does (`mount -t glusterfs`, direct I/O), host
+    /// B as its systemd unit does (`glusterfs --fopen-keep-cache=off`), each at `ROOT/gv`.
+    pub(crate) fn on_gluster(storage: serde_json::Value) -> Cluster {
+        Cluster::build(storage, [false, true], true)
+    }
+
+    fn build(storage: serde_json::Value, pidns: [bool; 2], gluster: bool) -> Cluster {
+        let lab = Lab::new(if gluster { 3 } else { 2 });
         let server = PgServer::start_for(&lab.server_addr(), Some(&lab.subnet()));
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
+        let mut gluster = gluster.then(|| {
+            let g = Gluster::start(
+                &lab.netns(2),
+                &lab.host_addr(2),
+                &dir.path().join("gluster"),
+            );
+            g.volume("gv", true);
+            g
+        });
         let mut cfg = serde_json::json!({
             "storage": { "backend": "postgres", "postgres": { "dsn": server.dsn() } }
         });
@@ -365,11 +390,22 @@ impl Cluster {
                     run_ok(Command::new("mount").arg("--bind").arg(&root).arg(&root));
                     run_ok(Command::new("mount").arg("--make-shared").arg(&root));
                 }
+                let ws = match &mut gluster {
+                    Some(g) => {
+                        let gv = root.join("gv");
+                        match idx {
+                            0 => g.mount(&lab.netns(idx), "gv", &gv, gluster::FSTAB_OPTIONS),
+                            _ => g.mount_direct(&lab.netns(idx), "gv", &gv, gluster::CLIENT_FLAGS),
+                        }
+                        gv.join("ws")
+                    }
+                    None => ws.clone(),
+                };
                 let host = Host {
                     idx,
                     netns: lab.netns(idx),
                     mp: root.join("mnt"),
-                    ws: ws.clone(),
+                    ws,
                     root,
                     pidns,
                     unshare: None,
@@ -383,24 +419,25 @@ impl Cluster {
             .collect();
         Cluster {
             hosts,
+            _gluster: gluster,
             server,
             _lab: lab,
             dir,
         }
     }
 
-    fn a(&self) -> &Host {
+    pub(crate) fn a(&self) -> &Host {
         &self.hosts[0]
     }
 
-    fn b(&self) -> &Host {
+    pub(crate) fn b(&self) -> &Host {
         &self.hosts[1]
     }
 
     /// The host part of lock owners and daemon records of each running daemon (from the
     /// workspace's daemon registry), by host index.
-    fn host_ids(&self) -> Vec<String> {
-        let dir = self.dir.path().join("ws/.vikingfs/daemons");
+    pub(crate) fn host_ids(&self) -> Vec<String> {
+        let dir = self.hosts[0].ws.join(".vikingfs/daemons");
         self.hosts
             .iter()
             .map(|h| {
@@ -564,7 +601,7 @@ fn rm_and_mv_on_one_host_keep_find_on_the_other_truthful() {
 }
 
 /// `r{i}x{5 digits}`: kept whole by the index's terms, one per file.
-fn token(i: usize) -> String {
+pub(crate) fn token(i: usize) -> String {
     format!("r{i}x{:05}", (i * 7919) % 100_000)
 }
 
@@ -644,7 +681,7 @@ fn jobs_a_killed_host_had_claimed_are_finished_by_the_other_once_their_lease_run
 }
 
 /// What a shell command through a mount did: its exit status and stderr.
-fn attempt(dir: &Path, script: &str) -> (bool, String) {
+pub(crate) fn attempt(dir: &Path, script: &str) -> (bool, String) {
     let out = sh(dir, &format!("timeout 120 sh -c '{script}'"));
     (
         out.status.success(),
@@ -749,7 +786,7 @@ fn a_server_restart_mid_run_loses_nothing_either_host_wrote() {
 }
 
 /// The token in the EXACT lock file of `dir/name` (backing directory): `(owner, time_ns)`.
-fn exact_token(dir: &Path, name: &str) -> Option<(String, u64)> {
+pub(crate) fn exact_token(dir: &Path, name: &str) -> Option<(String, u64)> {
     let prefix = format!(".exact.ovlock.{name}.");
     let file = std::fs::read_dir(dir)
         .unwrap()
@@ -766,7 +803,7 @@ fn exact_token(dir: &Path, name: &str) -> Option<(String, u64)> {
     Some((owner.to_string(), time.parse().ok()?))
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

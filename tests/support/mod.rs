@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod daemon;
+pub mod gluster;
 pub mod netns;
 pub mod ops;
 pub mod pg;
