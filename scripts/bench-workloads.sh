@@ -15,12 +15,15 @@
 #            /usr/include's headers) in NPM_DIRS (2,000) directories, written by one python
 #   du       du -s of all four trees, caches dropped first (cold)
 #   find     find of all four trees, cold
+#   mv       every file of the npm-like tree renamed in its directory, by one python
+#            (rename(2) of indexed files)
 #   rm-*     rm -rf of each tree in turn (each indexed: the previous step settled)
 # Per run: wall seconds; the daemon's CPU meanwhile (vikingfs's or bindfs's; native has
 # none); for vikingfs the seconds from the workload's end until the index, the history and
 # the summaries are current (`vikingfs wait`: its queues drained, its removals settled) and
 # the daemon's CPU in that time; the daemon's peak RSS over both (VmHWM, reset before each
-# run). The table gives each target's medians and its wall time's ratio to bindfs's median.
+# run; each run's line on stderr gives its RSS once settled too). The table gives each
+# target's medians and its wall time's ratio to bindfs's median.
 # THREADS=1 prints a vikingfs daemon's CPU by thread for each run (stderr). WORKLOADS (a
 # space-separated list) runs some of them only, in the order given.
 #
@@ -166,6 +169,10 @@ workload() {
     npm) npm_tree "$d/npm" ;;
     du) cold du -s "$d" ;;
     find) cold find "$d" ;;
+    mv) python3 -c 'import os, sys
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        os.rename(f"{root}/{f}", f"{root}/{f}.moved")' "$d/npm" ;;
     rm-clone) rm -rf "$d/repo" ;;
     rm-tar) rm -rf "$d/inc" ;;
     rm-cp) rm -rf "$d/doc" ;;
@@ -183,6 +190,7 @@ check() {
     tar) [ "$(find "$d/inc" -type f | wc -l)" = "$(find /usr/include -type f | wc -l)" ] ;;
     cp) [ "$(find "$d/doc" | wc -l)" = "$(find /usr/share/doc | wc -l)" ] ;;
     npm) [ "$(find "$d/npm" -type f | wc -l)" = "$NPM_FILES" ] ;;
+    mv) [ "$(find "$d/npm" -type f -name '*.moved' | wc -l)" = "$NPM_FILES" ] ;;
     rm-clone) [ ! -e "$d/repo" ] ;;
     rm-tar) [ ! -e "$d/inc" ] ;;
     rm-cp) [ ! -e "$d/doc" ] ;;
@@ -191,9 +199,9 @@ check() {
     esac || refuse "$1 on ${3:-?}: the tree is not what it should be"
 }
 
-# run TARGET WORKLOAD -> "wall cpu_ms settle_s settle_cpu_ms peak_kib"
+# run TARGET WORKLOAD -> "wall cpu_ms settle_s settle_cpu_ms peak_kib rss_kib"
 run() {
-    local t=$1 w=$2 pid=${PID[$1]:-} c0=0 c1=0 c2=0 th0= s settle=0 peak=0
+    local t=$1 w=$2 pid=${PID[$1]:-} c0=0 c1=0 c2=0 th0= s settle=0 peak=0 rss=0
     if [ -n "$pid" ]; then
         peak_reset "$pid"
         c0=$(pid_cpu_ms "$pid")
@@ -211,12 +219,13 @@ run() {
     if [ -n "$pid" ]; then
         c2=$(pid_cpu_ms "$pid")
         peak=$(peak_kib "$pid")
+        rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
     fi
     check "$w" "${DIR[$t]}" "$t"
-    echo "$s $((c1 - c0)) $settle $((c2 - c1)) $peak"
+    echo "$s $((c1 - c0)) $settle $((c2 - c1)) $peak $rss"
 }
 
-read -r -a workloads <<<"${WORKLOADS:-clone tar cp npm du find rm-clone rm-tar rm-cp rm-npm}"
+read -r -a workloads <<<"${WORKLOADS:-clone tar cp npm du find mv rm-clone rm-tar rm-cp rm-npm}"
 declare -A WALL CPU SETTLE SCPU PEAK
 n=${#targets[@]}
 for r in $(seq "$ROUNDS"); do
@@ -225,11 +234,11 @@ for r in $(seq "$ROUNDS"); do
     for i in $(seq 0 $((n - 1))); do order+=("${targets[$(((i + r - 1) % n))]}"); done
     for w in "${workloads[@]}"; do
         for t in "${order[@]}"; do
-            read -r s c st sc pk < <(run "$t" "$w")
+            read -r s c st sc pk rs < <(run "$t" "$w")
             k=$t.$w
             WALL[$k]+="$s " CPU[$k]+="$c " SETTLE[$k]+="$st " SCPU[$k]+="$sc " PEAK[$k]+="$pk "
-            printf 'round %d: %-8s %-9s %8.3f s  daemon CPU %6d ms  settled in %7.3f s, CPU %6d ms  peak %4d MiB\n' \
-                "$r" "$t" "$w" "$s" "$c" "$st" "$sc" $((pk / 1024)) >&2
+            printf 'round %d: %-8s %-9s %8.3f s  daemon CPU %6d ms  settled in %7.3f s, CPU %6d ms  peak %4d MiB, then %4d MiB\n' \
+                "$r" "$t" "$w" "$s" "$c" "$st" "$sc" $((pk / 1024)) $((rs / 1024)) >&2
         done
     done
 done
