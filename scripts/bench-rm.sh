@@ -24,6 +24,8 @@ RM_N=${RM_N:-10000}
 RM_CONTENT=${RM_CONTENT:-/usr/include}
 ROUNDS=${ROUNDS:-3}
 declare -A BINOF=([new]=$BIN [old]=$BASE)
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 
 cleanup() {
     umount "$WORK/bindfs/mnt" 2>/dev/null || umount -l "$WORK/bindfs/mnt" 2>/dev/null || true
@@ -68,30 +70,15 @@ for i in range(n):
     os.close(fd)
 PY
 }
-secs() {
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" >/dev/null
-    t1=$(date +%s.%N)
-    echo "$t1 - $t0" | bc -l | xargs printf '%.3f'
-}
 # cpu_ms TARGET -> CPU time (user + system) the target's daemon has used, in ms
 cpu_ms() {
-    local pid
     case $1 in
-    bindfs) pid=$BINDFS_PID ;;
-    *) pid=$(cat "$WORK/$1/pid") ;;
+    bindfs) pid_cpu_ms "$BINDFS_PID" ;;
+    *) pid_cpu_ms "$(cat "$WORK/$1/pid")" ;;
     esac
-    awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$pid/stat"
 }
-# threads_ms TARGET -> "name ms" per thread of a vikingfs daemon (numbered threads of one
-# kind, fuser-0 and fuser-1, summed under the kind), for what each part spent
-threads_ms() {
-    local t
-    for t in /proc/"$(cat "$WORK/$1/pid")"/task/*; do
-        echo "$(sed 's/-[0-9]*$//' "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
-    done | awk -v hz="$(getconf CLK_TCK)" '{ms[$1] += $2 * 1000 / hz} END {for (n in ms) print n, int(ms[n])}'
-}
+# threads_ms TARGET -> "name ms" per thread of a vikingfs daemon, for what each part spent
+threads_ms() { pid_threads_ms "$(cat "$WORK/$1/pid")"; }
 # run TARGET KIND -> seconds of rm -rf, and the daemon's CPU ms meanwhile (and on stderr,
 # a vikingfs daemon's by thread)
 run() {
@@ -112,9 +99,7 @@ run() {
     c1=$(cpu_ms "$t")
     # On stderr before the result, so that it shows before the caller's line for this run.
     if [ -n "$th0" ]; then
-        join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$th0" | sort) <(threads_ms "$t" | sort) |
-            awk '$3 - $2 >= 30 {printf "%s %d ms  ", $1, $3 - $2} END {print ""}' |
-            sed "s/^/  $t $kind by thread: /" >&2
+        threads_delta "$th0" "$(threads_ms "$t")" | sed "s/^/  $t $kind by thread: /" >&2
     fi
     [ ! -e "$d" ] || { echo "$t: rm -rf left $d" >&2; exit 1; }
     local settle=0 th1
@@ -122,10 +107,8 @@ run() {
         # Until settled (records gone, the history recorded, the summaries redone): what the
         # removal left for after its replies.
         th1=$(threads_ms "$t")
-        settle=$(secs env HOME="$WORK/$t" timeout 1200 "${BINOF[$t]}" --workspace "$WORK/$t/ws" \
-            wait --timeout 1200)
-        join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$th1" | sort) <(threads_ms "$t" | sort) |
-            awk '$3 - $2 >= 30 {printf "%s %d ms  ", $1, $3 - $2} END {print ""}' |
+        settle=$(vk_settle "${BINOF[$t]}" "$WORK/$t" "$WORK/$t/ws")
+        threads_delta "$th1" "$(threads_ms "$t")" |
             sed "s/^/  $t $kind until settled, by thread: /" >&2
     fi
     echo "$s $((c1 - c0)) $settle $(($(cpu_ms "$t") - c0))"
@@ -179,7 +162,6 @@ for r in $(seq "$ROUNDS"); do
         done
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '%-8s %-8s %8s %10s %10s %12s   %s\n' target tree "median s" "CPU ms" "settled s" \
     "CPU ms all" "runs (s)"
 for key in bindfs.indexed old.indexed new.indexed old.ignored new.ignored; do

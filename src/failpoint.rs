@@ -42,7 +42,8 @@ points! {
     "undo.made" => "a version copied whole into a temporary beside its target (on disk once its round's syncfs ran); not in place",
     "undo.placed" => "a version renamed into place; the rest of the plan not yet",
     "undo.restored" => "every version in place and the jobs queued; intent open, no undo entry yet",
-    // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → records moved → tail.
+    // ops::mv (src/ops/mv.rs): lock → intent → rename(2) → (through the mount: the reply)
+    // → records moved → tail.
     // A file without records takes no intent: locked → (embedding queued) → renamed.
     "mv.locked" => "both locks held, src and dst re-checked; nothing changed yet",
     "mv.intent" => "mv intent journalled; files and records at src",

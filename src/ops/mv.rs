@@ -4,10 +4,15 @@
 //! The design copies, updates the index, then deletes the source. Within one filesystem the
 //! copy and the delete are one rename(2), so a move costs one syscall however many bytes the
 //! tree holds. Locks: a directory takes TREE on the source and EXACT on the destination, a
-//! file EXACT on both. An intent is journalled before the rename; if the index update fails the
-//! rename is undone (source and its records as they were), and if the process dies after the
+//! file EXACT on both. An intent is journalled before the rename; if the process dies after the
 //! rename, [`Locked::recover`](super::Locked::recover) moves the records forward. Records keep their source versions, as
 //! rename(2) keeps inode, size and mtime: nothing is re-embedded.
+//!
+//! Through the mount the kernel's reply goes right after the rename(2): the records move after
+//! it (a transaction of the index that a rename would otherwise wait for), before the locks are
+//! released, so no operation on either path sees them unmoved; a failure there leaves the
+//! intent open for recovery. Without a reply scope (the CLI, the API) they move before the
+//! call returns, and if that fails the rename is undone (source and its records as they were).
 
 use super::rm::check_user_path;
 use super::{Locked, OpsError, Result};
@@ -118,21 +123,32 @@ impl Locked {
             return Err(OpsError::io(&src_fs, e));
         }
         crate::crash_point!("mv.renamed");
-        if let Err(e) = self.move_records(src, dst) {
-            // Undo: the source and its records stay as they were.
-            match self.root.rename(dst, src) {
-                Ok(()) => self.journal.finish(id)?,
-                Err(u) => {
-                    tracing::error!("undoing mv {src} -> {dst}: {u}; recovery will finish it")
+        if !tail::in_scope() {
+            // No reply waits (the CLI, the API): the records move now, and if that fails
+            // the rename is undone — the source and its records stay as they were.
+            if let Err(e) = self.move_records(src, dst) {
+                match self.root.rename(dst, src) {
+                    Ok(()) => self.journal.finish(id)?,
+                    Err(u) => {
+                        tracing::error!("undoing mv {src} -> {dst}: {u}; recovery will finish it")
+                    }
                 }
+                return Err(e);
             }
-            return Err(e);
+            crate::crash_point!("mv.indexed");
+            return self.finish_move(src, dst, src_dir, guard, id);
         }
-        crate::crash_point!("mv.indexed");
-        // The files and the records have moved: the rest is done after the reply.
+        // Through the mount the reply goes once the files have moved: the records follow
+        // after it, still under both locks (so nothing reaches either path before they
+        // have moved) and with the intent open since before the rename. A crash from here
+        // leaves that intent to recovery, which moves the records forward; a failure leaves
+        // it open for the next recovery too (meanwhile no search names the source: a hit
+        // whose file is gone is dropped).
         let ops = self.arc();
         let (src, dst) = (src.clone(), dst.clone());
         tail::after_reply("mv", move || {
+            ops.move_records(&src, &dst)?;
+            crate::crash_point!("mv.indexed");
             ops.finish_move(&src, &dst, src_dir, guard, id)
         })
     }

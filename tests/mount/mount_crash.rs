@@ -376,3 +376,32 @@ fn an_undo_killed_midway_leaves_each_file_whole_or_absent_and_is_finished() {
     }
     m.check_index_agrees();
 }
+
+/// A rename through the mount is answered once the file has moved: its records follow after
+/// the reply, under its locks, with its intent open since before the rename. The daemon dies
+/// right after moving them (before it closes the intent): `mv` has already succeeded, and
+/// the next daemon finishes the move — the file is found under its new name only.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rename_is_answered_before_its_records_move_and_a_crash_then_loses_nothing() {
+    let m = Mount::new();
+    let r = m.res();
+    ok(&r, "mkdir d && echo 'feldspar appears here' > d/a.md");
+    m.check_index_agrees();
+    m.unmount();
+    m.mount_with_env(&[("VIKINGFS_CRASH_AT", "mv.indexed")]);
+    let pid = m.pid();
+    // The reply came before the crash point: mv succeeds (it failed, the mount gone under
+    // it, when the records moved before the reply).
+    ok(&r, "mv d/a.md d/b.md");
+    support::wait_gone(pid);
+    m.mount();
+    assert!(!r.join("d/a.md").exists() && r.join("d/b.md").exists());
+    m.check_index_agrees();
+    let out = m.cli(&["find", "feldspar"]).output().unwrap();
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        found.contains("d/b.md") && !found.contains("d/a.md"),
+        "{found}"
+    );
+}

@@ -625,3 +625,49 @@ fn the_directory_of_every_users_tree_is_never_summarised() {
     );
     assert_eq!(shared(&ops), 0);
 }
+
+/// A setattr through the mount's seam that changes only times or mode (`tar x`'s second
+/// operation per file, `touch -d` after its open, `chmod`) queues nothing: no embedding (the
+/// content is as it was) and no summary. A truncate does queue the file's job (the count
+/// below is what would show one).
+#[test]
+fn a_setattr_of_times_or_mode_queues_no_job() {
+    use vikingfs::fs::mutations::{AttrChange, Mutations};
+    use vikingfs::fs::TimeSpec;
+    let (_d, ops) = setup();
+    mkdir(&ops, "resources/d");
+    ops.write_file(&p("resources/d/a.md"), b"# a\n\nsome text\n")
+        .unwrap();
+    drain(&ops);
+    assert!(indexed(&ops, "resources/d/a.md"));
+    let seam = vikingfs::ops::LockedMutations::new(ops.locked().clone());
+    let outstanding = || ops.queue().outstanding(None).unwrap();
+    assert_eq!(outstanding(), 0);
+    let f = p("resources/d/a.md");
+    let times = AttrChange {
+        atime: Some(TimeSpec::At(1_000_000, 0)),
+        mtime: Some(TimeSpec::At(1_000_000, 0)),
+        ..AttrChange::default()
+    };
+    seam.setattr(&f, &times).unwrap();
+    let mode = AttrChange {
+        mode: Some(0o600),
+        ..AttrChange::default()
+    };
+    seam.setattr(&f, &mode).unwrap();
+    seam.setattr(&p("resources/d"), &times).unwrap();
+    assert_eq!(outstanding(), 0, "a setattr of times or mode queued a job");
+    let md = std::fs::metadata(ops.workspace().fs_path(&f)).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(
+        (md.mtime(), md.permissions().mode() & 0o777),
+        (1_000_000, 0o600)
+    );
+    // A truncate changes the content: its job is queued.
+    let cut = AttrChange {
+        size: Some(1),
+        ..AttrChange::default()
+    };
+    seam.setattr(&f, &cut).unwrap();
+    assert!(outstanding() > 0, "a truncate queued nothing");
+}
