@@ -5,6 +5,11 @@
 //! The daemon blocks SIGTERM/SIGINT/SIGHUP in every thread and waits for them in its main
 //! thread; on one it unmounts (lazily if files are open), lets in-flight requests finish and
 //! exits.
+//!
+//! Before a workspace is created or a daemon started, `mount` refuses in one line what a first
+//! hour gets wrong: a user who may not mount (vikingfs calls mount(2) itself), the arguments
+//! swapped, a mount point that holds entries (unless `nonempty`), and a second daemon for a
+//! workspace one of this host's already serves (named, with where it serves).
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -40,8 +45,9 @@ pub struct MountArgs {
     /// remount with ro or rw (change a live mount's read-only flag), metrics=ADDR:PORT
     /// (Prometheus metrics), api=ADDR:PORT (OpenViking's HTTP API and MCP; also the config's
     /// server.host/server.port), log=FILE (as --log-file), debug (log at debug level), dev
-    /// (device nodes on the mount may be opened; nodev by default); generic ones like
-    /// nosuid,_netdev are accepted.
+    /// (device nodes on the mount may be opened; nodev by default), nonempty (mount over a
+    /// directory that holds entries, as --allow-non-empty); generic ones like nosuid,_netdev
+    /// are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.
@@ -167,6 +173,7 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
             mount::NOT_ALLOWED_REMEDY
         );
     }
+    mount::check_fuse_device()?;
     let mp = args
         .mountpoint
         .canonicalize()

@@ -39,6 +39,9 @@ pub enum MountError {
     NotAllowed(String),
     #[error("{0}: the kernel has no FUSE (modprobe fuse; in a container, pass --device /dev/fuse), or use `vikingfs serve` / `vikingfs mcp`, which need none")]
     NoFuse(String),
+    /// `/dev/fuse` refused this process: the remedy is access to it.
+    #[error("{0}: this user may not open /dev/fuse: run it as root (sudo), or in a container pass --device /dev/fuse; without FUSE use `vikingfs serve` or `vikingfs mcp`")]
+    DeviceDenied(String),
 }
 
 /// What to do when mounting is not allowed: one line, the same from every place that finds out.
@@ -358,25 +361,38 @@ pub fn mounted_fs_type(mp: &Path) -> Option<String> {
     mount_entry(mp).map(|(_, t)| t)
 }
 
+/// The kernel's FUSE device.
+const FUSE_DEVICE: &str = "/dev/fuse";
+
+/// Open the FUSE device for a session; its errors with what to do (no device, no access).
+fn open_fuse_device() -> Result<OwnedFd, MountError> {
+    let dev = Path::new(FUSE_DEVICE);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .map_err(|e| {
+            let what = format!("{}: {e}", dev.display());
+            match e.raw_os_error() {
+                Some(libc::EACCES | libc::EPERM) => MountError::DeviceDenied(what),
+                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => MountError::NoFuse(what),
+                _ => io_err(dev, e),
+            }
+        })?;
+    Ok(f.into())
+}
+
+/// Whether this process may open the FUSE device: checked by `vikingfs mount` before it
+/// creates anything, so a user without access learns it first, with the remedy.
+pub fn check_fuse_device() -> Result<(), MountError> {
+    open_fuse_device().map(drop)
+}
+
 /// Open /dev/fuse and mount it at `mp` ourselves (fuser would name the type plain "fuse"):
 /// type `fuse.vikingfs`, the workspace as source, the kernel checking permissions, every
 /// user allowed in.
 fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, MountError> {
-    let dev = Path::new("/dev/fuse");
-    let fd: OwnedFd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dev)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EACCES | libc::EPERM) => {
-                MountError::NotAllowed(format!("{}: {e}", dev.display()))
-            }
-            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => {
-                MountError::NoFuse(format!("{}: {e}", dev.display()))
-            }
-            _ => io_err(dev, e),
-        })?
-        .into();
+    let fd = open_fuse_device()?;
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
         fd.as_raw_fd(),

@@ -161,6 +161,56 @@ fn a_mount_by_a_user_who_may_not_mount_says_what_to_do() {
     assert!(!ws.exists());
 }
 
+/// A process that may mount but may not open /dev/fuse (here: root without DAC override, in
+/// a mount namespace of its own where /dev/fuse is a file of mode 000) learns it in one line
+/// with the remedy, before anything is created (before: "/dev/fuse: Permission denied" from
+/// the daemon, after the workspace was made).
+#[test]
+fn a_mount_without_access_to_dev_fuse_says_what_to_do() {
+    if !vikingfs::sys::is_root() {
+        support::skip("a mount namespace of its own needs root");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (ws, mp, denied) = (
+        d.path().join("ws"),
+        d.path().join("mnt"),
+        d.path().join("no-fuse"),
+    );
+    std::fs::create_dir(&mp).unwrap();
+    std::fs::write(&denied, "").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&denied, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let bare = support::vikingfs(d.path());
+    let mut c = std::process::Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount --bind \"$1\" /dev/fuse && exec setpriv \
+             --bounding-set -dac_override,-dac_read_search \"$2\" mount \"$3\" \"$4\"",
+        )
+        .arg("sh")
+        .arg(&denied)
+        .arg(bare.get_program())
+        .arg(&ws)
+        .arg(&mp);
+    for (k, v) in bare.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let out = c.output().unwrap();
+    refused(
+        &out,
+        &[
+            "/dev/fuse: Permission denied",
+            "may not open /dev/fuse",
+            "--device /dev/fuse",
+        ],
+    );
+    assert!(!ws.exists(), "the refused mount created its workspace");
+}
+
 /// `vikingfs history --json [--all]`'s entries.
 fn history(m: &daemon::Mount, all: bool) -> Vec<serde_json::Value> {
     let mut args = vec!["history", "--json"];
