@@ -32,9 +32,10 @@ else
 fi
 cat <<MSG
 quickstart: $ws is mounted at $mp. Next:
-  cp -r /usr/share/doc/bash $mp/resources/      # any files, any program
-  vikingfs wait                                  # the index catches up (milliseconds to seconds)
-  vikingfs find "Bourne-Again Shell"             # ranked results, never a file that is gone
-  vikingfs status                                # daemons, the API address, queues, the index
+  cp -r /usr/share/common-licenses $mp/resources/     # any program, any files
+  vikingfs wait                                        # the index and summaries catch up
+  cat $mp/resources/common-licenses/.overview.md       # a summary the workers wrote
+  vikingfs find "warranty of merchantability"          # ranked; never a file that is gone
+  vikingfs status                                      # the daemon, its log, queues, the index
 Stop: vikingfs umount $mp
 MSG
