@@ -71,7 +71,12 @@ pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
             "uri": under.as_ref().map(|p| p.uri()), "since_ms": since, "all": a.all,
         });
         let v = d.call("POST", "/vikingfs/v1/history", Some(&body))?;
-        let rows: Vec<Shown> = serde_json::from_value(v)?;
+        let mut rows: Vec<Shown> = serde_json::from_value(v)?;
+        // A daemon started from an older binary (the CLI upgraded under a live mount) sends
+        // the entries without it: their recording time is the best there is.
+        for s in rows.iter_mut().filter(|s| s.happened_ms == 0) {
+            s.happened_ms = s.recorded.at_ms;
+        }
         print_history(&rows, a.json)?;
         return Ok(0);
     }

@@ -34,7 +34,8 @@ const ENTRIES_AT_ONCE: usize = 512;
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Shown {
     /// When the operation happened (ms since the epoch): at or before `at_ms`, when it was
-    /// recorded.
+    /// recorded. 0 from a daemon older than this field (the CLI then shows `at_ms`).
+    #[serde(default)]
     pub happened_ms: i64,
     #[serde(flatten)]
     pub recorded: Recorded,
