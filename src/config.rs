@@ -643,10 +643,10 @@ impl Config {
         // serde_path_to_error names the full key (`storage.agfs.bogus`), not just the leaf.
         let de = &mut serde_json::Deserializer::from_str(text);
         let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
+            let key = key_path(e.path());
             ConfigError::Parse {
                 path: path.to_path_buf(),
-                key: (key != ".").then_some(key),
+                key,
                 source: e.into_inner(),
             }
         })?;
@@ -949,6 +949,28 @@ impl Config {
     }
 }
 
+/// The key path of a parse error as a reader writes it (`storage.agfs.bogus`,
+/// `server.cors_origins[1]`), up to the first segment serde could not name: a syntax error
+/// inside an object leaves an unnamed one (`?`), which says nothing (the error's own line and
+/// column say where). `None` at the top level.
+fn key_path(p: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let mut key = String::new();
+    for seg in p.iter() {
+        match seg {
+            Segment::Unknown => break,
+            Segment::Seq { index } => key += &format!("[{index}]"),
+            Segment::Map { key: k } | Segment::Enum { variant: k } => {
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key += k;
+            }
+        }
+    }
+    (!key.is_empty()).then_some(key)
+}
+
 /// The configuration file at `path` (`{}` when missing) with only `storage.backend` set to
 /// `to`'s name and, for postgres with `dsn` given, `storage.postgres.dsn` — every other key,
 /// known or not, as it was. Read as plain JSON, so an `ov.conf`'s keys stay untouched.
@@ -1078,6 +1100,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("vikingfs.workers.embedding"), "{e}");
+    }
+
+    /// A syntax error names the key it sits under (never serde's unnamed `?`) and the line
+    /// and column; one at the top names none.
+    #[test]
+    fn syntax_errors_name_the_key_path_not_a_question_mark() {
+        let chain = |s: &str| crate::error::Chain(&parse(s).unwrap_err()).to_string();
+        let e = chain("{\"storage\": {\"agfs\": {\"pathlock\": {\"lock_timeout_secs\": 1,}}}}");
+        assert!(!e.contains('?'), "{e}");
+        assert!(
+            e.contains("config /etc/x.json: storage.agfs.pathlock:"),
+            "{e}"
+        );
+        assert!(e.contains("line 1 column"), "{e}");
+        let e = chain("{\"server\": {\"cors_origins\": [\"a\", ]}}");
+        assert!(!e.contains('?'), "{e}");
+        assert!(e.contains("server.cors_origins"), "{e}");
+        let e = chain("{,}");
+        assert!(
+            !e.contains('?') && e.starts_with("config /etc/x.json: "),
+            "{e}"
+        );
     }
 
     #[test]

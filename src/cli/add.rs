@@ -29,7 +29,10 @@ pub struct AddArgs {
 
 pub fn add(ctx: &Ctx, a: &AddArgs) -> anyhow::Result<i32> {
     if !(a.timeout.is_finite() && a.timeout >= 0.0) {
-        anyhow::bail!("--timeout {}: must be a number of seconds >= 0", a.timeout);
+        return super::usage(format!(
+            "--timeout {}: must be a number of seconds >= 0",
+            a.timeout
+        ));
     }
     let what = format!("add-resource {}", a.local_path.display());
     let to = match &a.to {

@@ -79,10 +79,10 @@ struct JsonHit<'a> {
 
 pub fn run(ctx: &Ctx, args: &FindArgs) -> anyhow::Result<i32> {
     if args.limit == 0 || args.limit > MAX_LIMIT {
-        bail!(
+        return super::usage(format!(
             "find: --limit must be between 1 and {MAX_LIMIT}, got {}",
             args.limit
-        );
+        ));
     }
     let mode = Mode::parse(&args.mode).expect("clap checked the mode");
     let queries: Vec<String> = match (&args.query, &args.queries) {

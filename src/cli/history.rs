@@ -5,8 +5,14 @@ use clap::Args;
 
 use super::ops::{done, open_locked, outcome};
 use super::Ctx;
-use crate::ops::undo_time;
+use crate::ops::{undo_time, Shown};
 use crate::uri::VPath;
+
+/// A time argument (`--since`, `--at`) read by clap, so a bad one is a usage error (exit 2,
+/// the exit-status table's "a bad argument"), not an error of the command: ms since the epoch.
+fn time_arg(t: &str) -> Result<i64, String> {
+    undo_time(t)
+}
 
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
@@ -16,11 +22,15 @@ pub struct HistoryArgs {
     pub uri: Option<String>,
     /// Only entries since T: an RFC 3339 time (2026-12-04T10:00:00Z) or a span ago (10m, 2h,
     /// 3d).
-    #[arg(long, value_name = "T")]
-    pub since: Option<String>,
+    #[arg(long, value_name = "T", value_parser = time_arg)]
+    pub since: Option<i64>,
     /// One JSON array of entries, newest first.
     #[arg(long)]
     pub json: bool,
+    /// Entries of ignored paths too (what `.vikingignore` and the built-in defaults ignore:
+    /// `.git/`, editor swap files, ...), which are left out by default.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Args, Debug)]
@@ -32,12 +42,12 @@ pub struct UndoArgs {
     pub uri: Option<String>,
     /// Rewind everything under URI to T: what was removed or overwritten since comes back,
     /// what was created since goes into the history (an RFC 3339 time, or a span ago).
-    #[arg(long, value_name = "T", conflicts_with_all = ["at", "force"])]
-    pub since: Option<String>,
+    #[arg(long, value_name = "T", conflicts_with_all = ["at", "force"], value_parser = time_arg)]
+    pub since: Option<i64>,
     /// Restore it as it was at T (an RFC 3339 time, or a span ago: 10m, 2h); default: as it
     /// was before the last command that changed it.
-    #[arg(long, value_name = "T")]
-    pub at: Option<String>,
+    #[arg(long, value_name = "T", value_parser = time_arg)]
+    pub at: Option<i64>,
     /// Print what would be restored and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -55,32 +65,35 @@ pub fn history(ctx: &Ctx, a: &HistoryArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(|u| ctx.target(u).with_context(|| format!("history {u}")))
         .transpose()?;
-    let since = a
-        .since
-        .as_deref()
-        .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("history --since: {e}")))
-        .transpose()?
-        .unwrap_or(0);
+    let since = a.since.unwrap_or(0);
     if let Some(d) = super::client::Daemon::find(ctx)? {
-        let body = serde_json::json!({ "uri": under.as_ref().map(|p| p.uri()), "since_ms": since });
+        let body = serde_json::json!({
+            "uri": under.as_ref().map(|p| p.uri()), "since_ms": since, "all": a.all,
+        });
         let v = d.call("POST", "/vikingfs/v1/history", Some(&body))?;
-        let rows: Vec<crate::journal::Recorded> = serde_json::from_value(v)?;
+        let mut rows: Vec<Shown> = serde_json::from_value(v)?;
+        // A daemon started from an older binary (the CLI upgraded under a live mount) sends
+        // the entries without it: their recording time is the best there is.
+        for s in rows.iter_mut().filter(|s| s.happened_ms == 0) {
+            s.happened_ms = s.recorded.at_ms;
+        }
         print_history(&rows, a.json)?;
         return Ok(0);
     }
     let ops = open_locked(ctx)?;
-    let rows = ops.stores().history(under.as_ref(), since)?;
+    let rows = ops.stores().history_view(under.as_ref(), since, a.all)?;
     print_history(&rows, a.json)?;
     done(ops, 0)
 }
 
 /// The entries as `history` prints them (the same whether the daemon read them or not).
-fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Result<()> {
+fn print_history(rows: &[Shown], json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(rows)?);
         return Ok(());
     }
-    for r in rows {
+    for s in rows {
+        let r = &s.recorded;
         let e = &r.entry;
         let kept = match (&e.blob, &e.reason) {
             (Some(_), _) => crate::content::human_size(e.size),
@@ -107,7 +120,7 @@ fn print_history(rows: &[crate::journal::Recorded], json: bool) -> anyhow::Resul
         };
         println!(
             "{}  {:<4} {:<7} viking://{}{to}  {kept}{who}",
-            crate::ops::rfc3339(r.at_ms),
+            crate::ops::rfc3339(s.happened_ms),
             e.op,
             e.kind,
             e.path
@@ -121,12 +134,7 @@ pub fn undo(ctx: &Ctx, a: &UndoArgs) -> anyhow::Result<i32> {
         Some(u) => format!("undo {u}"),
         None => "undo --since".to_string(),
     };
-    let time = |flag: &str, t: &Option<String>| {
-        t.as_deref()
-            .map(|t| undo_time(t).map_err(|e| anyhow::anyhow!("{what} --{flag}: {e}")))
-            .transpose()
-    };
-    let (at, since) = (time("at", &a.at)?, time("since", &a.since)?);
+    let (at, since) = (a.at, a.since);
     // What to put back: the URI, or for a rewind without one every scope.
     let targets: Vec<VPath> = match &a.uri {
         Some(u) => vec![ctx.target(u).with_context(|| what.clone())?],

@@ -56,7 +56,7 @@ pub fn lock(ctx: &Ctx, a: &LockArgs) -> anyhow::Result<i32> {
     let ws = ctx.workspace()?;
     let timeout = match a.timeout {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
-            anyhow::bail!("--timeout {s}: must be a number of seconds >= 0")
+            return super::usage(format!("--timeout {s}: must be a number of seconds >= 0"))
         }
         Some(s) => Duration::from_secs_f64(s),
         None => ctx.config.lock.timeout,

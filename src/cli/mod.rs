@@ -38,10 +38,31 @@ use crate::config::Config;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
 
+/// Exit status of a usage error: an unknown command or option (clap's own), or a bad argument.
+pub const EXIT_USAGE: i32 = 2;
+
+/// A bad argument that clap's parsers cannot judge alone (a value out of range): `main`
+/// prints it as any error, one line, and exits [`EXIT_USAGE`], as the exit-status table says.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// `Err` of a [`Usage`] error saying `msg`.
+pub fn usage<T>(msg: impl Into<String>) -> anyhow::Result<T> {
+    Err(Usage(msg.into()).into())
+}
+
 /// Exit status when a lock stays busy (sysexits EX_TEMPFAIL, as flock(1) -E default users expect).
 pub const EXIT_BUSY: i32 = 75;
 
-/// The exit statuses every command keeps to (README "Exit status" is the same table).
+/// The exit statuses every command keeps to (docs/cli.md "Exit status" is the same table).
 pub const EXIT_CODES: &str = "\
 Exit status:
   0    success
@@ -95,7 +116,7 @@ pub enum Command {
     Locks(lock::LocksArgs),
     /// Search the index; never names a file that is gone.
     Find(find::FindArgs),
-    /// Remove a file, or with -r a directory tree (index records first, then the files).
+    /// Remove a file, or with -r a directory tree (the path first, then its index records).
     Rm(rm::RmArgs),
     /// Move a file or directory (rename(2), then its index records; crash-safe).
     Mv(mv::MvArgs),
@@ -394,7 +415,11 @@ pub fn main() -> i32 {
             // The whole chain on one line: `find: index /x/index.db: database disk image
             // is malformed`.
             eprintln!("vikingfs: {}", crate::error::Chain(&*e));
-            1
+            if e.downcast_ref::<Usage>().is_some() {
+                EXIT_USAGE
+            } else {
+                1
+            }
         }
     }
 }

@@ -5,6 +5,11 @@
 //! The daemon blocks SIGTERM/SIGINT/SIGHUP in every thread and waits for them in its main
 //! thread; on one it unmounts (lazily if files are open), lets in-flight requests finish and
 //! exits.
+//!
+//! Before a workspace is created or a daemon started, `mount` refuses in one line what a first
+//! hour gets wrong: a user who may not mount (vikingfs calls mount(2) itself), the arguments
+//! swapped, a mount point that holds entries (unless `nonempty`), and a second daemon for a
+//! workspace one of this host's already serves (named, with where it serves).
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -40,8 +45,9 @@ pub struct MountArgs {
     /// remount with ro or rw (change a live mount's read-only flag), metrics=ADDR:PORT
     /// (Prometheus metrics), api=ADDR:PORT (OpenViking's HTTP API and MCP; also the config's
     /// server.host/server.port), log=FILE (as --log-file), debug (log at debug level), dev
-    /// (device nodes on the mount may be opened; nodev by default); generic ones like
-    /// nosuid,_netdev are accepted.
+    /// (device nodes on the mount may be opened; nodev by default), nonempty (mount over a
+    /// directory that holds entries, as --allow-non-empty); generic ones like nosuid,_netdev
+    /// are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// mount(8)'s helper flags (-s sloppy, -n no mtab, -v verbose): accepted, no effect.
@@ -50,6 +56,10 @@ pub struct MountArgs {
     /// Write the daemon's pid to this file.
     #[arg(long)]
     pub pid_file: Option<PathBuf>,
+    /// Mount over a directory that holds entries (also `-o nonempty`): they are hidden while
+    /// mounted. Refused otherwise.
+    #[arg(long)]
+    pub allow_non_empty: bool,
     /// Log to this file, appending (also `-o log=FILE`; default: the workspace's
     /// .vikingfs/mount.log for a daemon, stderr with --foreground). `-o debug` logs more.
     #[arg(long, value_name = "FILE")]
@@ -101,6 +111,7 @@ pub fn umount(args: &UmountArgs) -> anyhow::Result<i32> {
 /// The `-o` options, with the log file asked for (`--log-file`, else `-o log=`) absolute.
 fn options(args: &MountArgs) -> anyhow::Result<mount::MountOptions> {
     let mut opts = mount::parse_options(&args.options)?;
+    opts.nonempty |= args.allow_non_empty;
     if let Some(f) = &args.log_file {
         opts.log = Some(f.clone());
     }
@@ -153,6 +164,16 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
         mount::remount(&args.mountpoint, opts.read_only)?;
         return Ok(0);
     }
+    // Before anything is created: a user who may not mount learns it now, with the remedy,
+    // not from the daemon after a workspace was made.
+    if !sys::can_mount() {
+        bail!(
+            "cannot mount {}: {}",
+            args.mountpoint.display(),
+            mount::NOT_ALLOWED_REMEDY
+        );
+    }
+    mount::check_fuse_device()?;
     let mp = args
         .mountpoint
         .canonicalize()
@@ -170,15 +191,114 @@ pub fn mount(ctx: &Ctx, config_path: Option<&Path>, args: &MountArgs) -> anyhow:
     if !mp.is_dir() {
         bail!("mount point {} is not a directory", mp.display());
     }
+    check_arguments(&args.workspace_dir, &mp, opts.nonempty)?;
     let ws = Workspace::open(&args.workspace_dir, &ctx.config.account, &ctx.config.user)
         .with_context(|| format!("workspace {}", args.workspace_dir.display()))?;
     if !mount::is_mount_point(&mp) {
         wait_for_previous(&ws, &mp)?;
     }
+    refuse_second_daemon(&ws)?;
     if args.foreground {
         return run_daemon(ws, &ctx.config, Some(&mp), &opts, args.pid_file.as_deref());
     }
     daemonise(&ws, &mp, config_path, args, &opts)
+}
+
+/// The mistakes of a first mount, refused before a workspace is created: the two arguments
+/// swapped (the mount point is a workspace or the workspace a live mount), and a mount point
+/// that holds entries, which the mount would hide (unless `nonempty`).
+fn check_arguments(ws_arg: &Path, mp: &Path, nonempty: bool) -> anyhow::Result<()> {
+    let usage = "vikingfs mount WORKSPACE MOUNTPOINT";
+    if let Some(src) = mount::mounted_source(ws_arg)
+        .filter(|_| mount::mounted_fs_type(ws_arg).as_deref() == Some(mount::FSTYPE))
+    {
+        bail!(
+            "{} is a vikingfs mount (of the workspace {}), not a workspace: the arguments look \
+             swapped ({usage})",
+            ws_arg.display(),
+            src.display()
+        );
+    }
+    if crate::workspace::is_workspace(mp) && !crate::workspace::is_workspace(ws_arg) {
+        bail!(
+            "the mount point {} is a workspace and {} is not: the arguments look swapped \
+             ({usage}: vikingfs mount {} {})",
+            mp.display(),
+            ws_arg.display(),
+            mp.display(),
+            ws_arg.display()
+        );
+    }
+    if !nonempty {
+        let first = std::fs::read_dir(mp)
+            .with_context(|| format!("mount point {}", mp.display()))?
+            .flatten()
+            .next();
+        if let Some(e) = first {
+            bail!(
+                "mount point {} is not empty (it holds {:?}); the mount would hide what is \
+                 there: mount on an empty directory, or pass -o nonempty (--allow-non-empty)",
+                mp.display(),
+                e.file_name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Set only by the tests of two daemons on one workspace of one host (their locks against
+/// each other, as two hosts' daemons meet): a second daemon is refused otherwise.
+const ALLOW_SECOND_DAEMON: &str = "VIKINGFS_ALLOW_SECOND_DAEMON";
+
+/// One daemon serves a workspace on a host: a second would take over the workspace's socket
+/// (the CLI would ask either) and drain the same queues beside the first. Refused, naming the
+/// first and where it serves. Daemons of other hosts sharing the workspace are no concern.
+pub fn refuse_second_daemon(ws: &Workspace) -> anyhow::Result<()> {
+    if std::env::var_os(ALLOW_SECOND_DAEMON).is_some() {
+        return Ok(());
+    }
+    let me = std::process::id();
+    let deadline = std::time::Instant::now() + PREVIOUS_WAIT;
+    let d = loop {
+        let first = daemon::running(ws)
+            .context("daemon registry")?
+            .into_iter()
+            .find(|d| d.host == crate::process::host_id() && d.pid != me && d.is_running());
+        let Some(d) = first else {
+            return Ok(());
+        };
+        // A daemon whose mount a plain umount let go is on its way out: wait for it (as
+        // `wait_for_previous` does), a bounded time.
+        let stopping = d
+            .mountpoint
+            .as_deref()
+            .is_some_and(|m| !mount::is_mount_point(m));
+        if !stopping || std::time::Instant::now() >= deadline {
+            break d;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    match &d.mountpoint {
+        Some(m) => bail!(
+            "the workspace {} is already mounted at {} (daemon pid {}): one daemon serves a \
+             workspace; use that mount, or vikingfs umount {} first",
+            ws.root().display(),
+            m.display(),
+            d.pid,
+            m.display()
+        ),
+        None => bail!(
+            "the workspace {} is already served by vikingfs serve (pid {}{}): one daemon serves \
+             a workspace; stop it first (kill {})",
+            ws.root().display(),
+            d.pid,
+            d.api
+                .as_deref()
+                .map(|a| format!(", API at http://{a}"))
+                .unwrap_or_default(),
+            d.pid
+        ),
+    }
 }
 
 /// How long a mount waits for the daemon of the previous mount of its mount point, which an
@@ -231,6 +351,9 @@ fn daemonise(
         cmd.arg("--config").arg(c.canonicalize()?);
     }
     cmd.arg("mount").arg("--foreground");
+    if args.allow_non_empty {
+        cmd.arg("--allow-non-empty");
+    }
     for o in &args.options {
         cmd.arg("-o").arg(o);
     }

@@ -1,4 +1,5 @@
-//! `vikingfs rm [-r] URI|PATH...`: index records first, then the file or tree.
+//! `vikingfs rm [-r] URI|PATH...`: the file or tree leaves the namespace in one rename(2) (kept
+//! in the history), then its index records are deleted ([`crate::ops`]'s rm order).
 
 use anyhow::Context;
 use clap::Args;

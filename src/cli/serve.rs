@@ -33,6 +33,7 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<i32> {
     }
     config.server.addr().map_err(anyhow::Error::msg)?;
     let ws = ctx.workspace()?;
+    super::mount::refuse_second_daemon(&ws)?;
     super::mount::run_daemon(
         ws,
         &config,

@@ -33,7 +33,9 @@ pub struct StatusArgs {
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<i32> {
     if let Some(every) = args.watch {
         if !every.is_finite() || every < 0.1 {
-            anyhow::bail!("--watch takes an interval of at least 0.1 seconds, not {every}");
+            return super::usage(format!(
+                "--watch takes an interval of at least 0.1 seconds, not {every}"
+            ));
         }
     }
     // A named workspace must exist; with none named, each frame looks again.
@@ -118,8 +120,13 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
                 .as_str()
                 .map(|l| format!("  log {l}"))
                 .unwrap_or_default();
+            // Where an agent or `ov` reaches it over HTTP (the Unix socket is always there).
+            let api = d["api"]
+                .as_str()
+                .map(|a| format!("  api http://{a}"))
+                .unwrap_or_default();
             out += &format!(
-                "  pid {}  {mp}{w}  vikingfs {}{log}\n",
+                "  pid {}  {mp}{w}{api}  vikingfs {}{log}\n",
                 d["pid"],
                 str_of(&d["version"])
             );
@@ -198,7 +205,7 @@ pub fn format(v: &Value, as_json: bool) -> anyhow::Result<String> {
         None => {
             let size = match index["at"].as_str() {
                 Some(at) => format!("on PostgreSQL {at}"),
-                None => format!("{} bytes", index["bytes"]),
+                None => crate::content::human_size(index["bytes"].as_u64().unwrap_or(0)),
             };
             out += &format!(
                 "index: {} records, {size}\n  lexical  {} rows (BM25)\n",

@@ -34,7 +34,20 @@ pub enum MountError {
     Busy(String),
     #[error("{0} is not a mount point")]
     NotMounted(String),
+    /// Not allowed to mount: the remedy is to be root (vikingfs calls mount(2) itself).
+    #[error("{0}: {NOT_ALLOWED_REMEDY}")]
+    NotAllowed(String),
+    #[error("{0}: the kernel has no FUSE (modprobe fuse; in a container, pass --device /dev/fuse), or use `vikingfs serve` / `vikingfs mcp`, which need none")]
+    NoFuse(String),
+    /// `/dev/fuse` refused this process: the remedy is access to it.
+    #[error("{0}: this user may not open /dev/fuse: run it as root (sudo), or in a container pass --device /dev/fuse; without FUSE use `vikingfs serve` or `vikingfs mcp`")]
+    DeviceDenied(String),
 }
+
+/// What to do when mounting is not allowed: one line, the same from every place that finds out.
+pub const NOT_ALLOWED_REMEDY: &str = "mounting needs root (vikingfs mounts with mount(2), \
+    not fusermount3): run it with sudo, or without a mount use `vikingfs serve` (HTTP API) or \
+    `vikingfs mcp`";
 
 fn io_err(path: &Path, source: io::Error) -> MountError {
     MountError::Io {
@@ -70,6 +83,9 @@ pub struct MountOptions {
     pub debug: bool,
     /// `dev`: device nodes on the mount may be opened (default `nodev`, as FUSE mounts are).
     pub dev: bool,
+    /// `nonempty` (or `vikingfs mount --allow-non-empty`): mount over a directory that holds
+    /// entries, hiding them while mounted; refused otherwise, as rclone and old fusermount do.
+    pub nonempty: bool,
 }
 
 impl Default for MountOptions {
@@ -85,6 +101,7 @@ impl Default for MountOptions {
             log: None,
             debug: false,
             dev: false,
+            nonempty: false,
         }
     }
 }
@@ -147,6 +164,7 @@ pub fn parse_options<S: AsRef<str>>(values: &[S]) -> Result<MountOptions, MountE
                 "debug" => o.debug = true,
                 "dev" => o.dev = true,
                 "nodev" => o.dev = false,
+                "nonempty" => o.nonempty = true,
                 x if x.starts_with("log=") && x.len() > "log=".len() => {
                     o.log = Some(x["log=".len()..].into())
                 }
@@ -343,17 +361,38 @@ pub fn mounted_fs_type(mp: &Path) -> Option<String> {
     mount_entry(mp).map(|(_, t)| t)
 }
 
+/// The kernel's FUSE device.
+const FUSE_DEVICE: &str = "/dev/fuse";
+
+/// Open the FUSE device for a session; its errors with what to do (no device, no access).
+fn open_fuse_device() -> Result<OwnedFd, MountError> {
+    let dev = Path::new(FUSE_DEVICE);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .map_err(|e| {
+            let what = format!("{}: {e}", dev.display());
+            match e.raw_os_error() {
+                Some(libc::EACCES | libc::EPERM) => MountError::DeviceDenied(what),
+                Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => MountError::NoFuse(what),
+                _ => io_err(dev, e),
+            }
+        })?;
+    Ok(f.into())
+}
+
+/// Whether this process may open the FUSE device: checked by `vikingfs mount` before it
+/// creates anything, so a user without access learns it first, with the remedy.
+pub fn check_fuse_device() -> Result<(), MountError> {
+    open_fuse_device().map(drop)
+}
+
 /// Open /dev/fuse and mount it at `mp` ourselves (fuser would name the type plain "fuse"):
 /// type `fuse.vikingfs`, the workspace as source, the kernel checking permissions, every
 /// user allowed in.
 fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, MountError> {
-    let dev = Path::new("/dev/fuse");
-    let fd: OwnedFd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dev)
-        .map_err(|e| io_err(dev, e))?
-        .into();
+    let fd = open_fuse_device()?;
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions,allow_other",
         fd.as_raw_fd(),
@@ -368,7 +407,10 @@ fn mount_fuse(source: &Path, mp: &Path, opts: &MountOptions) -> Result<OwnedFd, 
         flags |= MountFlags::RDONLY;
     }
     let data = CString::new(data).expect("no NUL");
-    sys::mount(source, mp, c"fuse.vikingfs", flags, &data).map_err(|e| io_err(mp, e))?;
+    sys::mount(source, mp, c"fuse.vikingfs", flags, &data).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) => MountError::NotAllowed(format!("mount {}: {e}", mp.display())),
+        _ => io_err(mp, e),
+    })?;
     Ok(fd)
 }
 

@@ -29,6 +29,18 @@ use crate::journal::{Entry, Recorded};
 pub(crate) const ENTRIES_EVERY: Duration = Duration::from_millis(200);
 const ENTRIES_AT_ONCE: usize = 512;
 
+/// An entry as `vikingfs history` shows it: the entry as recorded, and when its operation
+/// happened ([`Stores::history_view`]), by which the entries are ordered.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Shown {
+    /// When the operation happened (ms since the epoch): at or before `at_ms`, when it was
+    /// recorded. 0 from a daemon older than this field (the CLI then shows `at_ms`).
+    #[serde(default)]
+    pub happened_ms: i64,
+    #[serde(flatten)]
+    pub recorded: Recorded,
+}
+
 /// The extended attribute on a kept file naming the path it was removed from (what an
 /// `fsck --repair` adopts an entry-less blob by).
 pub(crate) const BLOB_PATH_XATTR: &str = "user.vikingfs.path";
@@ -80,6 +92,55 @@ impl Stores {
     ) -> Result<Vec<Recorded>> {
         self.flush_entries();
         Ok(self.journal.history(under, since_ms)?)
+    }
+
+    /// The entries as `vikingfs history` shows them ([`Shown`]): newest first by when each
+    /// operation happened, and, unless `all`, without the entries of paths the ignore rules
+    /// ignore (`.vikingignore`, the defaults: a `git commit`'s `.git/index.lock` and
+    /// `tmp_obj_*`, an editor's swap files), which would bury the user's own changes.
+    pub fn history_view(
+        &self,
+        under: Option<&crate::uri::VPath>,
+        since_ms: i64,
+        all: bool,
+    ) -> Result<Vec<Shown>> {
+        let mut rows: Vec<Shown> = self
+            .history(under, since_ms)?
+            .into_iter()
+            .filter(|r| all || !self.ignored_entry(&r.entry))
+            .map(|r| Shown {
+                happened_ms: self.happened_ms(&r),
+                recorded: r,
+            })
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse((r.happened_ms, r.recorded.id)));
+        Ok(rows)
+    }
+
+    /// Whether the ignore rules ignore what `e` changed: its path, and for a rename both
+    /// ends (a rename out of or into an ignored path is the user's to see).
+    fn ignored_entry(&self, e: &Entry) -> bool {
+        let dir = e.kind == "dir";
+        let ignored = |p: &str| {
+            crate::uri::VPath::from_rel(p).is_ok_and(|p| self.derive.rules.is_ignored(&p, dir))
+        };
+        ignored(&e.path) && e.new_path.as_deref().is_none_or(ignored)
+    }
+
+    /// When `r`'s operation happened. A removal's entry is recorded after its reply, with
+    /// its batch (`ops/settle.rs`), so under an `rm -rf` it may be recorded after a later
+    /// change's; its blob's ctime is the rename(2) that removed it, in the operation. Every
+    /// other entry is recorded with its operation (or within [`ENTRIES_EVERY`]), and its
+    /// blob may be older than it (an undo's entry names the version it put back).
+    fn happened_ms(&self, r: &Recorded) -> i64 {
+        use std::os::unix::fs::MetadataExt;
+        let removed = match (&r.entry.blob, r.entry.op.as_str()) {
+            (Some(b), "rm") => std::fs::symlink_metadata(self.blob_path(b))
+                .ok()
+                .map(|m| m.ctime() * 1000 + m.ctime_nsec() / 1_000_000),
+            _ => None,
+        };
+        removed.map_or(r.at_ms, |t| t.min(r.at_ms))
     }
 
     /// Changes of the history by this process so far, entries waiting to be recorded

@@ -3,9 +3,10 @@
 //! this decides how, so the core never sees a lock or a store.
 //!
 //! Each change goes through [`Ops`](super::Ops), which takes the design's lock first and keeps the
-//! index and the queue in step: unlink and rmdir remove index records before files, rename moves
-//! them, a closed written file is queued for embedding and its directory's summary. Single-path
-//! changes (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT lock
+//! index and the queue in step: unlink and rmdir remove the path, then settle its index records
+//! after the reply (`find` drops a hit whose file is gone meanwhile), rename moves them, a closed
+//! written file is queued for embedding and its directory's summary. Single-path changes
+//! (create, write, truncate, mkdir, link, symlink, setattr) run under the path's EXACT lock
 //! through [`Locked::under_exact`](super::Locked::under_exact), applied by [`DirectMutations`]. An
 //! operation's error reaches the mount whole ([`MutationError::backend`]): a lock that stays busy
 //! answers EBUSY and logs its holder.

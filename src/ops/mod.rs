@@ -3,8 +3,9 @@
 //! directory summaries from the files, and the repair (`fsck`) that rebuilds what is derived.
 //!
 //! Rules every operation here keeps (seed doc, "Consistency Issues and Solutions"):
-//! - the files are the truth; the index is derived, so an index change that would make a search
-//!   name a missing file happens *before* the file change (rm) or together with it (mv);
+//! - the files are the truth; the index is derived, and a search never names a missing file:
+//!   rm removes the path first (one rename(2)) and settles its records after the reply, while
+//!   `find` drops every hit whose file is gone; mv renames, then moves the records;
 //! - an operation that moves or removes several things records an *intent* in the journal
 //!   ([`crate::journal`]) after taking its locks and clears it before releasing them, so a process that
 //!   dies half-way leaves a record that [`Locked::recover`] finishes forward under the same locks
@@ -72,6 +73,7 @@ use crate::workspace::Workspace;
 pub use crate::journal::{Intent, Journal};
 pub use add::{AddOptions, AddReport};
 pub use fsck::{FsckReport, Problem};
+pub use history::Shown;
 pub use reindex::ReindexReport;
 pub use rm::RmReport;
 pub use stores::{check_backend, index_home, open_queue_of, Healed, IndexHome, Stores};

@@ -2,7 +2,7 @@
 //! and disk space. The content and its entries are [`super::history`]'s; this decides which
 //! entries go and when, oldest first, and only ever the workspace's own.
 //!
-//! The rules (README, "Undo", and docs/history.md say the same):
+//! The rules (docs/semantics.md, "Undo", and docs/history.md say the same):
 //! - Retention: entries older than `history.keep` and the oldest beyond `history.max_bytes`
 //!   go, whether or not anything else happens. The daemon's history thread
 //!   ([`Stores::tend_history`], every [`super::history::ENTRIES_EVERY`]) keeps a running

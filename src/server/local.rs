@@ -270,9 +270,13 @@ struct HistoryBody {
     uri: Option<String>,
     #[serde(default)]
     since_ms: i64,
+    /// Ignored paths' entries too (`history --all`).
+    #[serde(default)]
+    all: bool,
 }
 
-/// `vikingfs history`: the entries, newest first, as the journal keeps them.
+/// `vikingfs history`: the entries, newest first by when they happened, ignored paths' left
+/// out unless `all` (`Stores::history_view`).
 async fn history(
     State(api): State<Arc<Api>>,
     who: Identity,
@@ -282,7 +286,7 @@ async fn history(
     blocking(move || {
         let rows = api
             .ops
-            .history(under.as_ref(), b.since_ms)
+            .history_view(under.as_ref(), b.since_ms, b.all)
             .map_err(|e| ApiError::internal(Chain(&e).to_string()))?;
         ok(json!(rows))
     })

@@ -38,6 +38,21 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// Whether the process may mount a filesystem: CAP_SYS_ADMIN in its effective set (root has
+/// it; a user namespace's root has it there). vikingfs mounts with mount(2) itself, not through
+/// the setuid fusermount3. True when /proc does not say, so the mount's own error decides.
+pub fn can_mount() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_none_or(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
 /// The process's umask, read from /proc (umask(2) cannot be read without being set, which
 /// races with other threads creating files); 0o022 when /proc does not say.
 pub fn umask() -> u32 {

@@ -874,3 +874,36 @@ fn no_route_or_tool_hands_alice_bobs_canary() {
         leaks.join("\n")
     );
 }
+
+/// docs/http-api.md's route list is the router's: every route the server answers is named
+/// there (`METHOD PATH` in backticks), and nothing it names is unserved.
+#[test]
+fn the_http_api_doc_lists_every_route_and_no_other() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/http-api.md"),
+    )
+    .unwrap();
+    let served: BTreeSet<String> = endpoints()
+        .iter()
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    let missing: Vec<&String> = served
+        .iter()
+        .filter(|r| !doc.contains(&format!("`{r}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "routes served but not in docs/http-api.md's list: {missing:?}"
+    );
+    let listed: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(r, _)| r.to_string()))
+        .filter(|r| r.contains(" /"))
+        .collect();
+    let unserved: Vec<&String> = listed.difference(&served).collect();
+    assert!(
+        unserved.is_empty(),
+        "docs/http-api.md lists routes the server does not answer: {unserved:?}"
+    );
+}

@@ -443,7 +443,7 @@ impl Drop for Tmpfs {
 #[test]
 fn two_bombs_at_once_never_take_a_disk_below_the_historys_pressure_line() {
     let Some(tmp) = Tmpfs::new(96) else {
-        eprintln!("skipped: a tmpfs cannot be mounted here (not root)");
+        crate::support::skip("a tmpfs cannot be mounted here (not root)");
         return;
     };
     // The cap (512 MiB by default) is far above what the 96 MiB disk has above its line

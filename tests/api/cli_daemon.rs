@@ -424,3 +424,28 @@ fn a_dead_daemons_socket_is_no_daemon() {
     );
     ok(&s, &["rm", "viking://resources/notes/a.md"]);
 }
+
+/// `status` in text names where the daemon serves the API (the address an agent, `ov` or
+/// curl needs) and the index's size in human units, not raw bytes.
+#[test]
+fn status_names_the_api_address_and_human_sizes() {
+    let s = Served::new();
+    add_notes(&s);
+    let text = ok(&s, &["status"]);
+    let daemon = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("pid "))
+        .unwrap_or_else(|| panic!("no daemon line: {text}"));
+    assert!(
+        daemon.contains(&format!("api http://{}", s.addr)),
+        "{daemon}\n{text}"
+    );
+    let index = text
+        .lines()
+        .find(|l| l.starts_with("index: "))
+        .unwrap_or_else(|| panic!("no index line: {text}"));
+    assert!(
+        !index.contains(" bytes") && (index.ends_with(" KiB") || index.ends_with(" MiB")),
+        "{index}"
+    );
+}

@@ -13,6 +13,7 @@ mod mount_crash;
 mod mount_differential;
 mod mount_discovery;
 mod mount_fds;
+mod mount_first_hour;
 mod mount_full_disk;
 mod mount_gluster;
 mod mount_history;

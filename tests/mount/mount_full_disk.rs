@@ -34,7 +34,7 @@ impl LoopFs {
             .arg(&img)
             .status();
         if !mkfs.is_ok_and(|s| s.success()) {
-            eprintln!("skipped: mkfs.ext4 failed");
+            crate::support::skip("mkfs.ext4 failed (e2fsprogs)");
             return None;
         }
         let mounted = Command::new("mount")
@@ -43,7 +43,7 @@ impl LoopFs {
             .arg(&mp)
             .status();
         if !mounted.is_ok_and(|s| s.success()) {
-            eprintln!("skipped: no loop device");
+            crate::support::skip("no loop device (mount -o loop failed)");
             return None;
         }
         Some(LoopFs { dir, mp })

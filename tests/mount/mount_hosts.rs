@@ -457,11 +457,13 @@ impl Cluster {
 }
 
 /// For each of `texts`, a word (of 8 letters or more) that occurs in it and in none of the
-/// others: a query only that text answers by its words.
+/// others: a query only that text answers by its words. A word is letters between
+/// non-alphanumerics: the letters of `fusermount3` are no term of the index, which keeps
+/// such a name whole.
 fn unique_words(texts: &[String]) -> Vec<String> {
     let words = |t: &str| -> std::collections::BTreeSet<String> {
-        t.split(|c: char| !c.is_ascii_alphabetic())
-            .filter(|w| w.len() >= 8)
+        t.split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| w.len() >= 8 && w.chars().all(|c| c.is_ascii_alphabetic()))
             .map(str::to_lowercase)
             .collect()
     };

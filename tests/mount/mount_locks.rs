@@ -281,7 +281,10 @@ impl SecondMount {
         let mp = m.dir.path().join("mnt2");
         std::fs::create_dir_all(&mp).unwrap();
         let pid_file = m.dir.path().join("daemon2.pid");
+        // One daemon serves a workspace on a host unless this says otherwise: here the two
+        // stand for two hosts' daemons meeting over the same lock files.
         let out = support::vikingfs(m.dir.path())
+            .env("VIKINGFS_ALLOW_SECOND_DAEMON", "1")
             .arg("mount")
             .arg("--pid-file")
             .arg(&pid_file)

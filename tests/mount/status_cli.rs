@@ -49,10 +49,49 @@ fn bad_watch_interval_is_one_line() {
         .args(["status", "--watch", "0"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    // A bad argument is a usage error: exit 2, as the exit-status table says.
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--watch"), "{err}");
+}
+
+/// Every bad argument exits 2 (usage), the ones clap judges and the ones a command judges
+/// alike; before, `history --since yesterday` and `find --limit 0` exited 1 like an error of
+/// the work itself.
+#[test]
+fn bad_arguments_exit_2_with_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    for args in [
+        &["history", "--since", "yesterday"][..],
+        &["undo", "viking://resources/x", "--at", "last week"],
+        &["undo", "--since", "yesterday"],
+        &["find", "--limit", "0", "q"],
+        &["add-resource", "--timeout", "-1", "/etc/hostname"],
+        &[
+            "lock",
+            "--timeout",
+            "-1",
+            "viking://resources/x",
+            "--",
+            "true",
+        ],
+    ] {
+        let out = vikingfs(d.path()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+    }
+    // The time's own problem is named.
+    let out = vikingfs(d.path())
+        .args(["history", "--since", "yesterday"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("yesterday") && err.contains("RFC 3339"),
+        "{err}"
+    );
 }
 
 /// A read-only command never creates the workspace it is pointed at: one line naming it and

@@ -9,7 +9,9 @@ fn unit_verifies() {
         .output()
         .is_err()
     {
-        eprintln!("SKIP: systemd-analyze is not installed (CI installs systemd)");
+        crate::support::skip(
+            "systemd-analyze is not installed (scripts/test-setup.sh installs systemd)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -821,3 +821,43 @@ fn a_closed_pipe_ends_a_command_quietly() {
     assert!(err.contains("rc=141"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// README's two commands come first and are what they say: the quick start script, and the
+/// test set-up followed by exactly the test command `.ci/run` runs.
+#[test]
+fn the_readmes_two_commands_are_the_scripts_and_cis_test_command() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let commands: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("    ") && !l.trim().is_empty())
+        .map(str::trim)
+        .take(2)
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "scripts/quickstart.sh",
+            "scripts/test-setup.sh && cargo nextest run --features failpoints --no-fail-fast"
+        ]
+    );
+    let test = commands[1].split_once(" && ").unwrap().1;
+    assert!(
+        ci.lines()
+            .any(|l| l.trim() == format!("timeout 2400 {test}")),
+        ".ci/run does not run {test:?}"
+    );
+    assert!(
+        ci.contains("scripts/test-setup.sh"),
+        ".ci/run does not run the set-up"
+    );
+    assert!(
+        readme.len() <= 15 * 1024,
+        "README is {} bytes",
+        readme.len()
+    );
+    for s in ["scripts/quickstart.sh", "scripts/test-setup.sh"] {
+        assert!(root.join(s).is_file(), "{s}");
+    }
+}

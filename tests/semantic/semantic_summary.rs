@@ -408,7 +408,7 @@ fn workspace_weights_decide_between_keywords() {
 fn git_documentation_reads_well() {
     let root = Path::new("/usr/share/doc/git");
     if !root.join("README.md").is_file() {
-        eprintln!("skipped: /usr/share/doc/git (the git package's docs) is not installed");
+        crate::support::skip("/usr/share/doc/git (the git package's docs) is not installed");
         return;
     }
     let d = read_tree(root, "viking://resources/gitdocs");

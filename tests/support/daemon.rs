@@ -254,6 +254,11 @@ impl Drop for Mount {
     }
 }
 
+/// Whether anything is mounted at `mp` (the mount table, as the library reads it).
+pub fn is_mounted(mp: &Path) -> bool {
+    vikingfs::fuse::mount::is_mount_point(mp)
+}
+
 /// Run a shell command line in `dir`; returns its output.
 pub fn sh(dir: &Path, script: &str) -> Output {
     Command::new("sh")

@@ -36,6 +36,29 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vikingfs");
 
+/// The variable `.ci/run` sets: every prerequisite is installed there, so a test that would
+/// skip fails instead (`CI=true` or `1`, as CI services set it, counts too).
+pub const NO_SKIP: &str = "VIKINGFS_NO_SKIP";
+
+/// Whether a skip must fail: under CI ([`NO_SKIP`]).
+pub fn skips_fail() -> bool {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| matches!(v.as_str(), "1" | "true"));
+    set(NO_SKIP) || set("CI")
+}
+
+/// A test that cannot run here for want of `why` (a tool, the fetched clients, root): the
+/// caller returns after this. It says `SKIP:` on stderr (nextest shows it with the test's
+/// output), and under CI it panics instead, so that a missing prerequisite is a red test
+/// there, never one passing green untested.
+pub fn skip(why: &str) {
+    if skips_fail() {
+        panic!(
+            "SKIP refused ({NO_SKIP} or CI is set: every prerequisite must be installed): {why}"
+        );
+    }
+    eprintln!("SKIP: {why}");
+}
+
 /// `vikingfs` with HOME at `home` and none of the caller's vikingfs variables (config,
 /// workspace, an armed crash point), so no user setting leaks into a test.
 pub fn vikingfs(home: &Path) -> Command {

@@ -255,10 +255,10 @@ pub fn clients() -> Option<PathBuf> {
     if dir.join("venv/bin/python").exists() && dir.join("bin/ov").exists() {
         Some(dir)
     } else {
-        eprintln!(
-            "skipped: the real clients are not fetched ({}): run scripts/fetch-clients.sh",
+        crate::support::skip(&format!(
+            "the real clients are not fetched ({}): run scripts/fetch-clients.sh",
             dir.display()
-        );
+        ));
         None
     }
 }
