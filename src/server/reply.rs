@@ -415,3 +415,38 @@ pub fn ok(v: impl Serialize) -> ApiResult {
         .map(Ok)
         .map_err(|e| ApiError::internal(format!("result: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_named_and_answered_as_openvikings_table_says() {
+        for c in Code::ALL {
+            assert_eq!(Code::from_name(c.as_str()), Some(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        assert_eq!(Code::from_name("NO_SUCH_CODE"), None);
+        for (c, status) in [
+            (Code::InvalidFilter, 400),
+            (Code::Unimplemented, 501),
+            (Code::SessionExpired, 410),
+            (Code::NoVectorDb, 503),
+            (Code::Unknown, 500),
+        ] {
+            assert_eq!(c.status().as_u16(), status, "{c}");
+        }
+        let e = ApiError::unimplemented("GET /x", "why");
+        assert_eq!(
+            (e.status().as_u16(), e.message.as_str()),
+            (501, "GET /x is not supported by vikingfs: why")
+        );
+        assert_eq!(
+            ApiError::framework(StatusCode::NOT_IMPLEMENTED, "x").code,
+            Code::Unimplemented
+        );
+        // A status without a code of its own keeps it, as OpenViking's handler does.
+        let e = ApiError::framework(StatusCode::METHOD_NOT_ALLOWED, "x");
+        assert_eq!((e.code, e.status().as_u16()), (Code::Unknown, 405));
+    }
+}
