@@ -59,6 +59,8 @@ pub struct RawServer {
     pub cors_origins: Option<Vec<String>>,
     /// vikingfs's own: the largest request body, in bytes.
     pub max_body_bytes: Option<usize>,
+    /// vikingfs's own: the largest file `temp_upload` takes, in bytes.
+    pub max_upload_bytes: Option<u64>,
     /// vikingfs's own: the longest a request may run, in seconds.
     pub request_timeout_secs: Option<f64>,
     /// vikingfs's own: how long a client may take to send a request's headers, in seconds.
@@ -88,6 +90,10 @@ pub struct ServerConfig {
     pub root_api_key: Option<String>,
     pub cors_origins: Vec<String>,
     pub max_body_bytes: usize,
+    /// The largest file `temp_upload` takes (`server.max_upload_bytes`; OpenViking 0.5.2's
+    /// `temp_upload.shared_max_size_bytes`, 512 MiB, by default): apart from
+    /// `max_body_bytes`, which bounds every other body.
+    pub max_upload_bytes: u64,
     pub request_timeout: std::time::Duration,
     /// How long a client may take to send a request's headers (`server.header_timeout_secs`):
     /// a client that sends half a header and waits holds a connection no longer.
@@ -116,6 +122,7 @@ impl Default for ServerConfig {
             root_api_key: None,
             cors_origins: vec!["*".into()],
             max_body_bytes: 64 << 20,
+            max_upload_bytes: 512 << 20,
             request_timeout: std::time::Duration::from_secs(600),
             header_timeout: std::time::Duration::from_secs(10),
             body_timeout: std::time::Duration::from_secs(30),
@@ -545,6 +552,10 @@ impl Config {
             ("server.cors_origins", json!(self.server.cors_origins)),
             ("server.max_body_bytes", json!(self.server.max_body_bytes)),
             (
+                "server.max_upload_bytes",
+                json!(self.server.max_upload_bytes),
+            ),
+            (
                 "server.request_timeout_secs",
                 json!(self.server.request_timeout.as_secs_f64()),
             ),
@@ -876,6 +887,13 @@ impl Config {
             }
             cfg.server.max_body_bytes = n;
             set(&mut cfg, "server.max_body_bytes");
+        }
+        if let Some(n) = sv.max_upload_bytes {
+            if n < 1024 {
+                return Err(bad("server.max_upload_bytes", "must be at least 1024"));
+            }
+            cfg.server.max_upload_bytes = n;
+            set(&mut cfg, "server.max_upload_bytes");
         }
         if let Some(t) = sv.request_timeout_secs {
             if !(t.is_finite() && t > 0.0) {

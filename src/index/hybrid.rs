@@ -35,6 +35,17 @@ pub struct Found {
     pub hits: Vec<Hit>,
     /// Records deleted because their source was gone.
     pub orphans_removed: usize,
+    /// What the hits' `score` measures.
+    pub scale: Scale,
+}
+
+/// What a result's score measures: BM25 (unbounded, growing with the query's words and their
+/// rarity), or a value from 0 to 1 (a cosine, or the fused share of [`fused_score`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scale {
+    #[default]
+    Bm25,
+    Unit,
 }
 
 /// The lexical list's share of a fused score; the semantic list has the rest. Chosen with
@@ -119,6 +130,17 @@ pub struct SearchRequest<'a> {
     pub floor: f32,
 }
 
+impl SearchRequest<'_> {
+    /// What the scores of this request's results measure ([`fuse`] decides alike).
+    pub fn scale(&self) -> Scale {
+        match self.mode {
+            Mode::Lexical => Scale::Bm25,
+            Mode::Hybrid if self.vector.is_none() => Scale::Bm25,
+            Mode::Semantic | Mode::Hybrid => Scale::Unit,
+        }
+    }
+}
+
 fn weight(level: Level) -> f32 {
     if level == Level::Content {
         1.0
@@ -171,7 +193,10 @@ impl Index {
         req: &SearchRequest,
         verdict: &impl Fn(&Hit) -> Verdict,
     ) -> Result<Found, IndexError> {
-        let mut found = Found::default();
+        let mut found = Found {
+            scale: req.scale(),
+            ..Found::default()
+        };
         if req.limit == 0 {
             return Ok(found);
         }

@@ -40,7 +40,7 @@ use crate::uri::VPath;
 use crate::workspace::Workspace;
 use engine::{Engine, Meta, Reinit, Which};
 
-pub use hybrid::{Evidence, Found, Mode, SearchRequest, Verdict, SUMMARY_WEIGHT};
+pub use hybrid::{Evidence, Found, Mode, Scale, SearchRequest, Verdict, SUMMARY_WEIGHT};
 pub use sqlite::CHUNK_SLOTS;
 
 /// The format of the records and their terms; another is rebuilt from the files. (4: a

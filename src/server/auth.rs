@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::reply::ApiError;
+use super::reply::{ApiError, Code};
 use crate::index::Level;
 use crate::uri::VPath;
 use crate::workspace::Workspace;
@@ -617,7 +617,7 @@ impl Auth {
         };
         if id.account != self.account {
             return Err(ApiError::new(
-                "NOT_FOUND",
+                Code::NotFound,
                 format!(
                     "account {} is not served here (this workspace holds account {})",
                     id.account, self.account
@@ -653,11 +653,11 @@ mod tests {
         let auth = Auth::new(&ws, Some("root-secret".into()));
         assert!(!auth.is_open());
         let e = auth.resolve(&HeaderMap::new(), false).unwrap_err();
-        assert_eq!(e.code, "UNAUTHENTICATED");
+        assert_eq!(e.code, Code::Unauthenticated);
         let e = auth
             .resolve(&headers(&[("x-api-key", "nope")]), false)
             .unwrap_err();
-        assert_eq!(e.code, "UNAUTHENTICATED");
+        assert_eq!(e.code, Code::Unauthenticated);
         let root = auth
             .resolve(
                 &headers(&[
@@ -684,16 +684,16 @@ mod tests {
                 false,
             )
             .unwrap_err();
-        assert_eq!(e.code, "PERMISSION_DENIED");
+        assert_eq!(e.code, Code::PermissionDenied);
         assert!(bob.path("viking://user/bob/notes").is_ok());
         assert!(bob.path("viking://resources/x").is_ok());
         assert_eq!(
             bob.path("viking://user/alice/notes").unwrap_err().code,
-            "PERMISSION_DENIED"
+            Code::PermissionDenied
         );
         assert_eq!(
             bob.path("viking://resources/../../x").unwrap_err().code,
-            "INVALID_URI"
+            Code::InvalidUri
         );
         let e = auth
             .resolve(
@@ -701,7 +701,7 @@ mod tests {
                 false,
             )
             .unwrap_err();
-        assert_eq!(e.code, "NOT_FOUND");
+        assert_eq!(e.code, Code::NotFound);
     }
 
     #[test]
@@ -736,7 +736,7 @@ mod tests {
         auth.keys.remove(|k| k.id == rec.id).unwrap();
         assert!(!auth.is_open());
         let e = auth.resolve(&HeaderMap::new(), false).unwrap_err();
-        assert_eq!(e.code, "UNAUTHENTICATED");
+        assert_eq!(e.code, Code::Unauthenticated);
     }
 
     #[test]
@@ -772,7 +772,7 @@ mod tests {
             let e = bob.path(other).unwrap_err();
             assert_eq!(
                 (e.code, e.status().as_u16()),
-                ("PERMISSION_DENIED", 403),
+                (Code::PermissionDenied, 403),
                 "{other}"
             );
             assert_eq!(e.details.as_ref().unwrap()["resource"], other);
@@ -791,7 +791,7 @@ mod tests {
             let e = bob.path(bad).unwrap_err();
             assert_eq!(
                 (e.code, e.status().as_u16()),
-                ("INVALID_URI", 400),
+                (Code::InvalidUri, 400),
                 "{bad:?}"
             );
         }

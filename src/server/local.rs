@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::auth::Identity;
 use super::extract::{Body, Params};
-use super::reply::{ok, ApiError, ApiResult};
+use super::reply::{ok, ApiError, ApiResult, Code};
 use super::routes::{get, post, Routes};
 use super::{blocking, Api, Local};
 use crate::error::Chain;
@@ -87,13 +87,13 @@ fn op_err(uri: &str, e: OpsError) -> ApiError {
 fn session_err(e: SessionError) -> ApiError {
     let message = Chain(&e).to_string();
     let code = match &e {
-        _ if e.is_busy() => "CONFLICT",
+        _ if e.is_busy() => Code::Conflict,
         SessionError::NotASession(_) | SessionError::BadMessage(_) | SessionError::Uri(_) => {
-            "INVALID_ARGUMENT"
+            Code::InvalidArgument
         }
-        SessionError::NoSuchSession(_) => "NOT_FOUND",
-        SessionError::Rollback(_) => "FAILED_PRECONDITION",
-        _ => "INTERNAL",
+        SessionError::NoSuchSession(_) => Code::NotFound,
+        SessionError::Rollback(_) => Code::FailedPrecondition,
+        _ => Code::Internal,
     };
     ApiError::new(code, message)
 }
@@ -153,7 +153,7 @@ async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody
     };
     if mode == Mode::Semantic && !api.ops.index().has_dense() {
         return Err(ApiError::new(
-            "FAILED_PRECONDITION",
+            Code::FailedPrecondition,
             "--mode semantic needs a model: set embedding.dense.provider \"local\" and \
              embedding.dense.model to a model directory (scripts/fetch-model.sh) in the \
              daemon's configuration, and let it embed the records",

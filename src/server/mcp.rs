@@ -44,7 +44,7 @@ use serde_json::{json, Map, Value};
 use tower::ServiceExt as _;
 
 use super::auth::Identity;
-use super::reply::ApiError;
+use super::reply::{ApiError, Code};
 use super::routes::{any, Routes};
 use super::{Api, Local};
 
@@ -197,9 +197,9 @@ impl Upstream {
             }
             None => Vec::new(),
         };
-        let mut req = b
-            .body(Body::from(bytes))
-            .map_err(|e| Failure::api("INVALID_ARGUMENT", format!("request {uri}: {e}"), None))?;
+        let mut req = b.body(Body::from(bytes)).map_err(|e| {
+            Failure::api(Code::InvalidArgument, format!("request {uri}: {e}"), None)
+        })?;
         match &*self.0 {
             Via::Router { api, router, owner } => {
                 if *owner || caller.local {
@@ -222,12 +222,14 @@ impl Upstream {
                 let status = resp.status();
                 let body = axum::body::to_bytes(resp.into_body(), MAX_ANSWER)
                     .await
-                    .map_err(|e| Failure::api("INTERNAL", format!("answer of {uri}: {e}"), None))?;
+                    .map_err(|e| {
+                        Failure::api(Code::Internal, format!("answer of {uri}: {e}"), None)
+                    })?;
                 Ok((status, body))
             }
             Via::Socket(path) => over_socket(path, req).await.map_err(|e| {
                 Failure::api(
-                    "UNAVAILABLE",
+                    Code::Unavailable,
                     format!("the daemon at {}: {e}", path.display()),
                     None,
                 )
@@ -367,7 +369,7 @@ struct Failure {
 }
 
 impl Failure {
-    fn api(code: &str, message: impl Into<String>, details: Option<Value>) -> Failure {
+    fn api(code: Code, message: impl Into<String>, details: Option<Value>) -> Failure {
         let message = message.into();
         Failure {
             text: format!("{code}: {message}"),
@@ -383,7 +385,7 @@ impl Failure {
     }
 
     fn invalid(message: impl Into<String>) -> Failure {
-        Failure::api("INVALID_ARGUMENT", message, None)
+        Failure::api(Code::InvalidArgument, message, None)
     }
 
     /// The error of an answer: the envelope's, or the one OpenViking's handlers would make of a
@@ -392,7 +394,12 @@ impl Failure {
         let e = &v["error"];
         if let (Some(code), Some(message)) = (e["code"].as_str(), e["message"].as_str()) {
             let details = Some(e["details"].clone()).filter(|d| !d.is_null());
-            return Failure::api(code, message, details);
+            // Every code a route answers is one of OpenViking's (`Code`); a name it does not
+            // have would be an answer from elsewhere, reported as `UNKNOWN` with the name kept.
+            return match Code::from_name(code) {
+                Some(code) => Failure::api(code, message, details),
+                None => Failure::api(Code::Unknown, format!("{code}: {message}"), details),
+            };
         }
         let text = String::from_utf8_lossy(bytes).trim().to_string();
         let status = if status.is_success() {
@@ -404,11 +411,12 @@ impl Failure {
         Failure::api(e.code, e.message, e.details)
     }
 
-    fn code(&self) -> &str {
+    /// The failure's code; `None` for a plain text failure (an unknown tool).
+    fn code(&self) -> Option<Code> {
         self.error
             .as_ref()
             .and_then(|e| e["code"].as_str())
-            .unwrap_or("")
+            .and_then(Code::from_name)
     }
 
     fn message(&self) -> &str {
@@ -530,9 +538,65 @@ impl Tools {
             "add_skill" => self.add_skill(c, args(name, v)?).await,
             "health" => Ok(self.health(c).await),
             "fetch" => self.fetch(c, args(name, v)?).await,
+            "list_users" => self.list_users(c, args(name, v)?).await,
+            "get_acl" => self.get_acl(c, args(name, v)?).await,
+            "list_groups" | "set_acl" | "privacy_tree" | "privacy_resolve" | "privacy_upsert"
+            | "download" | "list_watches" | "cancel_watch" => Err(not_supported(name)),
             _ => Err(Failure::text(format!("Unknown tool: {name}"))),
         }
     }
+}
+
+/// A tool of OpenViking's that vikingfs does not serve, and why: a tool error
+/// (`UNIMPLEMENTED`), so an agent is told rather than handed an empty answer.
+fn not_supported(tool: &str) -> Failure {
+    let why = match tool {
+        "list_groups" => "vikingfs has no user groups: a key is one user",
+        "set_acl" => {
+            "vikingfs's access rule is fixed (every user of the account reads and writes \
+             viking://resources; a user's tree is its own) and it keeps no grants: get_acl shows it"
+        }
+        "privacy_tree" | "privacy_resolve" | "privacy_upsert" => {
+            "vikingfs keeps no privacy configurations (saved secrets and their versions)"
+        }
+        "download" => {
+            "vikingfs issues no signed download links: read text with the read tool, or fetch \
+             GET /api/v1/content/download?uri=... with the API key"
+        }
+        _ => "vikingfs keeps no watches (periodic re-adds of a path): run add_resource again",
+    };
+    Failure::api(
+        Code::Unimplemented,
+        format!("{tool} is not supported by vikingfs: {why}"),
+        None,
+    )
+}
+
+/// `list_users`' arguments.
+#[derive(Deserialize)]
+struct ListUsersArgs {
+    #[serde(default)]
+    query: String,
+    #[serde(default = "default_users_limit")]
+    limit: u32,
+    #[serde(default = "default_page")]
+    page: u32,
+    #[serde(default)]
+    include_credentials: bool,
+}
+
+fn default_users_limit() -> u32 {
+    100
+}
+
+fn default_page() -> u32 {
+    1
+}
+
+/// A tool's one `uri` argument.
+#[derive(Deserialize)]
+struct UriArgs {
+    uri: String,
 }
 
 /// A string or a list of strings (OpenViking's `str | list[str]`).
@@ -1266,7 +1330,9 @@ impl Tools {
             Ok(env) => env,
             // A missing directory is an empty tree, as OpenViking's tool has it (not a route
             // that does not exist).
-            Err(f) if f.code() == "NOT_FOUND" && !f.message().starts_with("Not Found: /") => {
+            Err(f)
+                if f.code() == Some(Code::NotFound) && !f.message().starts_with("Not Found: /") =>
+            {
                 Value::Null
             }
             Err(f) => return Err(f),
@@ -1508,14 +1574,19 @@ impl Tools {
             Err(f)
                 if matches!(
                     f.code(),
-                    "INVALID_ARGUMENT" | "INVALID_URI" | "PERMISSION_DENIED" | "UNAUTHENTICATED"
+                    Some(
+                        Code::InvalidArgument
+                            | Code::InvalidUri
+                            | Code::PermissionDenied
+                            | Code::Unauthenticated
+                    )
                 ) =>
             {
                 return Err(f)
             }
             Err(_) => {
                 return Err(Failure::api(
-                    "NOT_FOUND",
+                    Code::NotFound,
                     format!("File not found: {uri}"),
                     Some(json!({"type": "file", "resource": uri})),
                 ))
@@ -1849,6 +1920,45 @@ impl Tools {
                 .into(),
         );
         Ok(Done::Text(lines.join("\n")))
+    }
+
+    /// OpenViking's `list_users`: the admin route's page of the caller's account, user ids
+    /// only (vikingfs keeps no key to disclose: `include_credentials` is refused).
+    async fn list_users(&self, c: &Caller, a: ListUsersArgs) -> Outcome {
+        if a.include_credentials {
+            return Err(Failure::api(
+                Code::PermissionDenied,
+                "include_credentials: vikingfs keeps only each key's hash; a key is shown once, \
+                 when it is made (vikingfs key add, or the admin routes)",
+                None,
+            ));
+        }
+        let status = self.up.get(c, "/api/v1/system/status", &[]).await?;
+        let account = status["account"].as_str().unwrap_or("default").to_string();
+        let mut q = vec![
+            ("limit", a.limit.to_string()),
+            ("page", a.page.to_string()),
+            ("include_summary", "true".to_string()),
+        ];
+        if !a.query.is_empty() {
+            q.push(("query", a.query));
+        }
+        // An account id is a plain name (`auth::check_name`): nothing to encode.
+        let path = format!("/api/v1/admin/accounts/{account}/users");
+        let r = self.up.get(c, &path, &q).await?;
+        let rows: &[Value] = r["users"].as_array().map_or(&[], |a| a.as_slice());
+        let users: Vec<Value> = rows
+            .iter()
+            .map(|u| json!({ "user_id": u["user_id"] }))
+            .collect();
+        let out = json!({ "users": users, "total": r["total"] });
+        Ok(Done::Structured(out.to_string(), out))
+    }
+
+    /// OpenViking's `get_acl`: `GET /api/v1/acl`.
+    async fn get_acl(&self, c: &Caller, a: UriArgs) -> Outcome {
+        let r = self.up.get(c, "/api/v1/acl", &[("uri", a.uri)]).await?;
+        Ok(Done::Structured(r.to_string(), r))
     }
 
     /// OpenViking's `health` (never a tool error: an unhealthy server says so).

@@ -13,37 +13,240 @@ use serde_json::{json, Value};
 use crate::errno::ToErrno;
 use crate::ops::OpsError;
 
-/// OpenViking's codes and their HTTP statuses (models.py).
-pub fn http_status(code: &str) -> StatusCode {
-    let n = match code {
-        "OK" => 200,
-        "INVALID_ARGUMENT"
-        | "GIT_AUTH_FAILED"
-        | "INVALID_URI"
-        | "UNSUPPORTED_URI"
-        | "UNSUPPORTED_MODE"
-        | "SKILL_INVALID"
-        | "SKILL_CAPABILITY_UNAVAILABLE"
-        | "INVALID_FILTER" => 400,
-        "UNAUTHENTICATED" => 401,
-        "PERMISSION_DENIED" => 403,
-        "NOT_FOUND" => 404,
-        "ALREADY_EXISTS" | "CONFLICT" | "ABORTED" | "WRITE_CONFLICT" => 409,
-        "SESSION_EXPIRED" => 410,
-        "FAILED_PRECONDITION" => 412,
-        "RESOURCE_EXHAUSTED" => 429,
-        "UNIMPLEMENTED" => 501,
-        "UNAVAILABLE" | "MODEL_UNAVAILABLE" | "BOT_RESTARTED" | "NO_VECTOR_DB" => 503,
-        "DEADLINE_EXCEEDED" => 504,
-        _ => 500,
-    };
-    StatusCode::from_u16(n).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+/// OpenViking's error codes, each with the HTTP status its `ERROR_CODE_TO_HTTP_STATUS` gives it
+/// (`openviking/server/models.py`, 0.5.2), in its order: the one place a code becomes a
+/// status. A code is serialised by its name, so the envelope carries OpenViking's names exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// `OK` (200).
+    Ok,
+    /// `INVALID_ARGUMENT` (400).
+    InvalidArgument,
+    /// `GIT_AUTH_FAILED` (400).
+    GitAuthFailed,
+    /// `INVALID_URI` (400).
+    InvalidUri,
+    /// `NOT_FOUND` (404).
+    NotFound,
+    /// `ALREADY_EXISTS` (409).
+    AlreadyExists,
+    /// `CONFLICT` (409).
+    Conflict,
+    /// `PERMISSION_DENIED` (403).
+    PermissionDenied,
+    /// `UNAUTHENTICATED` (401).
+    Unauthenticated,
+    /// `RESOURCE_EXHAUSTED` (429).
+    ResourceExhausted,
+    /// `FAILED_PRECONDITION` (412).
+    FailedPrecondition,
+    /// `ABORTED` (409).
+    Aborted,
+    /// `DEADLINE_EXCEEDED` (504).
+    DeadlineExceeded,
+    /// `UNAVAILABLE` (503).
+    Unavailable,
+    /// `INTERNAL` (500).
+    Internal,
+    /// `UNIMPLEMENTED` (501).
+    Unimplemented,
+    /// `NOT_INITIALIZED` (500).
+    NotInitialized,
+    /// `PROCESSING_ERROR` (500).
+    ProcessingError,
+    /// `EMBEDDING_FAILED` (500).
+    EmbeddingFailed,
+    /// `VLM_FAILED` (500).
+    VlmFailed,
+    /// `SESSION_EXPIRED` (410).
+    SessionExpired,
+    /// `UNSUPPORTED_URI` (400).
+    UnsupportedUri,
+    /// `UNSUPPORTED_MODE` (400).
+    UnsupportedMode,
+    /// `RESTORE_WRITEBACK_PARTIAL` (500).
+    RestoreWritebackPartial,
+    /// `SKILL_INVALID` (400).
+    SkillInvalid,
+    /// `SKILL_CAPABILITY_UNAVAILABLE` (400).
+    SkillCapabilityUnavailable,
+    /// `AGENT_OUTPUT_INVALID` (500).
+    AgentOutputInvalid,
+    /// `MODEL_UNAVAILABLE` (503).
+    ModelUnavailable,
+    /// `WRITE_CONFLICT` (409).
+    WriteConflict,
+    /// `WRITE_FAILED` (500).
+    WriteFailed,
+    /// `REFRESH_FAILED` (500).
+    RefreshFailed,
+    /// `BOT_RESTARTED` (503).
+    BotRestarted,
+    /// `INTERNAL_ERROR` (500).
+    InternalError,
+    /// `NO_VECTOR_DB` (503).
+    NoVectorDb,
+    /// `INVALID_FILTER` (400).
+    InvalidFilter,
+    /// `UNKNOWN` (500).
+    Unknown,
+}
+
+impl Code {
+    /// Every code, in OpenViking's order.
+    pub const ALL: [Code; 36] = [
+        Code::Ok,
+        Code::InvalidArgument,
+        Code::GitAuthFailed,
+        Code::InvalidUri,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::Conflict,
+        Code::PermissionDenied,
+        Code::Unauthenticated,
+        Code::ResourceExhausted,
+        Code::FailedPrecondition,
+        Code::Aborted,
+        Code::DeadlineExceeded,
+        Code::Unavailable,
+        Code::Internal,
+        Code::Unimplemented,
+        Code::NotInitialized,
+        Code::ProcessingError,
+        Code::EmbeddingFailed,
+        Code::VlmFailed,
+        Code::SessionExpired,
+        Code::UnsupportedUri,
+        Code::UnsupportedMode,
+        Code::RestoreWritebackPartial,
+        Code::SkillInvalid,
+        Code::SkillCapabilityUnavailable,
+        Code::AgentOutputInvalid,
+        Code::ModelUnavailable,
+        Code::WriteConflict,
+        Code::WriteFailed,
+        Code::RefreshFailed,
+        Code::BotRestarted,
+        Code::InternalError,
+        Code::NoVectorDb,
+        Code::InvalidFilter,
+        Code::Unknown,
+    ];
+
+    /// OpenViking's name of the code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::GitAuthFailed => "GIT_AUTH_FAILED",
+            Code::InvalidUri => "INVALID_URI",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::Conflict => "CONFLICT",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::Internal => "INTERNAL",
+            Code::Unimplemented => "UNIMPLEMENTED",
+            Code::NotInitialized => "NOT_INITIALIZED",
+            Code::ProcessingError => "PROCESSING_ERROR",
+            Code::EmbeddingFailed => "EMBEDDING_FAILED",
+            Code::VlmFailed => "VLM_FAILED",
+            Code::SessionExpired => "SESSION_EXPIRED",
+            Code::UnsupportedUri => "UNSUPPORTED_URI",
+            Code::UnsupportedMode => "UNSUPPORTED_MODE",
+            Code::RestoreWritebackPartial => "RESTORE_WRITEBACK_PARTIAL",
+            Code::SkillInvalid => "SKILL_INVALID",
+            Code::SkillCapabilityUnavailable => "SKILL_CAPABILITY_UNAVAILABLE",
+            Code::AgentOutputInvalid => "AGENT_OUTPUT_INVALID",
+            Code::ModelUnavailable => "MODEL_UNAVAILABLE",
+            Code::WriteConflict => "WRITE_CONFLICT",
+            Code::WriteFailed => "WRITE_FAILED",
+            Code::RefreshFailed => "REFRESH_FAILED",
+            Code::BotRestarted => "BOT_RESTARTED",
+            Code::InternalError => "INTERNAL_ERROR",
+            Code::NoVectorDb => "NO_VECTOR_DB",
+            Code::InvalidFilter => "INVALID_FILTER",
+            Code::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// The HTTP status OpenViking answers the code with.
+    pub fn status(self) -> StatusCode {
+        let n = match self {
+            Code::Ok => 200,
+            Code::InvalidArgument => 400,
+            Code::GitAuthFailed => 400,
+            Code::InvalidUri => 400,
+            Code::NotFound => 404,
+            Code::AlreadyExists => 409,
+            Code::Conflict => 409,
+            Code::PermissionDenied => 403,
+            Code::Unauthenticated => 401,
+            Code::ResourceExhausted => 429,
+            Code::FailedPrecondition => 412,
+            Code::Aborted => 409,
+            Code::DeadlineExceeded => 504,
+            Code::Unavailable => 503,
+            Code::Internal => 500,
+            Code::Unimplemented => 501,
+            Code::NotInitialized => 500,
+            Code::ProcessingError => 500,
+            Code::EmbeddingFailed => 500,
+            Code::VlmFailed => 500,
+            Code::SessionExpired => 410,
+            Code::UnsupportedUri => 400,
+            Code::UnsupportedMode => 400,
+            Code::RestoreWritebackPartial => 500,
+            Code::SkillInvalid => 400,
+            Code::SkillCapabilityUnavailable => 400,
+            Code::AgentOutputInvalid => 500,
+            Code::ModelUnavailable => 503,
+            Code::WriteConflict => 409,
+            Code::WriteFailed => 500,
+            Code::RefreshFailed => 500,
+            Code::BotRestarted => 503,
+            Code::InternalError => 500,
+            Code::NoVectorDb => 503,
+            Code::InvalidFilter => 400,
+            Code::Unknown => 500,
+        };
+        StatusCode::from_u16(n).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// The code of an OpenViking name (an answer's `error.code`); `None` for a name it does
+    /// not have.
+    pub fn from_name(name: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
 }
 
 /// A failed request: OpenViking's error object.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApiError {
-    pub code: &'static str,
+    pub code: Code,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
@@ -56,7 +259,7 @@ pub struct ApiError {
 pub type ApiResult = Result<Ok, ApiError>;
 
 impl ApiError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(code: Code, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
             message: message.into(),
@@ -69,24 +272,34 @@ impl ApiError {
     /// over the limit, ...) as OpenViking's exception handler turns it into the envelope.
     pub fn framework(status: StatusCode, message: impl Into<String>) -> ApiError {
         let code = match status.as_u16() {
-            400 | 422 => "INVALID_ARGUMENT",
-            401 => "UNAUTHENTICATED",
-            403 => "PERMISSION_DENIED",
-            404 => "NOT_FOUND",
-            409 => "CONFLICT",
-            429 => "RESOURCE_EXHAUSTED",
-            502 | 503 => "UNAVAILABLE",
-            504 => "DEADLINE_EXCEEDED",
-            s if s >= 500 => "INTERNAL",
-            _ => "UNKNOWN",
+            400 | 422 => Code::InvalidArgument,
+            401 => Code::Unauthenticated,
+            403 => Code::PermissionDenied,
+            404 => Code::NotFound,
+            409 => Code::Conflict,
+            429 => Code::ResourceExhausted,
+            501 => Code::Unimplemented,
+            502 | 503 => Code::Unavailable,
+            504 => Code::DeadlineExceeded,
+            s if s >= 500 => Code::Internal,
+            _ => Code::Unknown,
         };
         let mut e = ApiError::new(code, message);
-        if code == "UNKNOWN" {
+        if code == Code::Unknown {
             e.http = Some(status);
-        } else if http_status(code) != status {
+        } else if code.status() != status {
             e.details = Some(json!({ "original_http_status_code": status.as_u16() }));
         }
         e
+    }
+
+    /// What vikingfs does not serve of OpenViking's API: `UNIMPLEMENTED` (501), the message
+    /// naming what and why, so that a client reports it rather than a missing file.
+    pub fn unimplemented(what: impl std::fmt::Display, why: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            Code::Unimplemented,
+            format!("{what} is not supported by vikingfs: {why}"),
+        )
     }
 
     pub fn with_details(mut self, details: Value) -> ApiError {
@@ -95,34 +308,34 @@ impl ApiError {
     }
 
     pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new("INVALID_ARGUMENT", message)
+        ApiError::new(Code::InvalidArgument, message)
     }
 
     pub fn invalid_uri(uri: &str, why: impl std::fmt::Display) -> ApiError {
-        ApiError::new("INVALID_URI", format!("invalid URI {uri:?}: {why}"))
+        ApiError::new(Code::InvalidUri, format!("invalid URI {uri:?}: {why}"))
             .with_details(json!({ "uri": uri }))
     }
 
     pub fn not_found(uri: &str) -> ApiError {
-        ApiError::new("NOT_FOUND", format!("Resource not found: {uri}"))
+        ApiError::new(Code::NotFound, format!("Resource not found: {uri}"))
             .with_details(json!({ "resource": uri }))
     }
 
     pub fn denied(message: impl Into<String>) -> ApiError {
-        ApiError::new("PERMISSION_DENIED", message)
+        ApiError::new(Code::PermissionDenied, message)
     }
 
     pub fn unauthenticated(message: impl Into<String>) -> ApiError {
-        ApiError::new("UNAUTHENTICATED", message)
+        ApiError::new(Code::Unauthenticated, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new("INTERNAL", message)
+        ApiError::new(Code::Internal, message)
     }
 
     /// A lock held by someone else, as OpenViking's `ResourceBusyError` maps it: retry later.
     pub fn busy(uri: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new("CONFLICT", message).with_details(json!({
+        ApiError::new(Code::Conflict, message).with_details(json!({
             "resource": uri,
             "uri": uri,
             "conflict_type": "path_busy",
@@ -136,17 +349,17 @@ impl ApiError {
         match &e {
             OpsError::NotFound(_) => ApiError::not_found(uri),
             OpsError::Exists(_) => {
-                ApiError::new("ALREADY_EXISTS", message).with_details(json!({ "resource": uri }))
+                ApiError::new(Code::AlreadyExists, message).with_details(json!({ "resource": uri }))
             }
             OpsError::Busy(_) => ApiError::busy(uri, message),
             OpsError::Conflict(_) => {
-                ApiError::new("CONFLICT", message).with_details(json!({ "resource": uri }))
+                ApiError::new(Code::Conflict, message).with_details(json!({ "resource": uri }))
             }
-            OpsError::IsADirectory(_) => ApiError::new("FAILED_PRECONDITION", message)
+            OpsError::IsADirectory(_) => ApiError::new(Code::FailedPrecondition, message)
                 .with_details(json!({"resource": uri, "expected": "file", "actual": "directory"})),
-            OpsError::NotADirectory(_) => ApiError::new("FAILED_PRECONDITION", message)
+            OpsError::NotADirectory(_) => ApiError::new(Code::FailedPrecondition, message)
                 .with_details(json!({"resource": uri, "expected": "directory", "actual": "file"})),
-            OpsError::NotEmpty(_) => ApiError::new("FAILED_PRECONDITION", message)
+            OpsError::NotEmpty(_) => ApiError::new(Code::FailedPrecondition, message)
                 .with_details(json!({ "resource": uri })),
             OpsError::IntoItself { .. } | OpsError::Exchange(_) | OpsError::SourceName { .. } => {
                 ApiError::invalid(message).with_details(json!({ "resource": uri }))
@@ -157,7 +370,7 @@ impl ApiError {
             OpsError::Uri(_) => ApiError::invalid_uri(uri, &e),
             OpsError::BadSource { .. } | OpsError::BadQuery(_) => ApiError::invalid(message),
             _ => match e.errno() {
-                libc::ENOSPC | libc::EDQUOT => ApiError::new("RESOURCE_EXHAUSTED", message),
+                libc::ENOSPC | libc::EDQUOT => ApiError::new(Code::ResourceExhausted, message),
                 libc::ENOENT => ApiError::not_found(uri),
                 libc::EACCES | libc::EPERM | libc::EROFS => ApiError::denied(message),
                 _ => {
@@ -169,7 +382,7 @@ impl ApiError {
     }
 
     pub fn status(&self) -> StatusCode {
-        self.http.unwrap_or_else(|| http_status(self.code))
+        self.http.unwrap_or_else(|| self.code.status())
     }
 }
 
@@ -204,4 +417,39 @@ pub fn ok(v: impl Serialize) -> ApiResult {
     serde_json::to_value(v)
         .map(Ok)
         .map_err(|e| ApiError::internal(format!("result: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_named_and_answered_as_openvikings_table_says() {
+        for c in Code::ALL {
+            assert_eq!(Code::from_name(c.as_str()), Some(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        assert_eq!(Code::from_name("NO_SUCH_CODE"), None);
+        for (c, status) in [
+            (Code::InvalidFilter, 400),
+            (Code::Unimplemented, 501),
+            (Code::SessionExpired, 410),
+            (Code::NoVectorDb, 503),
+            (Code::Unknown, 500),
+        ] {
+            assert_eq!(c.status().as_u16(), status, "{c}");
+        }
+        let e = ApiError::unimplemented("GET /x", "why");
+        assert_eq!(
+            (e.status().as_u16(), e.message.as_str()),
+            (501, "GET /x is not supported by vikingfs: why")
+        );
+        assert_eq!(
+            ApiError::framework(StatusCode::NOT_IMPLEMENTED, "x").code,
+            Code::Unimplemented
+        );
+        // A status without a code of its own keeps it, as OpenViking's handler does.
+        let e = ApiError::framework(StatusCode::METHOD_NOT_ALLOWED, "x");
+        assert_eq!((e.code, e.status().as_u16()), (Code::Unknown, 405));
+    }
 }

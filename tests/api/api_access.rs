@@ -161,6 +161,9 @@ fn fill(path: &str, ids: &Ids) -> Vec<String> {
             "rid" => vec!["r1".into()],
             "id" => vec![ids.bob_task.clone(), ids.alice_task.clone()],
             "name" => vec!["bobs-tool".into(), "probe-skill".into()],
+            // The routes answered 501 (`unsupported`) and served ones OpenViking names so.
+            "group_id" | "memory_type" | "category" | "target_key" | "version" | "operation_id"
+            | "key" | "skill_name" | "*resource_path" => vec!["probe".into()],
             other => {
                 panic!("route parameter {{{other}}} of {path}: the access test has no value for it")
             }
@@ -182,6 +185,8 @@ const QUERIES: [&str; 4] = [LURE, "garage PIN 4711", "travel plans", "preference
 
 /// The requests that probe `e` with target `t`; `None` for a route this test does not know.
 fn probes(e: &Endpoint, t: &str, ids: &Ids) -> Option<Vec<Req>> {
+    static SERVED: std::sync::OnceLock<Vec<Endpoint>> = std::sync::OnceLock::new();
+    let served = SERVED.get_or_init(vikingfs::server::routes::served);
     let u = enc(t);
     let mut out = Vec::new();
     for path in fill(&e.path, ids) {
@@ -455,6 +460,28 @@ fn probes(e: &Endpoint, t: &str, ids: &Ids) -> Option<Vec<Req>> {
             ("GET" | "POST", pat) if pat.starts_with("/vikingfs/v1/") => {
                 vec![Req::with(e.method, p, json!({"uri": t, "query": LURE}))]
             }
+            ("GET", "/api/v1/acl") => vec![Req::get(format!("{p}?uri={u}"))],
+            ("GET", "/metrics") => vec![Req::get(p)],
+            ("POST", "/api/v1/system/consistency") => vec![Req::with("POST", p, json!({"uri": t}))],
+            ("POST", "/api/v1/search/recall") => QUERIES
+                .iter()
+                .map(|q| {
+                    Req::with(
+                        "POST",
+                        p,
+                        json!({"query": q, "max_tokens": 32000, "min_score": 0, "detail": "full"}),
+                    )
+                })
+                .collect(),
+            // OpenViking's routes vikingfs answers 501 (`routes::unsupported`): asked once, with
+            // the target, to show that not even the refusal names bob's things.
+            (m, pat) if !served.iter().any(|s| s.method == m && s.path == pat) => {
+                vec![Req::with(
+                    if m == "ANY" { "POST" } else { m },
+                    p,
+                    json!({"uri": t}),
+                )]
+            }
             // MCP: probed tool by tool (`mcp_probes`); the endpoint itself is listed here.
             ("ANY", "/mcp" | "/mcp/") => vec![Req::with("POST", p, rpc("tools/list", json!({})))],
             _ => return None,
@@ -500,6 +527,11 @@ fn mcp_probes(name: &str, t: &str, ids: &Ids) -> Option<Vec<Value>> {
         "add_skill" => vec![call(json!({"data": PROBE_SKILL, "target_uri": t}))],
         "health" => vec![call(json!({}))],
         "fetch" => vec![call(json!({"id": t})), call(json!({"id": child(t, "note.md")}))],
+        "list_users" => vec![call(json!({"query": "", "limit": 1000}))],
+        "get_acl" | "download" => vec![call(json!({"uri": t}))],
+        // Answered "not supported" whatever the arguments: asked once each, with the target.
+        "list_groups" | "set_acl" | "privacy_tree" | "privacy_resolve" | "privacy_upsert"
+        | "list_watches" | "cancel_watch" => vec![call(json!({"uri": t, "to_uri": t}))],
         _ => return None,
     })
 }

@@ -858,8 +858,8 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
             &[],
             &json!({"temp_file_id": id}),
         ),
-        404,
-        "NOT_FOUND",
+        403,
+        "PERMISSION_DENIED",
     );
     // A single file, into a parent, named as uploaded; again: NAME_1.
     for want in [
@@ -1053,8 +1053,8 @@ fn a_user_key_sees_only_its_own_user_tree() {
             &bob_h,
             &json!({"temp_file_id": id}),
         ),
-        404,
-        "NOT_FOUND",
+        403,
+        "PERMISSION_DENIED",
     );
     assert_eq!(
         ok(s.call(
@@ -1081,9 +1081,20 @@ fn a_user_key_sees_only_its_own_user_tree() {
 
 #[test]
 fn bodies_and_reads_over_the_limit_are_refused_and_downloads_stream() {
-    let s = Served::with_config(json!({ "server": { "max_body_bytes": 100_000 } }));
+    let s = Served::with_config(
+        json!({ "server": { "max_body_bytes": 100_000, "max_upload_bytes": 100_000 } }),
+    );
+    // An upload over its own limit: OpenViking's answer (400, its message).
     let (code, v) = upload(&s, &[], "big.bin", &vec![7u8; 200_000]);
-    assert_eq!((code, v["status"].as_str()), (413, Some("error")), "{v}");
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (400, Some("INVALID_ARGUMENT")),
+        "{v}"
+    );
+    assert_eq!(
+        v["error"]["message"], "Upload exceeds size limit (100000 bytes).",
+        "{v}"
+    );
     // Nothing of it is kept in the daemon's upload directory.
     let prefix = format!("vikingfs-uploads-{}-", s.child.id());
     let dirs: Vec<_> = std::fs::read_dir(std::env::temp_dir())

@@ -575,3 +575,63 @@ fn a_peer_beyond_its_share_waits_or_is_refused_and_others_are_not() {
         assert_eq!(code, 200, "after {took:?}");
     });
 }
+
+/// `temp_upload` of `size` bytes of zeros, streamed (never held whole), over one connection:
+/// the status and the envelope. The server may answer before the body ends (an upload over
+/// its limit): what is left is not sent.
+fn stream_upload(s: &Served, size: u64) -> (u16, Value) {
+    let boundary = "vikingfs-stream-boundary";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    );
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let len = head.len() as u64 + size + tail.len() as u64;
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    write!(
+        c,
+        "POST /api/v1/resources/temp_upload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len}\r\n\r\n{head}"
+    )
+    .unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if c.write_all(&chunk[..n]).is_err() {
+            break; // answered and closed early
+        }
+        left -= n as u64;
+    }
+    let _ = c.write_all(tail.as_bytes());
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let status: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no answer: {text}"));
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// issue 45: OpenViking takes uploads up to 512 MiB (`temp_upload.shared_max_size_bytes`);
+/// 101 MiB was refused here as `UNKNOWN` (the server's 64 MiB body limit). Over the limit the
+/// answer is OpenViking's: `INVALID_ARGUMENT`, "Upload exceeds size limit (N bytes)."
+#[test]
+fn temp_upload_takes_openvikings_limit_and_refuses_past_it_with_its_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Served::with_config_env(json!({}), &[("TMPDIR", tmp.path())]);
+    let (code, v) = stream_upload(&s, 101 << 20);
+    assert_eq!(code, 200, "{v}");
+    assert!(v["result"]["temp_file_id"].is_string(), "{v}");
+    let (code, v) = stream_upload(&s, (512 << 20) + 1);
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["code"], "INVALID_ARGUMENT", "{v}");
+    assert_eq!(
+        v["error"]["message"], "Upload exceeds size limit (536870912 bytes).",
+        "{v}"
+    );
+}

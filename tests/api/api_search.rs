@@ -189,8 +189,104 @@ fn find_answers_openvikings_shape_split_by_kind() {
     assert_eq!(one["total"], 1, "{one}");
     let none = result(post(&s, FIND, &[], json!({"query": "xylophonequartz"})));
     assert_eq!(none["total"], 0, "{none}");
-    let empty = result(post(&s, FIND, &[], json!({})));
-    assert_eq!(empty["total"], 0, "{empty}");
+    // No query, no image, no filter: OpenViking's 400 (`_validate_query`); with a filter
+    // the filter decides (here: no words to rank by, so nothing).
+    for body in [json!({}), json!({"query": "   "})] {
+        assert_eq!(error(post(&s, FIND, &[], body), 400), "INVALID_ARGUMENT");
+    }
+    assert_eq!(
+        error(post(&s, SEARCH, &[], json!({"query": ""})), 400),
+        "INVALID_ARGUMENT"
+    );
+    let filtered = result(post(
+        &s,
+        FIND,
+        &[],
+        json!({"query": "", "filter": {"op": "must", "field": "context_type", "conds": ["resource"]}}),
+    ));
+    assert_eq!(filtered["total"], 0, "{filtered}");
+}
+
+/// `score` is 0..1 as OpenViking's clients read it (issue 45: BM25 values 1.2–23.6 came back),
+/// monotone in the engine's value (`raw_score`), and `score_threshold` applies to it.
+#[test]
+fn scores_are_zero_to_one_and_the_threshold_applies_to_them() {
+    let s = Served::new();
+    corpus(&s);
+    let ask = |extra: Value| {
+        let mut body = json!({"query": "authentication tokens", "limit": 20});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        result(post(&s, FIND, &[], body))
+    };
+    let all = ask(json!({}));
+    let mut pairs: Vec<(f64, f64)> = hits(&all)
+        .iter()
+        .map(|(_, h)| {
+            (
+                h["score"].as_f64().unwrap(),
+                h["raw_score"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(pairs.len() >= 3, "{all}");
+    for (score, raw) in &pairs {
+        assert!(
+            *score > 0.0 && *score <= 1.0,
+            "score {score} (raw {raw}): {all}"
+        );
+    }
+    // Lexical (no model here): a BM25's share of the best, the best 1.
+    let best = pairs.iter().map(|p| p.0).fold(0.0, f64::max);
+    assert!((best - 1.0).abs() < 1e-6, "{pairs:?}");
+    // Monotone: ordering by one orders by the other.
+    pairs.sort_by(|a, b| a.1.total_cmp(&b.1));
+    assert!(pairs.windows(2).all(|w| w[0].0 <= w[1].0), "{pairs:?}");
+    // The threshold: between the lowest and the highest score, it keeps exactly those at or
+    // above it.
+    let (low, high) = (pairs[0].0, pairs[pairs.len() - 1].0);
+    assert!(low < high, "{pairs:?}");
+    let mid = (low + high) / 2.0;
+    let kept = ask(json!({"score_threshold": mid}));
+    let want = pairs.iter().filter(|(s, _)| *s >= mid).count() as u64;
+    assert_eq!(
+        kept["total"].as_u64(),
+        Some(want),
+        "threshold {mid}: {kept}"
+    );
+    assert!(hits(&kept)
+        .iter()
+        .all(|(_, h)| h["score"].as_f64().unwrap() >= mid));
+    let top = ask(json!({"score_threshold": 1.0}));
+    assert!(
+        hits(&top)
+            .iter()
+            .all(|(_, h)| h["score"].as_f64() == Some(1.0)),
+        "{top}"
+    );
+}
+
+/// A filter without `op` is OpenViking's engine's no-op: 200, the search unfiltered.
+#[test]
+fn a_filter_without_op_is_no_filter() {
+    let s = Served::new();
+    corpus(&s);
+    let plain = result(post(
+        &s,
+        FIND,
+        &[],
+        json!({"query": "authentication tokens"}),
+    ));
+    let no_op = result(post(
+        &s,
+        FIND,
+        &[],
+        json!({"query": "authentication tokens",
+               "filter": {"field": "context_type", "conds": ["skill"]}}),
+    ));
+    assert!(plain["total"].as_u64().unwrap() >= 3, "{plain}");
+    assert_eq!(uris(&no_op), uris(&plain), "{no_op}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod api_fs_clients;
 mod api_keys;
 mod api_limits;
 mod api_mcp;
+mod api_routes;
 mod api_search;
 mod api_sessions;
 mod api_surface;

@@ -24,8 +24,18 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-READ_ONLY = {"find", "read", "list", "tree", "grep", "glob", "health", "fetch"}
-TOOLS = READ_ONLY | {"search", "write", "edit", "remember", "forget", "add_resource", "add_skill"}
+READ_ONLY = {"find", "read", "list", "tree", "grep", "glob", "health", "fetch", "list_users",
+             "list_groups", "get_acl", "privacy_tree", "privacy_resolve", "download",
+             "list_watches"}
+TOOLS = READ_ONLY | {"search", "write", "edit", "remember", "forget", "add_resource", "add_skill",
+                     "set_acl",
+                     "privacy_upsert", "cancel_watch"}
+# OpenViking 0.5.2's tools vikingfs answers with an error saying why it does not serve them.
+NOT_SUPPORTED = {"list_groups": {}, "set_acl": {"uri": "viking://resources", "acl": {}},
+                 "privacy_tree": {}, "privacy_resolve": {"reference": "x"},
+                 "privacy_upsert": {"category": "c", "target_key": "t", "values": {}},
+                 "download": {"uri": "viking://resources"}, "list_watches": {},
+                 "cancel_watch": {"to_uri": "viking://resources"}}
 # OpenViking 0.5.2's annotations of its tools (its tools/list): (readOnly, destructive, idempotent).
 ANNOTATIONS = {n: (True, False, True) for n in READ_ONLY}
 ANNOTATIONS.update(
@@ -37,6 +47,9 @@ ANNOTATIONS.update(
         "forget": (False, True, True),
         "add_resource": (False, True, False),
         "add_skill": (False, True, False),
+        "set_acl": (False, True, True),
+        "privacy_upsert": (False, True, False),
+        "cancel_watch": (False, True, True),
     }
 )
 HEALTHY = "OpenViking is healthy (service initialized, storage: VikingFS)"
@@ -86,6 +99,23 @@ async def exercise(session, where):
     check(
         (r.structuredContent or {}).get("result") == HEALTHY,
         f"{where}: health's structured result {r.structuredContent}",
+    )
+
+    # issue 45: OpenViking's tools vikingfs does not serve say so, as a tool error.
+    for name, arguments in NOT_SUPPORTED.items():
+        r = await session.call_tool(name, arguments)
+        err = (r.structuredContent or {}).get("error") or {}
+        check(
+            r.isError and err.get("code") == "UNIMPLEMENTED"
+            and f"{name} is not supported by vikingfs: " in text_of(r),
+            f"{where}: {name} says why it is not served: {text_of(r)!r}",
+        )
+    r = await session.call_tool("get_acl", {"uri": "viking://resources"})
+    check(
+        not r.isError
+        and (r.structuredContent or {}).get("effective_entries")
+        == [{"principal": "user:*", "level": "write"}],
+        f"{where}: get_acl gives the access rule: {text_of(r)!r}",
     )
 
     uri = f"viking://resources/mcp-{uuid.uuid4().hex[:8]}/note.md"

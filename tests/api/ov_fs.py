@@ -15,6 +15,7 @@ import argparse
 import atexit
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -115,6 +116,23 @@ ok("rm", "viking://resources/cli-docs2", "-r")
 fails("rm -r", "NOT_FOUND", "stat", "viking://resources/cli-docs2")
 ok("rm", "viking://resources/clidir/x.md")
 fails("read missing", "NOT_FOUND", "read", "viking://resources/nope.md")
+
+# issue 45: the commit ids `ov snapshot log` shows are real and distinct (an oid that was the
+# time zero-padded showed as 000000000000 for every commit).
+out = ok("snapshot", "log", "--paths", "viking://resources")
+# The table: a header line (`oid  author  subject`), then one commit a line, its id first.
+lines = [l for l in out.splitlines() if l.strip()]
+ids = [l.split()[0] for l in lines[1:]]
+check("snapshot log: commit ids shown", len(ids) >= 3 and lines[0].split()[0] == "oid", out)
+check("snapshot log: commit ids are hex", all(re.fullmatch(r"[0-9a-f]{7,40}", i) for i in ids), out)
+check("snapshot log: commit ids distinct", len(set(ids)) == len(ids), out)
+check("snapshot log: commit ids are not zeros", not any(set(i) == {"0"} for i in ids), out)
+full = result("snapshot", "log", "--paths", "viking://resources")
+oids = [c["oid"] for c in full]
+check("snapshot log -o json: 40-digit oids, distinct",
+      all(len(o) == 40 for o in oids) and len(set(oids)) == len(oids), full)
+check("snapshot log: the table shows the oids' heads",
+      all(any(o.startswith(i) for o in oids) for i in ids), (ids, oids))
 fails("a traversal", "INVALID_URI", "read", "viking://resources/../etc/passwd")
 
 print("ov_fs: all checks passed")

@@ -34,6 +34,14 @@ check(alpha and alpha[0]["level"] == 2 and alpha[0]["context_type"] == "resource
 check("authentication" in alpha[0]["abstract"], "find's abstract quotes the file", alpha)
 mem = [h for h in r["memories"] if "/memories/" in h["uri"]]
 check(mem and mem[0]["context_type"] == "memory", "a memory is in memories", r)
+# score is 0..1, best first, and score_threshold cuts at it (issue 45).
+scores = [h["score"] for h in hits]
+check(all(0 < x <= 1 for x in scores), "find's scores are 0..1", scores)
+best = max(scores)
+top = c.find("authentication tokens", limit=5, options={"score_threshold": best})
+check(top["total"] >= 1 and all(h["score"] >= best
+                                 for h in top["memories"] + top["resources"] + top["skills"]),
+      "score_threshold keeps the hits at or above it", top)
 under = c.find("vector embeddings", target_uri="viking://resources/docs/sub", limit=5)
 uris = [h["uri"] for h in under["resources"] + under["memories"] + under["skills"]]
 check(uris and all(u.startswith("viking://resources/docs/sub") for u in uris),

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use super::{get, post, put, Routes};
 use crate::server::auth::{check_name, Identity, KeyUser, KeysError, Role};
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{self, ok, ApiError, ApiResult};
+use crate::server::reply::{self, ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 
 pub fn routes() -> Routes {
@@ -56,7 +56,7 @@ pub fn routes() -> Routes {
 /// OpenViking's `NotFoundError(id, what)`.
 fn not_found(what: &str, id: &str) -> ApiError {
     ApiError::new(
-        "NOT_FOUND",
+        Code::NotFound,
         format!("{} not found: {id}", capitalized(what)),
     )
     .with_details(json!({ "type": what, "resource": id }))
@@ -65,7 +65,7 @@ fn not_found(what: &str, id: &str) -> ApiError {
 /// OpenViking's `AlreadyExistsError(id, what)`.
 fn already_exists(what: &str, id: &str) -> ApiError {
     ApiError::new(
-        "ALREADY_EXISTS",
+        Code::AlreadyExists,
         format!("{} already exists: {id}", capitalized(what)),
     )
     .with_details(json!({ "type": what, "resource": id }))
@@ -225,7 +225,7 @@ async fn create_account(
         return Err(already_exists("account", &b.account_id));
     }
     Err(ApiError::new(
-        "UNIMPLEMENTED",
+        Code::Unimplemented,
         format!(
             "this workspace serves one account, {served} (vikingfs.account): account {new} \
              needs a workspace of its own (a daemon with vikingfs.account = {new})",
@@ -284,7 +284,7 @@ async fn delete_account(
     root_only(&api, &who)?;
     served(&api, &account_id)?;
     Err(ApiError::new(
-        "UNIMPLEMENTED",
+        Code::Unimplemented,
         format!(
             "account {account_id} is the one this workspace serves: deleting it is deleting \
              the workspace (stop its daemon and remove the workspace directory)"
@@ -331,7 +331,7 @@ async fn register_user(
     check_name("user", &b.user_id)?;
     if b.user_config.as_ref().is_some_and(|c| !c.is_null()) {
         return Err(ApiError::new(
-            "UNIMPLEMENTED",
+            Code::Unimplemented,
             "user_config (memory policy, add targets) is not kept by vikingfs: register the \
              user without it",
         ));

@@ -28,7 +28,7 @@ use super::{get, post, Routes};
 use crate::ops::{OpsError, TagMode};
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::uri::VPath;
 
@@ -109,7 +109,7 @@ fn read_text(api: &Api, view: &View, p: &VPath) -> Result<String, ApiError> {
     let max = api.config.max_body_bytes as u64;
     let too_big = |size: u64| {
         ApiError::new(
-            "RESOURCE_EXHAUSTED",
+            Code::ResourceExhausted,
             "File exceeds the configured read size limit",
         )
         .with_details(json!({

@@ -33,7 +33,7 @@ use super::{delete, get, post, Routes};
 use crate::ops::OpsError;
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::sys::{self, DataRoot, OFlags, Stat};
 use crate::uri::{is_internal_name, VPath, ABSTRACT_FILE, OVERVIEW_FILE, SCOPES};
@@ -575,7 +575,7 @@ impl Listing {
         let mut kids = match view.children(dir, who, self.show_all_hidden) {
             Ok(k) => k,
             // A directory removed while the walk was in it has nothing left to list.
-            Err(e) if depth > 1 && e.code == "NOT_FOUND" => return Ok(false),
+            Err(e) if depth > 1 && e.code == Code::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
         if let Some((by, order)) = self.sort {
@@ -923,7 +923,7 @@ pub(super) fn wait_drained(api: &Api) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::new(
-            "DEADLINE_EXCEEDED",
+            Code::DeadlineExceeded,
             format!(
                 "queue processing did not finish within {}s",
                 budget.as_secs()

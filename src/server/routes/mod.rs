@@ -10,10 +10,12 @@
 //! server answers, so a test can call each of them (the access test does: a route added later
 //! is probed the day it is added).
 
+pub mod acl;
 pub mod admin;
 pub mod content;
 pub mod fs;
 pub mod observer;
+pub mod openviking;
 pub mod resources;
 pub mod search;
 pub mod sessions;
@@ -21,6 +23,7 @@ pub mod skills;
 pub mod snapshot;
 pub mod system;
 pub mod tasks;
+pub mod unsupported;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -163,10 +166,24 @@ impl Methods {
     }
 }
 
-/// Every route's group.
+/// Every route's group, and OpenViking's routes none of them serves answered 501
+/// ([`unsupported`]).
 fn all() -> Routes {
+    let groups = groups();
+    let rest = unsupported::routes(&groups.served);
+    groups.merge(rest)
+}
+
+/// The endpoints the route groups serve (not the 501 answers).
+pub fn served() -> Vec<Endpoint> {
+    groups().served
+}
+
+/// The route groups.
+fn groups() -> Routes {
     Routes::new()
         .merge(system::routes())
+        .merge(acl::routes())
         .merge(admin::routes())
         .merge(fs::routes())
         .merge(content::routes())

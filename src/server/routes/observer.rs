@@ -1,11 +1,16 @@
-//! Component status: `GET /api/v1/observer/queue|vikingdb|models|system` (OpenViking 0.5.2's
-//! `routers/observer.py`). Each component answers `{name, is_healthy, has_errors, status}`,
+//! Component status: `GET /api/v1/observer/queue|vikingdb|models|lock|retrieval|filesystem|system`
+//! (OpenViking 0.5.2's `routers/observer.py`). Each component answers `{name, is_healthy, has_errors, status}`,
 //! `status` being OpenViking's text table (`format=table`, the default) or the same rows as
 //! JSON (`format=json`); `system` gathers them with `is_healthy` and `errors`.
 //!
 //! The figures are vikingfs's own: the job queues' counts (processed and requeued: since this
 //! daemon started), the index's records and vectors, the configured embedding model and
-//! summariser. A queue with dead jobs is unhealthy (they wait for a repair).
+//! summariser; the lock files held and found stale, and the waits and busy answers since
+//! the daemon started (`lock`: counts only, never a path, so no caller learns another's
+//! names); the `find` / `search` queries this daemon answered and their scores
+//! (`retrieval`, as OpenViking's `RetrievalStatsCollector` counts); the mount's requests and
+//! errors by operation (`filesystem`, from the process's metrics). A queue with dead jobs is
+//! unhealthy (they wait for a repair), and so is a stale or corrupt lock file.
 
 use std::sync::Arc;
 
@@ -25,6 +30,9 @@ pub fn routes() -> Routes {
         .route("/api/v1/observer/queue", get(queue))
         .route("/api/v1/observer/vikingdb", get(vikingdb))
         .route("/api/v1/observer/models", get(models))
+        .route("/api/v1/observer/lock", get(lock))
+        .route("/api/v1/observer/retrieval", get(retrieval))
+        .route("/api/v1/observer/filesystem", get(filesystem))
         .route("/api/v1/observer/system", get(system))
 }
 
@@ -252,6 +260,148 @@ fn models_component(api: &Api, who: &Identity) -> Component {
                 .unwrap_or_default(),
         }),
     }
+}
+
+/// A component whose status is lines of `Name: value` (OpenViking's lock observer's table)
+/// or the same as one JSON object.
+fn lines_component(
+    name: &'static str,
+    healthy: bool,
+    errors: Vec<String>,
+    rows: &[(&str, Value)],
+) -> Component {
+    let table = rows
+        .iter()
+        .map(|(k, v)| {
+            let label = k.replace('_', " ");
+            let mut label = label.chars();
+            let first = label.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
+            format!(
+                "{first}{}: {}",
+                label.as_str(),
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Component {
+        name,
+        healthy,
+        errors,
+        table,
+        rows: Value::Object(
+            rows.iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        ),
+    }
+}
+
+fn lock_component(api: &Api) -> Result<Component, ApiError> {
+    let locks = api
+        .ops
+        .locked()
+        .stores()
+        .locks()
+        .list()
+        .map_err(|e| ApiError::internal(Chain(&e).to_string()))?;
+    let stale = locks.iter().filter(|l| l.stale).count();
+    let m = crate::metrics::get();
+    let samples = crate::metrics::Samples::parse(&String::from_utf8_lossy(&m.render()));
+    let waits = samples.sum("vikingfs_lock_wait_seconds_count", &[]) as u64;
+    let busy = samples.sum("vikingfs_lock_busy_total", &[]) as u64;
+    let errors: Vec<String> = (stale > 0)
+        .then(|| format!("{stale} stale lock file(s): vikingfs fsck --repair removes them"))
+        .into_iter()
+        .collect();
+    Ok(lines_component(
+        "lock",
+        stale == 0,
+        errors,
+        &[
+            ("active_locks", json!(locks.len() - stale)),
+            ("stale_locks", json!(stale)),
+            ("lock_waits", json!(waits)),
+            ("conflict_count", json!(busy)),
+        ],
+    ))
+}
+
+fn retrieval_component() -> Component {
+    let r = super::search::retrieval_stats();
+    let avg = |sum: f64, n: u64| if n == 0 { 0.0 } else { sum / n as f64 };
+    lines_component(
+        "retrieval",
+        true,
+        Vec::new(),
+        &[
+            ("total_queries", json!(r.queries)),
+            ("total_results", json!(r.results)),
+            (
+                "avg_results_per_query",
+                json!(avg(r.results as f64, r.queries)),
+            ),
+            ("zero_result_queries", json!(r.zero_result)),
+            (
+                "zero_result_rate",
+                json!(avg(r.zero_result as f64, r.queries)),
+            ),
+            ("avg_score", json!(avg(r.score_sum, r.results))),
+            (
+                "min_score",
+                json!(if r.results == 0 { 0.0 } else { r.min_score }),
+            ),
+            ("max_score", json!(r.max_score)),
+            ("rerank_used", json!(0)),
+        ],
+    )
+}
+
+fn filesystem_component() -> Component {
+    let m = crate::metrics::get();
+    let samples = crate::metrics::Samples::parse(&String::from_utf8_lossy(&m.render()));
+    let count = "vikingfs_fuse_request_duration_seconds_count";
+    let mut rows = Vec::new();
+    let mut json_rows = Vec::new();
+    for op in samples.label_values(count, "op") {
+        let n = samples.sum(count, &[("op", &op)]) as u64;
+        let errs = samples.sum("vikingfs_fuse_errors_total", &[("op", &op)]) as u64;
+        rows.push(vec![op.clone(), n.to_string(), errs.to_string()]);
+        json_rows.push(json!({"op": op, "requests": n, "errors": errs}));
+    }
+    let text = if rows.is_empty() {
+        "No filesystem operations recorded (no mount served by this daemon).".to_string()
+    } else {
+        table(&["Operation", "Requests", "Errors"], &rows)
+    };
+    Component {
+        name: "filesystem",
+        healthy: true,
+        errors: Vec::new(),
+        table: text,
+        rows: json!({ "mounts": [{ "mount": "/", "operations": json_rows }] }),
+    }
+}
+
+async fn lock(
+    State(api): State<Arc<Api>>,
+    _who: Identity,
+    Params(p): Params<FormatParams>,
+) -> ApiResult {
+    let as_json = p.json()?;
+    blocking(move || ok(lock_component(&api)?.to_json(as_json))).await
+}
+
+async fn retrieval(_who: Identity, Params(p): Params<FormatParams>) -> ApiResult {
+    let as_json = p.json()?;
+    ok(retrieval_component().to_json(as_json))
+}
+
+async fn filesystem(_who: Identity, Params(p): Params<FormatParams>) -> ApiResult {
+    let as_json = p.json()?;
+    ok(filesystem_component().to_json(as_json))
 }
 
 async fn queue(

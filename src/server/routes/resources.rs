@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -31,14 +32,27 @@ use super::{post, Routes};
 use crate::ops::{AddOptions, OpsError};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::Body;
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::uri::VPath;
 
 pub fn routes() -> Routes {
-    Routes::new()
-        .route("/api/v1/resources", post(add))
-        .route("/api/v1/resources/temp_upload", post(temp_upload))
+    Routes::new().route("/api/v1/resources", post(add)).route(
+        "/api/v1/resources/temp_upload",
+        // Not the server's body limit (`max_body_bytes`): the handler holds the file to
+        // `max_upload_bytes` and what surrounds it to `TEMP_UPLOAD_FRAMING`, so an upload is
+        // refused by its own limit, with OpenViking's code and message.
+        post(temp_upload).map(|m| m.layer(DefaultBodyLimit::disable())),
+    )
+}
+
+/// What a multipart body may hold beside its file (boundaries, headers, other fields).
+const TEMP_UPLOAD_FRAMING: u64 = 1 << 20;
+
+/// An upload over `max` bytes, as OpenViking's store refuses it (`InvalidArgumentError`).
+fn too_big(max: u64) -> ApiError {
+    ApiError::invalid(format!("Upload exceeds size limit ({max} bytes)."))
+        .with_details(json!({ "max_size_bytes": max }))
 }
 
 fn multipart_error(e: MultipartError) -> ApiError {
@@ -63,12 +77,25 @@ impl Drop for Receiving<'_> {
 
 /// `temp_upload`: the multipart field `file` kept for a later add (`telemetry` and
 /// `upload_mode` are accepted and ignored: uploads are local to this daemon).
-async fn temp_upload(who: Identity, form: Result<Multipart, MultipartRejection>) -> ApiResult {
+async fn temp_upload(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    form: Result<Multipart, MultipartRejection>,
+) -> ApiResult {
+    let max = api.config.max_upload_bytes;
     let mut form = form.map_err(|r| ApiError::framework(r.status(), r.body_text()))?;
     let uploads = upload::uploads()?;
     let mut id = None;
+    // The bytes of everything but the file: read (and dropped) here, to bound them.
+    let mut other = 0u64;
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         if field.name() != Some("file") || id.is_some() {
+            while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                other += chunk.len() as u64;
+                if other > TEMP_UPLOAD_FRAMING {
+                    return Err(too_big(max));
+                }
+            }
             continue;
         }
         let original = field.file_name().unwrap_or("upload").to_string();
@@ -88,7 +115,12 @@ async fn temp_upload(who: Identity, form: Result<Multipart, MultipartRejection>)
         // Written a MiB at a time: a body arriving in small chunks (a slow client's) does not
         // take a worker thread off the runtime for every one of them.
         let mut buf = Vec::new();
+        let mut total = 0u64;
         while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            total += chunk.len() as u64;
+            if total > max {
+                return Err(too_big(max));
+            }
             buf.extend_from_slice(&chunk);
             if buf.len() >= 1 << 20 {
                 write(&mut file, &mut buf)?;
@@ -153,7 +185,7 @@ struct AddBody {
 
 fn unimplemented(what: &str) -> ApiError {
     ApiError::new(
-        "UNIMPLEMENTED",
+        Code::Unimplemented,
         format!("{what} is not supported by vikingfs"),
     )
 }
@@ -212,7 +244,7 @@ fn target(who: &Identity, field: &str, raw: &str) -> Result<VPath, ApiError> {
     if !p.is_resource_target() {
         let reason = format!("{field} must target resource content");
         return Err(
-            ApiError::new("INVALID_URI", format!("Invalid URI: {raw} ({reason})"))
+            ApiError::new(Code::InvalidUri, format!("Invalid URI: {raw} ({reason})"))
                 .with_details(json!({ "uri": raw, "reason": reason })),
         );
     }

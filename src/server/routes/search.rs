@@ -16,9 +16,10 @@
 //!   planner is configured, and then ignores `session_id`), so it answers as `find` does and
 //!   returns no `query_plan`; `mode: "context"` ([`context`]) budgets and renders the same
 //!   hits without query expansion or a rewritten digest.
-//! - `score` is the engine's ranking score (BM25 for a lexical search, the calibrated fusion
-//!   of BM25 and cosine for hybrid), not a cosine; `score_threshold` is therefore applied to a hit's cosine
-//!   similarity when it has one, and a hit found by the query's words alone is kept.
+//! - `score` is from 0 to 1, as OpenViking's clients read it: a monotone map of the engine's
+//!   ranking value ([`normalised`]: a cosine or the calibrated hybrid fusion as it is, a BM25
+//!   as its share of the retrieval's best), which is kept as `raw_score`; `score_threshold`
+//!   is applied to `score`.
 //! - `grep` and `glob` walk the files (hidden names and other users' trees skipped), bounded
 //!   by `node_limit`, `level_limit` and [`WALK_MAX_FILES`]. They follow no symlink, as `rg`
 //!   without `-L`: a link made through the mount (to `/etc`, into another user's tree) is
@@ -36,11 +37,11 @@ use serde_json::{json, Value};
 
 use super::fs::View;
 use super::{post, Routes};
-use crate::index::{Hit, Level, Mode};
+use crate::index::{Hit, Level, Mode, Scale};
 use crate::ops::search::{self, PendingSummaries, Query};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::Body;
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::sys::{DataRoot, Stat};
 use crate::uri::VPath;
@@ -52,6 +53,7 @@ pub fn routes() -> Routes {
     Routes::new()
         .route("/api/v1/search/find", post(find))
         .route("/api/v1/search/search", post(search))
+        .route("/api/v1/search/recall", post(recall))
         .route("/api/v1/search/grep", post(grep))
         .route("/api/v1/search/glob", post(glob))
 }
@@ -279,7 +281,7 @@ fn no_images(image_url: &Option<Value>) -> Result<(), ApiError> {
         Some(Value::String(s)) if s.is_empty() => Ok(()),
         Some(Value::Array(a)) if a.is_empty() => Ok(()),
         Some(_) => Err(ApiError::new(
-            "UNSUPPORTED_MODE",
+            Code::UnsupportedMode,
             "image_url needs an image embedding model; vikingfs searches text only",
         )),
     }
@@ -345,11 +347,35 @@ impl SearchBody {
     }
 }
 
+/// OpenViking's `_validate_query` (`service/search_service.py`): a search needs a query or an
+/// image; `find` takes a filter instead (its result is then the filter's), `search` does not.
+fn check_query(
+    query: &str,
+    image_url: &Option<Value>,
+    filter: &Option<Value>,
+) -> Result<(), ApiError> {
+    let image = image_url.as_ref().is_some_and(|v| {
+        !v.is_null() && v.as_str() != Some("") && v.as_array().is_none_or(|a| !a.is_empty())
+    });
+    let filter = filter
+        .as_ref()
+        .is_some_and(|f| f.as_object().is_some_and(|o| !o.is_empty()));
+    if query.trim().is_empty() && !image && !filter {
+        return Err(ApiError::invalid(
+            "Search query or image_url must not be empty unless a filter is provided.",
+        ));
+    }
+    Ok(())
+}
+
 async fn find(State(api): State<Arc<Api>>, who: Identity, Body(b): Body<FindBody>) -> ApiResult {
+    // After the request's own checks, as OpenViking's service runs it after the model's.
     let ask = b.ask(&who)?;
+    check_query(&b.query, &b.image_url, &b.filter)?;
     let (provenance, read_content) = (b.include_provenance, b.read_content);
     blocking(move || {
         let hits = retrieve(&api, &who, &ask)?;
+        record_retrieval(&hits);
         ok(result_json(&api, &ask, &hits, provenance, read_content))
     })
     .await
@@ -368,6 +394,7 @@ async fn search(
                 )));
             }
             let ask = b.ask(&who)?;
+            check_query(&b.query, &b.image_url, &None)?;
             if let Some(sid) = &b.session_id {
                 // Intent analysis (OpenViking's only use of the session here) needs a chat
                 // model; like OpenViking without one, the session does not change the search.
@@ -376,6 +403,7 @@ async fn search(
             let (provenance, read_content) = (b.include_provenance, b.read_content);
             blocking(move || {
                 let hits = retrieve(&api, &who, &ask)?;
+                record_retrieval(&hits);
                 ok(result_json(&api, &ask, &hits, provenance, read_content))
             })
             .await
@@ -398,6 +426,126 @@ async fn search(
             "mode must be 'list' or 'context', got {other:?}"
         ))),
     }
+}
+
+/// `RecallRequest`'s fields (OpenViking refuses any other).
+const RECALL_FIELDS: [&str; 18] = [
+    "query",
+    "quotas",
+    "max_chars",
+    "min_score",
+    "peer_scope",
+    "other_peer_penalty",
+    "render",
+    "telemetry",
+    "session_id",
+    "query_expansion",
+    "max_tokens",
+    "purpose",
+    "detail",
+    "score_threshold",
+    "dedup_turns",
+    "exclude_uris",
+    "rewrite",
+    "rewrite_max_bullets",
+];
+
+/// `POST /api/v1/search/recall`: OpenViking's deprecated preset over the context mode
+/// (`retrieve/context_assembler/recall_preset.py`'s `fold_recall_request`): its v1 fields
+/// folded onto `search` with `mode: "context"` — `max_chars` as tokens (4 characters each,
+/// 64 at least), `min_score` as `score_threshold` (0.1 by default), `render: "compact"` as
+/// `detail: "abstract"`, the v1 quotas under the caller's, purpose `coding` — and answered
+/// by the same assembly, marked deprecated in its stats.
+async fn recall(State(api): State<Arc<Api>>, who: Identity, Body(v): Body<Value>) -> ApiResult {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ApiError::invalid("a recall request is a JSON object"))?;
+    if let Some(k) = obj.keys().find(|k| !RECALL_FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "{k}: Extra inputs are not permitted"
+        )));
+    }
+    let given = |k: &str| obj.get(k).filter(|v| !v.is_null());
+    let mut aliases = Vec::new();
+    for k in ["max_chars", "min_score", "render"] {
+        if obj.contains_key(k) {
+            aliases.push(k);
+        }
+    }
+    let max_tokens = match (given("max_tokens"), given("max_chars")) {
+        (Some(t), _) => t.clone(),
+        (None, Some(c)) => {
+            let chars = c
+                .as_i64()
+                .ok_or_else(|| ApiError::invalid("max_chars must be an integer"))?;
+            json!(((chars as f64 / 4.0).round() as i64).max(64))
+        }
+        (None, None) => json!(context::DEFAULT_MAX_TOKENS),
+    };
+    let threshold = given("score_threshold")
+        .or_else(|| given("min_score"))
+        .cloned()
+        .unwrap_or(json!(0.1));
+    let detail = match (given("detail"), obj.get("render")) {
+        (Some(d), _) => Some(d.clone()),
+        (None, Some(Value::String(r))) if r == "compact" => Some(json!("abstract")),
+        _ => None,
+    };
+    let defaults = json!({"events": 10, "entities": 10, "preferences": 3, "experiences": 0});
+    let quotas = match obj.get("quotas") {
+        None => defaults,
+        Some(Value::Object(m)) => {
+            let mut q = defaults;
+            for (k, v) in m {
+                q[k] = v.clone();
+            }
+            q
+        }
+        Some(other) => other.clone(),
+    };
+    let mut body = json!({
+        "query": obj.get("query").cloned().unwrap_or(json!("")),
+        "mode": "context",
+        "max_tokens": max_tokens,
+        "score_threshold": threshold,
+        "quotas": quotas,
+        "purpose": given("purpose").cloned().unwrap_or(json!("coding")),
+    });
+    if let Some(d) = detail {
+        body["detail"] = d;
+    }
+    for k in [
+        "session_id",
+        "query_expansion",
+        "dedup_turns",
+        "exclude_uris",
+        "peer_scope",
+        "other_peer_penalty",
+        "rewrite",
+        "rewrite_max_bullets",
+        "telemetry",
+    ] {
+        if let Some(v) = given(k) {
+            body[k] = v.clone();
+        }
+    }
+    let b: SearchBody =
+        serde_json::from_value(body).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let render = obj.get("render") != Some(&Value::Bool(false));
+    let ask = b.ask(&who)?;
+    let mut out = blocking(move || context::assemble(&api, &who, &ask, &b)).await?;
+    let r = &mut out.0;
+    r["stats"]["deprecated"] = json!({
+        "endpoint": "/api/v1/search/recall",
+        "successor": "/api/v1/search/search",
+        "successor_body": {"mode": "context"},
+        "aliases_used": aliases,
+    });
+    if !render {
+        // v1's `render: false`: the entries only.
+        r["rendered"] = json!("");
+    }
+    Ok(out)
 }
 
 /// OpenViking's kinds of context, by where a path lives (`core/namespace.py`'s
@@ -447,7 +595,94 @@ fn in_default_scope(who: &Identity, p: &VPath, skills: bool) -> bool {
 /// The best `ask.limit` hits the caller may see, best first: one engine query per target
 /// (the default scope is one query filtered), each asked again deeper until enough of its
 /// hits pass the filters or the engine has no more.
-pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>, ApiError> {
+/// What `find` and `search` answered since the daemon started (`GET /api/v1/observer/retrieval`,
+/// OpenViking's `RetrievalStatsCollector`): counts and normalised scores, nothing of a query.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RetrievalStats {
+    pub queries: u64,
+    pub results: u64,
+    pub zero_result: u64,
+    pub score_sum: f64,
+    pub min_score: f64,
+    pub max_score: f64,
+}
+
+static RETRIEVAL: parking_lot::Mutex<RetrievalStats> = parking_lot::Mutex::new(RetrievalStats {
+    queries: 0,
+    results: 0,
+    zero_result: 0,
+    score_sum: 0.0,
+    min_score: 0.0,
+    max_score: 0.0,
+});
+
+/// The retrieval counts so far.
+pub fn retrieval_stats() -> RetrievalStats {
+    *RETRIEVAL.lock()
+}
+
+/// Count one answered query and its hits.
+fn record_retrieval(hits: &[Ranked]) {
+    let mut r = RETRIEVAL.lock();
+    r.queries += 1;
+    if hits.is_empty() {
+        r.zero_result += 1;
+    }
+    for h in hits {
+        let s = f64::from(h.score);
+        r.min_score = if r.results == 0 {
+            s
+        } else {
+            r.min_score.min(s)
+        };
+        r.max_score = r.max_score.max(s);
+        r.score_sum += s;
+        r.results += 1;
+    }
+}
+
+/// A hit's ranking value as OpenViking's clients read `score`: from 0 to 1, higher better
+/// (OpenViking's is a cosine). A monotone map of the engine's values within one retrieval, so
+/// the order is the engine's: a cosine or a fused share is already 0..1 (kept, clamped); a
+/// BM25 becomes its share of the retrieval's best (`best`), as the hybrid fusion already
+/// measures BM25. BM25 has no scale of its own (it grows with the query's words and their
+/// rarity, and is near 0 for a word most files hold), so a fixed squashing would give one
+/// query's best match 0.9 and another's 0.000001.
+pub fn normalised(raw: f32, scale: Scale, best: f32) -> f32 {
+    if !raw.is_finite() {
+        return 0.0;
+    }
+    match scale {
+        Scale::Unit => raw.clamp(0.0, 1.0),
+        Scale::Bm25 if best > 0.0 && best.is_finite() => (raw / best).clamp(0.0, 1.0),
+        Scale::Bm25 => 0.0,
+    }
+}
+
+/// A hit whose `score` is [`normalised`], with the engine's own value beside it
+/// (`raw_score` in the answers).
+#[derive(Debug, Clone)]
+pub(super) struct Ranked {
+    pub hit: Hit,
+    pub raw: f32,
+}
+
+impl Ranked {
+    fn of(mut hit: Hit, scale: Scale, best: f32) -> Ranked {
+        let raw = hit.score;
+        hit.score = normalised(raw, scale, best);
+        Ranked { hit, raw }
+    }
+}
+
+impl std::ops::Deref for Ranked {
+    type Target = Hit;
+    fn deref(&self) -> &Hit {
+        &self.hit
+    }
+}
+
+pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Ranked>, ApiError> {
     if ask.text.is_empty() || ask.accept.matches_nothing() {
         return Ok(Vec::new());
     }
@@ -461,6 +696,7 @@ pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>,
     };
     let skills = ask.accept.wants("skill");
     let mut all: Vec<Hit> = Vec::new();
+    let mut scale = Scale::default();
     for under in scopes {
         let keep = |h: &Hit| {
             // A summary's hit is its directory's: a shared parent's quotes other users.
@@ -484,6 +720,7 @@ pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>,
             )
             .map_err(|e| ApiError::from_ops(&under.map(VPath::uri).unwrap_or_default(), e))?;
             let raw = found.hits.len();
+            scale = found.scale;
             let kept: Vec<Hit> = found.hits.into_iter().filter(|h| keep(h)).collect();
             if kept.len() >= ask.limit || raw < want || want >= MAX_LIMIT {
                 all.extend(kept);
@@ -499,8 +736,16 @@ pub(super) fn retrieve(api: &Api, who: &Identity, ask: &Ask) -> Result<Vec<Hit>,
             .then(a.level.cmp(&b.level))
     });
     all.dedup_by(|a, b| a.uri == b.uri && a.level == b.level);
-    all.truncate(ask.limit);
-    Ok(all)
+    // Scored against the best the caller may see (the first after the sort); the threshold
+    // applies to the score answered.
+    let best = all.first().map_or(0.0, |h| h.score);
+    let threshold = ask.accept.threshold();
+    Ok(all
+        .into_iter()
+        .map(|h| Ranked::of(h, scale, best))
+        .filter(|h| threshold.is_none_or(|t| h.score >= t))
+        .take(ask.limit)
+        .collect())
 }
 
 /// Why a hit was returned, in words (OpenViking's `match_reason`).
@@ -516,13 +761,14 @@ fn match_reason(h: &Hit) -> String {
     parts.join("; ")
 }
 
-/// A hit as OpenViking's `MatchedContext` dict.
-fn hit_json(h: &Hit) -> Value {
+/// A hit as OpenViking's `MatchedContext` dict (and the engine's value as `raw_score`).
+fn hit_json(h: &Ranked) -> Value {
     json!({
         "context_type": context_type(&h.uri),
         "uri": hit_uri(h),
         "level": h.level as u8,
         "score": finite(h.score),
+        "raw_score": finite(h.raw),
         "abstract": h.snippet,
         "tags": [],
     })
@@ -562,7 +808,13 @@ fn read_text_in(root: &DataRoot, p: &VPath, max: u64) -> Option<String> {
 }
 
 /// `FindResult.to_dict()`.
-fn result_json(api: &Api, ask: &Ask, hits: &[Hit], provenance: bool, read_content: bool) -> Value {
+fn result_json(
+    api: &Api,
+    ask: &Ask,
+    hits: &[Ranked],
+    provenance: bool,
+    read_content: bool,
+) -> Value {
     let mut buckets: [Vec<Value>; 3] = Default::default();
     for h in hits {
         let mut v = hit_json(h);
@@ -603,6 +855,7 @@ fn result_json(api: &Api, ask: &Ask, hits: &[Hit], provenance: bool, read_conten
                 "tier": format!("L{}", h.level as u8),
                 "context_type": context_type(&h.uri),
                 "score": finite(h.score),
+                "raw_score": finite(h.raw),
                 "match_reason": match_reason(h),
             })).collect::<Vec<_>>(),
             "thinking_trace": {"events": [], "statistics": {}},

@@ -36,7 +36,7 @@ use crate::error::Chain;
 use crate::semantic::memory::Message;
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::session::fsx;
 use crate::session::layout::{self, SessionPath, ABSTRACT, DONE, FAILED, MESSAGES, OVERVIEW};
@@ -66,7 +66,7 @@ pub fn routes() -> Routes {
 /// results) is refused plainly rather than accepted and forgotten.
 async fn not_kept(_who: Identity, uri: axum::http::Uri) -> ApiError {
     ApiError::new(
-        "UNIMPLEMENTED",
+        Code::Unimplemented,
         format!(
             "{}: vikingfs keeps no session auto-commit policies, event tags or externalized \
              tool results",
@@ -89,11 +89,10 @@ fn session_error(sid: &str, uri: &str, e: SessionError) -> ApiError {
         SessionError::Link(link) => {
             ApiError::invalid(message).with_details(json!({ "resource": link }))
         }
-        SessionError::Diverged { .. } => {
-            ApiError::new("FAILED_PRECONDITION", message).with_details(json!({ "resource": uri }))
-        }
+        SessionError::Diverged { .. } => ApiError::new(Code::FailedPrecondition, message)
+            .with_details(json!({ "resource": uri })),
         _ => match io_errno(&e) {
-            libc::ENOSPC | libc::EDQUOT => ApiError::new("RESOURCE_EXHAUSTED", message),
+            libc::ENOSPC | libc::EDQUOT => ApiError::new(Code::ResourceExhausted, message),
             libc::EACCES | libc::EPERM | libc::EROFS => ApiError::denied(message),
             _ => {
                 tracing::error!(session = uri, "{message}");
@@ -116,7 +115,7 @@ fn io_errno(e: &SessionError) -> i32 {
 }
 
 fn not_found(sid: &str) -> ApiError {
-    ApiError::new("NOT_FOUND", format!("Session {sid} not found"))
+    ApiError::new(Code::NotFound, format!("Session {sid} not found"))
         .with_details(json!({ "resource": sid, "type": "session" }))
 }
 
@@ -181,10 +180,11 @@ async fn create(
             .create(&s)
             .map_err(|e| session_error(&sid, &uri, e))?;
         if !created {
-            return Err(
-                ApiError::new("ALREADY_EXISTS", format!("Session '{sid}' already exists"))
-                    .with_details(json!({ "resource": sid, "type": "session" })),
-            );
+            return Err(ApiError::new(
+                Code::AlreadyExists,
+                format!("Session '{sid}' already exists"),
+            )
+            .with_details(json!({ "resource": sid, "type": "session" })));
         }
         ok(json!({
             "session_id": sid,
@@ -702,7 +702,7 @@ fn wait_phase2(api: &Api, s: &SessionPath, sid: &str, n: u32) -> Result<Value, A
         }
         if !fsx::is_dir(ws, &s.archive(n)).map_err(|e| session_error(sid, &key, e))? {
             return Err(ApiError::new(
-                "NOT_FOUND",
+                Code::NotFound,
                 format!("Session '{sid}' no longer exists"),
             ));
         }
@@ -875,7 +875,7 @@ async fn archive(
             return Err(not_found(&sid));
         }
         let gone = || {
-            ApiError::new("NOT_FOUND", format!("Archive {archive_id} not found"))
+            ApiError::new(Code::NotFound, format!("Archive {archive_id} not found"))
                 .with_details(json!({"resource": archive_id, "type": "session archive"}))
         };
         let n = layout::parse_archive_name(&archive_id).ok_or_else(gone)?;

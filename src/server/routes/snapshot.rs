@@ -4,8 +4,8 @@
 //!
 //! OpenViking's snapshots are commits someone made (`ov snapshot commit`); here every change
 //! is kept, so every change is a commit: one per run of a process's entries (an `rm -rf` is
-//! one), newest first, its oid the time after it (milliseconds since the epoch, as 40 hex
-//! digits) and its parent the one before. A ref is such an oid, an RFC 3339 time, or `main`
+//! one), newest first, its oid the state after it (40 hex digits naming the time after it and
+//! its last entry: `commit_oid`) and its parent the one before. A ref is such an oid, an RFC 3339 time, or `main`
 //! / `HEAD` (the live tree). A file at a ref is read as the mount's `.history/@T/` shows it
 //! (`ops::PastView`); a restore is the rewind `vikingfs undo --since` runs (the same locked
 //! operation, recorded, undoable). `commit` has nothing to do (everything is kept already)
@@ -30,7 +30,7 @@ use crate::journal::Recorded;
 use crate::ops::{rfc3339, PastView};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::uri::VPath;
 
@@ -56,6 +56,10 @@ fn point_of(r: &str) -> Result<Option<i64>, ApiError> {
         return Ok(None);
     }
     if r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if let Some(ms) = oid_time(r) {
+            return Ok(Some(ms));
+        }
+        // The form an older vikingfs gave: the time alone, as 40 hex digits.
         if let Ok(ms) = i64::from_str_radix(r, 16) {
             return Ok(Some(ms));
         }
@@ -67,13 +71,40 @@ fn point_of(r: &str) -> Result<Option<i64>, ApiError> {
 }
 
 fn ref_not_found(r: &str) -> ApiError {
-    ApiError::new("NOT_FOUND", format!("Resource not found: {r}"))
+    ApiError::new(Code::NotFound, format!("Resource not found: {r}"))
         .with_details(json!({ "resource": r, "resource_type": "git_ref" }))
 }
 
-/// The oid of the state at `ms`.
+/// The oid of the state at `ms` (no change of its own: `seq` 0).
 fn oid(ms: i64) -> String {
-    format!("{ms:040x}")
+    commit_oid(ms, 0)
+}
+
+/// The oid of the state after the change ending at `ms` whose last history entry is `seq`:
+/// 40 hex digits, `MIX TIME SEQ` — a mix of both (16 digits), the time in milliseconds (12)
+/// and the entry's id (12). The mix comes first because clients show an oid by its first 12
+/// digits (`ov snapshot log`): the time alone, zero-padded, showed `000000000000` for every
+/// commit; two changes of one millisecond differ by their entry. [`oid_time`] reads the
+/// time back, and refuses 40 digits whose mix does not match.
+fn commit_oid(ms: i64, seq: i64) -> String {
+    let (t, n) = (ms as u64 & 0xffff_ffff_ffff, seq as u64 & 0xffff_ffff_ffff);
+    format!("{:016x}{t:012x}{n:012x}", oid_mix(t, n))
+}
+
+/// splitmix64's finaliser over the time and the entry: every bit of both moves the result.
+fn oid_mix(t: u64, n: u64) -> u64 {
+    let mut z = t ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The time of a [`commit_oid`]; `None` when `r` is not one.
+fn oid_time(r: &str) -> Option<i64> {
+    let mix = u64::from_str_radix(r.get(..16)?, 16).ok()?;
+    let t = u64::from_str_radix(r.get(16..28)?, 16).ok()?;
+    let n = u64::from_str_radix(r.get(28..40)?, 16).ok()?;
+    (oid_mix(t, n) == mix).then_some(t as i64)
 }
 
 /// The branch every ref is on: there is one history.
@@ -104,23 +135,24 @@ fn commits(entries: &[Recorded], under: &[VPath], who: &Identity) -> Vec<(i64, V
         })
     };
     let mut out = Vec::new();
-    let mut parent: Option<i64> = None;
+    let mut parent: Option<String> = None;
     for change in crate::ops::changes(entries) {
         let mine: Vec<&Recorded> = change.iter().filter(|r| visible(r)).collect();
-        let end = change[change.len() - 1].at_ms;
+        let last = &change[change.len() - 1];
+        let (end, oid) = (last.at_ms, commit_oid(last.at_ms, last.id));
         // The state before the oldest change is a state too (what the files were then).
-        let before = parent.unwrap_or(change[0].at_ms - 1);
+        let before = parent.unwrap_or_else(|| self::oid(change[0].at_ms - 1));
         if !mine.is_empty() {
-            out.push((end, commit_json(&mine, end, before)));
+            out.push((end, commit_json(&mine, end, &oid, &before)));
         }
-        parent = Some(end);
+        parent = Some(oid);
     }
     out.reverse();
     out
 }
 
-/// One commit: a change, its oid the time after it, its parent the state before it.
-fn commit_json(change: &[&Recorded], end: i64, parent: i64) -> Value {
+/// One commit: a change, its oid the state after it, its parent the state before it.
+fn commit_json(change: &[&Recorded], end: i64, oid: &str, parent: &str) -> Value {
     let first = change[0];
     let who = first.entry.cmd.clone().unwrap_or_else(|| "vikingfs".into());
     let email = match first.entry.pid {
@@ -143,9 +175,9 @@ fn commit_json(change: &[&Recorded], end: i64, parent: i64) -> Value {
         }
     };
     json!({
-        "oid": oid(end),
-        "tree": oid(end),
-        "parents": [oid(parent)],
+        "oid": oid,
+        "tree": oid,
+        "parents": [parent],
         "author": signature,
         "committer": signature,
         "message": message,
@@ -283,7 +315,7 @@ fn read_at(api: &Api, at: Option<i64>, p: &VPath, limit: u64) -> Result<Option<V
     };
     if st.st_size as u64 > limit {
         return Err(ApiError::new(
-            "RESOURCE_EXHAUSTED",
+            Code::ResourceExhausted,
             format!("snapshot file size limit exceeded ({limit} bytes)"),
         )
         .with_details(json!({ "limit_bytes": limit, "path": p.uri() })));
@@ -294,7 +326,7 @@ fn read_at(api: &Api, at: Option<i64>, p: &VPath, limit: u64) -> Result<Option<V
 }
 
 fn blob_not_found(uri: &str) -> ApiError {
-    ApiError::new("NOT_FOUND", format!("Resource not found: {uri}"))
+    ApiError::new(Code::NotFound, format!("Resource not found: {uri}"))
         .with_details(json!({ "resource": uri, "resource_type": "git_blob" }))
 }
 
@@ -424,7 +456,7 @@ async fn restore(
 ) -> ApiResult {
     if b.path.is_some() {
         return Err(ApiError::new(
-            "UNIMPLEMENTED",
+            Code::Unimplemented,
             "restoring a Compile output version is not served: restore its directory with source_commit",
         ));
     }
@@ -487,4 +519,34 @@ async fn restore(
         ok(v)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_oids_differ_in_their_first_digits_and_read_back() {
+        let ms = 1_765_000_000_000;
+        let (a, b, c) = (commit_oid(ms, 7), commit_oid(ms, 8), commit_oid(ms + 1, 7));
+        for o in [&a, &b, &c] {
+            assert_eq!(o.len(), 40, "{o}");
+            assert_eq!(
+                point_of(o).unwrap(),
+                Some(
+                    o.get(16..28)
+                        .map(|t| i64::from_str_radix(t, 16).unwrap())
+                        .unwrap()
+                )
+            );
+        }
+        // What `ov snapshot log` shows: the first 12 digits, distinct, not zeros.
+        let shown: std::collections::HashSet<&str> =
+            [&a, &b, &c].iter().map(|o| &o[..12]).collect();
+        assert_eq!(shown.len(), 3, "{a} {b} {c}");
+        assert!(!a.starts_with("000000"), "{a}");
+        assert_eq!(point_of(&a).unwrap(), Some(ms));
+        // An older vikingfs's oid (the time, zero-padded) still names its time.
+        assert_eq!(point_of(&format!("{ms:040x}")).unwrap(), Some(ms));
+    }
 }

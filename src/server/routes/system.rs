@@ -1,5 +1,7 @@
 //! Health and status: `GET /health`, `GET /ready`, `GET /api/v1/debug/health`,
-//! `GET /api/v1/system/status`, `POST /api/v1/system/wait`.
+//! `GET /api/v1/system/status`, `POST /api/v1/system/wait`, `POST /api/v1/system/consistency`
+//! (fsck's checks of the index against the files, for one directory), and `GET /metrics`
+//! (the process's Prometheus text, the same the metrics endpoint serves, behind the API's key).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +24,101 @@ pub fn routes() -> Routes {
         .route("/api/v1/debug/health", get(debug_health))
         .route("/api/v1/system/status", get(status))
         .route("/api/v1/system/wait", post(wait))
+        .route("/api/v1/system/consistency", post(consistency))
+        .route("/metrics", get(metrics))
+}
+
+/// `GET /metrics`: what `vikingfs.metrics`' endpoint serves (the stores' gauges refreshed
+/// first), on the API's port. Unlike OpenViking's, it needs the API's key like every route.
+async fn metrics(
+    State(api): State<Arc<Api>>,
+    _who: Identity,
+) -> Result<axum::response::Response, ApiError> {
+    let text = blocking(move || {
+        let m = crate::metrics::get();
+        crate::metrics::Gauges::refresh(api.ops.as_ref(), m);
+        Ok(m.render())
+    })
+    .await?;
+    Ok(super::raw("text/plain; version=0.0.4; charset=utf-8", text))
+}
+
+/// `ConsistencyRequest`.
+#[derive(Deserialize)]
+struct ConsistencyBody {
+    uri: String,
+}
+
+/// How many missing records a report names (OpenViking's `PUBLIC_MISSING_RECORD_LIMIT`).
+const MISSING_RECORD_LIMIT: usize = 20;
+
+/// `POST /api/v1/system/consistency`: OpenViking's index consistency report for a directory
+/// (`storage/index_consistency.py`), answered by fsck's checks (`vikingfs fsck`, no repair):
+/// a text file without its content record is missing at level 2, a directory without its
+/// summary's records at levels 0 and 1 (a record of an older version is present, as
+/// OpenViking counts it: the queue brings it up to date). `expected_count` is the records
+/// there plus those missing.
+async fn consistency(
+    State(api): State<Arc<Api>>,
+    who: Identity,
+    Body(b): Body<ConsistencyBody>,
+) -> ApiResult {
+    let p = who.path(&b.uri)?;
+    blocking(move || {
+        let view = super::fs::View::open(&api, &who)?;
+        let st = view.stat(&p)?.ok_or_else(|| super::fs::not_found(&p))?;
+        if !st.is_dir() {
+            return Err(ApiError::invalid(
+                "Consistency check only supports directory URIs.",
+            ));
+        }
+        let rep = api
+            .ops
+            .fsck(false, false)
+            .map_err(|e| ApiError::from_ops(&p.uri(), e))?;
+        let mut missing: Vec<(crate::uri::VPath, u8)> = Vec::new();
+        for problem in &rep.problems {
+            let (uri, levels): (&str, &[u8]) = match problem {
+                crate::ops::fsck::Problem::Unindexed { uri, stale: false } => (uri, &[2]),
+                crate::ops::fsck::Problem::MissingSummary { uri, stale: false } => (uri, &[0, 1]),
+                _ => continue,
+            };
+            let Ok(q) = crate::uri::VPath::parse_uri(uri, &who.user) else {
+                continue;
+            };
+            if q.starts_with(&p) && who.may_see(&q) {
+                missing.extend(levels.iter().map(|l| (q.clone(), *l)));
+            }
+        }
+        let present = super::fs::count_under(&api, &p).unwrap_or(0);
+        let rel = |q: &crate::uri::VPath| {
+            q.as_str()
+                .strip_prefix(p.as_str())
+                .unwrap_or("")
+                .trim_start_matches('/')
+                .to_string()
+        };
+        let shown: Vec<serde_json::Value> = missing
+            .iter()
+            .take(MISSING_RECORD_LIMIT)
+            .map(|(q, level)| {
+                let path = rel(q);
+                let key = format!(
+                    "{}#level={level}",
+                    if path.is_empty() { "." } else { &path }
+                );
+                json!({ "uri": q.uri(), "path": path, "level": level, "key": key })
+            })
+            .collect();
+        ok(json!({
+            "ok": missing.is_empty(),
+            "expected_count": present + missing.len(),
+            "missing_record_count": missing.len(),
+            "missing_records": shown,
+            "missing_records_truncated": missing.len() > MISSING_RECORD_LIMIT,
+        }))
+    })
+    .await
 }
 
 /// Unauthenticated, like OpenViking's: a load balancer's probe. As OpenViking's, a request

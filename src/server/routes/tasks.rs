@@ -16,7 +16,7 @@ use serde_json::json;
 use super::{get, post, Routes};
 use crate::server::auth::{Identity, Role};
 use crate::server::extract::Params;
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::Api;
 
 pub fn routes() -> Routes {
@@ -27,7 +27,7 @@ pub fn routes() -> Routes {
 }
 
 fn not_found(id: &str) -> ApiError {
-    ApiError::new("NOT_FOUND", "Task not found or expired")
+    ApiError::new(Code::NotFound, "Task not found or expired")
         .with_details(json!({ "resource": id, "type": "task" }))
 }
 
@@ -58,12 +58,12 @@ async fn cancel(State(api): State<Arc<Api>>, who: Identity, Path(id): Path<Strin
     let t = api.tasks.get(&id, &who).ok_or_else(|| not_found(&id))?;
     if t.is_terminal() {
         return Err(ApiError::new(
-            "FAILED_PRECONDITION",
+            Code::FailedPrecondition,
             format!("task {id} has already ended ({})", t.status),
         ));
     }
     Err(ApiError::new(
-        "FAILED_PRECONDITION",
+        Code::FailedPrecondition,
         format!(
             "task {id} cannot be cancelled: it watches work the queue runs durably ({})",
             t.kind

@@ -35,7 +35,7 @@ use serde_json::json;
 
 use crate::ops::OpsError;
 use crate::server::auth::Identity;
-use crate::server::reply::ApiError;
+use crate::server::reply::{ApiError, Code};
 
 /// How long an upload waits to be added.
 pub const KEEP: Duration = Duration::from_secs(3600);
@@ -178,7 +178,9 @@ impl Uploads {
         self.held.lock().remove(id);
     }
 
-    /// Take upload `id` for `who` to add (once): another user's upload is not found.
+    /// Take upload `id` for `who` to add (once): an id this server did not issue to `who`
+    /// (another user's, one used or expired, one never issued) is `PERMISSION_DENIED`, as
+    /// OpenViking's temp upload store refuses an id it cannot resolve.
     pub fn take(&self, id: &str, who: &Identity) -> Result<Upload, ApiError> {
         self.expire();
         let mut held = self.held.lock();
@@ -186,10 +188,14 @@ impl Uploads {
             .get(id)
             .is_some_and(|u| u.account == who.account && u.user == who.user && u.ready.is_some());
         if !mine {
-            return Err(
-                ApiError::new("NOT_FOUND", format!("Temporary upload not found: {id}"))
-                    .with_details(json!({ "resource": id, "type": "temp_upload" })),
-            );
+            return Err(ApiError::new(
+                Code::PermissionDenied,
+                format!(
+                    "Temporary upload {id} is invalid or expired: HTTP server only accepts \
+                         temp_file_id values issued from the upload temp directory."
+                ),
+            )
+            .with_details(json!({ "resource": id, "type": "temp_upload" })));
         }
         Ok(held.remove(id).expect("checked"))
     }
@@ -621,7 +627,7 @@ mod tests {
             let z = zip_of(&[(evil, b"x")]);
             let d = tempfile::tempdir().unwrap();
             let e = unpack(z.path(), d.path(), &roomy()).unwrap_err();
-            assert_eq!(e.code, "INVALID_ARGUMENT", "{evil}: {e}");
+            assert_eq!(e.code, Code::InvalidArgument, "{evil}: {e}");
             assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{evil}");
         }
         let long = format!("{}.md", "x".repeat(300));

@@ -16,14 +16,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::{hit_uri, read_text, retrieve, Ask, SearchBody, READ_MAX_BYTES};
-use crate::index::{Hit, Level};
+use super::{hit_uri, read_text, retrieve, Ask, Ranked, SearchBody, READ_MAX_BYTES};
+use crate::index::Level;
 use crate::server::auth::Identity;
 use crate::server::reply::{ok, ApiError, ApiResult};
 use crate::server::Api;
 use crate::uri::VPath;
 
-const DEFAULT_MAX_TOKENS: i64 = 1600;
+pub(super) const DEFAULT_MAX_TOKENS: i64 = 1600;
 const MAX_EXCLUDE_URIS: usize = 200;
 const MEMORY_CATEGORIES: [&str; 4] = ["events", "entities", "preferences", "experiences"];
 const OTHER_MEMORY: &str = "memories";
@@ -589,7 +589,7 @@ pub fn assemble(api: &Api, who: &Identity, ask: &Ask, b: &SearchBody) -> ApiResu
         limit: width.clamp(1, 10_000),
         accept: ask.accept.clone(),
     };
-    let hits: Vec<Hit> = retrieve(api, who, &pool_ask)?;
+    let hits: Vec<Ranked> = retrieve(api, who, &pool_ask)?;
     let searched = hits.len();
     let mut excluded_count = 0usize;
     let is_under = |p: &VPath, x: &VPath| {

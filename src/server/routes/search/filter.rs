@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use crate::index::Hit;
-use crate::server::reply::ApiError;
+use crate::server::reply::{ApiError, Code};
 use crate::workspace::Workspace;
 
 use super::context_type;
@@ -63,12 +63,13 @@ pub struct Accept {
     time: Option<TimeRange>,
     /// A tag was asked for: no record here has one.
     tags: bool,
-    /// The least cosine a hit with semantic evidence needs.
+    /// The least normalised score a hit needs (`score_threshold`; the retrieval applies it,
+    /// to the score it answers with).
     threshold: Option<f32>,
 }
 
 fn bad_filter(msg: impl Into<String>) -> ApiError {
-    ApiError::new("INVALID_FILTER", msg)
+    ApiError::new(Code::InvalidFilter, msg)
 }
 
 /// OpenViking's `context_type` values.
@@ -195,6 +196,11 @@ fn parse_filter(v: &Value) -> Result<Filter, ApiError> {
     let obj = v
         .as_object()
         .ok_or_else(|| bad_filter("a filter is a JSON object with an \"op\""))?;
+    if !obj.contains_key("op") {
+        // OpenViking 0.5.2 hands the node to its index engine as it is, which makes a node
+        // without an op its `Noop` (no condition): the search is answered unfiltered, 200.
+        return Ok(Filter::And(Vec::new()));
+    }
     let op = obj.get("op").and_then(Value::as_str).unwrap_or("");
     let conds = || -> Result<&Vec<Value>, ApiError> {
         obj.get("conds")
@@ -311,6 +317,11 @@ fn eval(f: &Filter, ws: &Workspace, h: &Hit) -> bool {
 }
 
 impl Accept {
+    /// The least normalised score a hit needs (`score_threshold`).
+    pub fn threshold(&self) -> Option<f32> {
+        self.threshold
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn from_request(
         context_type: Option<Vec<String>>,
@@ -386,11 +397,6 @@ impl Accept {
                 return false;
             }
         }
-        if let (Some(floor), Some(c)) = (self.threshold, h.evidence.cosine) {
-            if c < floor {
-                return false;
-            }
-        }
         if let Some(f) = &self.filter {
             if !eval(f, ws, h) {
                 return false;
@@ -423,13 +429,18 @@ mod tests {
             parse_filter(&json!({"op": "must", "field": "owner", "conds": ["x"]}))
                 .unwrap_err()
                 .code,
-            "INVALID_FILTER"
+            Code::InvalidFilter
         );
         assert_eq!(
             parse_filter(&json!({"op": "range", "field": "level"}))
                 .unwrap_err()
                 .code,
-            "INVALID_FILTER"
+            Code::InvalidFilter
+        );
+        // No op: OpenViking's engine's no-op, which every hit passes.
+        assert!(
+            matches!(parse_filter(&json!({"field": "context_type", "conds": ["memory"]})),
+                Ok(Filter::And(v)) if v.is_empty())
         );
         assert_eq!(
             parse_types(&["memory,skill".into()]).unwrap(),
