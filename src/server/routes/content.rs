@@ -703,7 +703,7 @@ fn vectors_only() -> String {
 
 fn unsupported_uri(p: &VPath) -> ApiError {
     ApiError::new(
-        "UNSUPPORTED_URI",
+        Code::UnsupportedUri,
         format!("Unsupported reindex URI: {}", p.uri()),
     )
     .with_details(json!({ "uri": p.uri() }))
@@ -752,7 +752,7 @@ async fn reindex(
     let object_type = reindex_type(&p)?;
     if !matches!(b.mode.as_str(), "vectors_only" | "semantic_and_vectors") {
         return Err(ApiError::new(
-            "UNSUPPORTED_MODE",
+            Code::UnsupportedMode,
             format!("Mode {} is not supported for {object_type}", b.mode),
         )
         .with_details(json!({

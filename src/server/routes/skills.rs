@@ -40,7 +40,7 @@ use super::resources::upload;
 use super::{get, post, Routes};
 use crate::server::auth::Identity;
 use crate::server::extract::{Body, Params};
-use crate::server::reply::{ok, ApiError, ApiResult};
+use crate::server::reply::{ok, ApiError, ApiResult, Code};
 use crate::server::{blocking, Api};
 use crate::uri::VPath;
 
@@ -355,7 +355,7 @@ fn require_skill(
     }
     let missing = format!("{}/{name}", user_root(who));
     Err(
-        ApiError::new("NOT_FOUND", format!("Skill not found: {missing}"))
+        ApiError::new(Code::NotFound, format!("Skill not found: {missing}"))
             .with_details(json!({ "type": "skill", "resource": missing })),
     )
 }
@@ -880,7 +880,7 @@ fn sources(
         )),
         Value::String(s) if GIT.iter().any(|g| s.starts_with(g)) && !s.contains('\n') => {
             Err(ApiError::new(
-                "UNIMPLEMENTED",
+                Code::Unimplemented,
                 "installing a skill from a Git source is not supported by vikingfs (it fetches \
                  nothing remote): upload the skill directory with temp_upload",
             ))
