@@ -12,7 +12,8 @@
 #   tar      tar xf of a tarball of /usr/include (made once, outside the image)
 #   cp       cp -r /usr/share/doc
 #   npm      an npm-like tree: NPM_FILES (10,000) files of 0-4 KiB of real text (pieces of
-#            /usr/include's headers) in NPM_DIRS (2,000) directories, written by one python
+#            /usr/include's headers) in NPM_DIRS (2,000) directories under NPM_ROOT
+#            (node_modules: not indexed by default), written by one python
 #   du       du -s of all four trees, caches dropped first (cold)
 #   find     find of all four trees, cold
 #   mv       every file of the npm-like tree renamed in its directory, by one python
@@ -40,6 +41,9 @@ ROUNDS=${ROUNDS:-3}
 REPO=${REPO:-$ROOT}
 NPM_FILES=${NPM_FILES:-10000}
 NPM_DIRS=${NPM_DIRS:-2000}
+# Where the npm-like tree's packages go: node_modules (left out of the index by default, as
+# npm's are) or, e.g. NPM_ROOT=pkgs, a directory that is indexed.
+NPM_ROOT=${NPM_ROOT:-node_modules}
 STEP_TIMEOUT=${STEP_TIMEOUT:-1800}
 # shellcheck source=scripts/bench-lib.sh
 . "$ROOT/scripts/bench-lib.sh"
@@ -133,15 +137,16 @@ with open(sys.argv[1], "wb") as out:
 PY
 
 npm_tree() {
-    python3 - "$1" "$NPM_FILES" "$NPM_DIRS" "$WORK/npm.texts" <<'PY'
+    python3 - "$1" "$NPM_FILES" "$NPM_DIRS" "$WORK/npm.texts" "$NPM_ROOT" <<'PY'
 import os, random, sys
 d, nfiles, ndirs, texts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+top = sys.argv[5]
 blob = open(texts, "rb").read()
 rnd = random.Random(44)
-# node_modules/pkgN/{., lib, lib/internal, dist, test}: five directories a package.
+# NPM_ROOT/pkgN/{., lib, lib/internal, dist, test}: five directories a package.
 dirs = []
 for i in range((ndirs + 4) // 5):
-    pkg = f"{d}/node_modules/pkg{i:04}"
+    pkg = f"{d}/{top}/pkg{i:04}"
     dirs += [pkg, f"{pkg}/lib", f"{pkg}/lib/internal", f"{pkg}/dist", f"{pkg}/test"]
 dirs = dirs[:ndirs]
 for x in dirs:
@@ -181,7 +186,7 @@ for root, _, files in os.walk(sys.argv[1]):
 }
 # For `timeout bash -c`: every step bounded.
 export -f workload npm_tree cold
-export WORK NPM_FILES NPM_DIRS REPO
+export WORK NPM_FILES NPM_DIRS NPM_ROOT REPO
 # check NAME DIR: what the workload left is what it should have
 check() {
     local d=$2
