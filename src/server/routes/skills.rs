@@ -49,7 +49,7 @@ pub fn routes() -> Routes {
         .route("/api/v1/skills", post(add).get(list))
         .route("/api/v1/skills/validate", post(validate))
         .route(
-            "/api/v1/skills/{name}",
+            "/api/v1/skills/{skill_name}",
             get(show).put(update).delete(remove),
         )
 }

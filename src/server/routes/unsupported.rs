@@ -112,6 +112,10 @@ pub fn reason(r: &Route) -> &'static str {
             "vikingfs's history keeps every version of every file (no commit-level ignore \
              file): .ovgitignore is not kept; .vikingignore decides what is indexed"
         }
+        ("skills", "/api/v1/skills/find") => {
+            "vikingfs does not rank skills apart from other files: a skill is a directory of \
+             files, found by POST /api/v1/search/find with target_uri set to the skills' root"
+        }
         ("user_settings", _) => {
             "vikingfs keeps no per-user add locations: add-resource takes its target in the \
              request (`to`/`parent`)"
