@@ -21,8 +21,9 @@
 //!   aside) when it is a single `-`, a letter, then only letters, digits and `_` (`-tokio`,
 //!   `-v2`): `--apply-defaults`, `-1`, `-e-mail`, `e-mail`, `-x.y` and a lone `-` are text;
 //! - and `"a b c"` is a phrase (the file holds these words in this order, case and spacing
-//!   aside; its words rank too) when its opening quote starts a token and its closing quote
-//!   ends one (`"a b" c`, not `x"a b"`); an unclosed quote is text.
+//!   aside; its words rank too) when its opening quote starts a token, its closing quote
+//!   ends one (`"a b" c`, not `x"a b"`) and it holds a letter or digit (`":"` is a quoted
+//!   mark); an unclosed quote is text.
 //!
 //! A query whose phrases and exclusions leave nothing is run again as text ([`Parsed::as_text`],
 //! `ops::search::find`), its path and extension filters kept: better the words' ranking than an
@@ -168,8 +169,12 @@ fn phrase_at(tokens: &[&str], i: usize) -> Option<(String, usize)> {
         let word = open.strip_suffix('"').filter(|t| !t.contains('"'))?;
         (word.to_string(), i + 1)
     };
+    // A quoted mark (`":"`, `"->"`) is punctuation: a phrase holds a word.
     let phrase = collapse(&inner);
-    (!phrase.is_empty()).then_some((phrase, next))
+    phrase
+        .chars()
+        .any(char::is_alphanumeric)
+        .then_some((phrase, next))
 }
 
 /// The word `token` excludes, if it is an exclusion: one `-`, a letter, then only letters,
@@ -315,6 +320,8 @@ mod tests {
             r#""a b"c d"#,     // closes inside a token
             r#"it's 5" long"#, // inches
             r#""" empty"#,
+            r#"obs-route = obs-domain-list ":""#, // a quoted mark
+            r#"a "->" b"#,
         ] {
             assert_eq!(syntax(q), None, "{q}");
         }
