@@ -377,7 +377,9 @@ fn indexed_text(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
     use crate::content::document::{text, Kind};
     let buf = indexed_bytes(path, max)?;
     Ok(match Kind::of(&buf) {
-        Some(kind) => text(kind, &buf, max as usize).map(|(t, _)| t.into_bytes()).unwrap_or_default(),
+        Some(kind) => text(kind, &buf, max as usize)
+            .map(|(t, _)| t.into_bytes())
+            .unwrap_or_default(),
         None => buf,
     })
 }

@@ -276,16 +276,16 @@ fn probes(e: &Endpoint, t: &str, ids: &Ids) -> Option<Vec<Req>> {
             ("GET", "/api/v1/skills") => {
                 vec![Req::get(p), Req::get(format!("{p}?target_uri={u}"))]
             }
-            ("GET", "/api/v1/skills/{name}") => vec![
+            ("GET", "/api/v1/skills/{skill_name}") => vec![
                 Req::get(format!("{p}?include_integrity=true")),
                 Req::get(format!("{p}?target_uri={u}&include_source=true")),
             ],
-            ("PUT", "/api/v1/skills/{name}") => vec![Req::with(
+            ("PUT", "/api/v1/skills/{skill_name}") => vec![Req::with(
                 "PUT",
                 p,
                 json!({"data": PROBE_SKILL, "target_uri": t}),
             )],
-            ("DELETE", "/api/v1/skills/{name}") => vec![Req {
+            ("DELETE", "/api/v1/skills/{skill_name}") => vec![Req {
                 method: "DELETE",
                 path: format!("{p}?target_uri={u}"),
                 body: None,

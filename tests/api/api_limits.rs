@@ -165,14 +165,14 @@ fn a_zip_bomb_is_refused_at_its_budget_and_leaves_nothing_behind() {
     let (left, files) = du(tmp.path());
     assert!(files.is_empty(), "left in TMPDIR: {files:?} ({left} bytes)");
     assert!(!s.ws.join("viking/default/resources/bomb").exists());
-    // The upload is spent: a second add finds nothing.
+    // The upload is spent: a second add finds nothing (an unknown id is 403, as OpenViking).
     let (code, v) = s.json(
         "POST",
         "/api/v1/resources",
         &[],
         &json!({"temp_file_id": id, "to": "viking://resources/bomb"}),
     );
-    assert_eq!(code, 404, "{v}");
+    assert_eq!(code, 403, "{v}");
     // Within the budget, an archive is unpacked as before.
     let id = upload(&s, DIR_ZIP, &bomb(8));
     let (code, v) = s.json(

@@ -273,7 +273,8 @@ fn history_orders_entries_by_when_the_operation_happened() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    daemon::ok(&r, "rm a.md && echo new > b.md");
+    // Apart by more than the history's millisecond, so "when it happened" orders them.
+    daemon::ok(&r, "rm a.md && sleep 0.05 && echo new > b.md");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let rows = loop {
         let rows = history(&m, false);

@@ -151,9 +151,7 @@ pub fn routes(served: &[Endpoint]) -> Routes {
     let mut by_path: BTreeMap<String, Vec<Route>> = BTreeMap::new();
     for r in ROUTES {
         let path = axum_path(r.path);
-        if served.contains(&(r.method, path.as_str()))
-            || served.contains(&("ANY", path.as_str()))
-        {
+        if served.contains(&(r.method, path.as_str())) || served.contains(&("ANY", path.as_str())) {
             continue;
         }
         by_path.entry(path).or_default().push(*r);
