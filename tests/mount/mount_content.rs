@@ -441,4 +441,32 @@ fn documents_are_found_by_their_text_and_served_as_stored() {
         ov.contains("tapirsprocket") && ov.contains("quokkasprocket"),
         "{ov}"
     );
+    // A phrase or an exclusion is judged on the text the index read: the PDF's and the
+    // DOCX's, not their compressed bytes (which hold neither word). A plain note holds the
+    // words too, so the filtered query finds something either way and is never run again as
+    // plain words.
+    std::fs::write(
+        dst.join("notes.md"),
+        "quokkasprocket marmotreel in a plain note\n",
+    )
+    .unwrap();
+    drain(&m);
+    for (q, want) in [
+        ("\"quokkasprocket\"", "papers/sample.pdf"),
+        ("marmotreel -unheardofword", "papers/sample.docx"),
+    ] {
+        let hits = find(&m, q);
+        for want in ["papers/notes.md", want] {
+            assert!(
+                hits.iter().any(|(u, _)| u.ends_with(want)),
+                "{q}: no {want} in {hits:?}"
+            );
+        }
+    }
+    let hits = find(&m, "marmotreel -quokkasprocket");
+    assert!(
+        hits.iter().any(|(u, _)| u.ends_with("papers/sample.docx"))
+            && !hits.iter().any(|(u, _)| u.ends_with("papers/notes.md")),
+        "the note holds the excluded word, the DOCX does not: {hits:?}"
+    );
 }
