@@ -48,6 +48,34 @@ impl Drop for Registration {
     }
 }
 
+/// One daemon of a workspace per host, held from before the daemon opens anything until it
+/// exits: an exclusive `flock` on `daemons/{host}.lock`. The registry's records are written
+/// once a daemon serves, so two daemons started in the same instant would both find none;
+/// the lock lets exactly one through. The kernel releases it when the process dies, so a
+/// killed daemon never holds back the next; the file name carries the host, so daemons of
+/// other hosts sharing the workspace take their own.
+pub struct HostLease {
+    _file: std::fs::File,
+}
+
+/// Take this host's lease on `ws` if no other daemon of this host holds it (`None`).
+pub fn try_host_lease(ws: &Workspace) -> io::Result<Option<HostLease>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = dir(ws);
+    std::fs::create_dir_all(&d)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o644)
+        .open(d.join(format!("{}.lock", host_id())))?;
+    match crate::sys::flock(&file, crate::sys::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(HostLease { _file: file })),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn dir(ws: &Workspace) -> PathBuf {
     ws.internal_dir().join("daemons")
 }

@@ -250,6 +250,30 @@ fn check_arguments(ws_arg: &Path, mp: &Path, nonempty: bool) -> anyhow::Result<(
 /// each other, as two hosts' daemons meet): a second daemon is refused otherwise.
 const ALLOW_SECOND_DAEMON: &str = "VIKINGFS_ALLOW_SECOND_DAEMON";
 
+/// This host's lease on `ws` (`daemon::try_host_lease`); none under [`ALLOW_SECOND_DAEMON`].
+/// Held by a daemon that serves already: refused at once, naming it; by one starting or on
+/// its way out: waited for, as long as a previous daemon is.
+fn host_lease(ws: &Workspace) -> anyhow::Result<Option<daemon::HostLease>> {
+    if std::env::var_os(ALLOW_SECOND_DAEMON).is_some() {
+        return Ok(None);
+    }
+    let deadline = std::time::Instant::now() + PREVIOUS_WAIT;
+    loop {
+        if let Some(lease) = daemon::try_host_lease(ws).context("daemon lease")? {
+            return Ok(Some(lease));
+        }
+        refuse_second_daemon(ws)?;
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "another vikingfs daemon of this host holds the workspace {} (starting or \
+                 stopping): one daemon serves a workspace; see vikingfs status, and stop it first",
+                ws.root().display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// One daemon serves a workspace on a host: a second would take over the workspace's socket
 /// (the CLI would ask either) and drain the same queues beside the first. Refused, naming the
 /// first and where it serves. Daemons of other hosts sharing the workspace are no concern.
@@ -498,8 +522,12 @@ pub fn run_daemon(
         Arc<Ops>,
         Option<crate::metrics::Server>,
         crate::server::Server,
+        Option<daemon::HostLease>,
     );
     let started = (|| -> anyhow::Result<Started> {
+        // Before anything is opened: two daemons started in the same instant both pass the
+        // registry's check (`refuse_second_daemon`), and exactly one takes the lease.
+        let lease = host_lease(&ws)?;
         // The pool starts before the mount's write probe is set: nothing is open for writing
         // until the mount below is live.
         // Hosts share a workspace through PostgreSQL: its files must be on a filesystem where
@@ -579,9 +607,9 @@ pub fn run_daemon(
             opts.log.clone(),
         )
         .context("daemon registry")?;
-        Ok((mounted, pool, reg, ops, metrics, server))
+        Ok((mounted, pool, reg, ops, metrics, server, lease))
     })();
-    let (mounted, pool, _reg, ops, _metrics, server) = match started {
+    let (mounted, pool, _reg, ops, _metrics, server, _lease) = match started {
         Ok(m) => {
             report_ready(ready, Ok(()));
             // systemd (Type=notify): the unit is active once the mount is live.

@@ -94,6 +94,59 @@ fn a_second_daemon_for_a_workspace_is_refused_naming_the_first_mount() {
     refused(&out, &["already mounted at", &m.mp.display().to_string()]);
 }
 
+/// Two daemons started in the same instant on one workspace: both find no record in the
+/// registry (a daemon writes its record once it serves), and before the host's lease both
+/// served, on one socket and one queue. Now exactly one serves, the other is refused in one
+/// line. Real processes, started together, five rounds.
+#[test]
+fn two_daemons_started_at_once_leave_one_serving() {
+    for round in 0..5 {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        let start = || {
+            support::vikingfs(d.path())
+                .args(["serve", "--port", "0", "--workspace"])
+                .arg(&ws)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut both = [start(), start()];
+        // The loser exits; the winner serves on (until killed below).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let exited = loop {
+            let done: Vec<usize> = (0..2)
+                .filter(|&i| both[i].try_wait().unwrap().is_some())
+                .collect();
+            if !done.is_empty() || std::time::Instant::now() > deadline {
+                break done;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        // Long enough for a second winner to show itself by still running.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let exited: Vec<usize> = (0..2)
+            .filter(|&i| exited.contains(&i) || both[i].try_wait().unwrap().is_some())
+            .collect();
+        for c in &mut both {
+            let _ = c.kill();
+        }
+        let outs: Vec<Output> = both
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        assert_eq!(
+            exited.len(),
+            1,
+            "round {round}: exactly one refused: {exited:?}"
+        );
+        let loser = &outs[exited[0]];
+        let err = refused(loser, &["one daemon serves a workspace"]);
+        assert!(err.contains(&ws.display().to_string()), "{err}");
+    }
+}
+
 /// The two arguments swapped — a workspace given as the mount point, or a live mount given as
 /// the workspace — are named as such, with the order (before: "Operation not permitted", or
 /// a new workspace made in the mount point's place).
