@@ -788,22 +788,6 @@ fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-/// `POST /api/v1/resources/temp_upload` of `bytes` as the multipart field `file`.
-fn upload(s: &Served, headers: &[&str], name: &str, bytes: &[u8]) -> (u16, Value) {
-    let boundary = "vikingfs-test-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
-         Content-Type: application/octet-stream\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    let ct = format!("Content-Type: multipart/form-data; boundary={boundary}");
-    let mut h = headers.to_vec();
-    h.push(&ct);
-    s.call("POST", "/api/v1/resources/temp_upload", &h, Some(&body))
-}
-
 #[test]
 fn resources_are_added_from_uploads_and_hostile_archives_refused() {
     let s = Served::new();
@@ -812,7 +796,7 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
         ("a.md", b"alpha about tokens"),
         ("sub/b.md", b"beta about vectors"),
     ]);
-    let id = ok(upload(&s, &[], DIR_ZIP, &z))["temp_file_id"]
+    let id = ok(s.upload(&[], DIR_ZIP, &z))["temp_file_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -866,7 +850,7 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
         "viking://resources/docs/note.txt",
         "viking://resources/docs/note_1.txt",
     ] {
-        let id = ok(upload(&s, &[], "note.txt", b"plain note"))["temp_file_id"].clone();
+        let id = ok(s.upload(&[], "note.txt", b"plain note"))["temp_file_id"].clone();
         let r = ok(s.json(
             "POST",
             "/api/v1/resources",
@@ -944,7 +928,7 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
         ("lock", zip_of(&[("d/.path.ovlock", b"x")])),
         ("nul", zip_of(&[("a\u{0}b", b"x")])),
     ] {
-        let id = ok(upload(&s, &[], DIR_ZIP, &evil))["temp_file_id"].clone();
+        let id = ok(s.upload(&[], DIR_ZIP, &evil))["temp_file_id"].clone();
         let (code, v) = s.json(
             "POST",
             "/api/v1/resources",
@@ -956,7 +940,7 @@ fn resources_are_added_from_uploads_and_hostile_archives_refused() {
     assert!(!outside.exists());
     assert_eq!(files_below(&data(&s)), before, "nothing added");
     // A bad source_name is refused before anything is added.
-    let id = ok(upload(&s, &[], "n.txt", b"x"))["temp_file_id"].clone();
+    let id = ok(s.upload(&[], "n.txt", b"x"))["temp_file_id"].clone();
     err(
         s.json(
             "POST",
@@ -1045,7 +1029,7 @@ fn a_user_key_sees_only_its_own_user_tree() {
         "PERMISSION_DENIED",
     );
     // An upload is its sender's only.
-    let id = ok(upload(&s, &root, "n.txt", b"root's"))["temp_file_id"].clone();
+    let id = ok(s.upload(&root, "n.txt", b"root's"))["temp_file_id"].clone();
     err(
         s.json(
             "POST",
@@ -1085,7 +1069,7 @@ fn bodies_and_reads_over_the_limit_are_refused_and_downloads_stream() {
         json!({ "server": { "max_body_bytes": 100_000, "max_upload_bytes": 100_000 } }),
     );
     // An upload over its own limit: OpenViking's answer (400, its message).
-    let (code, v) = upload(&s, &[], "big.bin", &vec![7u8; 200_000]);
+    let (code, v) = s.upload(&[], "big.bin", &vec![7u8; 200_000]);
     assert_eq!(
         (code, v["error"]["code"].as_str()),
         (400, Some("INVALID_ARGUMENT")),
@@ -1178,7 +1162,7 @@ fn add_resource_targets_resources_only() {
     };
     let (alice, admin) = (key("alice", &[]), key("ann", &["--role", "admin"]));
     let add = |who: &str, field: &str, target: &str| {
-        let id = ok(upload(&s, &[who], "note.md", b"a note"))["temp_file_id"].clone();
+        let id = ok(s.upload(&[who], "note.md", b"a note"))["temp_file_id"].clone();
         s.json(
             "POST",
             "/api/v1/resources",
@@ -1227,7 +1211,7 @@ fn add_resource_targets_resources_only() {
         assert_eq!(r["root_uri"], target, "{r}");
     }
     // MCP's add_resource is the same route: refused with OpenViking's message as its text.
-    let id = ok(upload(&s, &[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
+    let id = ok(s.upload(&[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
     let (is_error, text) = mcp_call(
         &s,
         &[&alice],
@@ -1237,7 +1221,7 @@ fn add_resource_targets_resources_only() {
     assert!(is_error, "{text}");
     assert!(text.contains("to must target resource content"), "{text}");
     assert!(!data(&s).join("agent/m.md").exists());
-    let id = ok(upload(&s, &[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
+    let id = ok(s.upload(&[&alice], "m.md", b"via mcp"))["temp_file_id"].clone();
     let (is_error, text) = mcp_call(
         &s,
         &[&alice],

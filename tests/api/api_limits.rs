@@ -74,18 +74,10 @@ fn bomb(mib: u32) -> Vec<u8> {
     z
 }
 
-/// `POST /api/v1/resources/temp_upload` of `bytes` as the multipart field `file`.
+/// `POST /api/v1/resources/temp_upload` of `bytes` as the multipart field `file`: its
+/// `temp_file_id`.
 fn upload(s: &Served, name: &str, bytes: &[u8]) -> String {
-    let boundary = "vikingfs-test-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
-         Content-Type: application/octet-stream\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    let ct = format!("Content-Type: multipart/form-data; boundary={boundary}");
-    let (code, v) = s.call("POST", "/api/v1/resources/temp_upload", &[&ct], Some(&body));
+    let (code, v) = s.upload(&[], name, bytes);
     assert_eq!(code, 200, "{v}");
     v["result"]["temp_file_id"].as_str().unwrap().to_string()
 }

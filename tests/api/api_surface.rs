@@ -26,18 +26,7 @@ fn err((code, v): (u16, Value), status: u16, want: &str) -> Value {
 /// `POST /api/v1/resources/temp_upload` of `bytes` named `name` with `headers`; its
 /// `temp_file_id`.
 fn upload(s: &Served, headers: &[&str], name: &str, bytes: &[u8]) -> String {
-    let boundary = "vikingfs-test-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
-         Content-Type: application/octet-stream\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    let ct = format!("Content-Type: multipart/form-data; boundary={boundary}");
-    let mut h = headers.to_vec();
-    h.push(&ct);
-    ok(s.call("POST", "/api/v1/resources/temp_upload", &h, Some(&body)))["temp_file_id"]
+    ok(s.upload(headers, name, bytes))["temp_file_id"]
         .as_str()
         .unwrap()
         .to_string()

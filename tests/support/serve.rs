@@ -94,6 +94,23 @@ impl Served {
             .unwrap()
     }
 
+    /// `POST /api/v1/resources/temp_upload` of `bytes` named `name` as the multipart field
+    /// `file`, with `headers`: the status and the answer.
+    pub fn upload(&self, headers: &[&str], name: &str, bytes: &[u8]) -> (u16, Value) {
+        let boundary = "vikingfs-test-boundary";
+        let mut body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let ct = format!("Content-Type: multipart/form-data; boundary={boundary}");
+        let mut h = headers.to_vec();
+        h.push(&ct);
+        self.call("POST", "/api/v1/resources/temp_upload", &h, Some(&body))
+    }
+
     /// One HTTP/1.1 request (`headers` as `Name: value` lines); the status and the body as
     /// JSON (`Value::Null` when the body is not JSON).
     pub fn call(
