@@ -104,26 +104,33 @@ fn lex_sum_sql() -> String {
     )
 }
 
-/// An index made before `lex_sum` gets it in one write transaction (whoever opens it first),
-/// filled from the summaries' `lex_text`. A current index costs one read of the schema.
-fn upgrade_lex_sum(conn: &mut Connection) -> rusqlite::Result<()> {
-    fn missing(c: &Connection) -> rusqlite::Result<bool> {
-        c.query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')
-                AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_sum')",
-            [],
-            |r| r.get(0),
-        )
-    }
-    if !missing(conn)? {
-        return Ok(());
+/// Apply `sql` to an index whose schema `needed` (a query answering one boolean) says is
+/// old, in one write transaction: whoever opens it first upgrades it, and the others find it
+/// done (`needed` asked again under the write lock). A current index costs one read of the
+/// schema. Whether it ran.
+fn upgrade_once(conn: &mut Connection, needed: &str, sql: &str) -> rusqlite::Result<bool> {
+    let ask = |c: &Connection| c.query_row(needed, [], |r| r.get::<_, bool>(0));
+    if !ask(conn)? {
+        return Ok(false);
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if !missing(&tx)? {
-        return Ok(());
+    if !ask(&tx)? {
+        return Ok(false);
     }
-    tx.execute_batch(&format!("{} {}", lex_sum_sql(), fill_lex_sum()))?;
-    tx.commit()
+    tx.execute_batch(sql)?;
+    tx.commit()?;
+    Ok(true)
+}
+
+/// An index made before `lex_sum` gets it, filled from the summaries' `lex_text`.
+fn upgrade_lex_sum(conn: &mut Connection) -> rusqlite::Result<()> {
+    upgrade_once(
+        conn,
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')
+            AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_sum')",
+        &format!("{} {}", lex_sum_sql(), fill_lex_sum()),
+    )
+    .map(drop)
 }
 
 /// `lex_sum` made from the summaries' `lex_text`.
@@ -137,40 +144,32 @@ fn fill_lex_sum() -> String {
 }
 
 /// An index written before `lex` was contentless (its text in FTS5's own content table, no
-/// `lex_text`) is converted in place when opened, in one write transaction (whoever opens it
-/// first; the others find it done): the text moves to `lex_text` and `lex` is made again from
-/// it. Records, vectors and chunks stay as they are (re-deriving them from the files would
-/// re-embed every file). A current index costs one read of the schema.
+/// `lex_text`) is converted in place when opened: the text moves to `lex_text` and `lex` is
+/// made again from it. Records, vectors and chunks stay as they are (re-deriving them from
+/// the files would re-embed every file).
 fn upgrade_lex(conn: &mut Connection) -> rusqlite::Result<()> {
-    fn old(c: &Connection) -> rusqlite::Result<bool> {
-        c.query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex')
-                AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')",
-            [],
-            |r| r.get(0),
-        )
+    let ran = upgrade_once(
+        conn,
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex')
+            AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'lex_text')",
+        &format!(
+            "CREATE TEMP TABLE old_lex AS SELECT rowid AS id, name, body FROM lex;
+             DROP TABLE lex;
+             DROP TABLE IF EXISTS lex_sum;
+             {}
+             INSERT INTO lex_text(id, name, body) SELECT id, name, body FROM temp.old_lex;
+             INSERT INTO lex(rowid, name, body) SELECT id, name, body FROM lex_text;
+             {}
+             DROP TABLE temp.old_lex;",
+            lex_sql(),
+            fill_lex_sum()
+        ),
+    )?;
+    if ran {
+        tracing::info!(
+            "the index's lexical table made contentless (deletes no longer re-read text)"
+        );
     }
-    if !old(conn)? {
-        return Ok(());
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if !old(&tx)? {
-        return Ok(()); // Another process converted it meanwhile.
-    }
-    tx.execute_batch(&format!(
-        "CREATE TEMP TABLE old_lex AS SELECT rowid AS id, name, body FROM lex;
-         DROP TABLE lex;
-         DROP TABLE IF EXISTS lex_sum;
-         {}
-         INSERT INTO lex_text(id, name, body) SELECT id, name, body FROM temp.old_lex;
-         INSERT INTO lex(rowid, name, body) SELECT id, name, body FROM lex_text;
-         {}
-         DROP TABLE temp.old_lex;",
-        lex_sql(),
-        fill_lex_sum()
-    ))?;
-    tx.commit()?;
-    tracing::info!("the index's lexical table made contentless (deletes no longer re-read text)");
     Ok(())
 }
 
