@@ -647,6 +647,18 @@ mod tests {
         h
     }
 
+    /// User bob of account acme, with a key of his own.
+    fn bob() -> Identity {
+        Identity {
+            account: "acme".into(),
+            user: "bob".into(),
+            role: Role::User,
+            peer: None,
+            agent: None,
+            acting: false,
+        }
+    }
+
     #[test]
     fn keys_decide_who_calls() {
         let (_d, ws) = ws();
@@ -741,14 +753,7 @@ mod tests {
 
     #[test]
     fn a_user_key_sees_its_own_tree_and_the_shared_ones_only() {
-        let bob = Identity {
-            account: "acme".into(),
-            user: "bob".into(),
-            role: Role::User,
-            peer: None,
-            agent: None,
-            acting: false,
-        };
+        let bob = bob();
         for ok in [
             "viking://",
             "viking://user",
@@ -808,14 +813,7 @@ mod tests {
 
     #[test]
     fn no_summary_of_a_shared_parent_reaches_one_user() {
-        let bob = Identity {
-            account: "acme".into(),
-            user: "bob".into(),
-            role: Role::User,
-            peer: None,
-            agent: None,
-            acting: false,
-        };
+        let bob = bob();
         let p = |s: &str| VPath::from_rel(s).unwrap();
         // `user` holds every user's tree: its summary quotes them all.
         for shared in ["", "user"] {

@@ -61,6 +61,17 @@ fn hold(h: &Host, uri: &str, tree: bool) -> std::process::Child {
     child
 }
 
+/// `vikingfs lock --timeout 0 URI` on `h` meets the other host's lock: exit 75 (busy).
+fn lock_busy(h: &Host, uri: &str) {
+    let out = run(&mut h.cli(&["lock", "--timeout", "0", uri, "--", "true"]));
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{uri}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn release(mut child: std::process::Child) {
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -106,40 +117,14 @@ fn two_hosts_on_glusterfs_keep_locks_files_index_and_history_consistent() {
     let (owner, _) = exact_token(&backing.join("held"), "x.md").expect("A's lock file");
     assert!(owner.starts_with(&format!("vfs-{}-", ids[0])), "{owner}");
     busy(c.b(), "echo b > held/x.md");
-    let out = run(&mut c.b().cli(&[
-        "lock",
-        "--timeout",
-        "0",
-        "viking://resources/held/x.md",
-        "--",
-        "true",
-    ]));
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lock_busy(c.b(), "viking://resources/held/x.md");
     ok(&rb, "echo b > held/sub/y.md");
     release(held);
     ok(&rb, "echo b > held/x.md");
     let held = hold(c.b(), "viking://resources/held", true);
     busy(c.a(), "echo a > held/sub/y.md");
     busy(c.a(), "rm held/x.md");
-    let out = run(&mut c.a().cli(&[
-        "lock",
-        "--timeout",
-        "0",
-        "viking://resources/held/sub/y.md",
-        "--",
-        "true",
-    ]));
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lock_busy(c.a(), "viking://resources/held/sub/y.md");
     release(held);
     ok(&ra, "echo a > held/sub/y.md");
     assert_eq!(
